@@ -1,0 +1,323 @@
+//! The wire types of protocol v1 (see `protocol.md` at the repository root). This module is the one
+//! definition used by both the runner and the SDK. Every struct ignores unknown fields, so a newer peer never
+//! breaks an older one.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The full form of a `--schemas` document (protocol.md §2.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SchemasDoc {
+    #[serde(default = "one")]
+    pub protocol: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `true`: stdout of every call is an event stream (§5.2).
+    #[serde(default)]
+    pub events: bool,
+    /// The tool can serve many calls in one process (§9).
+    #[serde(default)]
+    pub persistent: bool,
+    /// Runner extension used by the Python shim: the module has an AnimaWorks `cli_main(argv)`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cli: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialDecl>,
+    #[serde(default)]
+    pub actions: Vec<ActionDecl>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One action of a tool (§2.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActionDecl {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, alias = "parameters", skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub profile: Profile,
+    /// The name the request carries, when it is not `<tool>_<action>` (short form, §2.2). Not on the wire of
+    /// a full-form document; the runner fills it when it normalises a short-form list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_name: Option<String>,
+}
+
+/// How an action behaves (§2.1). Every field is optional on the wire.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub background_eligible: bool,
+    #[serde(default)]
+    pub gated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated_as: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialDecl>,
+    #[serde(default)]
+    pub hints: Hints,
+}
+
+/// MCP-style annotations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hints {
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub destructive: bool,
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub open_world: bool,
+}
+
+/// A credential an action or tool needs (§2.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialDecl {
+    pub name: String,
+    pub env: String,
+    #[serde(default = "api_key")]
+    pub key: String,
+    #[serde(default)]
+    pub per_anima: bool,
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn api_key() -> String {
+    "api_key".into()
+}
+fn yes() -> bool {
+    true
+}
+
+/// An entry of the short form (§2.2): `{"name", "description", "input_schema" | "parameters"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShortSchema {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, alias = "parameters")]
+    pub input_schema: Option<Value>,
+}
+
+/// What `--schemas` may print: the full form or the short form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SchemasOutput {
+    Full(SchemasDoc),
+    Short(Vec<ShortSchema>),
+}
+
+/// The request written to a tool's stdin (§4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub name: String,
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    #[serde(default)]
+    pub context: Context,
+}
+
+/// The context of a call (§4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    #[serde(default = "one")]
+    pub protocol: u32,
+    #[serde(default)]
+    pub call_id: String,
+    #[serde(default)]
+    pub tool: String,
+    #[serde(default)]
+    pub action: String,
+    #[serde(default)]
+    pub anima_name: Option<String>,
+    #[serde(default)]
+    pub anima_dir: Option<String>,
+    #[serde(default)]
+    pub data_dir: Option<String>,
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+}
+
+/// A log level of a `log` event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Debug,
+    #[default]
+    Info,
+    #[serde(alias = "warn")]
+    Warning,
+    Error,
+}
+
+/// The tool's own error (§5, §6 `tool_error`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolErrorBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// One event line of an event stream (§5.2). `call_id` is present only for persistent workers (§9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Event {
+    Progress {
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    Log {
+        #[serde(default)]
+        level: Level,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    Partial {
+        data: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    Result {
+        #[serde(default)]
+        result: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    Error {
+        #[serde(flatten)]
+        error: ToolErrorBody,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+}
+
+impl Event {
+    /// `result` and `error` end a call.
+    pub fn is_final(&self) -> bool {
+        matches!(self, Event::Result { .. } | Event::Error { .. })
+    }
+
+    pub fn call_id(&self) -> Option<&str> {
+        match self {
+            Event::Progress { call_id, .. }
+            | Event::Log { call_id, .. }
+            | Event::Partial { call_id, .. }
+            | Event::Result { call_id, .. }
+            | Event::Error { call_id, .. } => call_id.as_deref(),
+        }
+    }
+
+    pub fn result(result: Value) -> Self {
+        Event::Result { result, call_id: None }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Event::Error { error: ToolErrorBody { message: message.into(), ..Default::default() }, call_id: None }
+    }
+
+    pub fn progress(progress: f64, total: Option<f64>, message: Option<String>) -> Self {
+        Event::Progress { progress, total, message, call_id: None }
+    }
+
+    pub fn log(level: Level, message: impl Into<String>) -> Self {
+        Event::Log { level, message: message.into(), call_id: None }
+    }
+}
+
+/// How one stdout line of an event stream reads (§5.2): a known event, an object of an unknown type (ignored),
+/// or not a protocol line at all.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    Event(Event),
+    Unknown(Map<String, Value>),
+    Blank,
+    NotProtocol(String),
+}
+
+const KNOWN_TYPES: [&str; 5] = ["progress", "log", "partial", "result", "error"];
+
+/// Classify one line of an event stream.
+pub fn parse_line(line: &[u8]) -> Line {
+    let trimmed = line.trim_ascii();
+    if trimmed.is_empty() {
+        return Line::Blank;
+    }
+    let value: Value = match serde_json::from_slice(trimmed) {
+        Ok(v) => v,
+        Err(e) => return Line::NotProtocol(format!("not JSON ({e})")),
+    };
+    let Value::Object(map) = value else {
+        return Line::NotProtocol("a JSON value that is not an object".into());
+    };
+    match map.get("type").and_then(Value::as_str) {
+        None => Line::NotProtocol("a JSON object with no string \"type\" field".into()),
+        Some(t) if KNOWN_TYPES.contains(&t) => match serde_json::from_value::<Event>(Value::Object(map)) {
+            Ok(ev) => Line::Event(ev),
+            Err(e) => Line::NotProtocol(format!("a malformed \"{t}\" event ({e})")),
+        },
+        Some(_) => Line::Unknown(map),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn short_and_full_forms_parse() {
+        let short: SchemasOutput =
+            serde_json::from_value(json!([{"name": "x_y", "parameters": {"type": "object"}}])).unwrap();
+        assert!(matches!(short, SchemasOutput::Short(ref v) if v[0].input_schema.is_some()));
+        let full: SchemasOutput =
+            serde_json::from_value(json!({"protocol": 1, "actions": [{"name": "a"}], "future": 1})).unwrap();
+        assert!(matches!(full, SchemasOutput::Full(ref d) if d.actions.len() == 1 && !d.events));
+    }
+
+    #[test]
+    fn lines_classify() {
+        assert!(matches!(parse_line(b"  \n"), Line::Blank));
+        assert!(matches!(parse_line(b"{\"type\":\"future\",\"x\":1}"), Line::Unknown(_)));
+        assert!(matches!(parse_line(b"hello"), Line::NotProtocol(_)));
+        assert!(matches!(parse_line(b"{\"type\":\"progress\"}"), Line::NotProtocol(_)));
+        match parse_line(br#"{"type":"error","message":"m","code":"c","extra":true}"#) {
+            Line::Event(Event::Error { error, .. }) => assert_eq!(error.code.as_deref(), Some("c")),
+            other => panic!("{other:?}"),
+        }
+        match parse_line(br#"{"type":"result","result":{"a":1}}"#) {
+            Line::Event(e) => assert!(e.is_final()),
+            other => panic!("{other:?}"),
+        }
+    }
+}
