@@ -28,6 +28,10 @@ pub struct SchemasDoc {
     /// Runner extension used by the Python shim: the module has an AnimaWorks `cli_main(argv)`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cli: bool,
+    /// Runner extension used by the Python shim: a legacy module's `EXECUTION_PROFILE` as written (keys in CLI
+    /// spelling), so that gates also hold for actions reachable only through `cli_main`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_profile: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<CredentialDecl>,
     #[serde(default)]
