@@ -277,6 +277,10 @@ pub fn parse_line(line: &[u8]) -> Line {
     if trimmed.is_empty() {
         return Line::Blank;
     }
+    // Fast path: almost every line is a well-formed known event.
+    if let Ok(ev) = serde_json::from_slice::<Event>(trimmed) {
+        return Line::Event(ev);
+    }
     let value: Value = match serde_json::from_slice(trimmed) {
         Ok(v) => v,
         Err(e) => return Line::NotProtocol(format!("not JSON ({e})")),
@@ -284,9 +288,10 @@ pub fn parse_line(line: &[u8]) -> Line {
     let Value::Object(map) = value else {
         return Line::NotProtocol("a JSON value that is not an object".into());
     };
-    match map.get("type").and_then(Value::as_str) {
+    let kind = map.get("type").and_then(Value::as_str).map(str::to_owned);
+    match kind {
         None => Line::NotProtocol("a JSON object with no string \"type\" field".into()),
-        Some(t) if KNOWN_TYPES.contains(&t) => match serde_json::from_value::<Event>(Value::Object(map)) {
+        Some(t) if KNOWN_TYPES.contains(&t.as_str()) => match serde_json::from_value::<Event>(Value::Object(map)) {
             Ok(ev) => Line::Event(ev),
             Err(e) => Line::NotProtocol(format!("a malformed \"{t}\" event ({e})")),
         },
