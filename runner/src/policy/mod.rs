@@ -1,1 +1,59 @@
 //! The policy engine: who may call what, with which secrets, in which environment, and what is recorded.
+//!
+//! Everything here is pure: files are read and written, no process is started. The call path uses it in this
+//! order, for every call whatever its entry point (`call`, `<tool> <argv…>`, `submit`, MCP, `use-tool`):
+//!
+//! 1. [`permissions::load`] the anima's `permissions.json` (or `permissions.md`). A broken file is an error
+//!    value, not a panic and not the defaults: it is handed to the gate as it is, and the gate refuses.
+//! 2. [`gate::decide`] (structured calls) or [`gate::decide_cli`] (legacy `cli_main` passthrough): one
+//!    [`gate::Decision`] that is either `Allow` or `Deny(Refusal)`; a refusal names the key to add and the file.
+//! 3. [`credentials::resolve_all`] the credentials the tool and the action declared, through the AnimaWorks
+//!    chain (config.json, [`vault`], shared/credentials.json, environment).
+//! 4. [`env::build_env`] the tool's environment from scratch: a few of the caller's variables, the context,
+//!    the resolved secrets, and the operator's passthrough list.
+//! 5. After the call, [`audit::AuditLog::append`] one JSON line, with arguments masked by a [`mask::Masker`]
+//!    that holds every resolved secret.
+
+use serde::{Deserialize, Serialize};
+
+pub mod audit;
+pub mod credentials;
+pub mod env;
+pub mod gate;
+pub mod mask;
+pub mod permissions;
+pub mod vault;
+
+pub use gate::{decide, decide_cli, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
+pub use mask::Masker;
+pub use permissions::{LoadedPermissions, Permissions, PermissionsError};
+
+/// Where a tool was found. The permission rules differ by tier (see [`gate::decide`]), so every call path
+/// states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Shipped with the installation.
+    Core,
+    /// `<data dir>/common_tools/`, shared by every anima.
+    Common,
+    /// `<anima dir>/tools/`, the anima's own.
+    Personal,
+}
+
+impl Tier {
+    /// The lowercase name used in audit records and messages (`core`, `common`, `personal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Core => "core",
+            Tier::Common => "common",
+            Tier::Personal => "personal",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,145 @@
+//! Hides resolved secrets in anything the runner shows or records (audit args, error messages, stderr tails).
+
+use serde_json::Value;
+
+/// The text that replaces a secret.
+pub const MASK: &str = "***";
+
+/// Secrets shorter than this many characters (after trimming whitespace) are not masked.
+///
+/// Why: replacing every `1`, `on` or `abc` in a result would shred ordinary text and would itself tell which
+/// short string the secret is; a secret that short protects nothing anyway.
+pub const MIN_SECRET_CHARS: usize = 4;
+
+/// Holds the secret values of one call and replaces every occurrence of them with [`MASK`].
+///
+/// The rule: for each secret of at least [`MIN_SECRET_CHARS`] characters, the value as given, the value with
+/// surrounding whitespace trimmed (a token read from a file often ends in a newline), and the value as it
+/// appears inside a JSON string (quotes, backslashes and control characters escaped) are all replaced.
+/// Longer needles are replaced first, so a secret that contains another is masked whole. Object keys are
+/// masked as well as string values. Masking is by exact substring; a secret re-encoded by the tool (base64,
+/// URL-encoding) is not recognised.
+#[derive(Debug, Clone, Default)]
+pub struct Masker {
+    needles: Vec<String>,
+}
+
+impl Masker {
+    /// A masker for these secret values (empty and too-short ones are skipped, as documented on [`Masker`]).
+    pub fn new<I, S>(secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut m = Masker::default();
+        for s in secrets {
+            m.add(s.as_ref());
+        }
+        m
+    }
+
+    /// Adds one more secret value.
+    pub fn add(&mut self, secret: &str) {
+        let trimmed = secret.trim();
+        if trimmed.chars().count() < MIN_SECRET_CHARS {
+            return;
+        }
+        let escaped = serde_json::to_string(trimmed).expect("a str always serialises");
+        let escaped = &escaped[1..escaped.len() - 1];
+        for n in [secret, trimmed, escaped] {
+            if !self.needles.iter().any(|x| x == n) {
+                self.needles.push(n.to_string());
+            }
+        }
+        // Longest first, so that a secret containing another is replaced whole.
+        self.needles.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    }
+
+    /// `true` when there is nothing to mask.
+    pub fn is_empty(&self) -> bool {
+        self.needles.is_empty()
+    }
+
+    /// `s` with every secret replaced by [`MASK`].
+    pub fn mask_str(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for n in &self.needles {
+            if out.contains(n.as_str()) {
+                out = out.replace(n.as_str(), MASK);
+            }
+        }
+        out
+    }
+
+    /// A copy of `v` with every secret in every string (values and object keys) replaced by [`MASK`].
+    pub fn mask_value(&self, v: &Value) -> Value {
+        let mut v = v.clone();
+        self.mask_value_in_place(&mut v);
+        v
+    }
+
+    /// Replaces every secret in `v`'s strings (values and object keys) with [`MASK`], in place.
+    pub fn mask_value_in_place(&self, v: &mut Value) {
+        if self.is_empty() {
+            return;
+        }
+        match v {
+            Value::String(s) => {
+                let m = self.mask_str(s);
+                if m != *s {
+                    *s = m;
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.mask_value_in_place(x)),
+            Value::Object(o) => {
+                let old = std::mem::take(o);
+                for (k, mut x) in old {
+                    self.mask_value_in_place(&mut x);
+                    o.insert(self.mask_str(&k), x);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_every_occurrence_in_strings_and_values() {
+        let m = Masker::new(["tok-123", "s3cr3t\n"]);
+        assert_eq!(m.mask_str("a tok-123 b tok-123"), "a *** b ***");
+        assert_eq!(m.mask_str("x=s3cr3t;"), "x=***;");
+        let v = json!({"token": "tok-123", "list": ["pre-tok-123-post", 5, null], "tok-123": {"n": "s3cr3t"}});
+        assert_eq!(
+            m.mask_value(&v),
+            json!({"token": "***", "list": ["pre-***-post", 5, null], "***": {"n": "***"}})
+        );
+    }
+
+    #[test]
+    fn skips_empty_and_short_values() {
+        let m = Masker::new(["", "  ", "abc", "1"]);
+        assert!(m.is_empty());
+        assert_eq!(m.mask_str("abc 1"), "abc 1");
+        let m = Masker::new(["abcd"]);
+        assert_eq!(m.mask_str("abcde"), "***e");
+    }
+
+    #[test]
+    fn longer_secret_containing_another_is_masked_whole() {
+        let m = Masker::new(["abcd", "xxabcdxx"]);
+        assert_eq!(m.mask_str("1xxabcdxx2 abcd"), "1***2 ***");
+    }
+
+    #[test]
+    fn json_escaped_form_is_masked_in_raw_text() {
+        let secret = "pa\"ss\\wörd";
+        let m = Masker::new([secret]);
+        let text = serde_json::to_string(&json!({"p": secret})).unwrap();
+        assert_eq!(m.mask_str(&text), r#"{"p":"***"}"#);
+    }
+}
