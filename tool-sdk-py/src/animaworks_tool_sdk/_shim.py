@@ -94,7 +94,10 @@ def _action_of(schema_name: str, stem: str) -> str:
 
 
 def _profile_for(profile: Any, action: str) -> dict[str, Any] | None:
-    """EXECUTION_PROFILE entry for an action: key as written, then `_`→`-`, then `-`→`_` (CLI spelling)."""
+    """EXECUTION_PROFILE entry for an action: key as written, then `_`→`-`, then `-`→`_` (CLI spelling).
+
+    A gated entry found under another spelling gets ``gated_as`` = that key, so the grant is the one that
+    works in AnimaWorks (``<tool>_delete-all``)."""
     if not isinstance(profile, dict):
         return None
     for key in (action, action.replace("_", "-"), action.replace("-", "_")):
@@ -113,6 +116,9 @@ def _profile_for(profile: Any, action: str) -> dict[str, Any] | None:
         out["gated"] = bool(entry["gated"])  # any truthy spelling gates: a gate must fail closed
     if isinstance(entry.get("gated_as"), str) and entry["gated_as"]:
         out["gated_as"] = entry["gated_as"]
+    elif out.get("gated") and key != action:
+        # AnimaWorks grants use the profile key as written (`github_create-issue`), so name the grant that way.
+        out["gated_as"] = key
     return out
 
 
