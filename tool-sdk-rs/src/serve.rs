@@ -159,9 +159,8 @@ impl Tool {
             return false;
         };
         let mut call = request.context.clone();
-        if call.action.is_empty() {
-            call.action = action.decl.name.clone();
-        }
+        // The handler sees the action as declared, whatever spelling the request used (§3).
+        call.action = action.decl.name.clone();
         if call.tool.is_empty() {
             call.tool = self.name.clone();
         }
