@@ -40,6 +40,9 @@ def _json_default(value: Any) -> Any:
         from dataclasses import asdict
 
         return asdict(value)
+    enum = sys.modules.get("enum")
+    if enum is not None and isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if isinstance(value, bytes):
