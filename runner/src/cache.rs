@@ -1,0 +1,107 @@
+//! The schema cache: `--schemas` runs once per version of a tool file, not once per call.
+//!
+//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder>/<file name>.json`,
+//! holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
+//! `--schemas` gave. An entry is used only when the identity still matches, so a changed, added or removed tool is
+//! noticed on the next invocation. Writes are atomic (temp file + rename): two runners writing at once each leave
+//! a whole file, and a corrupt or foreign file is only a cache miss.
+
+use crate::discover::{Launch, ToolFile};
+use crate::dirs::Dirs;
+use crate::manifest::Manifest;
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever the cached shape or the shim changes meaning.
+const CACHE_FORMAT: u32 = 1;
+
+/// The identity of a tool file version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileKey {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub dev: u64,
+    pub interpreter: Option<String>,
+    pub runner: String,
+}
+
+impl FileKey {
+    pub fn of(file: &ToolFile, dirs: &Dirs) -> std::io::Result<FileKey> {
+        let m = std::fs::metadata(&file.path)?;
+        Ok(FileKey {
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+            ino: m.ino(),
+            dev: m.dev(),
+            interpreter: (file.launch == Launch::Python).then(|| dirs.python.to_string_lossy().into_owned()),
+            runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
+        })
+    }
+}
+
+/// What `--schemas` gave for one file version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Probed {
+    Ok(Manifest),
+    /// `--schemas` failed; the reason and the tail of its stderr.
+    Failed { reason: String, stderr_tail: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    path: PathBuf,
+    key: FileKey,
+    probed: Probed,
+}
+
+fn fnv(s: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
+    let folder = file.path.parent().unwrap_or(Path::new("/"));
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let name = file.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dirs.cache.join("schemas").join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes()))).join(format!("{name}.json"))
+}
+
+/// The cached result for this exact file version, if any.
+pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
+    let bytes = std::fs::read(entry_path(dirs, file)).ok()?;
+    let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+    (entry.key == *key && entry.path == file.path).then_some(entry.probed)
+}
+
+/// Remember what `--schemas` gave. Failure to write is logged, never fatal.
+pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
+    let path = entry_path(dirs, file);
+    let entry = Entry { path: file.path.clone(), key: key.clone(), probed: probed.clone() };
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().expect("has parent");
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer(&mut tmp, &entry)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    if let Err(e) = write() {
+        tracing::warn!("could not write the schema cache at {}: {e}", path.display());
+    }
+}
+
+/// Forget everything (`animaworks-tool refresh`).
+pub fn clear(dirs: &Dirs) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dirs.cache.join("schemas")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

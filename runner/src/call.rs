@@ -1,0 +1,350 @@
+//! One call, start to end: discover → validate → permit → spawn → stream → reap. Every entry point (the CLI,
+//! `use-tool`, the MCP server, background tasks, the library) goes through [`Runner::call`].
+
+use crate::cache::Probed;
+use crate::dirs::Dirs;
+use crate::discover::{self, ToolFile};
+use crate::error::{CallError, ErrorCode};
+use crate::manifest::{Action, Manifest};
+use crate::probe;
+use crate::spawn::{self, Mode};
+use crate::stream::{self, Cancel, Drive, Observer};
+use serde_json::{Map, Value};
+use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
+use crate::policy::credentials::{self, ResolvedCredential};
+use crate::policy::env::CallContext;
+use crate::policy::Masker;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Default output cap: 8 MiB (protocol.md §5.3).
+pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+
+/// Per-call options a caller may set.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Overrides the action's `timeout_s`.
+    pub timeout: Option<Duration>,
+    /// Overrides the runner's output cap.
+    pub max_output: Option<u64>,
+    /// Use this call id instead of a new one (background tasks reuse their task id).
+    pub call_id: Option<String>,
+}
+
+/// A tool that was found and described.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub file: ToolFile,
+    pub manifest: Manifest,
+}
+
+/// The runner: where tools are and how calls are bounded.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub dirs: Dirs,
+    pub max_output: u64,
+}
+
+/// A fresh call id: `c-` and 12 hex digits.
+pub fn new_call_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let mix = nanos ^ ((std::process::id() as u64) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e3779b97f4a7c15);
+    format!("c-{:012x}", mix & 0xffff_ffff_ffff)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Runner {
+    pub fn new(dirs: Dirs) -> Runner {
+        let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_OUTPUT);
+        Runner { dirs, max_output }
+    }
+
+    /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
+    pub fn env(&self, call_id: &str, deadline_ms: u64, secrets: &[ResolvedCredential]) -> Result<Vec<(OsString, OsString)>, CallError> {
+        let passthrough = crate::policy::env::load_passthrough(&self.dirs.data).map_err(|e| {
+            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
+                .hint("fix env_passthrough in that file (a list of variable names)")
+        })?;
+        let ctx = CallContext {
+            call_id: call_id.to_owned(),
+            data_dir: self.dirs.data.clone(),
+            anima_dir: self.dirs.anima.clone(),
+            anima_name: self.dirs.anima_name(),
+            deadline_ms,
+        };
+        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, &passthrough).into_iter().collect())
+    }
+
+    /// Resolve the credentials the tool and the action declared; a missing required one stops the call here.
+    pub fn secrets(&self, r: &Resolved, act: Option<&Action>) -> Result<Vec<ResolvedCredential>, CallError> {
+        let decls = r.manifest.credentials.iter().chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()));
+        let caller: HashMap<String, String> = std::env::vars().collect();
+        credentials::resolve_all(&self.dirs.data, self.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
+            CallError::new(ErrorCode::PermissionDenied, e.to_string())
+                .hint("set the credential in one of the places named, then call again")
+                .with("tool", r.file.name.clone())
+                .with("reason", "credential_missing")
+        })
+    }
+
+    /// Find `tool` in the tiers and read its manifest (from the cache when it is unchanged).
+    pub async fn resolve(&self, tool: &str) -> Result<Resolved, CallError> {
+        let scan = discover::scan(&self.dirs);
+        let Some(file) = scan.tools.get(tool).cloned() else {
+            let why = scan
+                .problems
+                .iter()
+                .find(|p| p.tool == tool)
+                .map(|p| format!(": {}", p.message))
+                .unwrap_or_default();
+            let mut close: Vec<&str> =
+                scan.tools.keys().filter(|k| k.contains(tool) || tool.contains(k.as_str())).map(String::as_str).collect();
+            close.truncate(5);
+            let hint = if close.is_empty() {
+                "`animaworks-tool list` shows every tool".to_owned()
+            } else {
+                format!("did you mean {}? `animaworks-tool list` shows every tool", close.join(", "))
+            };
+            return Err(CallError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?} in any tier{why}"))
+                .hint(hint)
+                .with("tool", tool));
+        };
+        let env = self.env("probe", 0, &[])?;
+        match probe::manifest(&file, &self.dirs, &env).await.0 {
+            Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
+            Probed::Failed { reason, stderr_tail } => {
+                let mut e = CallError::new(
+                    ErrorCode::UnknownAction,
+                    format!("{tool} ({}) cannot be called: {reason}", file.path.display()),
+                )
+                .hint("fix the tool; after installing a missing dependency run `animaworks-tool refresh`")
+                .with("tool", tool);
+                if !stderr_tail.is_empty() {
+                    e = e.with("stderr_tail", stderr_tail);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Look up `action` (either spelling) in a resolved tool.
+    pub fn action<'a>(&self, r: &'a Resolved, action: &str) -> Result<&'a Action, CallError> {
+        r.manifest.action(action).ok_or_else(|| {
+            let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
+            CallError::new(
+                ErrorCode::UnknownAction,
+                format!("tool {} has no action {action:?}; its actions: {}", r.file.name, if names.is_empty() { "none".into() } else { names.join(", ") }),
+            )
+            .hint(format!("`animaworks-tool {} --help` lists them", r.file.name))
+            .with("tool", r.file.name.clone())
+            .with("action", action)
+        })
+    }
+
+    /// Call `tool`'s `action` with `args`. Progress and logs go to `obs` as they arrive.
+    pub async fn call(
+        &self,
+        tool: &str,
+        action: &str,
+        args: Map<String, Value>,
+        opts: &CallOptions,
+        obs: &mut dyn Observer,
+        cancel: Cancel,
+    ) -> Result<Value, CallError> {
+        let resolved = self.resolve(tool).await?;
+        let act = self.action(&resolved, action)?.clone();
+        crate::validate::check_args(tool, &act, &args)?;
+        self.permit(&resolved, &act)?;
+        self.run(&resolved, &act, args, opts, obs, cancel).await
+    }
+
+    /// The anima's permissions. With no anima, the defaults: every tool, no gated action (fail closed).
+    pub fn permissions(&self) -> Result<LoadedPermissions, PermissionsError> {
+        match &self.dirs.anima {
+            Some(a) => permissions::load(a),
+            None => Ok(LoadedPermissions {
+                permissions: Default::default(),
+                source: permissions::Source::Defaults(PathBuf::from(
+                    "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
+                )),
+            }),
+        }
+    }
+
+    /// May this action of this tool run? The one gate of every call path.
+    pub fn permit(&self, r: &Resolved, act: &Action) -> Result<(), CallError> {
+        let perms = self.permissions();
+        let gate = Gate::from_profile(&act.profile);
+        refusal_to_error(gate::decide(&perms, &r.file.name, r.file.tier, &act.name, &gate), &r.file.name, Some(&act.name))
+    }
+
+    /// May this legacy `cli_main` argv run? Every word naming a gated subcommand needs its grant.
+    pub fn permit_cli(&self, r: &Resolved, argv: &[String]) -> Result<(), CallError> {
+        let perms = self.permissions();
+        let profile = match &r.manifest.legacy_profile {
+            Some(map) => LegacyProfile::Known(map),
+            None => LegacyProfile::Absent,
+        };
+        refusal_to_error(gate::decide_cli(&perms, &r.file.name, r.file.tier, argv, profile), &r.file.name, None)
+    }
+
+    /// Run an already resolved and validated action.
+    pub async fn run(
+        &self,
+        resolved: &Resolved,
+        act: &Action,
+        args: Map<String, Value>,
+        opts: &CallOptions,
+        obs: &mut dyn Observer,
+        cancel: Cancel,
+    ) -> Result<Value, CallError> {
+        let tool = resolved.file.name.as_str();
+        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
+        let timeout = opts.timeout.unwrap_or_else(|| Duration::from_secs_f64(act.timeout_s()));
+        let deadline_ms = now_ms() + timeout.as_millis() as u64;
+        let max_output = opts.max_output.unwrap_or(self.max_output);
+        let request = tool_sdk::protocol::Request {
+            name: act.schema_name.clone(),
+            args,
+            context: tool_sdk::protocol::Context {
+                protocol: 1,
+                call_id: call_id.clone(),
+                tool: tool.to_owned(),
+                action: act.name.clone(),
+                anima_name: self.dirs.anima_name(),
+                anima_dir: self.dirs.anima.as_ref().map(|p| p.to_string_lossy().into_owned()),
+                data_dir: Some(self.dirs.data.to_string_lossy().into_owned()),
+                timeout_s: Some(timeout.as_secs_f64()),
+                deadline_ms: Some(deadline_ms),
+            },
+        };
+        let mut line = serde_json::to_vec(&request).map_err(|e| CallError::new(ErrorCode::Internal, e.to_string()))?;
+        line.push(b'\n');
+        let secrets = self.secrets(resolved, Some(act))?;
+        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let env = self.env(&call_id, deadline_ms, &secrets)?;
+        let child = self.spawn(&resolved.file, Mode::Call, &env)?;
+        let d = Drive {
+            tool,
+            action: &act.name,
+            call_id: &call_id,
+            request: Some(line),
+            events: resolved.manifest.events,
+            timeout,
+            max_output,
+            spill_dir: self.dirs.outputs_dir(),
+        };
+        let finished = if masker.is_empty() {
+            stream::drive(child, d, obs, cancel).await
+        } else {
+            stream::drive(child, d, &mut Masking { inner: obs, masker: &masker }, cancel).await
+        };
+        match stream::interpret(finished, tool, &act.name, timeout, max_output) {
+            Ok(v) => Ok(masker.mask_value(&v)),
+            Err(e) => Err(mask_error(e, &masker)),
+        }
+    }
+
+    fn spawn(&self, file: &ToolFile, mode: Mode<'_>, env: &[(OsString, OsString)]) -> Result<tokio::process::Child, CallError> {
+        let cwd = self.dirs.anima.clone();
+        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref())
+            .map_err(|e| CallError::new(ErrorCode::SpawnFailed, format!("cannot start {}: {e}", file.path.display())))?;
+        cmd.spawn().map_err(|e| {
+            let (msg, hint) = spawn::explain_spawn_error(file, &self.dirs, &e);
+            CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
+        })
+    }
+
+    /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds.
+    pub async fn cli(&self, resolved: &Resolved, argv: &[OsString], timeout: Duration, cancel: Cancel) -> Result<i32, CallError> {
+        let call_id = new_call_id();
+        let deadline_ms = now_ms() + timeout.as_millis() as u64;
+        let secrets = self.secrets(resolved, None)?;
+        let env = self.env(&call_id, deadline_ms, &secrets)?;
+        let child = self.spawn(&resolved.file, Mode::Cli(argv), &env)?;
+        let d = Drive {
+            tool: &resolved.file.name,
+            action: "cli",
+            call_id: &call_id,
+            request: None,
+            events: false,
+            timeout,
+            max_output: self.max_output,
+            spill_dir: self.dirs.outputs_dir(),
+        };
+        let f = stream::drive(child, d, &mut stream::Quiet, cancel).await;
+        match f.ending {
+            stream::Ending::Exited(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)))
+            }
+            _ => stream::interpret(f, &resolved.file.name, "cli", timeout, self.max_output).map(|_| 0),
+        }
+    }
+}
+
+fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
+    match d {
+        Decision::Allow => Ok(()),
+        Decision::Deny(r) => {
+            let mut e = CallError::new(ErrorCode::PermissionDenied, r.message)
+                .hint(r.hint)
+                .with("tool", tool)
+                .with("reason", r.kind.as_str())
+                .with("permissions_path", r.permissions_path.to_string_lossy().into_owned());
+            if let Some(a) = action {
+                e = e.with("action", a);
+            }
+            if let Some(k) = r.key {
+                e = e.with("key", k);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn mask_error(mut e: CallError, m: &Masker) -> CallError {
+    if m.is_empty() {
+        return e;
+    }
+    e.message = m.mask_str(&e.message);
+    e.hint = e.hint.map(|h| m.mask_str(&h));
+    for v in e.details.values_mut() {
+        m.mask_value_in_place(v);
+    }
+    e
+}
+
+/// Passes events on with every resolved secret masked.
+struct Masking<'a> {
+    inner: &'a mut dyn Observer,
+    masker: &'a Masker,
+}
+
+impl Observer for Masking<'_> {
+    fn event(&mut self, event: &tool_sdk::protocol::Event, raw: &[u8]) {
+        let text = String::from_utf8_lossy(raw);
+        let masked = self.masker.mask_str(&text);
+        if masked == text {
+            self.inner.event(event, raw);
+        } else if let Ok(ev) = serde_json::from_str(&masked) {
+            self.inner.event(&ev, masked.as_bytes());
+        }
+    }
+    fn unknown(&mut self, raw: &[u8]) {
+        let masked = self.masker.mask_str(&String::from_utf8_lossy(raw));
+        self.inner.unknown(masked.as_bytes());
+    }
+    fn stderr(&mut self, chunk: &[u8]) {
+        let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
+        self.inner.stderr(masked.as_bytes());
+    }
+}

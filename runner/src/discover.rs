@@ -1,0 +1,219 @@
+//! Finding tools: the three tiers (core, common, personal), shadowing, and how each file is started.
+//!
+//! Rules, in order:
+//! 1. A tool is a file in a tier folder (not recursive); its name is the file stem. Names starting with `_` or
+//!    `.` are skipped, and so are data files (`.md`, `.json`, …) and folders.
+//! 2. Core folders are scanned first; within core, the first folder that holds a name wins.
+//! 3. A common or personal tool that takes a core tool's name is skipped with a warning.
+//! 4. A personal tool wins over a common one of the same name.
+//! 5. Names the runner reserves for its commands are refused.
+//!
+//! Scanning reads folders only; no tool is started here. Manifests come from [`crate::cache`].
+
+use crate::dirs::Dirs;
+use crate::names::tool_name_problem;
+use crate::policy::Tier;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// How a tool file is started (protocol.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launch {
+    /// `.py`: through the built-in shim with the configured Python.
+    Python,
+    /// `.js`, `.mjs`, `.cjs`: `node FILE`.
+    Node,
+    /// `.sh`, `.bash`: `bash FILE`.
+    Bash,
+    /// Anything else: the file itself, which must be executable.
+    Exec,
+}
+
+impl Launch {
+    pub fn for_path(path: &Path) -> Launch {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("py") => Launch::Python,
+            Some("js" | "mjs" | "cjs") => Launch::Node,
+            Some("sh" | "bash") => Launch::Bash,
+            _ => Launch::Exec,
+        }
+    }
+}
+
+/// Extensions that mark a file as data next to tools, never a tool.
+const DATA_EXTENSIONS: &[&str] = &[
+    "md", "txt", "json", "jsonl", "yaml", "yml", "toml", "lock", "pyc", "pyo", "log", "cfg", "ini", "bak", "orig", "swp",
+    "tmp", "csv", "rst",
+];
+
+/// One tool file found in a tier.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolFile {
+    pub name: String,
+    pub tier: Tier,
+    /// The path as found in the tier folder (a symlink stays a symlink; it is the tier that counts).
+    pub path: PathBuf,
+    pub launch: Launch,
+}
+
+/// Something wrong with a file in a tier; `list` and `doctor` show these.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    pub tool: String,
+    pub tier: Tier,
+    pub path: PathBuf,
+    /// `shadowed`, `shadows_core`, `duplicate`, `not_executable`, `invalid_name`, `unreadable`, `schemas_failed`.
+    pub kind: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+}
+
+/// Every tool file that is visible, by name, and every problem met on the way.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub tools: BTreeMap<String, ToolFile>,
+    pub problems: Vec<Problem>,
+}
+
+fn tier_word(t: Tier) -> &'static str {
+    match t {
+        Tier::Core => "core",
+        Tier::Common => "common",
+        Tier::Personal => "personal",
+    }
+}
+
+/// Scan every tier folder of `dirs`.
+pub fn scan(dirs: &Dirs) -> Scan {
+    let mut scan = Scan::default();
+    for (tier, dir) in dirs.tier_dirs() {
+        for file in scan_dir(tier, &dir, &mut scan.problems) {
+            admit(&mut scan, file);
+        }
+    }
+    scan
+}
+
+fn admit(scan: &mut Scan, file: ToolFile) {
+    let Some(existing) = scan.tools.get(&file.name) else {
+        scan.tools.insert(file.name.clone(), file);
+        return;
+    };
+    match (existing.tier, file.tier) {
+        (Tier::Core, Tier::Core) => scan.problems.push(Problem {
+            message: format!(
+                "core tool '{}' at {} is overshadowed by the core tool at {} (an earlier core folder wins)",
+                file.name,
+                file.path.display(),
+                existing.path.display()
+            ),
+            tool: file.name,
+            tier: file.tier,
+            path: file.path,
+            kind: "shadowed",
+            stderr_tail: None,
+        }),
+        (Tier::Core, t) => scan.problems.push(Problem {
+            message: format!(
+                "{} tool '{}' shadows core tool — skipped (rename {})",
+                if t == Tier::Common { "Common" } else { "Personal" },
+                file.name,
+                file.path.display()
+            ),
+            tool: file.name,
+            tier: file.tier,
+            path: file.path,
+            kind: "shadows_core",
+            stderr_tail: None,
+        }),
+        (Tier::Common, Tier::Personal) => {
+            let hidden = scan.tools.insert(file.name.clone(), file).expect("present");
+            scan.problems.push(Problem {
+                message: format!(
+                    "common tool '{}' at {} is overshadowed by the personal tool of the same name",
+                    hidden.name,
+                    hidden.path.display()
+                ),
+                tool: hidden.name,
+                tier: hidden.tier,
+                path: hidden.path,
+                kind: "shadowed",
+                stderr_tail: None,
+            });
+        }
+        _ => scan.problems.push(Problem {
+            message: format!(
+                "{} tool '{}' at {} is hidden by {} (two tools of one name)",
+                tier_word(file.tier),
+                file.name,
+                file.path.display(),
+                existing.path.display()
+            ),
+            tool: file.name,
+            tier: file.tier,
+            path: file.path,
+            kind: "shadowed",
+            stderr_tail: None,
+        }),
+    }
+}
+
+fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    names.sort();
+    let mut out: Vec<ToolFile> = Vec::new();
+    for os_name in names {
+        let file_name = os_name.to_string_lossy().into_owned();
+        if file_name.starts_with('.') || file_name.starts_with('_') {
+            continue;
+        }
+        let path = dir.join(&os_name);
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if DATA_EXTENSIONS.contains(&ext) {
+            continue;
+        }
+        let stem = match file_name.rsplit_once('.') {
+            Some((s, _)) if !s.is_empty() => s.to_owned(),
+            _ => file_name.clone(),
+        };
+        let mut problem = |kind: &'static str, message: String| {
+            problems.push(Problem { tool: stem.clone(), tier, path: path.clone(), kind, message, stderr_tail: None })
+        };
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                problem("unreadable", format!("{}: cannot read ({e}); a dangling symlink?", path.display()));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            continue;
+        }
+        if let Some(p) = tool_name_problem(&stem) {
+            problem("invalid_name", format!("{}: {p}; rename the file", path.display()));
+            continue;
+        }
+        let launch = Launch::for_path(&path);
+        if launch == Launch::Exec && meta.permissions().mode() & 0o111 == 0 {
+            problem(
+                "not_executable",
+                format!("{}: not executable; run `chmod +x {}` (or give it a .py/.js/.sh extension)", path.display(), path.display()),
+            );
+            continue;
+        }
+        if let Some(first) = out.iter().find(|f| f.name == stem) {
+            problem(
+                "duplicate",
+                format!("{}: another file in this folder, {}, is already tool '{stem}'", path.display(), first.path.display()),
+            );
+            continue;
+        }
+        out.push(ToolFile { name: stem, tier, path, launch });
+    }
+    out
+}

@@ -1,0 +1,209 @@
+//! A tool's `--schemas` output, read and checked once (protocol.md §2, §3) into the [`Manifest`] the rest of
+//! the runner uses. Both forms (full document, AnimaWorks-style list) end up in the same shape.
+
+use crate::names::{action_name_problem, canon};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tool_sdk::protocol::{CredentialDecl, Profile, SchemasDoc, SchemasOutput, PROTOCOL_VERSION};
+
+/// Default deadline of a call when the profile gives none (protocol.md §2.1).
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+
+/// What a tool offers, after checking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub protocol: u32,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub events: bool,
+    pub persistent: bool,
+    pub cli: bool,
+    #[serde(default)]
+    pub legacy_profile: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub credentials: Vec<CredentialDecl>,
+    pub actions: Vec<Action>,
+}
+
+/// One callable action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    pub name: String,
+    /// What the request's `name` carries: `<tool>_<action>`, or a short-form entry's name as written.
+    pub schema_name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    pub profile: Profile,
+}
+
+impl Action {
+    /// The deadline in seconds: `timeout_s`, else 60 or 3 × `expected_seconds`, whichever is more.
+    pub fn timeout_s(&self) -> f64 {
+        self.profile
+            .timeout_s
+            .filter(|t| *t > 0.0)
+            .unwrap_or_else(|| self.profile.expected_seconds.map_or(DEFAULT_TIMEOUT_S, |e| (3.0 * e).max(DEFAULT_TIMEOUT_S)))
+    }
+
+    /// The permission key a gated action needs (`<tool>_<gated_as or action>`).
+    pub fn gate_name(&self) -> &str {
+        self.profile.gated_as.as_deref().filter(|s| !s.is_empty()).unwrap_or(&self.name)
+    }
+}
+
+impl Manifest {
+    /// The action spelled `name`, with `-` and `_` taken as one; a short-form schema name also finds it.
+    pub fn action(&self, name: &str) -> Option<&Action> {
+        let want = canon(name);
+        self.actions
+            .iter()
+            .find(|a| a.name == name)
+            .or_else(|| self.actions.iter().find(|a| canon(&a.name) == want))
+            .or_else(|| self.actions.iter().find(|a| a.schema_name == name))
+    }
+}
+
+/// Read `--schemas` stdout of tool `tool`. The error says what is wrong, in one sentence.
+pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
+    let text = std::str::from_utf8(stdout).map_err(|e| format!("--schemas printed invalid UTF-8 ({e})"))?;
+    if text.trim().is_empty() {
+        return Err("--schemas printed nothing; it must print one JSON document (protocol.md §2)".into());
+    }
+    let raw: Value = serde_json::from_str(text).map_err(|e| {
+        format!("--schemas did not print one JSON document ({e}); first bytes: {:?}", first_bytes(text))
+    })?;
+    if let Some(p) = raw.get("protocol").and_then(Value::as_u64) {
+        if p > PROTOCOL_VERSION as u64 {
+            return Err(format!(
+                "the tool speaks protocol {p}; this runner supports protocol {PROTOCOL_VERSION} only (upgrade animaworks-tool)"
+            ));
+        }
+    }
+    let out: SchemasOutput = serde_json::from_value(raw).map_err(|e| {
+        format!("--schemas printed JSON that is neither a protocol document nor a list of schemas ({e})")
+    })?;
+    let doc = match out {
+        SchemasOutput::Full(doc) => doc,
+        SchemasOutput::Short(list) => SchemasDoc {
+            actions: list
+                .into_iter()
+                .map(|s| {
+                    let prefix = format!("{tool}_");
+                    let (name, schema_name) = match s.name.strip_prefix(&prefix) {
+                        Some(rest) if !rest.is_empty() => (rest.to_owned(), Some(s.name.clone())),
+                        _ => (s.name.clone(), Some(s.name.clone())),
+                    };
+                    tool_sdk::protocol::ActionDecl {
+                        name,
+                        description: s.description,
+                        input_schema: s.input_schema,
+                        schema_name,
+                        ..Default::default()
+                    }
+                })
+                .collect(),
+            ..Default::default()
+        },
+    };
+    from_doc(tool, doc)
+}
+
+fn first_bytes(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
+    if doc.actions.is_empty() && !doc.cli {
+        return Err("--schemas lists no actions".into());
+    }
+    let mut actions: Vec<Action> = Vec::with_capacity(doc.actions.len());
+    for a in doc.actions {
+        let schema_name = a.schema_name.clone().unwrap_or_else(|| format!("{tool}_{}", a.name));
+        if let Some(p) = action_name_problem(&a.name, &schema_name) {
+            return Err(p);
+        }
+        if let Some(other) = actions.iter().find(|b| canon(&b.name) == canon(&a.name)) {
+            return Err(format!("actions {:?} and {:?} differ only in '-' and '_'; rename one", other.name, a.name));
+        }
+        let input_schema = a.input_schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        check_schema(&input_schema).map_err(|e| format!("action {:?}: invalid input_schema: {e}", a.name))?;
+        if let Some(out) = &a.output_schema {
+            check_schema(out).map_err(|e| format!("action {:?}: invalid output_schema: {e}", a.name))?;
+        }
+        actions.push(Action {
+            name: a.name,
+            schema_name,
+            description: a.description,
+            input_schema,
+            output_schema: a.output_schema,
+            profile: a.profile,
+        });
+    }
+    Ok(Manifest {
+        protocol: doc.protocol,
+        version: doc.version,
+        description: doc.description,
+        events: doc.events,
+        persistent: doc.persistent,
+        cli: doc.cli,
+        legacy_profile: doc.legacy_profile,
+        credentials: doc.credentials,
+        actions,
+    })
+}
+
+/// A JSON Schema is valid when it is an object (or boolean) that its draft's meta-schema accepts.
+pub fn check_schema(schema: &Value) -> Result<(), String> {
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err("a JSON Schema must be an object".into());
+    }
+    let meta = jsonschema::meta::validator_for(schema).map_err(|e| e.to_string())?;
+    if let Err(e) = meta.validate(schema) {
+        let at = e.instance_path().to_string();
+        return Err(if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") });
+    }
+    jsonschema::validator_for(schema).map(|_| ()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_form_maps_prefix() {
+        let m = parse(
+            "weather",
+            br#"[{"name":"weather_forecast","description":"d","parameters":{"type":"object"}},{"name":"other_x"}]"#,
+        )
+        .unwrap();
+        assert_eq!(m.actions[0].name, "forecast");
+        assert_eq!(m.actions[0].schema_name, "weather_forecast");
+        assert_eq!(m.actions[1].name, "other_x");
+        assert_eq!(m.actions[1].schema_name, "other_x");
+        assert!(!m.events);
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(parse("t", b"").unwrap_err().contains("printed nothing"));
+        assert!(parse("t", b"hello").unwrap_err().contains("first bytes"));
+        assert!(parse("t", br#"{"protocol":2,"actions":[{"name":"a"}]}"#).unwrap_err().contains("protocol 2"));
+        assert!(parse("t", br#"{"actions":[{"name":"a.b"}]}"#).unwrap_err().contains("a.b"));
+        assert!(parse("t", br#"{"actions":[{"name":"a-b"},{"name":"a_b"}]}"#).unwrap_err().contains("differ only"));
+        let e = parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"nope"}}]}"#).unwrap_err();
+        assert!(e.contains("invalid input_schema"), "{e}");
+        assert!(parse("t", br#"{"actions":[]}"#).unwrap_err().contains("no actions"));
+    }
+
+    #[test]
+    fn timeout_default_follows_expected_seconds() {
+        let m = parse("t", br#"{"actions":[{"name":"a","profile":{"expected_seconds":120}},{"name":"b"}]}"#).unwrap();
+        assert_eq!(m.actions[0].timeout_s(), 360.0);
+        assert_eq!(m.actions[1].timeout_s(), 60.0);
+        assert_eq!(m.action("a").unwrap().name, "a");
+    }
+}

@@ -1,0 +1,120 @@
+//! Reading a tool's `--schemas`, through the cache; probes of changed tools run in parallel, each with its own
+//! timeout.
+
+use crate::cache::{self, FileKey, Probed};
+use crate::dirs::Dirs;
+use crate::discover::ToolFile;
+use crate::spawn::{self, Mode};
+use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long `--schemas` may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
+
+/// Run `TOOL --schemas` now, ignoring the cache.
+pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Probed {
+    let failed = |reason: String, stderr_tail: String| Probed::Failed { reason, stderr_tail };
+    let mut cmd = match spawn::command(file, dirs, Mode::Schemas, env, None) {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot prepare --schemas: {e}"), String::new()),
+    };
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
+            return failed(format!("{msg}; {hint}"), String::new());
+        }
+    };
+    let call_id = format!("probe-{}", std::process::id());
+    let d = Drive {
+        tool: &file.name,
+        action: "--schemas",
+        call_id: &call_id,
+        request: None,
+        events: false,
+        timeout: PROBE_TIMEOUT,
+        max_output: PROBE_MAX_OUTPUT,
+        spill_dir: dirs.outputs_dir(),
+    };
+    let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
+    let tail = f.stderr_tail.clone();
+    match (f.ending, f.stdout) {
+        (Ending::TimedOut, _) => failed(format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()), tail),
+        (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
+        (Ending::Exited(s), _) if !s.success() => {
+            let how = match s.code() {
+                Some(c) => format!("exited with code {c}"),
+                None => "was killed by a signal".into(),
+            };
+            let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned();
+            let why = if last.is_empty() { String::new() } else { format!(": {last}") };
+            failed(format!("--schemas {how}{why}"), tail)
+        }
+        (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
+            Ok(m) => Probed::Ok(m),
+            Err(reason) => failed(reason, tail),
+        },
+        (_, Stdout::Capped { bytes, .. }) => failed(format!("--schemas printed {bytes} bytes, more than the 16 MiB allowed"), tail),
+        (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
+        (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
+    }
+}
+
+/// Whether a result came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Cache,
+    Probe,
+}
+
+/// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
+pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> (Probed, Source) {
+    let key = match FileKey::of(file, dirs) {
+        Ok(k) => k,
+        Err(e) => {
+            return (
+                Probed::Failed { reason: format!("cannot read {}: {e}", file.path.display()), stderr_tail: String::new() },
+                Source::Probe,
+            )
+        }
+    };
+    if let Some(p) = cache::load(dirs, file, &key) {
+        return (p, Source::Cache);
+    }
+    let probed = probe(file, dirs, env).await;
+    // Why not cache a timeout: it may be load on the machine, not the tool.
+    let transient = matches!(&probed, Probed::Failed { reason, .. } if reason.contains("did not answer"));
+    // Why compare the key again: a file changed during its probe must not be cached under the old identity.
+    if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
+        cache::store(dirs, file, &key, &probed);
+    }
+    (probed, Source::Probe)
+}
+
+/// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
+pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &[(OsString, OsString)]) -> Vec<(ToolFile, Probed, Source)> {
+    let width = std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4);
+    let sem = Arc::new(tokio::sync::Semaphore::new(width));
+    let dirs = Arc::new(dirs.clone());
+    let env = Arc::new(env.to_vec());
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, file) in files.into_iter().enumerate() {
+        let (sem, dirs, env) = (sem.clone(), dirs.clone(), env.clone());
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore open");
+            let (p, s) = manifest(&file, &dirs, &env).await;
+            (i, file, p, s)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(v) = r {
+            out.push(v);
+        }
+    }
+    out.sort_by_key(|v| v.0);
+    out.into_iter().map(|(_, f, p, s)| (f, p, s)).collect()
+}

@@ -1,0 +1,49 @@
+//! The Python shim that runs `.py` tools (AnimaWorks modules and tool-sdk-py tools) ships inside the binary:
+//! the files of tool-sdk-py's package are embedded and written once per content hash into the cache dir, so
+//! there is no install step.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The embedded package: (path relative to the package folder, contents).
+const FILES: &[(&str, &str)] = &[];
+
+fn content_hash() -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for (name, text) in FILES {
+        for b in name.bytes().chain(text.bytes()) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
+/// The shim script's path, writing the package on first use (atomically: a temp dir renamed into place).
+pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
+    if FILES.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "the Python shim is not embedded in this build"));
+    }
+    let root = cache.join(format!("pysdk-{:016x}", content_hash()));
+    let shim = root.join("animaworks_tool_sdk").join("_shim.py");
+    if shim.is_file() {
+        return Ok(shim);
+    }
+    std::fs::create_dir_all(cache)?;
+    let tmp = tempfile::Builder::new().prefix(".pysdk-").tempdir_in(cache)?;
+    for (name, text) in FILES {
+        let p = tmp.path().join("animaworks_tool_sdk").join(name);
+        std::fs::create_dir_all(p.parent().expect("has parent"))?;
+        std::fs::write(p, text)?;
+    }
+    let tmp = tmp.keep();
+    if std::fs::rename(&tmp, &root).is_err() {
+        // Another runner won the race; its copy is identical.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    if shim.is_file() {
+        Ok(shim)
+    } else {
+        Err(io::Error::new(io::ErrorKind::NotFound, format!("could not write the Python shim under {}", root.display())))
+    }
+}
