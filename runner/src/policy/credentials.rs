@@ -1,1 +1,330 @@
-//! todo
+//! Resolves the credentials a tool declares (`CredentialDecl`) through the AnimaWorks chain, so that secrets
+//! users already keep in `config.json`, the vault or `shared/credentials.json` keep working with no edit.
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use tool_sdk::protocol::CredentialDecl;
+
+use super::vault::{Vault, VaultError};
+
+/// `<data dir>/config.json`.
+pub const CONFIG_FILE: &str = "config.json";
+/// `<data dir>/shared/credentials.json`, relative to the data directory.
+pub const SHARED_CREDENTIALS_FILE: &str = "shared/credentials.json";
+
+/// Where a resolved secret was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// `config.json` at `credentials.<name>.<key path>`, written in clear.
+    Config {
+        /// e.g. `credentials.github.api_key` or `credentials.github.keys.app_id`.
+        key_path: String,
+    },
+    /// `config.json` at `key_path`, a `{"$vault": KEY}` reference opened from `vault.json` `shared.KEY`.
+    ConfigVault {
+        /// The config key holding the reference.
+        key_path: String,
+        /// The vault key it names.
+        vault_key: String,
+    },
+    /// `vault.json` `shared.<key>`.
+    Vault {
+        /// `<ENV>` or `<ENV>__<anima>`.
+        key: String,
+    },
+    /// `shared/credentials.json` `<key>`.
+    SharedCredentials {
+        /// `<ENV>` or `<ENV>__<anima>`.
+        key: String,
+    },
+    /// The caller's environment variable.
+    Environment {
+        /// `<ENV>` or `<ENV>__<anima>`.
+        var: String,
+    },
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialSource::Config { key_path } => write!(f, "config.json {key_path}"),
+            CredentialSource::ConfigVault { key_path, vault_key } => {
+                write!(f, "config.json {key_path} → vault.json shared.{vault_key}")
+            }
+            CredentialSource::Vault { key } => write!(f, "vault.json shared.{key}"),
+            CredentialSource::SharedCredentials { key } => write!(f, "shared/credentials.json {key}"),
+            CredentialSource::Environment { var } => write!(f, "environment variable {var}"),
+        }
+    }
+}
+
+/// One resolved secret, for the environment of the tool that declared it. `Debug` hides the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ResolvedCredential {
+    /// The declaration's `name` (entry in config.json `credentials`).
+    pub name: String,
+    /// The variable the tool reads it from (the declaration's `env`, never the per-anima spelling).
+    pub env: String,
+    /// The secret.
+    pub value: String,
+    /// Where it was found.
+    pub source: CredentialSource,
+}
+
+impl fmt::Debug for ResolvedCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedCredential")
+            .field("name", &self.name)
+            .field("env", &self.env)
+            .field("value", &"***")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// Why a credential could not be resolved. Messages never contain a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialError {
+    /// A required credential is set nowhere; the message lists every place it can be set.
+    #[error(
+        "credential '{name}' is not set; set it in one of: {config_path} at {config_key}; {vault_path} at \
+         shared.{vault_keys}; {shared_path} at {vault_keys}; or the environment variable {env_vars}"
+    )]
+    Missing {
+        /// The declaration's name.
+        name: String,
+        /// The declaration's env.
+        env: String,
+        /// `<data dir>/config.json`.
+        config_path: PathBuf,
+        /// `credentials.<name>.api_key` or `credentials.<name>.keys.<key>`.
+        config_key: String,
+        /// `<data dir>/vault.json`.
+        vault_path: PathBuf,
+        /// `<data dir>/shared/credentials.json`.
+        shared_path: PathBuf,
+        /// `<ENV>`, or `<ENV>__<anima> or <ENV>` when per-anima.
+        vault_keys: String,
+        /// The same, as environment variables.
+        env_vars: String,
+    },
+    /// A file of the chain exists but cannot be read or parsed; a secret that might be in it is not skipped
+    /// over to a later source.
+    #[error("credential '{name}': cannot use {}: {reason}", path.display())]
+    Source {
+        /// The declaration's name.
+        name: String,
+        /// The file at fault.
+        path: PathBuf,
+        /// What is wrong (never its contents).
+        reason: String,
+    },
+}
+
+fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
+    let text = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+        Ok(_) => std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?,
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(Some(m)),
+        Ok(_) => Err("not a JSON object".into()),
+        // serde_json's message names line and column, and quotes no more than a bad token.
+        Err(e) => Err(format!("invalid JSON: {e}")),
+    }
+}
+
+/// Resolves credentials for one call. Files are read at most once, and only when a lookup reaches them.
+#[derive(Debug)]
+pub struct Resolver {
+    data_dir: PathBuf,
+    anima_name: Option<String>,
+    caller_env: HashMap<String, String>,
+    config: OnceCell<Result<Option<Map<String, Value>>, String>>,
+    shared: OnceCell<Result<Option<Map<String, Value>>, String>>,
+    vault: OnceCell<Result<Vault, VaultError>>,
+}
+
+/// A value counts only when it is a non-empty string (AnimaWorks tests values with `if value:`).
+fn non_empty(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+impl Resolver {
+    /// A resolver for the anima `anima_name` (when there is one) under `data_dir`; `caller_env` is the
+    /// environment the runner was started with (e.g. `std::env::vars().collect()`).
+    pub fn new(data_dir: &Path, anima_name: Option<&str>, caller_env: HashMap<String, String>) -> Self {
+        Resolver {
+            data_dir: data_dir.to_path_buf(),
+            anima_name: anima_name.filter(|s| !s.is_empty()).map(str::to_string),
+            caller_env,
+            config: OnceCell::new(),
+            shared: OnceCell::new(),
+            vault: OnceCell::new(),
+        }
+    }
+
+    fn config(&self, name: &str) -> Result<Option<&Map<String, Value>>, CredentialError> {
+        let path = self.data_dir.join(CONFIG_FILE);
+        match self.config.get_or_init(|| read_json_object(&path)) {
+            Ok(m) => Ok(m.as_ref()),
+            Err(reason) => Err(CredentialError::Source { name: name.into(), path, reason: reason.clone() }),
+        }
+    }
+
+    fn shared(&self, name: &str) -> Result<Option<&Map<String, Value>>, CredentialError> {
+        let path = self.data_dir.join(SHARED_CREDENTIALS_FILE);
+        match self.shared.get_or_init(|| read_json_object(&path)) {
+            Ok(m) => Ok(m.as_ref()),
+            Err(reason) => Err(CredentialError::Source { name: name.into(), path, reason: reason.clone() }),
+        }
+    }
+
+    fn vault_get(&self, name: &str, key: &str) -> Result<Option<String>, CredentialError> {
+        let vault = self.vault.get_or_init(|| Vault::load(&self.data_dir));
+        let src = |e: &VaultError| CredentialError::Source {
+            name: name.into(),
+            path: e.path.clone(),
+            reason: e.reason.clone(),
+        };
+        match vault {
+            Ok(v) => Ok(v.get("shared", key).map_err(|e| src(&e))?.filter(|s| !s.is_empty())),
+            Err(e) => Err(src(e)),
+        }
+    }
+
+    /// The lookup keys of steps 2–5 of [`Resolver::resolve`]: per-anima first when asked for.
+    fn env_keys(&self, decl: &CredentialDecl) -> Vec<String> {
+        let mut keys = Vec::new();
+        if decl.per_anima {
+            if let Some(anima) = &self.anima_name {
+                keys.push(format!("{}__{}", decl.env, anima));
+            }
+        }
+        keys.push(decl.env.clone());
+        keys
+    }
+
+    /// Resolves one declaration. `Ok(None)` means: not set anywhere, and not required.
+    ///
+    /// Precedence (the first non-empty string wins):
+    /// 1. `<data dir>/config.json` → `credentials.<name>.api_key`, or `credentials.<name>.keys.<key>` when
+    ///    `key` is not `api_key`. The value may be `{"$vault": "K"}`, read from `vault.json` → `shared.K`;
+    /// 2. when `per_anima` and the call has an anima: `<ENV>__<anima>` in `vault.json` `shared`, then in
+    ///    `<data dir>/shared/credentials.json`, then in the caller's environment — every per-anima source
+    ///    before any shared key, so that an anima's own key is never shadowed by the shared one;
+    /// 3. `vault.json` → `shared.<ENV>` (sealed boxes opened with `vault.key`; a value that is not a sealed box
+    ///    is used as written);
+    /// 4. `<data dir>/shared/credentials.json` → `<ENV>` (a flat object);
+    /// 5. the caller's environment variable `<ENV>`;
+    /// 6. otherwise, when `required`: [`CredentialError::Missing`], naming every place above.
+    ///
+    /// # Errors
+    /// [`CredentialError::Source`] when a file the lookup reaches exists but cannot be used (unreadable,
+    /// invalid JSON, a vault entry with no usable `vault.key`): a later source is not tried then, so a broken
+    /// file never silently swaps one secret for another. [`CredentialError::Missing`] as in step 6.
+    pub fn resolve(&self, decl: &CredentialDecl) -> Result<Option<ResolvedCredential>, CredentialError> {
+        let found = |value: String, source| {
+            Ok(Some(ResolvedCredential { name: decl.name.clone(), env: decl.env.clone(), value, source }))
+        };
+        // 1. config.json
+        let key_path = if decl.key == "api_key" {
+            format!("credentials.{}.api_key", decl.name)
+        } else {
+            format!("credentials.{}.keys.{}", decl.name, decl.key)
+        };
+        if let Some(cfg) = self.config(&decl.name)? {
+            let entry = cfg.get("credentials").and_then(|c| c.get(&decl.name));
+            let v = if decl.key == "api_key" {
+                entry.and_then(|e| e.get("api_key"))
+            } else {
+                entry.and_then(|e| e.get("keys")).and_then(|k| k.get(&decl.key))
+            };
+            if let Some(s) = non_empty(v) {
+                return found(s.to_string(), CredentialSource::Config { key_path });
+            }
+            if let Some(vk) = non_empty(v.and_then(|v| v.get("$vault"))) {
+                if let Some(s) = self.vault_get(&decl.name, vk)? {
+                    return found(s, CredentialSource::ConfigVault { key_path, vault_key: vk.to_string() });
+                }
+            }
+        }
+        let keys = self.env_keys(decl);
+        let (per_anima, shared_only) = keys.split_at(keys.len() - 1);
+        // 2. per-anima keys, then 3–5. the shared key, each through vault → shared creds → environment.
+        for group in [per_anima, shared_only] {
+            for key in group {
+                if let Some(s) = self.vault_get(&decl.name, key)? {
+                    return found(s, CredentialSource::Vault { key: key.clone() });
+                }
+            }
+            for key in group {
+                if let Some(s) = non_empty(self.shared(&decl.name)?.and_then(|m| m.get(key))) {
+                    return found(s.to_string(), CredentialSource::SharedCredentials { key: key.clone() });
+                }
+            }
+            for key in group {
+                if let Some(s) = self.caller_env.get(key).filter(|s| !s.is_empty()) {
+                    return found(s.clone(), CredentialSource::Environment { var: key.clone() });
+                }
+            }
+        }
+        if !decl.required {
+            return Ok(None);
+        }
+        let alternatives = keys.join(" or ");
+        Err(CredentialError::Missing {
+            name: decl.name.clone(),
+            env: decl.env.clone(),
+            config_path: self.data_dir.join(CONFIG_FILE),
+            config_key: key_path,
+            vault_path: self.data_dir.join(super::vault::VAULT_FILE),
+            shared_path: self.data_dir.join(SHARED_CREDENTIALS_FILE),
+            vault_keys: alternatives.clone(),
+            env_vars: alternatives,
+        })
+    }
+
+    /// Resolves every declaration (a tool's and its action's), in order; a declaration repeated under the
+    /// same `env` is resolved once. Optional credentials that are not set are left out.
+    ///
+    /// # Errors
+    /// The first error of [`Resolver::resolve`].
+    pub fn resolve_all<'a, I>(&self, decls: I) -> Result<Vec<ResolvedCredential>, CredentialError>
+    where
+        I: IntoIterator<Item = &'a CredentialDecl>,
+    {
+        let mut out: Vec<ResolvedCredential> = Vec::new();
+        for decl in decls {
+            if out.iter().any(|r| r.env == decl.env) {
+                continue;
+            }
+            if let Some(r) = self.resolve(decl)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Convenience: [`Resolver::new`] then [`Resolver::resolve_all`].
+///
+/// # Errors
+/// As [`Resolver::resolve`].
+pub fn resolve_all<'a, I>(
+    data_dir: &Path,
+    anima_name: Option<&str>,
+    caller_env: HashMap<String, String>,
+    decls: I,
+) -> Result<Vec<ResolvedCredential>, CredentialError>
+where
+    I: IntoIterator<Item = &'a CredentialDecl>,
+{
+    Resolver::new(data_dir, anima_name, caller_env).resolve_all(decls)
+}
