@@ -94,7 +94,10 @@ pub fn serve(tool: &Tool, requests: &[Request]) -> Vec<Transcript> {
         current.lines.push(line.clone());
         current.events.push(event);
         if fin {
-            out.push(std::mem::replace(&mut current, Transcript { lines: Vec::new(), events: Vec::new(), exit_code: None }));
+            out.push(std::mem::replace(
+                &mut current,
+                Transcript { lines: Vec::new(), events: Vec::new(), exit_code: None },
+            ));
             want = next.next();
         }
     }

@@ -131,7 +131,8 @@ impl Tool {
                 }
                 None => {}
             }
-            for (field, value) in [("timeout_s", d.profile.timeout_s), ("expected_seconds", d.profile.expected_seconds)] {
+            for (field, value) in [("timeout_s", d.profile.timeout_s), ("expected_seconds", d.profile.expected_seconds)]
+            {
                 if let Some(v) = value {
                     if !(v.is_finite() && v > 0.0) {
                         problems.push(format!("action {:?}: {field} must be a positive number, not {v}", d.name));
@@ -196,7 +197,12 @@ impl Tool {
         );
         for a in &self.actions {
             let d = &a.decl;
-            let _ = writeln!(s, "  {}{}", d.name, if d.description.is_empty() { String::new() } else { format!("  {}", d.description) });
+            let _ = writeln!(
+                s,
+                "  {}{}",
+                d.name,
+                if d.description.is_empty() { String::new() } else { format!("  {}", d.description) }
+            );
             for line in describe_args(d.input_schema.as_ref()) {
                 let _ = writeln!(s, "      {line}");
             }
@@ -244,8 +250,8 @@ impl Action {
         F: Fn(A, &mut Context<'_>) -> Result<R, ToolError> + 'static,
     {
         let handler = move |args: Map<String, Value>, ctx: &mut Context<'_>| {
-            let args: A = serde_json::from_value(Value::Object(args))
-                .map_err(|e| ToolError::invalid_arguments(e.to_string()))?;
+            let args: A =
+                serde_json::from_value(Value::Object(args)).map_err(|e| ToolError::invalid_arguments(e.to_string()))?;
             let out = handler(args, ctx)?;
             serde_json::to_value(out).map_err(|e| ToolError::internal(format!("the result did not serialize: {e}")))
         };
@@ -416,7 +422,8 @@ fn normalize(s: &str) -> String {
 }
 
 fn same_spelling(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y || (x == b'-' || x == b'_') && (y == b'-' || y == b'_'))
+    a.len() == b.len()
+        && a.bytes().zip(b.bytes()).all(|(x, y)| x == y || (x == b'-' || x == b'_') && (y == b'-' || y == b'_'))
 }
 
 fn strip_prefix_spelling<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

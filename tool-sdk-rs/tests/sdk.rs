@@ -1,4 +1,5 @@
 //! The SDK end to end over in-memory pipes (`tool_sdk::testing`), one topic per module.
+#![cfg(feature = "sdk")]
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -73,7 +74,9 @@ fn tool() -> Tool {
             }))
         }))
         .action(Action::new("fail", |_: NoArgs, _ctx: &mut Context| -> Result<(), ToolError> {
-            Err(ToolError::new("not_found", "no such city: Zürich?").with_hint("try tokyo").with_data(json!({"city": "Zürich"})))
+            Err(ToolError::new("not_found", "no such city: Zürich?")
+                .with_hint("try tokyo")
+                .with_data(json!({"city": "Zürich"})))
         }))
         .action(Action::new("boom", |_: NoArgs, ctx: &mut Context| -> Result<(), ToolError> {
             ctx.info("about to panic");
@@ -127,12 +130,18 @@ mod schemas {
         let greet = &v["actions"][0]["profile"];
         assert_eq!(greet["expected_seconds"], 2.0);
         assert_eq!(greet["timeout_s"], 30.0);
-        assert_eq!(greet["hints"], json!({"read_only": true, "destructive": false, "idempotent": true, "open_world": false}));
+        assert_eq!(
+            greet["hints"],
+            json!({"read_only": true, "destructive": false, "idempotent": true, "open_world": false})
+        );
         let read = &v["actions"][1]["profile"];
         assert_eq!(read["gated"], true);
         assert_eq!(read["gated_as"], "files");
         assert_eq!(read["background_eligible"], true);
-        assert_eq!(read["credentials"], json!([{"name": "gh", "env": "GH_TOKEN", "key": "token", "per_anima": true, "required": false}]));
+        assert_eq!(
+            read["credentials"],
+            json!([{"name": "gh", "env": "GH_TOKEN", "key": "token", "per_anima": true, "required": false}])
+        );
         assert_eq!(read["hints"]["open_world"], true);
         assert_eq!(v["actions"][5]["input_schema"]["properties"]["n"]["minimum"], 1);
     }
@@ -269,7 +278,10 @@ mod calls {
             assert_eq!(code, 1);
             let text = String::from_utf8(out).unwrap();
             let ev: Event = serde_json::from_str(text.trim()).unwrap();
-            assert!(matches!(&ev, Event::Error { error, .. } if error.code.as_deref() == Some("bad_request")), "{text}");
+            assert!(
+                matches!(&ev, Event::Error { error, .. } if error.code.as_deref() == Some("bad_request")),
+                "{text}"
+            );
         }
     }
 }
@@ -312,7 +324,9 @@ mod serve {
         tool.serve(input.as_bytes(), &mut out).unwrap();
         let events: Vec<Event> =
             String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert!(matches!(&events[0], Event::Error { error, call_id } if error.code.as_deref() == Some("bad_request") && call_id.as_deref() == Some("x-1")));
+        assert!(
+            matches!(&events[0], Event::Error { error, call_id } if error.code.as_deref() == Some("bad_request") && call_id.as_deref() == Some("x-1"))
+        );
         let last = events.last().unwrap();
         assert!(matches!(last, Event::Result { call_id, .. } if call_id.as_deref() == Some("x-2")), "{events:?}");
         assert!(events.iter().all(|e| e.call_id().is_some()));
