@@ -206,11 +206,12 @@ def _build(func: Callable[..., Any], name: str | None, description: str | None, 
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
         elif p.default is not None:
+            default = p.default.value if isinstance(p.default, enum.Enum) else p.default
             try:
-                json.dumps(p.default, allow_nan=False)
-                schema["default"] = p.default.value if isinstance(p.default, enum.Enum) else p.default
+                json.dumps(default, allow_nan=False)
+                schema["default"] = default
             except (TypeError, ValueError):
-                pass
+                pass  # not JSON: the function's own default still applies
         properties[p.name] = schema
     if input_schema is None:
         input_schema = {"type": "object", "properties": properties, "additionalProperties": False}
