@@ -209,13 +209,14 @@ impl Tool {
         }
         let example = self.actions.first().map(|a| a.decl.name.as_str()).unwrap_or("action");
         let n = &self.name;
-        let _ = write!(
-            s,
-            "\nBy hand:\n  {n} --schemas     print the schemas document\n  \
-             echo '{{\"name\":\"{n}_{example}\",\"args\":{{}}}}' | {n}\n                    \
-             one call: one request on stdin, events on stdout\n  \
-             {n} --serve       a persistent worker: one request per line\n"
-        );
+        let _ = writeln!(s, "\nBy hand:");
+        for (command, what) in [
+            (format!("{n} --schemas"), "print the schemas document"),
+            (format!("{n} --serve"), "a persistent worker: one request per line"),
+            (format!("echo '{{\"name\":\"{n}_{example}\",\"args\":{{}}}}' | {n}"), "one call: events on stdout"),
+        ] {
+            let _ = writeln!(s, "  {command}\n      {what}");
+        }
         s
     }
 }
