@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod call;
+pub mod cli;
 pub mod dirs;
 pub mod discover;
 pub mod error;
