@@ -6,7 +6,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The embedded package: (path relative to the package folder, contents).
-const FILES: &[(&str, &str)] = &[];
+const FILES: &[(&str, &str)] = &[
+    ("__init__.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/__init__.py")),
+    ("_action.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_action.py")),
+    ("_context.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_context.py")),
+    ("_credentials.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_credentials.py")),
+    ("_errors.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_errors.py")),
+    ("_runtime.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_runtime.py")),
+    ("_shim.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_shim.py")),
+    ("_vault.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_vault.py")),
+    ("_wire.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_wire.py")),
+    ("py.typed", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/py.typed")),
+];
 
 fn content_hash() -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
@@ -21,9 +32,6 @@ fn content_hash() -> u64 {
 
 /// The shim script's path, writing the package on first use (atomically: a temp dir renamed into place).
 pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
-    if FILES.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::NotFound, "the Python shim is not embedded in this build"));
-    }
     let root = cache.join(format!("pysdk-{:016x}", content_hash()));
     let shim = root.join("animaworks_tool_sdk").join("_shim.py");
     if shim.is_file() {
@@ -45,5 +53,19 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
         Ok(shim)
     } else {
         Err(io::Error::new(io::ErrorKind::NotFound, format!("could not write the Python shim under {}", root.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_package_file_is_embedded() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src/animaworks_tool_sdk");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") {
+                assert!(super::FILES.iter().any(|(n, _)| *n == name), "{name} is not embedded in pyshim.rs");
+            }
+        }
     }
 }
