@@ -311,8 +311,10 @@ fn could_be_action_name(s: &str) -> bool {
 /// A gated key is an entry whose `gated` is truthy in Python's sense.
 ///
 /// With [`LegacyProfile::Unreadable`] (or a profile whose entries are not objects), every word that could be
-/// a subcommand name (`^[A-Za-z0-9][A-Za-z0-9_-]*$`, after the splitting above) is treated as a gated key: a
-/// tool whose profile is broken runs only what is explicitly granted.
+/// a subcommand name (`^[A-Za-z0-9][A-Za-z0-9_-]*$`) is treated as a gated key: each positional word and
+/// the value of each `--x=value`, but not the flags themselves (`-j`, `--repo`). A flag's separate value
+/// (`--title report`) is a positional word to us, so it needs a grant too: a tool whose profile is broken
+/// runs only what is explicitly granted, until `doctor` shows why and it is fixed.
 pub fn decide_cli(
     perms: &Result<LoadedPermissions, PermissionsError>,
     tool: &str,
@@ -334,9 +336,9 @@ pub fn decide_cli(
         LegacyProfile::Unreadable => None,
     };
     for word in argv {
-        for cand in word_candidates(word) {
-            match &keys {
-                Some(keys) => {
+        match &keys {
+            Some(keys) => {
+                for cand in word_candidates(word) {
                     for (key, grant) in keys {
                         if norm(cand) == norm(key) {
                             let what = format!("subcommand '{key}' (argv word \"{word}\")");
@@ -346,15 +348,17 @@ pub fn decide_cli(
                         }
                     }
                 }
-                None => {
-                    if could_be_action_name(cand) {
-                        let what = format!(
-                            "argv word \"{word}\" (the tool's EXECUTION_PROFILE could not be read, so every word \
-                             counts as a gated subcommand)"
-                        );
-                        if let d @ Decision::Deny(_) = grant_rule(p, path, tool, cand, &what) {
-                            return d;
-                        }
+            }
+            None => {
+                // Flags themselves (`-j`, `--repo`) are not subcommands; their `=value` halves may be.
+                let cand = if word.starts_with('-') { word.split_once('=').map(|(_, v)| v) } else { Some(word.as_str()) };
+                if let Some(cand) = cand.filter(|c| could_be_action_name(c)) {
+                    let what = format!(
+                        "argv word \"{word}\" (the tool's EXECUTION_PROFILE could not be read, so every word that \
+                         could be a subcommand counts as a gated one)"
+                    );
+                    if let d @ Decision::Deny(_) = grant_rule(p, path, tool, cand, &what) {
+                        return d;
                     }
                 }
             }
