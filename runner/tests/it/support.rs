@@ -1,0 +1,133 @@
+//! A temporary AnimaWorks world per test: data dir (common tier), anima dir (personal tier), core dir, cache.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_animaworks-tool");
+
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub core: PathBuf,
+    pub data: PathBuf,
+    pub anima: PathBuf,
+}
+
+impl World {
+    pub fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = tmp.path().join("core");
+        let data = tmp.path().join("data");
+        let anima = tmp.path().join("animas").join("alice");
+        for d in [&core, &data.join("common_tools"), &anima.join("tools")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        World { tmp, core, data, anima }
+    }
+
+    pub fn common(&self) -> PathBuf {
+        self.data.join("common_tools")
+    }
+
+    pub fn personal(&self) -> PathBuf {
+        self.anima.join("tools")
+    }
+
+    /// Write an executable file.
+    pub fn tool(&self, dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// A command for the runner binary in this world, with a clean environment.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.tmp.path())
+            .env("ANIMAWORKS_DATA_DIR", &self.data)
+            .env("ANIMAWORKS_ANIMA_DIR", &self.anima)
+            .env("ANIMAWORKS_CORE_TOOLS", &self.core)
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// A library `Runner` for this world.
+    pub fn runner(&self) -> animaworks_tool::Runner {
+        animaworks_tool::Runner::new(animaworks_tool::Dirs::resolve(&animaworks_tool::DirOptions {
+            core_dirs: vec![self.core.clone()],
+            data_dir: Some(self.data.clone()),
+            anima_dir: Some(self.anima.clone()),
+            cache_dir: None,
+            python: None,
+        }))
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", stdout(o), stderr(o)))
+}
+
+/// A bash tool with the short-form schemas and a body that handles the request in `$req`.
+pub fn bash_tool(schemas: &str, body: &str) -> String {
+    format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\nreq=$(cat)\n{body}\n")
+}
+
+/// Poll `cond` until it holds or `secs` pass; never a fixed sleep then assert.
+pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Processes whose process group is `pgid` (zombies included), from /proc.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Processes whose command line contains `needle`.
+pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
