@@ -87,7 +87,9 @@ pub struct AuditLog {
 impl AuditLog {
     /// The audit log of an anima: `<anima dir>/state/tool_audit.jsonl`.
     pub fn for_anima(anima_dir: &Path) -> Self {
-        AuditLog { path: anima_dir.join(AUDIT_FILE) }
+        AuditLog {
+            path: anima_dir.join(AUDIT_FILE),
+        }
     }
 
     /// An audit log at any path.
@@ -118,13 +120,21 @@ impl AuditLog {
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut f = OpenOptions::new().append(true).create(true).mode(0o600).open(&self.path)?;
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&self.path)?;
         // One write(2), never write_all: a retry after a short write could land after another process's line.
         let n = f.write(&line)?;
         if n != line.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
-                format!("{}: short write ({n} of {} bytes)", self.path.display(), line.len()),
+                format!(
+                    "{}: short write ({n} of {} bytes)",
+                    self.path.display(),
+                    line.len()
+                ),
             ));
         }
         Ok(())
@@ -164,7 +174,9 @@ mod tests {
 
     #[test]
     fn rfc3339() {
-        let at = |s: u64, ms: u64| rfc3339_utc(SystemTime::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        let at = |s: u64, ms: u64| {
+            rfc3339_utc(SystemTime::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms))
+        };
         assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(at(1_709_164_799, 999), "2024-02-28T23:59:59.999Z");
@@ -190,7 +202,10 @@ mod tests {
         log.append(&rec, &Masker::new(["sekret-value"])).unwrap();
         log.append(&rec, &Masker::default()).unwrap();
         let text = std::fs::read_to_string(d.path().join(AUDIT_FILE)).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
         let l = &lines[0];
         assert_eq!(l["args"]["token"], "***");

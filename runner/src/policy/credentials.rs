@@ -53,11 +53,16 @@ impl fmt::Display for CredentialSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CredentialSource::Config { key_path } => write!(f, "config.json {key_path}"),
-            CredentialSource::ConfigVault { key_path, vault_key } => {
+            CredentialSource::ConfigVault {
+                key_path,
+                vault_key,
+            } => {
                 write!(f, "config.json {key_path} → vault.json shared.{vault_key}")
             }
             CredentialSource::Vault { key } => write!(f, "vault.json shared.{key}"),
-            CredentialSource::SharedCredentials { key } => write!(f, "shared/credentials.json {key}"),
+            CredentialSource::SharedCredentials { key } => {
+                write!(f, "shared/credentials.json {key}")
+            }
             CredentialSource::Environment { var } => write!(f, "environment variable {var}"),
         }
     }
@@ -91,28 +96,8 @@ impl fmt::Debug for ResolvedCredential {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialError {
     /// A required credential is set nowhere; the message lists every place it can be set.
-    #[error(
-        "credential '{name}' is not set; set it in one of: {config_path} at {config_key}; {vault_path} at \
-         shared.{vault_keys}; {shared_path} at {vault_keys}; or the environment variable {env_vars}"
-    )]
-    Missing {
-        /// The declaration's name.
-        name: String,
-        /// The declaration's env.
-        env: String,
-        /// `<data dir>/config.json`.
-        config_path: PathBuf,
-        /// `credentials.<name>.api_key` or `credentials.<name>.keys.<key>`.
-        config_key: String,
-        /// `<data dir>/vault.json`.
-        vault_path: PathBuf,
-        /// `<data dir>/shared/credentials.json`.
-        shared_path: PathBuf,
-        /// `<ENV>`, or `<ENV>__<anima> or <ENV>` when per-anima.
-        vault_keys: String,
-        /// The same, as environment variables.
-        env_vars: String,
-    },
+    #[error("{0}")]
+    Missing(Box<MissingCredential>),
     /// A file of the chain exists but cannot be read or parsed; a secret that might be in it is not skipped
     /// over to a later source.
     #[error("credential '{name}': cannot use {}: {reason}", path.display())]
@@ -124,6 +109,33 @@ pub enum CredentialError {
         /// What is wrong (never its contents).
         reason: String,
     },
+}
+
+/// The places a missing credential can be set (the details of [`CredentialError::Missing`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "credential '{name}' is not set; set it in one of: {} at {config_key}; {} at shared.{keys}; {} at {keys}; or \
+     the environment variable {keys}",
+    config_path.display(),
+    vault_path.display(),
+    shared_path.display()
+)]
+pub struct MissingCredential {
+    /// The declaration's name.
+    pub name: String,
+    /// The declaration's env.
+    pub env: String,
+    /// `<data dir>/config.json`.
+    pub config_path: PathBuf,
+    /// `credentials.<name>.api_key` or `credentials.<name>.keys.<key>`.
+    pub config_key: String,
+    /// `<data dir>/vault.json`.
+    pub vault_path: PathBuf,
+    /// `<data dir>/shared/credentials.json`.
+    pub shared_path: PathBuf,
+    /// The keys tried in vault.json `shared`, shared/credentials.json and the environment: `<ENV>`, or
+    /// `<ENV>__<anima> or <ENV>` when per-anima.
+    pub keys: String,
 }
 
 fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
@@ -159,7 +171,11 @@ fn non_empty(v: Option<&Value>) -> Option<&str> {
 impl Resolver {
     /// A resolver for the anima `anima_name` (when there is one) under `data_dir`; `caller_env` is the
     /// environment the runner was started with (e.g. `std::env::vars().collect()`).
-    pub fn new(data_dir: &Path, anima_name: Option<&str>, caller_env: HashMap<String, String>) -> Self {
+    pub fn new(
+        data_dir: &Path,
+        anima_name: Option<&str>,
+        caller_env: HashMap<String, String>,
+    ) -> Self {
         Resolver {
             data_dir: data_dir.to_path_buf(),
             anima_name: anima_name.filter(|s| !s.is_empty()).map(str::to_string),
@@ -174,7 +190,11 @@ impl Resolver {
         let path = self.data_dir.join(CONFIG_FILE);
         match self.config.get_or_init(|| read_json_object(&path)) {
             Ok(m) => Ok(m.as_ref()),
-            Err(reason) => Err(CredentialError::Source { name: name.into(), path, reason: reason.clone() }),
+            Err(reason) => Err(CredentialError::Source {
+                name: name.into(),
+                path,
+                reason: reason.clone(),
+            }),
         }
     }
 
@@ -182,7 +202,11 @@ impl Resolver {
         let path = self.data_dir.join(SHARED_CREDENTIALS_FILE);
         match self.shared.get_or_init(|| read_json_object(&path)) {
             Ok(m) => Ok(m.as_ref()),
-            Err(reason) => Err(CredentialError::Source { name: name.into(), path, reason: reason.clone() }),
+            Err(reason) => Err(CredentialError::Source {
+                name: name.into(),
+                path,
+                reason: reason.clone(),
+            }),
         }
     }
 
@@ -194,7 +218,10 @@ impl Resolver {
             reason: e.reason.clone(),
         };
         match vault {
-            Ok(v) => Ok(v.get("shared", key).map_err(|e| src(&e))?.filter(|s| !s.is_empty())),
+            Ok(v) => Ok(v
+                .get("shared", key)
+                .map_err(|e| src(&e))?
+                .filter(|s| !s.is_empty())),
             Err(e) => Err(src(e)),
         }
     }
@@ -229,9 +256,17 @@ impl Resolver {
     /// [`CredentialError::Source`] when a file the lookup reaches exists but cannot be used (unreadable,
     /// invalid JSON, a vault entry with no usable `vault.key`): a later source is not tried then, so a broken
     /// file never silently swaps one secret for another. [`CredentialError::Missing`] as in step 6.
-    pub fn resolve(&self, decl: &CredentialDecl) -> Result<Option<ResolvedCredential>, CredentialError> {
+    pub fn resolve(
+        &self,
+        decl: &CredentialDecl,
+    ) -> Result<Option<ResolvedCredential>, CredentialError> {
         let found = |value: String, source| {
-            Ok(Some(ResolvedCredential { name: decl.name.clone(), env: decl.env.clone(), value, source }))
+            Ok(Some(ResolvedCredential {
+                name: decl.name.clone(),
+                env: decl.env.clone(),
+                value,
+                source,
+            }))
         };
         // 1. config.json
         let key_path = if decl.key == "api_key" {
@@ -244,14 +279,22 @@ impl Resolver {
             let v = if decl.key == "api_key" {
                 entry.and_then(|e| e.get("api_key"))
             } else {
-                entry.and_then(|e| e.get("keys")).and_then(|k| k.get(&decl.key))
+                entry
+                    .and_then(|e| e.get("keys"))
+                    .and_then(|k| k.get(&decl.key))
             };
             if let Some(s) = non_empty(v) {
                 return found(s.to_string(), CredentialSource::Config { key_path });
             }
             if let Some(vk) = non_empty(v.and_then(|v| v.get("$vault"))) {
                 if let Some(s) = self.vault_get(&decl.name, vk)? {
-                    return found(s, CredentialSource::ConfigVault { key_path, vault_key: vk.to_string() });
+                    return found(
+                        s,
+                        CredentialSource::ConfigVault {
+                            key_path,
+                            vault_key: vk.to_string(),
+                        },
+                    );
                 }
             }
         }
@@ -266,29 +309,33 @@ impl Resolver {
             }
             for key in group {
                 if let Some(s) = non_empty(self.shared(&decl.name)?.and_then(|m| m.get(key))) {
-                    return found(s.to_string(), CredentialSource::SharedCredentials { key: key.clone() });
+                    return found(
+                        s.to_string(),
+                        CredentialSource::SharedCredentials { key: key.clone() },
+                    );
                 }
             }
             for key in group {
                 if let Some(s) = self.caller_env.get(key).filter(|s| !s.is_empty()) {
-                    return found(s.clone(), CredentialSource::Environment { var: key.clone() });
+                    return found(
+                        s.clone(),
+                        CredentialSource::Environment { var: key.clone() },
+                    );
                 }
             }
         }
         if !decl.required {
             return Ok(None);
         }
-        let alternatives = keys.join(" or ");
-        Err(CredentialError::Missing {
+        Err(CredentialError::Missing(Box::new(MissingCredential {
             name: decl.name.clone(),
             env: decl.env.clone(),
             config_path: self.data_dir.join(CONFIG_FILE),
             config_key: key_path,
             vault_path: self.data_dir.join(super::vault::VAULT_FILE),
             shared_path: self.data_dir.join(SHARED_CREDENTIALS_FILE),
-            vault_keys: alternatives.clone(),
-            env_vars: alternatives,
-        })
+            keys: keys.join(" or "),
+        })))
     }
 
     /// Resolves every declaration (a tool's and its action's), in order; a declaration repeated under the

@@ -14,7 +14,9 @@ use super::credentials::ResolvedCredential;
 pub const RUNNER_CONFIG_FILE: &str = "animaworks-tool.json";
 
 /// The caller's variables every tool gets (when the caller has them), besides every `LC_*`.
-pub const BASE_VARS: &[&str] = &["PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM"];
+pub const BASE_VARS: &[&str] = &[
+    "PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM",
+];
 
 /// The context of one call, given to the tool as `ANIMAWORKS_*` variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,27 +50,40 @@ pub struct EnvConfigError {
 /// When the file exists but is unreadable, not a JSON object, or `env_passthrough` is not a list of strings.
 pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> {
     let path = data_dir.join(RUNNER_CONFIG_FILE);
-    let err = |reason: String| EnvConfigError { path: path.clone(), reason };
+    let err = |reason: String| EnvConfigError {
+        path: path.clone(),
+        reason,
+    };
     let text = match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(err(e.to_string())),
         Ok(_) => std::fs::read_to_string(&path).map_err(|e| err(format!("cannot read: {e}")))?,
     };
     let v: Value = serde_json::from_str(&text).map_err(|e| err(format!("invalid JSON: {e}")))?;
-    let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| err("not a JSON object".into()))?;
     match obj.get("env_passthrough") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
-            .map(|i| i.as_str().map(str::to_string).ok_or_else(|| err("env_passthrough must hold strings".into())))
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| err("env_passthrough must hold strings".into()))
+            })
             .collect(),
-        Some(_) => Err(err("env_passthrough must be a list of variable names".into())),
+        Some(_) => Err(err(
+            "env_passthrough must be a list of variable names".into()
+        )),
     }
 }
 
 /// Does `name` match a passthrough entry: the exact name, or a prefix when the entry ends in `*`?
 fn passes(name: &OsStr, entries: &[String]) -> bool {
-    let Some(name) = name.to_str() else { return false };
+    let Some(name) = name.to_str() else {
+        return false;
+    };
     entries.iter().any(|e| match e.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => e == name,
@@ -94,7 +109,10 @@ impl CallContext {
         let mut v: Vec<(OsString, OsString)> = vec![
             ("ANIMAWORKS_TOOL_PROTOCOL".into(), "1".into()),
             ("ANIMAWORKS_CALL_ID".into(), self.call_id.clone().into()),
-            ("ANIMAWORKS_DATA_DIR".into(), self.data_dir.clone().into_os_string()),
+            (
+                "ANIMAWORKS_DATA_DIR".into(),
+                self.data_dir.clone().into_os_string(),
+            ),
         ];
         if let Some(d) = &self.anima_dir {
             v.push(("ANIMAWORKS_ANIMA_DIR".into(), d.clone().into_os_string()));
@@ -102,7 +120,10 @@ impl CallContext {
         if let Some(n) = &self.anima_name {
             v.push(("ANIMAWORKS_ANIMA_NAME".into(), n.clone().into()));
         }
-        v.push(("ANIMAWORKS_DEADLINE_MS".into(), self.deadline_ms.to_string().into()));
+        v.push((
+            "ANIMAWORKS_DEADLINE_MS".into(),
+            self.deadline_ms.to_string().into(),
+        ));
         v
     }
 }
@@ -129,7 +150,9 @@ where
 {
     let mut env = BTreeMap::new();
     for (k, v) in caller {
-        let base = k.to_str().is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_"));
+        let base = k
+            .to_str()
+            .is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_"));
         if base || passes(&k, passthrough) {
             env.insert(k, v);
         }
@@ -181,7 +204,9 @@ mod tests {
     }
 
     fn get<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a str> {
-        env.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.to_str())
+        env.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.to_str())
     }
 
     #[test]
@@ -190,9 +215,16 @@ mod tests {
             name: "gh".into(),
             env: "GITHUB_TOKEN".into(),
             value: "resolved".into(),
-            source: CredentialSource::Environment { var: "GITHUB_TOKEN".into() },
+            source: CredentialSource::Environment {
+                var: "GITHUB_TOKEN".into(),
+            },
         };
-        let env = build_env(caller(), &ctx(true), &[secret], &["HTTPS_PROXY".into(), "MYCO_*".into()]);
+        let env = build_env(
+            caller(),
+            &ctx(true),
+            &[secret],
+            &["HTTPS_PROXY".into(), "MYCO_*".into()],
+        );
         let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(
             keys,
@@ -215,7 +247,10 @@ mod tests {
             ]
         );
         assert_eq!(get(&env, "GITHUB_TOKEN"), Some("resolved"));
-        assert_eq!(get(&env, "ANIMAWORKS_ANIMA_DIR"), Some("/data/animas/alice"));
+        assert_eq!(
+            get(&env, "ANIMAWORKS_ANIMA_DIR"),
+            Some("/data/animas/alice")
+        );
         assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
         assert_eq!(get(&env, "ANIMAWORKS_DEADLINE_MS"), Some("42"));
     }
@@ -225,8 +260,16 @@ mod tests {
         let env = build_env(caller(), &ctx(false), &[], &["ANIMAWORKS_*".into()]);
         assert_eq!(get(&env, "ANIMAWORKS_ANIMA_DIR"), None);
         assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
-        assert_eq!(get(&env, "ANIMAWORKS_PYTHON"), Some("/opt/py"), "explicit passthrough is honoured");
-        assert_eq!(get(&env, "GITHUB_TOKEN"), None, "undeclared secrets stay out");
+        assert_eq!(
+            get(&env, "ANIMAWORKS_PYTHON"),
+            Some("/opt/py"),
+            "explicit passthrough is honoured"
+        );
+        assert_eq!(
+            get(&env, "GITHUB_TOKEN"),
+            None,
+            "undeclared secrets stay out"
+        );
     }
 
     #[test]
@@ -238,7 +281,12 @@ mod tests {
         assert!(load_passthrough(d.path()).unwrap().is_empty());
         std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
         assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
-        for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {
+        for bad in [
+            r#"{"env_passthrough": "A"}"#,
+            r#"{"env_passthrough": [1]}"#,
+            "[",
+            "[]",
+        ] {
             std::fs::write(&f, bad).unwrap();
             assert!(load_passthrough(d.path()).is_err(), "{bad}");
         }

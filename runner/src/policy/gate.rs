@@ -30,7 +30,9 @@ impl Gate {
     /// From a profile's `gated` and `gated_as` fields.
     pub fn new(gated: bool, gated_as: Option<String>) -> Self {
         if gated {
-            Gate::Gated { gated_as: gated_as.filter(|s| !s.is_empty()) }
+            Gate::Gated {
+                gated_as: gated_as.filter(|s| !s.is_empty()),
+            }
         } else {
             Gate::Open
         }
@@ -129,12 +131,27 @@ fn norm(s: &str) -> String {
 fn holds_grant(list: &[String], tool: &str, key: &str) -> bool {
     let want = norm(key);
     list.iter().any(|entry| {
-        entry.strip_prefix(tool).and_then(|r| r.strip_prefix('_')).is_some_and(|rest| norm(rest) == want)
+        entry
+            .strip_prefix(tool)
+            .and_then(|r| r.strip_prefix('_'))
+            .is_some_and(|rest| norm(rest) == want)
     })
 }
 
-fn refusal(kind: RefusalKind, key: Option<String>, path: &Path, message: String, hint: String) -> Decision {
-    Decision::Deny(Refusal { kind, message, hint, key, permissions_path: path.to_path_buf() })
+fn refusal(
+    kind: RefusalKind,
+    key: Option<String>,
+    path: &Path,
+    message: String,
+    hint: String,
+) -> Decision {
+    Decision::Deny(Refusal {
+        kind,
+        message,
+        hint,
+        key,
+        permissions_path: path.to_path_buf(),
+    })
 }
 
 /// Rules 1–3 (which tools), shared by both entry points.
@@ -146,8 +163,14 @@ fn tool_rules(p: &Permissions, path: &Path, tool: &str, tier: Tier) -> Decision 
             RefusalKind::ToolDenied,
             Some(tool.to_string()),
             path,
-            format!("{tier} tool '{tool}' is denied: \"{tool}\" is in external_tools.deny of {}", path.display()),
-            format!("remove \"{tool}\" from external_tools.deny in {}", path.display()),
+            format!(
+                "{tier} tool '{tool}' is denied: \"{tool}\" is in external_tools.deny of {}",
+                path.display()
+            ),
+            format!(
+                "remove \"{tool}\" from external_tools.deny in {}",
+                path.display()
+            ),
         );
     }
     // Core: allow_all → allowed; else a non-empty allow is a whitelist; else allowed. Common and personal:
@@ -242,7 +265,9 @@ pub fn decide(
         Gate::Gated { gated_as: None } | Gate::Unknown => action,
     };
     let what = match gate {
-        Gate::Unknown => format!("action '{action}' (its profile could not be read, so it counts as gated)"),
+        Gate::Unknown => {
+            format!("action '{action}' (its profile could not be read, so it counts as gated)")
+        }
         _ => format!("action '{action}'"),
     };
     grant_rule(p, path, tool, key, &what)
@@ -351,7 +376,11 @@ pub fn decide_cli(
             }
             None => {
                 // Flags themselves (`-j`, `--repo`) are not subcommands; their `=value` halves may be.
-                let cand = if word.starts_with('-') { word.split_once('=').map(|(_, v)| v) } else { Some(word.as_str()) };
+                let cand = if word.starts_with('-') {
+                    word.split_once('=').map(|(_, v)| v)
+                } else {
+                    Some(word.as_str())
+                };
                 if let Some(cand) = cand.filter(|c| could_be_action_name(c)) {
                     let what = format!(
                         "argv word \"{word}\" (the tool's EXECUTION_PROFILE could not be read, so every word that \
@@ -373,8 +402,12 @@ mod tests {
     use crate::policy::permissions::{ErrorKind, Source};
 
     fn perms(json: &str) -> Result<LoadedPermissions, PermissionsError> {
-        let permissions = crate::policy::permissions::parse_json(Path::new("/a/permissions.json"), json)?;
-        Ok(LoadedPermissions { permissions, source: Source::Json("/a/permissions.json".into()) })
+        let permissions =
+            crate::policy::permissions::parse_json(Path::new("/a/permissions.json"), json)?;
+        Ok(LoadedPermissions {
+            permissions,
+            source: Source::Json("/a/permissions.json".into()),
+        })
     }
 
     fn gated(a: Option<&str>) -> Gate {
@@ -392,7 +425,10 @@ mod tests {
     fn defaults_allow_open_actions_in_every_tier() {
         let p = perms("{}");
         for tier in [Tier::Core, Tier::Common, Tier::Personal] {
-            assert_eq!(decide(&p, "web", tier, "search", &Gate::Open), Decision::Allow);
+            assert_eq!(
+                decide(&p, "web", tier, "search", &Gate::Open),
+                Decision::Allow
+            );
         }
     }
 
@@ -404,20 +440,46 @@ mod tests {
             kind: ErrorKind::Invalid,
             reason: "expected value".into(),
         };
-        let r = refused(decide(&Err(err.clone()), "web", Tier::Personal, "search", &Gate::Open));
+        let r = refused(decide(
+            &Err(err.clone()),
+            "web",
+            Tier::Personal,
+            "search",
+            &Gate::Open,
+        ));
         assert_eq!(r.kind, RefusalKind::PermissionsUnusable);
-        assert!(r.message.contains("/a/permissions.json:3:7"), "{}", r.message);
-        let r = refused(decide_cli(&Err(err), "web", Tier::Core, &[], LegacyProfile::Absent));
+        assert!(
+            r.message.contains("/a/permissions.json:3:7"),
+            "{}",
+            r.message
+        );
+        let r = refused(decide_cli(
+            &Err(err),
+            "web",
+            Tier::Core,
+            &[],
+            LegacyProfile::Absent,
+        ));
         assert_eq!(r.kind, RefusalKind::PermissionsUnusable);
     }
 
     #[test]
     fn gated_needs_grant_even_with_allow_all_and_names_the_working_key() {
         let p = perms("{}");
-        let r = refused(decide(&p, "github", Tier::Core, "create_issue", &gated(Some("create-issue"))));
+        let r = refused(decide(
+            &p,
+            "github",
+            Tier::Core,
+            "create_issue",
+            &gated(Some("create-issue")),
+        ));
         assert_eq!(r.kind, RefusalKind::GrantMissing);
         assert_eq!(r.key.as_deref(), Some("github_create-issue"));
-        assert!(r.message.contains("\"github_create-issue\""), "{}", r.message);
+        assert!(
+            r.message.contains("\"github_create-issue\""),
+            "{}",
+            r.message
+        );
         assert!(r.message.contains("/a/permissions.json"), "{}", r.message);
         let r = refused(decide(&p, "mail", Tier::Personal, "send", &gated(None)));
         assert_eq!(r.key.as_deref(), Some("mail_send"));
@@ -440,7 +502,16 @@ mod tests {
 
     #[test]
     fn word_candidates_split() {
-        assert_eq!(word_candidates("--mode=create-issue"), vec!["--mode=create-issue", "mode=create-issue", "--mode", "mode", "create-issue"]);
+        assert_eq!(
+            word_candidates("--mode=create-issue"),
+            vec![
+                "--mode=create-issue",
+                "mode=create-issue",
+                "--mode",
+                "mode",
+                "create-issue"
+            ]
+        );
         assert_eq!(word_candidates("post"), vec!["post"]);
     }
 }

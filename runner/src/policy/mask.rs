@@ -52,7 +52,8 @@ impl Masker {
             }
         }
         // Longest first, so that a secret containing another is replaced whole.
-        self.needles.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        self.needles
+            .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     }
 
     /// `true` when there is nothing to mask.

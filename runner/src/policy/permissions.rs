@@ -69,7 +69,11 @@ pub struct RuleSet {
 
 impl Default for RuleSet {
     fn default() -> Self {
-        RuleSet { allow_all: true, allow: Vec::new(), deny: Vec::new() }
+        RuleSet {
+            allow_all: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
     }
 }
 
@@ -85,7 +89,10 @@ pub struct ToolCreation {
 
 impl Default for ToolCreation {
     fn default() -> Self {
-        ToolCreation { personal: true, shared: false }
+        ToolCreation {
+            personal: true,
+            shared: false,
+        }
     }
 }
 
@@ -171,12 +178,19 @@ impl fmt::Display for PermissionsError {
 impl PermissionsError {
     fn unreadable(path: &Path, err: &io::Error) -> Self {
         let reason = match err.kind() {
-            io::ErrorKind::NotFound => "it is a dangling symbolic link (or vanished while being read)".to_string(),
+            io::ErrorKind::NotFound => {
+                "it is a dangling symbolic link (or vanished while being read)".to_string()
+            }
             io::ErrorKind::IsADirectory => "it is a directory, not a file".to_string(),
             io::ErrorKind::InvalidData => "it is not valid UTF-8 text".to_string(),
             _ => err.to_string(),
         };
-        PermissionsError { path: path.to_path_buf(), location: None, kind: ErrorKind::Unreadable, reason }
+        PermissionsError {
+            path: path.to_path_buf(),
+            location: None,
+            kind: ErrorKind::Unreadable,
+            reason,
+        }
     }
 }
 
@@ -196,14 +210,23 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
     let json_path = anima_dir.join(JSON_FILE);
     if let Some(text) = read_if_present(&json_path)? {
         let permissions = parse_json(&json_path, &text)?;
-        return Ok(LoadedPermissions { permissions, source: Source::Json(json_path) });
+        return Ok(LoadedPermissions {
+            permissions,
+            source: Source::Json(json_path),
+        });
     }
     let md_path = anima_dir.join(MD_FILE);
     if let Some(text) = read_if_present(&md_path)? {
         let permissions = parse_markdown(&text);
-        return Ok(LoadedPermissions { permissions, source: Source::Markdown(md_path) });
+        return Ok(LoadedPermissions {
+            permissions,
+            source: Source::Markdown(md_path),
+        });
     }
-    Ok(LoadedPermissions { permissions: Permissions::default(), source: Source::Defaults(json_path) })
+    Ok(LoadedPermissions {
+        permissions: Permissions::default(),
+        source: Source::Defaults(json_path),
+    })
 }
 
 /// `Ok(None)` only when nothing at all is at `path` (not even a dangling symlink); any other failure to read
@@ -212,7 +235,9 @@ fn read_if_present(path: &Path) -> Result<Option<String>, PermissionsError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(PermissionsError::unreadable(path, &e)),
-        Ok(_) => std::fs::read_to_string(path).map(Some).map_err(|e| PermissionsError::unreadable(path, &e)),
+        Ok(_) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| PermissionsError::unreadable(path, &e)),
     }
 }
 
@@ -222,20 +247,22 @@ fn read_if_present(path: &Path) -> Result<Option<String>, PermissionsError> {
 /// [`ErrorKind::Invalid`] with serde's line and column and reason.
 pub fn parse_json(path: &Path, text: &str) -> Result<Permissions, PermissionsError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    map_only::<_, Permissions>(&mut de).and_then(|p| de.end().map(|()| p)).map_err(|e| {
-        // serde_json's Display appends " at line L column C"; we carry those as fields instead.
-        let full = e.to_string();
-        let reason = match full.rfind(" at line ") {
-            Some(i) if e.line() > 0 => full[..i].to_string(),
-            _ => full,
-        };
-        PermissionsError {
-            path: path.to_path_buf(),
-            location: (e.line() > 0).then(|| (e.line(), e.column())),
-            kind: ErrorKind::Invalid,
-            reason,
-        }
-    })
+    map_only::<_, Permissions>(&mut de)
+        .and_then(|p| de.end().map(|()| p))
+        .map_err(|e| {
+            // serde_json's Display appends " at line L column C"; we carry those as fields instead.
+            let full = e.to_string();
+            let reason = match full.rfind(" at line ") {
+                Some(i) if e.line() > 0 => full[..i].to_string(),
+                _ => full,
+            };
+            PermissionsError {
+                path: path.to_path_buf(),
+                location: (e.line() > 0).then(|| (e.line(), e.column())),
+                kind: ErrorKind::Invalid,
+                reason,
+            }
+        })
 }
 
 /// Deserialises `T` only from a JSON object. Why: serde's derive also accepts a JSON array (fields by
@@ -306,8 +333,12 @@ pub fn parse_markdown(text: &str) -> Permissions {
             };
             continue;
         }
-        let Some(rest) = line.strip_prefix('-') else { continue };
-        let Some((name, value)) = rest.split_once(':').or_else(|| rest.split_once('：')) else { continue };
+        let Some(rest) = line.strip_prefix('-') else {
+            continue;
+        };
+        let Some((name, value)) = rest.split_once(':').or_else(|| rest.split_once('：')) else {
+            continue;
+        };
         let name = name.trim();
         let Some(yes) = yes_word(value) else { continue };
         if name.is_empty() {
@@ -318,7 +349,11 @@ pub fn parse_markdown(text: &str) -> Permissions {
                 if name.eq_ignore_ascii_case("all") {
                     p.external_tools.allow_all = yes;
                 } else {
-                    let list = if yes { &mut p.external_tools.allow } else { &mut p.external_tools.deny };
+                    let list = if yes {
+                        &mut p.external_tools.allow
+                    } else {
+                        &mut p.external_tools.deny
+                    };
                     if !list.iter().any(|n| n == name) {
                         list.push(name.to_string());
                     }
@@ -352,7 +387,10 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     let source = match &loaded.source {
         Source::Json(path) => format!("{}", path.display()),
         Source::Markdown(path) => {
-            format!("{} (older Markdown form; `permissions migrate` writes permissions.json)", path.display())
+            format!(
+                "{} (older Markdown form; `permissions migrate` writes permissions.json)",
+                path.display()
+            )
         }
         Source::Defaults(path) => format!("defaults ({} does not exist)", path.display()),
     };
@@ -372,7 +410,11 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     out.push_str("  gated actions run only when allow holds <tool>_<gated_as or action>, even with allow_all\n");
     out.push_str(&format!(
         "tool creation: personal {}, shared {}\n",
-        if p.tool_creation.personal { "yes" } else { "no" },
+        if p.tool_creation.personal {
+            "yes"
+        } else {
+            "no"
+        },
         if p.tool_creation.shared { "yes" } else { "no" }
     ));
     out.push_str(&format!(
@@ -405,19 +447,34 @@ pub fn to_json_text(permissions: &Permissions) -> String {
 ///
 /// # Errors
 /// [`ErrorKind::Exists`] as above; [`ErrorKind::Write`] when the folder is missing or not writable.
-pub fn write_json(anima_dir: &Path, permissions: &Permissions, force: bool) -> Result<PathBuf, PermissionsError> {
+pub fn write_json(
+    anima_dir: &Path,
+    permissions: &Permissions,
+    force: bool,
+) -> Result<PathBuf, PermissionsError> {
     let path = anima_dir.join(JSON_FILE);
-    let err = |kind, reason: String| PermissionsError { path: path.clone(), location: None, kind, reason };
+    let err = |kind, reason: String| PermissionsError {
+        path: path.clone(),
+        location: None,
+        kind,
+        reason,
+    };
     if !force && std::fs::symlink_metadata(&path).is_ok() {
-        return Err(err(ErrorKind::Exists, "not overwritten; pass --force to replace it".into()));
+        return Err(err(
+            ErrorKind::Exists,
+            "not overwritten; pass --force to replace it".into(),
+        ));
     }
     let write = || -> io::Result<()> {
-        let mut tmp = tempfile::Builder::new().prefix(".permissions.json.").tempfile_in(anima_dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".permissions.json.")
+            .tempfile_in(anima_dir)?;
         tmp.write_all(to_json_text(permissions).as_bytes())?;
         tmp.as_file().sync_all()?;
         {
             use std::os::unix::fs::PermissionsExt;
-            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))?;
         }
         if force {
             tmp.persist(&path).map_err(|e| e.error)?;
@@ -429,9 +486,10 @@ pub fn write_json(anima_dir: &Path, permissions: &Permissions, force: bool) -> R
     };
     match write() {
         Ok(()) => Ok(path),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            Err(err(ErrorKind::Exists, "not overwritten; pass --force to replace it".into()))
-        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(err(
+            ErrorKind::Exists,
+            "not overwritten; pass --force to replace it".into(),
+        )),
         Err(e) => Err(err(ErrorKind::Write, e.to_string())),
     }
 }
@@ -518,7 +576,8 @@ mod tests {
         assert!(e.reason.contains("directory"), "{}", e.reason);
 
         let d = dir();
-        std::os::unix::fs::symlink(d.path().join("nowhere.json"), d.path().join(JSON_FILE)).unwrap();
+        std::os::unix::fs::symlink(d.path().join("nowhere.json"), d.path().join(JSON_FILE))
+            .unwrap();
         // A permissions.md beside it must not be used instead.
         std::fs::write(d.path().join(MD_FILE), "# External Tools\n- all: yes\n").unwrap();
         let e = load(d.path()).unwrap_err();
@@ -585,15 +644,25 @@ mod tests {
         assert_eq!(again.source, Source::Json(path.clone()));
         assert_eq!(again.permissions, l.permissions);
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
 
         let e = write_json(d.path(), &Permissions::default(), false).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Exists);
-        assert_eq!(load(d.path()).unwrap().permissions, l.permissions, "untouched");
+        assert_eq!(
+            load(d.path()).unwrap().permissions,
+            l.permissions,
+            "untouched"
+        );
         write_json(d.path(), &Permissions::default(), true).unwrap();
         assert_eq!(load(d.path()).unwrap().permissions, Permissions::default());
         // No temporary files left behind.
-        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "{names:?}");
     }
 
@@ -601,7 +670,12 @@ mod tests {
     fn migrate_refuses_dangling_symlink_without_force() {
         let d = dir();
         std::os::unix::fs::symlink(d.path().join("x"), d.path().join(JSON_FILE)).unwrap();
-        assert_eq!(write_json(d.path(), &Permissions::default(), false).unwrap_err().kind, ErrorKind::Exists);
+        assert_eq!(
+            write_json(d.path(), &Permissions::default(), false)
+                .unwrap_err()
+                .kind,
+            ErrorKind::Exists
+        );
     }
 
     #[test]

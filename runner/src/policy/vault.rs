@@ -47,9 +47,13 @@ impl VaultKey {
     /// # Errors
     /// A reason in words (never the key) when the text is not base64 of exactly 32 bytes.
     pub fn from_text(text: &str) -> Result<Self, String> {
-        let bytes = STANDARD.decode(text.trim()).map_err(|e| format!("not base64 ({e})"))?;
-        let arr: [u8; 32] =
-            bytes.as_slice().try_into().map_err(|_| format!("holds {} bytes, a key is 32", bytes.len()))?;
+        let bytes = STANDARD
+            .decode(text.trim())
+            .map_err(|e| format!("not base64 ({e})"))?;
+        let arr: [u8; 32] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| format!("holds {} bytes, a key is 32", bytes.len()))?;
         Ok(VaultKey(SecretKey::from(arr)))
     }
 
@@ -87,10 +91,16 @@ pub struct Vault {
 fn read_optional(path: &Path) -> Result<Option<String>, VaultError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(VaultError { path: path.into(), reason: e.to_string() }),
+        Err(e) => Err(VaultError {
+            path: path.into(),
+            reason: e.to_string(),
+        }),
         Ok(_) => std::fs::read_to_string(path)
             .map(Some)
-            .map_err(|e| VaultError { path: path.into(), reason: format!("cannot read: {e}") }),
+            .map_err(|e| VaultError {
+                path: path.into(),
+                reason: format!("cannot read: {e}"),
+            }),
     }
 }
 
@@ -115,10 +125,18 @@ impl Vault {
             Ok(None) => Ok(None),
             Ok(Some(text)) => VaultKey::from_text(&text)
                 .map(Some)
-                .map_err(|reason| VaultError { path: key_path.clone(), reason }),
+                .map_err(|reason| VaultError {
+                    path: key_path.clone(),
+                    reason,
+                }),
             Err(e) => Err(e),
         };
-        Ok(Vault { path, key_path, sections, key })
+        Ok(Vault {
+            path,
+            key_path,
+            sections,
+            key,
+        })
     }
 
     /// The path of `vault.json`, for messages.
@@ -139,7 +157,10 @@ impl Vault {
             Ok(Some(k)) => Ok(Some(k.open_or_passthrough(stored))),
             Ok(None) => Err(VaultError {
                 path: self.key_path.clone(),
-                reason: format!("missing, so vault entry {section}.{key} of {} cannot be opened", self.path.display()),
+                reason: format!(
+                    "missing, so vault entry {section}.{key} of {} cannot be opened",
+                    self.path.display()
+                ),
             }),
             Err(e) => Err(e.clone()),
         }
@@ -172,10 +193,18 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_keys_are_refused_without_echoing_them() {
-        assert!(VaultKey::from_text("%%%").unwrap_err().contains("not base64"));
+        assert!(VaultKey::from_text("%%%")
+            .unwrap_err()
+            .contains("not base64"));
         let e = VaultKey::from_text(&STANDARD.encode([1u8; 31])).unwrap_err();
         assert!(e.contains("31 bytes"), "{e}");
-        assert_eq!(format!("{:?}", VaultKey::from_text(&STANDARD.encode([1u8; 32])).unwrap()), "VaultKey(…)");
+        assert_eq!(
+            format!(
+                "{:?}",
+                VaultKey::from_text(&STANDARD.encode([1u8; 32])).unwrap()
+            ),
+            "VaultKey(…)"
+        );
     }
 
     #[test]
@@ -197,6 +226,10 @@ pub(crate) mod tests {
         std::fs::write(d.path().join(VAULT_FILE), r#"{"shared": "#).unwrap();
         assert!(Vault::load(d.path()).is_err());
         let d = tempfile::tempdir().unwrap();
-        assert!(Vault::load(d.path()).unwrap().get("shared", "A").unwrap().is_none());
+        assert!(Vault::load(d.path())
+            .unwrap()
+            .get("shared", "A")
+            .unwrap()
+            .is_none());
     }
 }
