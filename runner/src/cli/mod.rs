@@ -5,6 +5,8 @@ pub mod args;
 pub mod help;
 pub mod list;
 pub mod render;
+pub mod llm;
+pub mod task;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -80,6 +82,17 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         rest: Vec<String>,
     },
+    /// Run an action in the background; prints a task id at once.
+    Submit(task::SubmitArgs),
+    /// Watch and control background tasks.
+    Task(task::TaskArgs),
+    /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
+    #[command(name = "use-tool")]
+    UseTool(llm::UseToolArgs),
+    /// Serve every permitted action as an MCP server over stdio.
+    Mcp(llm::McpArgs),
+    /// Print every permitted action's schema in a provider's shape.
+    Schemas(llm::SchemasArgs),
     #[command(external_subcommand)]
     Tool(Vec<OsString>),
 }
@@ -113,6 +126,11 @@ pub fn main() -> i32 {
             Some(Cmd::Doctor { json }) => list::doctor(&runner, json).await,
             Some(Cmd::Refresh) => list::refresh(&runner).await,
             Some(Cmd::Call { tool, action, rest }) => structured(&runner, &tool, &action, &rest, true).await,
+            Some(Cmd::Submit(a)) => task::submit(&runner, a).await,
+            Some(Cmd::Task(a)) => task::task(&runner, a).await,
+            Some(Cmd::UseTool(a)) => llm::use_tool(&runner, a).await,
+            Some(Cmd::Mcp(a)) => llm::mcp(&runner, a).await,
+            Some(Cmd::Schemas(a)) => llm::schemas(&runner, a).await,
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })
