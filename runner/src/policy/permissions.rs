@@ -317,12 +317,14 @@ fn yes_word(v: &str) -> Option<bool> {
 pub fn parse_markdown(text: &str) -> Permissions {
     let mut p = Permissions::default();
     let mut section = MdSection::Other;
+    let mut seen_tools = false;
     for raw in text.lines() {
         let line = raw.trim();
         if line.starts_with('#') {
             let lower = line.to_lowercase();
             section = if lower.contains("external tools") || line.contains("外部ツール") {
-                if section != MdSection::ExternalTools {
+                if !seen_tools {
+                    seen_tools = true;
                     p.external_tools.allow_all = false;
                 }
                 MdSection::ExternalTools
@@ -617,6 +619,10 @@ mod tests {
         assert!(p.external_tools.allow.is_empty());
         assert_eq!(p.external_tools.deny, vec!["gmail"]);
         assert!(!p.tool_creation.personal && p.tool_creation.shared);
+        // A second tool section does not undo the first one's `all: yes`.
+        let p = parse_markdown("# External Tools\n- all: yes\n# Notes\n# External Tools\n- web: no\n");
+        assert!(p.external_tools.allow_all);
+        assert_eq!(p.external_tools.deny, vec!["web"]);
         // No tool section at all: defaults stand.
         let p = parse_markdown("# Tool Creation\n- personal: yes\n");
         assert!(p.external_tools.allow_all && p.external_tools.allow.is_empty());
