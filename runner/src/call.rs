@@ -14,6 +14,7 @@ use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::env::CallContext;
+use crate::policy::audit::{AuditLog, AuditRecord};
 use crate::policy::Masker;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -183,7 +184,9 @@ impl Runner {
     pub fn permit(&self, r: &Resolved, act: &Action) -> Result<(), CallError> {
         let perms = self.permissions();
         let gate = Gate::from_profile(&act.profile);
-        refusal_to_error(gate::decide(&perms, &r.file.name, r.file.tier, &act.name, &gate), &r.file.name, Some(&act.name))
+        let d = gate::decide(&perms, &r.file.name, r.file.tier, &act.name, &gate);
+        self.audit_refusal(r, Some(&act.name), &d);
+        refusal_to_error(d, &r.file.name, Some(&act.name))
     }
 
     /// May this legacy `cli_main` argv run? Every word naming a gated subcommand needs its grant.
@@ -193,7 +196,40 @@ impl Runner {
             Some(map) => LegacyProfile::Known(map),
             None => LegacyProfile::Absent,
         };
-        refusal_to_error(gate::decide_cli(&perms, &r.file.name, r.file.tier, argv, profile), &r.file.name, None)
+        let d = gate::decide_cli(&perms, &r.file.name, r.file.tier, argv, profile);
+        self.audit_refusal(r, None, &d);
+        refusal_to_error(d, &r.file.name, None)
+    }
+
+    /// Where audit lines go: `$ANIMAWORKS_TOOL_AUDIT_LOG`, else `<anima dir>/state/tool_audit.jsonl`, else
+    /// `<data dir>/state/tool_audit.jsonl`.
+    pub fn audit_log(&self) -> AuditLog {
+        match std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG").filter(|v| !v.is_empty()) {
+            Some(p) => AuditLog::at(PathBuf::from(p)),
+            None => AuditLog::for_anima(self.dirs.anima.as_deref().unwrap_or(&self.dirs.data)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn audit(&self, r: &Resolved, action: Option<&str>, d: &Decision, ms: u64, outcome: &str, exit: Option<i32>, args: Value, m: &Masker) {
+        let rec = AuditRecord::new(self.dirs.anima_name().as_deref(), &r.file.name, action, r.file.tier, d, ms, outcome, exit, args);
+        if let Err(e) = self.audit_log().append(&rec, m) {
+            tracing::warn!("could not append to the audit log: {e}");
+        }
+    }
+
+    fn audit_refusal(&self, r: &Resolved, action: Option<&str>, d: &Decision) {
+        if let Decision::Deny(_) = d {
+            self.audit(r, action, d, 0, "refused", Some(ErrorCode::PermissionDenied.exit_code()), Value::Null, &Masker::default());
+        }
+    }
+
+    fn audit_outcome(&self, r: &Resolved, action: &str, started: std::time::Instant, out: &Result<Value, CallError>, args: Value, m: &Masker) {
+        let (outcome, exit) = match out {
+            Ok(_) => ("ok", 0),
+            Err(e) => (e.code.as_str(), e.code.exit_code()),
+        };
+        self.audit(r, Some(action), &Decision::Allow, started.elapsed().as_millis() as u64, outcome, Some(exit), args, m);
     }
 
     /// Run an already resolved and validated action.
@@ -205,6 +241,24 @@ impl Runner {
         opts: &CallOptions,
         obs: &mut dyn Observer,
         cancel: Cancel,
+    ) -> Result<Value, CallError> {
+        let started = std::time::Instant::now();
+        let audit_args = Value::Object(args.clone());
+        let mut masker = Masker::default();
+        let out = self.run_inner(resolved, act, args, opts, obs, cancel, &mut masker).await;
+        self.audit_outcome(resolved, &act.name, started, &out, audit_args, &masker);
+        out
+    }
+
+    async fn run_inner(
+        &self,
+        resolved: &Resolved,
+        act: &Action,
+        args: Map<String, Value>,
+        opts: &CallOptions,
+        obs: &mut dyn Observer,
+        cancel: Cancel,
+        masker: &mut Masker,
     ) -> Result<Value, CallError> {
         let tool = resolved.file.name.as_str();
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
@@ -229,7 +283,8 @@ impl Runner {
         let mut line = serde_json::to_vec(&request).map_err(|e| CallError::new(ErrorCode::Internal, e.to_string()))?;
         line.push(b'\n');
         let secrets = self.secrets(resolved, Some(act))?;
-        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        *masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let masker: &Masker = masker;
         let env = self.env(&call_id, deadline_ms, &secrets)?;
         let child = self.spawn(&resolved.file, Mode::Call, &env)?;
         let d = Drive {
@@ -245,11 +300,11 @@ impl Runner {
         let finished = if masker.is_empty() {
             stream::drive(child, d, obs, cancel).await
         } else {
-            stream::drive(child, d, &mut Masking { inner: obs, masker: &masker }, cancel).await
+            stream::drive(child, d, &mut Masking { inner: obs, masker }, cancel).await
         };
         match stream::interpret(finished, tool, &act.name, timeout, max_output) {
             Ok(v) => Ok(masker.mask_value(&v)),
-            Err(e) => Err(mask_error(e, &masker)),
+            Err(e) => Err(mask_error(e, masker)),
         }
     }
 
@@ -280,7 +335,22 @@ impl Runner {
             max_output: self.max_output,
             spill_dir: self.dirs.outputs_dir(),
         };
+        let started = std::time::Instant::now();
         let f = stream::drive(child, d, &mut stream::Quiet, cancel).await;
+        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let argv_json = Value::Array(argv.iter().map(|a| Value::String(a.to_string_lossy().into_owned())).collect());
+        let outcome = match f.ending {
+            stream::Ending::Exited(s) if s.success() => "ok",
+            stream::Ending::Exited(_) => "exit_nonzero",
+            stream::Ending::TimedOut => "timeout",
+            stream::Ending::Cancelled => "cancelled",
+        };
+        let exit = match f.ending {
+            stream::Ending::Exited(s) => s.code(),
+            stream::Ending::TimedOut => Some(ErrorCode::Timeout.exit_code()),
+            stream::Ending::Cancelled => Some(ErrorCode::Cancelled.exit_code()),
+        };
+        self.audit(resolved, Some("cli"), &Decision::Allow, started.elapsed().as_millis() as u64, outcome, exit, argv_json, &masker);
         match f.ending {
             stream::Ending::Exited(s) => {
                 use std::os::unix::process::ExitStatusExt;
