@@ -1,7 +1,9 @@
 //! The command line: a thin layer over the library. Parses words, calls [`crate::Runner`], prints, and maps
 //! outcomes to exit codes.
 
+pub mod admin;
 pub mod args;
+pub mod author;
 pub mod help;
 pub mod list;
 pub mod render;
@@ -93,6 +95,14 @@ enum Cmd {
     Mcp(llm::McpArgs),
     /// Print every permitted action's schema in a provider's shape.
     Schemas(llm::SchemasArgs),
+    /// Write a new, working tool: `new <name> --lang python|rust|bash|node [--dir DIR]`.
+    New(author::NewArgs),
+    /// The conformance check for tool authors: `check <path> [--json]`.
+    Check(author::CheckArgs),
+    /// Show the anima's effective permissions, or write permissions.json explicitly.
+    Permissions(admin::PermissionsArgs),
+    /// Copy a personal tool into the common tier (needs tool_creation.shared).
+    Share(admin::ShareArgs),
     #[command(external_subcommand)]
     Tool(Vec<OsString>),
 }
@@ -131,6 +141,10 @@ pub fn main() -> i32 {
             Some(Cmd::UseTool(a)) => llm::use_tool(&runner, a).await,
             Some(Cmd::Mcp(a)) => llm::mcp(&runner, a).await,
             Some(Cmd::Schemas(a)) => llm::schemas(&runner, a).await,
+            Some(Cmd::New(a)) => author::new(&runner, a).await,
+            Some(Cmd::Check(a)) => author::check(&runner, a).await,
+            Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
+            Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })

@@ -4,3 +4,11 @@
 mod support;
 
 mod core;
+mod protocol_schema;
+mod cache;
+mod processes;
+mod output;
+mod legacy_tools;
+mod workers;
+mod author;
+mod transcripts;

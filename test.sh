@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test of the repository: the Rust workspace (unit, integration, cross-language) and the Python SDK.
+# Needs the Rust toolchain and Python 3 (>= 3.10); installs the Python test dependencies with pip.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
+if [ -f runner/tests/mcp_client/requirements.txt ]; then
+  python3 -m pip install -q -r runner/tests/mcp_client/requirements.txt
+fi
+
+cargo build --workspace --quiet
+cargo test --workspace --quiet 2>&1
+python3 -m pytest tool-sdk-py -q -W error
