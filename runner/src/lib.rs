@@ -24,6 +24,7 @@ pub mod dirs;
 pub mod discover;
 pub mod error;
 pub mod guardian;
+pub mod llm;
 pub mod manifest;
 pub mod names;
 pub mod policy;

@@ -1,25 +1,17 @@
 //! `list`, `doctor` and `refresh`: every tool with its tier, path and actions, and every problem.
 
-use crate::cache::Probed;
 use crate::call::Runner;
-use crate::discover::{self, Problem};
-use crate::probe::{self, Source};
+use crate::discover::Problem;
 use serde_json::{json, Value};
 
-/// Scan the tiers and read every manifest (cache misses probed in parallel).
+/// Scan the tiers and read every manifest (cache misses probed in parallel); see [`crate::llm::catalog::manifests`].
 pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
-    let scan = discover::scan(&runner.dirs);
-    let env = runner.env("probe", 0, &[]).unwrap_or_default();
-    let files: Vec<_> = scan.tools.values().cloned().collect();
-    let mut problems = scan.problems;
-    let mut tools = Vec::new();
-    let mut probed = 0;
-    for (file, result, source) in probe::manifests(files, &runner.dirs, &env).await {
-        if source == Source::Probe {
-            probed += 1;
-        }
-        match result {
-            Probed::Ok(m) => tools.push(json!({
+    let (resolved, problems, probed) = crate::llm::catalog::manifests(runner).await;
+    let tools = resolved
+        .into_iter()
+        .map(|r| {
+            let (file, m) = (r.file, r.manifest);
+            json!({
                 "name": file.name,
                 "tier": file.tier,
                 "path": file.path,
@@ -37,17 +29,9 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
                     "timeout_s": a.timeout_s(),
                     "background_eligible": a.profile.background_eligible,
                 })).collect::<Vec<_>>(),
-            })),
-            Probed::Failed { reason, stderr_tail } => problems.push(Problem {
-                message: format!("{}: {reason}", file.path.display()),
-                tool: file.name,
-                tier: file.tier,
-                path: file.path,
-                kind: "schemas_failed",
-                stderr_tail: (!stderr_tail.is_empty()).then_some(stderr_tail),
-            }),
-        }
-    }
+            })
+        })
+        .collect();
     (tools, problems, probed)
 }
 

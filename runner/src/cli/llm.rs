@@ -1,32 +1,224 @@
-//! `use-tool`, `mcp` and `schemas`: LLMs as callers (filled by the LLM-callers work).
+//! `use-tool`, `mcp` and `schemas`: LLMs as callers. The work is in [`crate::llm`]; this maps it to stdio and
+//! exit codes.
 
 use crate::call::Runner;
+use crate::error::{CallError, ErrorCode};
+use crate::llm::providers::{self, Format};
+use crate::llm::use_tool::{self, Answer, Limits};
+use crate::llm::{catalog, mcp};
+use crate::stream::{Cancel, Quiet};
 use clap::Args;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
 
 #[derive(Args, Debug)]
 pub struct UseToolArgs {
-    /// Read one request per line and answer one per line.
+    /// Read one request per line and answer one JSON line per request: {"status":"ok","result":TEXT} or the
+    /// error object; a request's "id" is echoed.
     #[arg(long)]
     pub serve: bool,
+    /// Cap on the answer text in UTF-8 bytes (the original counts bytes). Default: "use_tool_max_chars" in
+    /// <data dir>/animaworks-tool.json, else 50000.
+    #[arg(long, value_name = "BYTES")]
+    pub max_chars: Option<usize>,
+    /// Deadline of every call in seconds (default: each action's timeout_s).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
 }
 
 #[derive(Args, Debug)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// Deadline of every call in seconds (default: each action's timeout_s).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+}
 
 #[derive(Args, Debug)]
-pub struct SchemasArgs {}
-
-pub async fn use_tool(_runner: &Runner, _args: UseToolArgs) -> i32 {
-    eprintln!("animaworks-tool: use-tool is not built yet");
-    crate::ErrorCode::Usage.exit_code()
+pub struct SchemasArgs {
+    /// The provider's shape.
+    #[arg(long, value_enum, default_value = "animaworks")]
+    pub format: Format,
+    /// Print the use_tool schema (in --format's shape) and a compact catalogue instead of every schema.
+    #[arg(long, conflicts_with = "stats")]
+    pub use_tool: bool,
+    /// Size of each tool's schemas in --format's shape: bytes, and tokens estimated as bytes / 4.
+    #[arg(long)]
+    pub stats: bool,
+    /// With --stats: JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub async fn mcp(_runner: &Runner, _args: McpArgs) -> i32 {
-    eprintln!("animaworks-tool: mcp is not built yet");
-    crate::ErrorCode::Usage.exit_code()
+fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
+    match secs {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(CallError::new(ErrorCode::Usage, format!("--timeout must be a positive number of seconds, got {s}"))),
+    }
 }
 
-pub async fn schemas(_runner: &Runner, _args: SchemasArgs) -> i32 {
-    eprintln!("animaworks-tool: schemas is not built yet");
-    crate::ErrorCode::Usage.exit_code()
+/// `use_tool_max_chars` from the runner settings file, when it is there and a number.
+fn configured_max(runner: &Runner) -> Option<usize> {
+    let p = runner.dirs.data.join(crate::policy::env::RUNNER_CONFIG_FILE);
+    let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+    v.get("use_tool_max_chars")?.as_u64().map(|n| n as usize)
+}
+
+fn cancel_on_signals() -> (tokio::sync::watch::Sender<bool>, Cancel) {
+    let (tx, cancel) = Cancel::new();
+    let t = tx.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let _ = t.send(true);
+    });
+    (tx, cancel)
+}
+
+pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
+    let limits = match timeout(args.timeout) {
+        Ok(t) => Limits {
+            max_bytes: args.max_chars.or_else(|| configured_max(runner)).unwrap_or(use_tool::DEFAULT_MAX_BYTES),
+            timeout: t,
+        },
+        Err(e) => {
+            eprintln!("animaworks-tool use-tool: {}", e.message);
+            return e.code.exit_code();
+        }
+    };
+    let (_keep, cancel) = cancel_on_signals();
+    if args.serve {
+        return serve(runner, &limits, cancel).await;
+    }
+    let mut input = Vec::new();
+    let answer = match tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut input).await {
+        Err(e) => use_tool::error_answer(&CallError::new(ErrorCode::Usage, format!("cannot read stdin: {e}"))),
+        Ok(_) => match parse(&input) {
+            Ok(req) => use_tool::answer(runner, &req, &limits, &mut Quiet, cancel).await,
+            Err(e) => use_tool::error_answer(&e),
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    match answer {
+        Answer::Text(t) => {
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+            0
+        }
+        Answer::Error(v, code) => {
+            let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            code.exit_code()
+        }
+    }
+}
+
+fn parse(line: &[u8]) -> Result<use_tool::Request, CallError> {
+    let v: Value = serde_json::from_slice(line).map_err(|e| {
+        CallError::new(ErrorCode::Usage, format!("invalid use_tool request: not JSON ({e})"))
+            .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}"#)
+    })?;
+    use_tool::parse_request(&v)
+}
+
+/// One request per line, one answer per line, in order. A signal ends the running call and then the loop.
+async fn serve(runner: &Runner, limits: &Limits, cancel: Cancel) -> i32 {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
+                return ErrorCode::Internal.exit_code();
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Option<Value> = serde_json::from_str(&line).ok();
+        let id = parsed.as_ref().and_then(|v| v.get("id")).cloned();
+        let answer = match parse(line.as_bytes()) {
+            Ok(req) => use_tool::answer(runner, &req, limits, &mut Quiet, cancel.clone()).await,
+            Err(e) => use_tool::error_answer(&e),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", answer.to_line(id.as_ref()));
+        let _ = out.flush();
+        if matches!(&answer, Answer::Error(_, ErrorCode::Cancelled)) {
+            return ErrorCode::Cancelled.exit_code();
+        }
+    }
+}
+
+pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
+    let t = match timeout(args.timeout) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("animaworks-tool mcp: {}", e.message);
+            return e.code.exit_code();
+        }
+    };
+    match mcp::serve(runner.clone(), mcp::Options { timeout: t, ..Default::default() }).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("animaworks-tool mcp: {e}");
+            ErrorCode::Internal.exit_code()
+        }
+    }
+}
+
+pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
+    let entries = catalog::permitted(runner).await;
+    let mut out = std::io::stdout().lock();
+    if args.use_tool {
+        let tool = use_tool::schema();
+        let shaped = match args.format {
+            Format::Animaworks | Format::Anthropic => tool,
+            Format::Openai => json!({"type": "function", "function": {
+                "name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"], "strict": false}}),
+            Format::Mcp => json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]}),
+        };
+        let doc = json!({"tool": shaped, "catalog": catalog::compact(&entries)});
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return 0;
+    }
+    if args.stats {
+        let sizes = providers::sizes(args.format, &entries);
+        let total: usize = sizes.iter().map(|s| s.2).sum();
+        if args.json {
+            let tools: Vec<Value> = sizes
+                .iter()
+                .map(|(t, n, b)| json!({"tool": t, "actions": n, "bytes": b, "tokens_estimate": b / 4}))
+                .collect();
+            let doc = json!({"format": format!("{:?}", args.format).to_lowercase(), "token_estimate": "bytes / 4",
+                "tools": tools, "total_bytes": total, "total_tokens_estimate": total / 4});
+            let _ = writeln!(out, "{doc}");
+        } else {
+            let w = sizes.iter().map(|s| s.0.len()).max().unwrap_or(4).max(5);
+            let _ = writeln!(out, "{:w$}  {:>7}  {:>9}  {:>8}", "TOOL", "ACTIONS", "BYTES", "~TOKENS");
+            for (t, n, b) in &sizes {
+                let _ = writeln!(out, "{t:w$}  {n:>7}  {b:>9}  {:>8}", b / 4);
+            }
+            let _ = writeln!(out, "{:w$}  {:>7}  {total:>9}  {:>8}", "total", sizes.iter().map(|s| s.1).sum::<usize>(), total / 4);
+            let _ = writeln!(out, "(tokens estimated as bytes / 4; compact JSON in the {:?} shape)", args.format);
+        }
+        return 0;
+    }
+    let r = providers::render(args.format, &entries);
+    let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r.tools).unwrap_or_default());
+    for (name, why) in &r.not_strict {
+        eprintln!("not strict: {name}: {why}");
+    }
+    for (name, why) in &r.skipped {
+        eprintln!("left out: {name}: {why}");
+    }
+    0
 }

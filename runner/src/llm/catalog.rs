@@ -1,0 +1,105 @@
+//! What an LLM may see: every callable tool and, of each, the actions the permissions allow (a gated action
+//! without its grant is left out, as [`Runner::permit`] would refuse it).
+
+use crate::cache::Probed;
+use crate::call::{Resolved, Runner};
+use crate::discover::{self, Problem};
+use crate::manifest::Action;
+use crate::policy::gate::{self, Gate};
+use crate::probe::{self, Source};
+
+/// Every tool whose `--schemas` answered, with its manifest; every problem met; how many tools were probed (not
+/// read from the cache). Cache misses are probed in parallel.
+pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) {
+    let scan = discover::scan(&runner.dirs);
+    let env = runner.env("probe", 0, &[]).unwrap_or_default();
+    let files: Vec<_> = scan.tools.values().cloned().collect();
+    let mut problems = scan.problems;
+    let mut tools = Vec::new();
+    let mut probed = 0;
+    for (file, result, source) in probe::manifests(files, &runner.dirs, &env).await {
+        if source == Source::Probe {
+            probed += 1;
+        }
+        match result {
+            Probed::Ok(manifest) => tools.push(Resolved { file, manifest }),
+            Probed::Failed { reason, stderr_tail } => problems.push(Problem {
+                message: format!("{}: {reason}", file.path.display()),
+                tool: file.name,
+                tier: file.tier,
+                path: file.path,
+                kind: "schemas_failed",
+                stderr_tail: (!stderr_tail.is_empty()).then_some(stderr_tail),
+            }),
+        }
+    }
+    (tools, problems, probed)
+}
+
+/// One tool and those of its actions the caller may run.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub resolved: Resolved,
+    pub actions: Vec<Action>,
+}
+
+impl Entry {
+    pub fn name(&self) -> &str {
+        &self.resolved.file.name
+    }
+}
+
+/// The permitted catalogue, sorted by tool name; tools with no permitted action are left out.
+pub async fn permitted(runner: &Runner) -> Vec<Entry> {
+    let (tools, _, _) = manifests(runner).await;
+    // Why not Runner::permit per action: the same decision, with the permissions file read once, not once per
+    // action (tools/list over hundreds of actions).
+    let perms = runner.permissions();
+    tools
+        .into_iter()
+        .filter_map(|r| {
+            let actions: Vec<Action> = r
+                .manifest
+                .actions
+                .iter()
+                .filter(|a| gate::decide(&perms, &r.file.name, r.file.tier, &a.name, &Gate::from_profile(&a.profile)).is_allow())
+                .cloned()
+                .collect();
+            (!actions.is_empty()).then_some(Entry { resolved: r, actions })
+        })
+        .collect()
+}
+
+/// The first line of a description, at most 160 characters: what a compact catalogue shows.
+pub fn one_line(description: &str) -> String {
+    let first = description.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if first.chars().count() > 160 {
+        let mut s: String = first.chars().take(159).collect();
+        s.push('…');
+        s
+    } else {
+        first.to_owned()
+    }
+}
+
+/// A compact text catalogue: one line per tool, one indented line per action.
+pub fn compact(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    for e in entries {
+        let d = one_line(e.resolved.manifest.description.as_deref().unwrap_or(""));
+        if d.is_empty() {
+            out.push_str(&format!("{}\n", e.name()));
+        } else {
+            out.push_str(&format!("{}: {d}\n", e.name()));
+        }
+        for a in &e.actions {
+            let d = one_line(&a.description);
+            if d.is_empty() {
+                out.push_str(&format!("  {}\n", a.name));
+            } else {
+                out.push_str(&format!("  {} — {d}\n", a.name));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,254 @@
+//! An MCP server over stdio (rmcp): every permitted action is one MCP tool named by its schema name.
+//!
+//! - `tools/list`: the permitted catalogue ([`catalog::permitted`]) in MCP shape ([`providers::mcp_tool`]):
+//!   input schema, output schema when it describes an object, annotations from the profile's hints.
+//! - `tools/call`: resolve → validate → permit → run, as on every path. The runner's refusals (unknown tool or
+//!   action, invalid arguments, permission denied, a malformed call) are JSON-RPC errors, with the runner's
+//!   error object as `data`; everything that happened once the tool was started (its own error, a timeout, a
+//!   crash, a cancellation) is an `isError` result whose text starts with the runner's code.
+//! - Progress events reach the client as `notifications/progress` when it sent a progress token.
+//! - `notifications/cancelled` ends the call's process group.
+//! - Tier folders (and the permissions file) are polled every second; a change sends
+//!   `notifications/tools/list_changed`.
+
+use crate::call::{CallOptions, Runner};
+use crate::error::{CallError, ErrorCode};
+use crate::llm::{catalog, providers, use_tool};
+use crate::stream::{Cancel, Observer};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tool_sdk::protocol::Event;
+
+/// JSON-RPC code for a permission refusal (implementation-defined server error range).
+pub const PERMISSION_DENIED: i32 = -32001;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Overrides every action's `timeout_s`.
+    pub timeout: Option<Duration>,
+    /// How often tier folders are checked for changes.
+    pub poll: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { timeout: None, poll: Duration::from_secs(1) }
+    }
+}
+
+/// The MCP handler: one per connection.
+#[derive(Clone)]
+pub struct Server {
+    runner: Arc<Runner>,
+    opts: Options,
+    /// Schema name → (tool, action), from the last listing.
+    names: Arc<Mutex<HashMap<String, (String, String)>>>,
+}
+
+impl Server {
+    pub fn new(runner: Runner, opts: Options) -> Server {
+        Server { runner: Arc::new(runner), opts, names: Arc::default() }
+    }
+
+    /// The permitted tools in MCP shape; also refreshes the name map used by calls.
+    pub async fn tools(&self) -> Vec<Tool> {
+        let entries = catalog::permitted(&self.runner).await;
+        let mut names = HashMap::new();
+        let mut tools = Vec::new();
+        for e in &entries {
+            for a in &e.actions {
+                if names.contains_key(&a.schema_name) {
+                    continue;
+                }
+                names.insert(a.schema_name.clone(), (e.name().to_owned(), a.name.clone()));
+                match serde_json::from_value::<Tool>(providers::mcp_tool(e, a)) {
+                    Ok(t) => tools.push(t),
+                    Err(err) => eprintln!("animaworks-tool mcp: {} left out: {err}", a.schema_name),
+                }
+            }
+        }
+        *self.names.lock().expect("names lock") = names;
+        tools
+    }
+
+    async fn lookup(&self, name: &str) -> Option<(String, String)> {
+        if let Some(v) = self.names.lock().expect("names lock").get(name).cloned() {
+            return Some(v);
+        }
+        // A tool added since the last listing: list again once.
+        self.tools().await;
+        self.names.lock().expect("names lock").get(name).cloned()
+    }
+
+    async fn call(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let Some((tool, action)) = self.lookup(&req.name).await else {
+            return Err(refusal(
+                &CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name))
+                    .hint("tools/list shows every tool this server offers"),
+            ));
+        };
+        let r = &self.runner;
+        let resolved = r.resolve(&tool).await.map_err(|e| refusal(&e))?;
+        let act = r.action(&resolved, &action).map_err(|e| refusal(&e))?.clone();
+        let mut args: Map<String, Value> = req.arguments.unwrap_or_default();
+        use_tool::drop_strict_nulls(&act.input_schema, &mut args);
+        crate::validate::check_args(&tool, &act, &args).map_err(|e| refusal(&e))?;
+        r.permit(&resolved, &act).map_err(|e| refusal(&e))?;
+
+        let (cancel_tx, cancel) = Cancel::new();
+        let ct = ctx.ct.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            let _ = cancel_tx.send(true);
+        });
+        let (ptx, mut prx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let peer = ctx.peer.clone();
+        let forwarder = tokio::spawn(async move {
+            while let Some(p) = prx.recv().await {
+                let _ = peer.notify_progress(p).await;
+            }
+        });
+        let mut obs = Progress { token: ctx.meta.get_progress_token(), tx: ptx };
+        let opts = CallOptions { timeout: self.opts.timeout, ..Default::default() };
+        let out = r.run(&resolved, &act, args, &opts, &mut obs, cancel).await;
+        watcher.abort();
+        drop(obs);
+        // Progress goes out before the result.
+        let _ = forwarder.await;
+        Ok(match out {
+            Ok(v) => {
+                let mut res = CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]);
+                let declared = act.output_schema.as_ref().and_then(|o| o.get("type")).and_then(Value::as_str) == Some("object");
+                if declared && v.is_object() {
+                    res.structured_content = Some(v);
+                }
+                res
+            }
+            Err(e) if e.code == ErrorCode::ToolError => {
+                let text = match &e.hint {
+                    Some(h) => format!("{} (hint: {h})", e.message),
+                    None => e.message.clone(),
+                };
+                CallToolResult::error(vec![ContentBlock::text(text)])
+            }
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+        })
+    }
+}
+
+/// A runner refusal as a JSON-RPC error; `data` is the runner's error object (protocol.md §6).
+pub fn refusal(e: &CallError) -> ErrorData {
+    let code = match e.code {
+        ErrorCode::PermissionDenied => rmcp::model::ErrorCode(PERMISSION_DENIED),
+        ErrorCode::Internal => rmcp::model::ErrorCode::INTERNAL_ERROR,
+        _ => rmcp::model::ErrorCode::INVALID_PARAMS,
+    };
+    ErrorData::new(code, e.to_string(), Some(e.to_json()["error"].clone()))
+}
+
+/// Forwards a tool's progress events to the client (when it asked for them with a progress token).
+struct Progress {
+    token: Option<ProgressToken>,
+    tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+}
+
+impl Observer for Progress {
+    fn event(&mut self, event: &Event, _raw: &[u8]) {
+        let (Some(token), Event::Progress { progress, total, message, .. }) = (&self.token, event) else { return };
+        let mut p = ProgressNotificationParam::new(token.clone(), *progress);
+        if let Some(t) = total {
+            p = p.with_total(*t);
+        }
+        if let Some(m) = message {
+            p = p.with_message(m.clone());
+        }
+        let _ = self.tx.send(p);
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+            .with_server_info(Implementation::new("animaworks-tool", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Every tool action the anima may run, one MCP tool each (named <tool>_<action>).")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools().await))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context).await.map(CallToolResponse::from)
+    }
+}
+
+/// What identifies the state of the tier folders and the permissions file: each path's metadata, and every
+/// entry of each folder with its identity.
+pub fn snapshot(runner: &Runner) -> Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)> {
+    let id = |p: &std::path::Path| {
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+    };
+    let mut out = Vec::new();
+    for (_, dir) in runner.dirs.tier_dirs() {
+        out.push((dir.clone(), id(&dir)));
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            let mut files: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+            files.sort();
+            for f in files {
+                let i = id(&f);
+                out.push((f, i));
+            }
+        }
+    }
+    if let Some(a) = &runner.dirs.anima {
+        for f in ["permissions.json", "permissions.md"] {
+            let p = a.join(f);
+            out.push((p.clone(), id(&p)));
+        }
+    }
+    out
+}
+
+/// Serve MCP on stdin/stdout until the client closes the connection.
+pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
+    let poll = opts.poll;
+    let server = Server::new(runner, opts);
+    let watch_runner = server.runner.clone();
+    let service = server.serve(rmcp::transport::io::stdio_pipes()).await.map_err(|e| format!("MCP start failed: {e}"))?;
+    let peer = service.peer().clone();
+    let watcher = tokio::spawn(async move {
+        let mut last = snapshot(&watch_runner);
+        loop {
+            tokio::time::sleep(poll).await;
+            let now = snapshot(&watch_runner);
+            if now != last {
+                last = now;
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let out = service.waiting().await;
+    watcher.abort();
+    out.map(|_| ()).map_err(|e| format!("MCP server stopped: {e}"))
+}

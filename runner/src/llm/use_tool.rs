@@ -1,0 +1,350 @@
+//! AnimaWorks' `use_tool`: `{"tool_name", "action", "args"}` in, the text an LLM reads out.
+//!
+//! A result is text: a string result as it is, `null` as `(no output)`, any other JSON value pretty-printed
+//! (indent 2, non-ASCII kept, as the original's `json.dumps(..., ensure_ascii=False, indent=2)`). Text longer
+//! than the cap (default 50,000 UTF-8 bytes) is cut on a character boundary and ends with the original's marker.
+//!
+//! A failure is `{"status": "error", "error_type", "message", "suggestion"?, "code"}`. `error_type` keeps the
+//! original's vocabulary; `code` is the runner's own (protocol.md §6). The mapping:
+//!
+//! | code | error_type |
+//! |---|---|
+//! | `invalid_arguments`, `usage` (a malformed request) | `InvalidArguments` |
+//! | `permission_denied` | `PermissionDenied` |
+//! | `unknown_tool`, `unknown_action` | `UnknownTool` (the original addresses `<tool>_<action>` as one name) |
+//! | `timeout` | `Timeout` |
+//! | `cancelled` | `Cancelled` |
+//! | `tool_error`, `spawn_failed`, `bad_output`, `crashed`, `output_capped`, `internal` | `ToolExecutionError` |
+//!
+//! The meta tool `help` (a name no tool can take: it is reserved) keeps the catalogue out of the LLM's context
+//! until it needs it: action `list` gives the compact catalogue, `describe` (`{"tool": "<tool>"}`, optional
+//! `"action"`) one tool's full schemas, `search` (`{"query": "words"}`) the catalogue lines that match.
+
+use crate::call::{CallOptions, Runner};
+use crate::error::{CallError, ErrorCode};
+use crate::llm::catalog::{self, Entry};
+use crate::stream::{Cancel, Observer};
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+/// The original's cap on the text an LLM gets, in UTF-8 bytes.
+pub const DEFAULT_MAX_BYTES: usize = 50_000;
+/// The meta tool's name.
+pub const META_TOOL: &str = "help";
+
+/// How `use_tool` bounds a call.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Cap on the answer text, in UTF-8 bytes.
+    pub max_bytes: usize,
+    /// Overrides every action's `timeout_s`.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: DEFAULT_MAX_BYTES, timeout: None }
+    }
+}
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub tool_name: String,
+    pub action: String,
+    pub args: Map<String, Value>,
+}
+
+/// What `use_tool` answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The result text (already cut to the cap).
+    Text(String),
+    /// The error object, and the runner's code (for an exit status).
+    Error(Value, ErrorCode),
+}
+
+impl Answer {
+    /// The answer as one JSON line of `--serve`: `{"status": "ok", "result": text}` or the error object.
+    pub fn to_line(&self, id: Option<&Value>) -> Value {
+        let mut v = match self {
+            Answer::Text(t) => json!({"status": "ok", "result": t}),
+            Answer::Error(e, _) => e.clone(),
+        };
+        if let (Some(id), Some(obj)) = (id, v.as_object_mut()) {
+            obj.insert("id".into(), id.clone());
+        }
+        v
+    }
+}
+
+/// The `use_tool` error type for a runner code (table in the module doc).
+pub fn error_type(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidArguments | ErrorCode::Usage => "InvalidArguments",
+        ErrorCode::PermissionDenied => "PermissionDenied",
+        ErrorCode::UnknownTool | ErrorCode::UnknownAction => "UnknownTool",
+        ErrorCode::Timeout => "Timeout",
+        ErrorCode::Cancelled => "Cancelled",
+        ErrorCode::ToolError
+        | ErrorCode::SpawnFailed
+        | ErrorCode::BadOutput
+        | ErrorCode::Crashed
+        | ErrorCode::OutputCapped
+        | ErrorCode::Internal => "ToolExecutionError",
+    }
+}
+
+/// The error object an LLM reads for a failed call.
+pub fn error_answer(e: &CallError) -> Answer {
+    let mut obj = Map::new();
+    obj.insert("status".into(), "error".into());
+    obj.insert("error_type".into(), error_type(e.code).into());
+    obj.insert("message".into(), e.message.clone().into());
+    if let Some(h) = &e.hint {
+        obj.insert("suggestion".into(), h.clone().into());
+    }
+    obj.insert("code".into(), e.code.as_str().into());
+    Answer::Error(Value::Object(obj), e.code)
+}
+
+/// A result value as the text the original gives an LLM.
+pub fn result_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "(no output)".to_owned(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+    }
+}
+
+/// Cut `text` to at most `max` UTF-8 bytes on a character boundary, with the original's marker.
+pub fn truncate(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let cut = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    format!("{}\n\n[Output truncated because it exceeded 50KB. Original size: {}]", &text[..cut], text.len())
+}
+
+/// Read a request object. `args` may be absent (no arguments), an object, or a string holding a JSON object
+/// (some models send it so).
+pub fn parse_request(v: &Value) -> Result<Request, CallError> {
+    let bad = |what: String| {
+        CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))
+            .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}; {"tool_name": "help", "action": "list"} lists the tools"#)
+    };
+    let Some(obj) = v.as_object() else {
+        return Err(bad(format!("expected a JSON object, got {}", short(v))));
+    };
+    let field = |k: &str| -> Result<String, CallError> {
+        match obj.get(k) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(other) => Err(bad(format!("{k:?} must be a non-empty string, got {}", short(other)))),
+            None => Err(bad(format!("{k:?} is missing"))),
+        }
+    };
+    let tool_name = field("tool_name")?;
+    let action = field("action")?;
+    let args = match obj.get("args") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(bad(format!("\"args\" must be an object, got the string {}", short(&Value::String(s.clone()))))),
+        },
+        Some(other) => return Err(bad(format!("\"args\" must be an object, got {}", short(other)))),
+    };
+    Ok(Request { tool_name, action, args })
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Answer one request: the meta tool, or validate → permit → run of a tool action.
+pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
+    let out = if req.tool_name == META_TOOL {
+        meta(runner, &req.action, &req.args).await
+    } else {
+        call(runner, req, limits, obs, cancel).await
+    };
+    match out {
+        Ok(v) => Answer::Text(truncate(result_text(&v), limits.max_bytes)),
+        Err(e) => error_answer(&e),
+    }
+}
+
+async fn call(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+    let resolved = runner.resolve(&req.tool_name).await?;
+    let act = runner.action(&resolved, &req.action)?.clone();
+    let mut args = req.args.clone();
+    drop_strict_nulls(&act.input_schema, &mut args);
+    crate::validate::check_args(&req.tool_name, &act, &args)?;
+    runner.permit(&resolved, &act)?;
+    let opts = CallOptions { timeout: limits.timeout, ..Default::default() };
+    runner.run(&resolved, &act, args, &opts, obs, cancel).await
+}
+
+/// OpenAI's strict mode makes every property required and sends `null` for an absent optional one; such a
+/// `null` is dropped when the property is optional and its schema does not accept `null`, so the call means
+/// what the model meant. Top level only.
+pub fn drop_strict_nulls(schema: &Value, args: &mut Map<String, Value>) {
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+    args.retain(|k, v| {
+        if !v.is_null() || required.contains(&k.as_str()) {
+            return true;
+        }
+        match props.get(k) {
+            // A sub-schema that does not compile alone (a $ref to the root) keeps the value: validation decides.
+            Some(p) => jsonschema::validator_for(p).map(|v| v.is_valid(&Value::Null)).unwrap_or(true),
+            None => true,
+        }
+    });
+}
+
+async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Result<Value, CallError> {
+    let entries = catalog::permitted(runner).await;
+    match action {
+        "list" | "catalog" => Ok(Value::String(catalog::compact(&entries))),
+        "describe" => {
+            let tool = args.get("tool").and_then(Value::as_str).ok_or_else(|| {
+                CallError::new(ErrorCode::InvalidArguments, "help.describe needs \"tool\": the name of a tool")
+                    .hint(r#"{"tool_name": "help", "action": "describe", "args": {"tool": "<tool>"}}"#)
+                    .with("pointer", "/tool")
+            })?;
+            let Some(e) = entries.iter().find(|e| e.name() == tool) else {
+                return Err(CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {tool:?}"))
+                    .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
+                    .with("tool", tool));
+            };
+            let only = args.get("action").and_then(Value::as_str);
+            Ok(describe(e, only))
+        }
+        "search" => {
+            let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_lowercase();
+            let words: Vec<&str> = query.split_whitespace().collect();
+            if words.is_empty() {
+                return Err(CallError::new(ErrorCode::InvalidArguments, "help.search needs \"query\": words to look for")
+                    .with("pointer", "/query"));
+            }
+            let hits: Vec<Entry> = entries
+                .into_iter()
+                .filter_map(|mut e| {
+                    let tool_text = format!("{} {}", e.name(), e.resolved.manifest.description.as_deref().unwrap_or("")).to_lowercase();
+                    if words.iter().all(|w| tool_text.contains(w)) {
+                        return Some(e);
+                    }
+                    e.actions.retain(|a| {
+                        let t = format!("{tool_text} {} {}", a.name, a.description).to_lowercase();
+                        words.iter().all(|w| t.contains(w))
+                    });
+                    (!e.actions.is_empty()).then_some(e)
+                })
+                .collect();
+            Ok(Value::String(if hits.is_empty() { format!("no tool matches {query:?}") } else { catalog::compact(&hits) }))
+        }
+        other => Err(CallError::new(ErrorCode::UnknownAction, format!("the meta tool help has no action {other:?}"))
+            .hint("its actions: list, describe (args.tool), search (args.query)")),
+    }
+}
+
+/// One tool's full schemas, as `help.describe` answers.
+pub fn describe(e: &Entry, only: Option<&str>) -> Value {
+    let actions: Vec<Value> = e
+        .actions
+        .iter()
+        .filter(|a| only.is_none_or(|o| crate::names::canon(o) == crate::names::canon(&a.name)))
+        .map(|a| {
+            let mut v = json!({"action": a.name, "description": a.description, "input_schema": a.input_schema});
+            if let Some(o) = &a.output_schema {
+                v["output_schema"] = o.clone();
+            }
+            v
+        })
+        .collect();
+    json!({
+        "tool": e.name(),
+        "description": e.resolved.manifest.description.clone().unwrap_or_default(),
+        "call_as": {"tool_name": e.name(), "action": "<action>", "args": "<an object matching input_schema>"},
+        "actions": actions,
+    })
+}
+
+/// The `use_tool` tool itself, in AnimaWorks' shape (`name`, `description`, `input_schema`).
+pub fn schema() -> Value {
+    json!({
+        "name": "use_tool",
+        "description": "Call an action of an external tool. The catalogue lists every tool and its actions. Before \
+            calling an action whose arguments you do not know, get its schema with {\"tool_name\": \"help\", \"action\": \
+            \"describe\", \"args\": {\"tool\": \"<tool>\"}}; {\"tool_name\": \"help\", \"action\": \"search\", \"args\": \
+            {\"query\": \"<words>\"}} finds tools. Errors come back as JSON with status \"error\", error_type, message \
+            and suggestion.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "tool_name": {"type": "string", "description": "The tool, e.g. \"github\", or \"help\" for the catalogue."},
+                "action": {"type": "string", "description": "The action of that tool, e.g. \"create_issue\"."},
+                "args": {"type": "object", "description": "The action's arguments, as its input_schema says.", "additionalProperties": true}
+            },
+            "required": ["tool_name", "action", "args"],
+            "additionalProperties": false
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_on_a_char_boundary_with_the_marker() {
+        let s = "é".repeat(30_000); // 60,000 bytes
+        let t = truncate(s, DEFAULT_MAX_BYTES);
+        let (body, marker) = t.split_once("\n\n").unwrap();
+        assert_eq!(body.len(), 50_000);
+        assert_eq!(marker, "[Output truncated because it exceeded 50KB. Original size: 60000]");
+        let t = truncate("aé".into(), 2);
+        assert!(t.starts_with("a\n\n"), "{t}");
+        assert_eq!(truncate("short".into(), 5), "short");
+    }
+
+    #[test]
+    fn result_text_like_the_original() {
+        assert_eq!(result_text(&json!("plain")), "plain");
+        assert_eq!(result_text(&Value::Null), "(no output)");
+        assert_eq!(result_text(&json!({"a": "日本"})), "{\n  \"a\": \"日本\"\n}");
+    }
+
+    #[test]
+    fn every_code_has_an_error_type() {
+        for c in ErrorCode::ALL {
+            assert!(!error_type(c).is_empty());
+        }
+        assert_eq!(error_type(ErrorCode::ToolError), "ToolExecutionError");
+    }
+
+    #[test]
+    fn requests() {
+        let r = parse_request(&json!({"tool_name": "t", "action": "a", "args": "{\"x\": 1}"})).unwrap();
+        assert_eq!(r.args["x"], 1);
+        let e = parse_request(&json!({"tool_name": "t"})).unwrap_err();
+        assert!(e.message.contains("\"action\" is missing"), "{}", e.message);
+        assert!(parse_request(&json!([1])).is_err());
+    }
+
+    #[test]
+    fn strict_nulls_dropped_only_when_optional_and_not_nullable() {
+        let schema = json!({"type": "object", "required": ["r"], "properties": {
+            "r": {"type": "integer"}, "o": {"type": "integer"}, "n": {"type": ["integer", "null"]}}});
+        let mut args = json!({"r": null, "o": null, "n": null}).as_object().unwrap().clone();
+        drop_strict_nulls(&schema, &mut args);
+        assert!(args.contains_key("r") && args.contains_key("n") && !args.contains_key("o"));
+    }
+}
