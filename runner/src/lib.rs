@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod call;
+pub mod check;
 pub mod cli;
 pub mod dirs;
 pub mod discover;
@@ -31,6 +32,7 @@ pub mod policy;
 pub mod probe;
 pub mod pyshim;
 pub mod reap;
+pub mod scaffold;
 pub mod spawn;
 pub mod stream;
 pub mod validate;

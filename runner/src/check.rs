@@ -1,0 +1,414 @@
+//! The conformance check for tool authors (`animaworks-tool check <path>`): `--schemas` parses, names and JSON
+//! Schemas are valid, and every action, called with arguments made from its schema, answers in the protocol.
+//!
+//! The tool runs in a throwaway world (temporary data, anima and cache dirs) so a check never touches a real
+//! anima's files, the real schema cache, or the real `outputs/` folder.
+
+use crate::cache::Probed;
+use crate::call::{CallOptions, Resolved, Runner};
+use crate::dirs::{DirOptions, Dirs};
+use crate::discover::{Launch, ToolFile};
+use crate::error::ErrorCode;
+use crate::manifest::Action;
+use crate::policy::Tier;
+use crate::stream::{Cancel, Observer};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tool_sdk::protocol::Event;
+
+/// The longest a checked call may take unless the caller says otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub level: Level,
+    /// What was checked: `file`, `name`, `schemas`, or `action <name>`.
+    pub subject: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub path: PathBuf,
+    pub tool: String,
+    pub passed: bool,
+    pub findings: Vec<Finding>,
+}
+
+/// How to check.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// The Python for `.py` tools (else `$ANIMAWORKS_PYTHON`, else `python3`).
+    pub python: Option<OsString>,
+    /// Deadline of each call; default: the action's `timeout_s`, at most [`DEFAULT_CALL_TIMEOUT`].
+    pub timeout: Option<Duration>,
+}
+
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn add(&mut self, level: Level, subject: &str, message: impl Into<String>, hint: Option<String>) {
+        self.0.push(Finding { level, subject: subject.to_owned(), message: message.into(), hint });
+    }
+    fn pass(&mut self, subject: &str, message: impl Into<String>) {
+        self.add(Level::Pass, subject, message, None);
+    }
+    fn warn(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
+        self.add(Level::Warn, subject, message, Some(hint.into()));
+    }
+    fn fail(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
+        self.add(Level::Fail, subject, message, Some(hint.into()));
+    }
+}
+
+/// Check the tool file at `path`.
+pub async fn check(path: &Path, opts: &CheckOptions) -> Report {
+    let tool = tool_name(path);
+    let mut f = Findings(Vec::new());
+    check_into(path, &tool, opts, &mut f).await;
+    let passed = !f.0.iter().any(|x| x.level == Level::Fail);
+    Report { path: path.to_path_buf(), tool, passed, findings: f.0 }
+}
+
+fn tool_name(path: &Path) -> String {
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match file_name.rsplit_once('.') {
+        Some((s, _)) if !s.is_empty() => s.to_owned(),
+        _ => file_name,
+    }
+}
+
+async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findings) {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return f.fail("file", format!("{}: cannot read ({e})", path.display()), "give the path of a tool file"),
+    };
+    if meta.is_dir() {
+        let hint = if path.join("Cargo.toml").is_file() {
+            format!("a cargo project: build it (cargo build --release) and check the binary, e.g. {}", path.join("target/release").join(tool).display())
+        } else {
+            "give the path of the tool file inside it".to_owned()
+        };
+        return f.fail("file", format!("{} is a folder, not a tool file", path.display()), hint);
+    }
+    match crate::names::tool_name_problem(tool) {
+        Some(p) => f.fail("name", p, "rename the file; the tool's name is its file name without the extension"),
+        None => f.pass("name", format!("tool name {tool:?} is valid")),
+    }
+    let launch = Launch::for_path(path);
+    if launch == Launch::Exec && meta.permissions().mode() & 0o111 == 0 {
+        return f.fail(
+            "file",
+            format!("{} is not executable and has no .py/.js/.sh extension", path.display()),
+            format!("chmod +x {}", path.display()),
+        );
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let world = match tempfile::Builder::new().prefix("animaworks-tool-check-").tempdir() {
+        Ok(t) => t,
+        Err(e) => return f.fail("file", format!("cannot make a temporary folder for the check: {e}"), "check TMPDIR"),
+    };
+    let dirs = Dirs::resolve(&DirOptions {
+        core_dirs: vec![world.path().join("core")],
+        data_dir: Some(world.path().join("data")),
+        anima_dir: Some(world.path().join("animas").join("checker")),
+        cache_dir: Some(world.path().join("cache")),
+        python: opts.python.clone(),
+    });
+    for d in [dirs.anima.clone().unwrap_or_default(), dirs.data.clone()] {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let runner = Runner::new(dirs);
+    let file = ToolFile { name: tool.to_owned(), tier: Tier::Personal, path: abs, launch };
+    let env = match runner.env("probe", 0, &[]) {
+        Ok(e) => e,
+        Err(e) => return f.fail("schemas", e.message, e.hint.unwrap_or_default()),
+    };
+    let manifest = match crate::probe::probe(&file, &runner.dirs, &env).await {
+        Probed::Ok(m) => m,
+        Probed::Failed { reason, stderr_tail } => {
+            let last = last_line(&stderr_tail);
+            let msg = if last.is_empty() { reason } else { format!("{reason} (stderr: {last})") };
+            return f.fail("schemas", msg, "`TOOL --schemas` must print one JSON document and exit 0 (protocol.md §2)");
+        }
+    };
+    let names: Vec<&str> = manifest.actions.iter().map(|a| a.name.as_str()).collect();
+    f.pass(
+        "schemas",
+        format!(
+            "--schemas parses: protocol {}, {} action{} ({}), {} output",
+            manifest.protocol,
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            if manifest.events { "event" } else { "value" }
+        ),
+    );
+    for a in &manifest.actions {
+        if a.description.trim().is_empty() {
+            f.warn(&format!("action {}", a.name), "has no description", "describe it: people and LLMs choose actions by it");
+        }
+    }
+    let resolved = Resolved { file, manifest };
+    for act in &resolved.manifest.actions {
+        call_action(&runner, &resolved, act, opts, f).await;
+    }
+}
+
+async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOptions, f: &mut Findings) {
+    let subject = format!("action {}", act.name);
+    let args = match sample_args(&act.input_schema) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    if let Err(e) = crate::validate::check_args(&r.file.name, act, &args) {
+        return f.warn(
+            &subject,
+            format!("not called: the arguments made from its schema ({}) do not validate: {}", Value::Object(args), e.message),
+            "give the required properties a `default` or `examples` value so a sample call can be made",
+        );
+    }
+    let timeout = opts.timeout.unwrap_or_else(|| Duration::from_secs_f64(act.timeout_s()).min(DEFAULT_CALL_TIMEOUT));
+    let call_opts = CallOptions { timeout: Some(timeout), ..Default::default() };
+    let mut seen = Seen::default();
+    let shown = Value::Object(args.clone());
+    let out = runner.run(r, act, args, &call_opts, &mut seen, Cancel::never()).await;
+    let events = if r.manifest.events { format!("; events: {}", seen.summary()) } else { String::new() };
+    match out {
+        Ok(v) => {
+            if let Some(schema) = &act.output_schema {
+                if let Some(problem) = output_mismatch(schema, &v) {
+                    return f.fail(
+                        &subject,
+                        format!("called with {shown}: the result does not match its output_schema: {problem}"),
+                        "fix the result or the output_schema",
+                    );
+                }
+            }
+            f.pass(&subject, format!("called with {shown}: result {}{events}", describe(&v)));
+        }
+        Err(e) if e.code == ErrorCode::ToolError => {
+            let code = e.detail("tool_code").and_then(Value::as_str).unwrap_or("-");
+            f.pass(&subject, format!("called with {shown}: the tool's own error ({code}: {}){events}", e.message));
+        }
+        Err(e) if e.code == ErrorCode::PermissionDenied => f.warn(
+            &subject,
+            format!("not called: {}", e.message),
+            "set the credential in the environment to check this action",
+        ),
+        Err(e) if e.code == ErrorCode::OutputCapped => f.warn(
+            &subject,
+            format!("called with {shown}: the result passed the output cap ({})", e.message),
+            "results over 8 MiB are written to a file; keep results small",
+        ),
+        Err(e) => {
+            let tail = e.detail("stderr_tail").and_then(Value::as_str).map(last_line).unwrap_or_default();
+            let msg = format!(
+                "called with {shown}: {}: {}{}",
+                e.code,
+                e.message,
+                if tail.is_empty() { String::new() } else { format!(" (stderr: {tail})") }
+            );
+            f.fail(&subject, msg, e.hint.unwrap_or_else(|| "see protocol.md §5".to_owned()));
+        }
+    }
+    for t in &seen.unknown {
+        f.warn(&subject, format!("printed an event of unknown type {t:?}; the runner ignores it"), "use progress, log, partial, result or error");
+    }
+}
+
+fn last_line(text: &str) -> String {
+    let l = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    l.chars().take(300).collect()
+}
+
+fn describe(v: &Value) -> String {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    format!("{kind}, {} bytes as JSON", v.to_string().len())
+}
+
+fn output_mismatch(schema: &Value, v: &Value) -> Option<String> {
+    let validator = jsonschema::validator_for(schema).ok()?;
+    let e = validator.iter_errors(v).next()?;
+    let at = e.instance_path().to_string();
+    Some(if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") })
+}
+
+/// Counts the events of a call, and notes unknown ones.
+#[derive(Default)]
+struct Seen {
+    progress: usize,
+    log: usize,
+    partial: usize,
+    unknown: Vec<String>,
+}
+
+impl Seen {
+    fn summary(&self) -> String {
+        format!("{} progress, {} log, {} partial", self.progress, self.log, self.partial)
+    }
+}
+
+impl Observer for Seen {
+    fn event(&mut self, event: &Event, _raw: &[u8]) {
+        match event {
+            Event::Progress { .. } => self.progress += 1,
+            Event::Log { .. } => self.log += 1,
+            Event::Partial { .. } => self.partial += 1,
+            _ => {}
+        }
+    }
+    fn unknown(&mut self, raw: &[u8]) {
+        let t = serde_json::from_slice::<Value>(raw).ok().and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned));
+        self.unknown.push(t.unwrap_or_else(|| "?".into()));
+    }
+}
+
+/// Arguments made from an input schema: every required property, from `const`, `default`, `examples`,
+/// `enum`, or a sample value of its type that honours the usual bounds.
+pub fn sample_args(schema: &Value) -> Value {
+    let v = sample(schema, schema, 0);
+    if v.is_object() {
+        v
+    } else {
+        json!({})
+    }
+}
+
+fn sample(s: &Value, root: &Value, depth: usize) -> Value {
+    if depth > 16 {
+        return Value::Null;
+    }
+    let Some(o) = s.as_object() else { return Value::Null };
+    if let Some(target) = o.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')).and_then(|p| root.pointer(p)) {
+        return sample(target, root, depth + 1);
+    }
+    if let Some(v) = o.get("const") {
+        return v.clone();
+    }
+    if let Some(v) = o.get("default") {
+        return v.clone();
+    }
+    if let Some(v) = o.get("examples").and_then(Value::as_array).and_then(|a| a.first()) {
+        return v.clone();
+    }
+    if let Some(v) = o.get("enum").and_then(Value::as_array).and_then(|a| a.first()) {
+        return v.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(list) = o.get(key).and_then(Value::as_array) {
+            let pick = list.iter().find(|x| x.get("type").and_then(Value::as_str) != Some("null")).or(list.first());
+            if let Some(x) = pick {
+                return sample(x, root, depth + 1);
+            }
+        }
+    }
+    let ty = match o.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        _ if o.contains_key("properties") => "object",
+        _ => "string",
+    };
+    let num = |k: &str| o.get(k).and_then(Value::as_f64);
+    match ty {
+        "object" => {
+            let mut m = Map::new();
+            let props = o.get("properties").and_then(Value::as_object);
+            for name in o.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                let v = props.and_then(|p| p.get(name)).map(|p| sample(p, root, depth + 1)).unwrap_or(json!("sample"));
+                m.insert(name.to_owned(), v);
+            }
+            Value::Object(m)
+        }
+        "array" => {
+            let n = o.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1).min(o.get("maxItems").and_then(Value::as_u64).unwrap_or(u64::MAX));
+            let item = o.get("items").map(|i| sample(i, root, depth + 1)).unwrap_or(json!("sample"));
+            Value::Array(vec![item; n as usize])
+        }
+        "integer" | "number" => {
+            let lo = num("minimum").or_else(|| num("exclusiveMinimum").map(|x| x.floor() + 1.0));
+            let hi = num("maximum").or_else(|| num("exclusiveMaximum").map(|x| x.ceil() - 1.0));
+            let x = match (lo, hi) {
+                (Some(l), _) => l.max(1.0).min(hi.unwrap_or(f64::MAX)).max(l),
+                (None, Some(h)) if h < 1.0 => h,
+                _ => 1.0,
+            };
+            if ty == "integer" {
+                json!(x.ceil() as i64)
+            } else {
+                json!(x)
+            }
+        }
+        "boolean" => json!(false),
+        "null" => Value::Null,
+        _ => {
+            let text = match o.get("format").and_then(Value::as_str) {
+                Some("date-time") => "2024-01-01T00:00:00Z",
+                Some("date") => "2024-01-01",
+                Some("time") => "00:00:00Z",
+                Some("email") => "ada@example.com",
+                Some("uri" | "url") => "https://example.com/",
+                Some("uuid") => "00000000-0000-4000-8000-000000000000",
+                _ => "sample",
+            };
+            let min = o.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let max = o.get("maxLength").and_then(Value::as_u64).map(|m| m as usize).unwrap_or(usize::MAX);
+            let mut t: String = text.to_owned();
+            while t.chars().count() < min {
+                t.push('x');
+            }
+            Value::String(t.chars().take(max).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_fill_required_properties_only() {
+        let s = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "examples": ["tokyo"]},
+                "days": {"type": "integer", "minimum": 2, "maximum": 7},
+                "unit": {"enum": ["c", "f"]},
+                "opt": {"type": "string"},
+                "where": {"$ref": "#/$defs/Where"},
+                "tags": {"type": "array", "items": {"type": "string", "minLength": 8}, "minItems": 2}
+            },
+            "required": ["city", "days", "unit", "where", "tags"],
+            "$defs": {"Where": {"type": "object", "properties": {"lat": {"type": ["number", "null"]}}, "required": ["lat"]}}
+        });
+        assert_eq!(
+            sample_args(&s),
+            json!({"city": "tokyo", "days": 2, "unit": "c", "where": {"lat": 1.0}, "tags": ["samplexx", "samplexx"]})
+        );
+        assert_eq!(sample_args(&json!({"type": "object"})), json!({}));
+        assert_eq!(sample(&json!({"type": "integer", "maximum": -3}), &json!({}), 0), json!(-3));
+        assert_eq!(sample(&json!({"type": "integer", "exclusiveMinimum": 5}), &json!({}), 0), json!(6));
+    }
+}

@@ -1,0 +1,131 @@
+//! `new` and `check`: commands for tool authors.
+
+use crate::call::Runner;
+use crate::check::{self, CheckOptions, Level};
+use crate::error::ErrorCode;
+use crate::policy::Tier;
+use crate::scaffold::{self, Lang};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `new <name> --lang python|rust|bash|node [--dir DIR]`
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The tool's name (its file name without the extension).
+    pub name: String,
+    /// The language of the tool.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// Write here instead of the personal tier (<anima dir>/tools).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// `check <path> [--json] [--timeout S]`
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The tool file to check.
+    pub path: PathBuf,
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+    /// Deadline of each sample call in seconds (default: the action's timeout_s, at most 30).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+}
+
+fn refuse(code: ErrorCode, message: String, hint: &str) -> i32 {
+    eprintln!("animaworks-tool: {message}");
+    if !hint.is_empty() {
+        eprintln!("  hint: {hint}");
+    }
+    code.exit_code()
+}
+
+pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
+    if let Some(p) = crate::names::tool_name_problem(&a.name) {
+        return refuse(ErrorCode::Usage, p, "pick a name of letters, digits, '_' and '-' that is not a runner command");
+    }
+    let (dir, in_tier) = match a.dir {
+        Some(d) => (d, false),
+        None => {
+            let Some(dir) = runner.dirs.personal_dir() else {
+                return refuse(
+                    ErrorCode::Usage,
+                    "no anima dir, so no personal tier to write into".into(),
+                    "pass --anima-dir DIR (or set ANIMAWORKS_ANIMA_DIR), or write elsewhere with --dir DIR",
+                );
+            };
+            match runner.permissions() {
+                Ok(p) if p.permissions.tool_creation.personal => {}
+                Ok(p) => {
+                    return refuse(
+                        ErrorCode::PermissionDenied,
+                        format!("this anima may not create personal tools (tool_creation.personal is off in {})", p.path().display()),
+                        "turn tool_creation.personal on in that file, or write elsewhere with --dir DIR",
+                    )
+                }
+                Err(e) => return refuse(ErrorCode::PermissionDenied, e.to_string(), "fix that file; until then no tool is created"),
+            }
+            let scan = crate::discover::scan(&runner.dirs);
+            if let Some(core) = scan.tools.get(&a.name).filter(|t| t.tier == Tier::Core) {
+                return refuse(
+                    ErrorCode::Usage,
+                    format!("core tool {:?} ({}) already has that name; a personal tool of that name would be skipped", a.name, core.path.display()),
+                    "pick another name",
+                );
+            }
+            (dir, true)
+        }
+    };
+    match scaffold::write(&a.name, a.lang, &dir, in_tier) {
+        Ok(w) => {
+            for f in &w.files {
+                println!("wrote {}", f.display());
+            }
+            println!("next:");
+            for n in &w.next {
+                println!("  {n}");
+            }
+            0
+        }
+        Err(e) => refuse(ErrorCode::Usage, e, ""),
+    }
+}
+
+pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
+    let timeout = match a.timeout {
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => return refuse(ErrorCode::Usage, format!("--timeout {t}: must be a positive number of seconds"), ""),
+        None => None,
+    };
+    let opts = CheckOptions { python: Some(runner.dirs.python.clone()), timeout };
+    let report = check::check(&a.path, &opts).await;
+    if a.json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    } else {
+        for f in &report.findings {
+            let tag = match f.level {
+                Level::Pass => "ok  ",
+                Level::Warn => "warn",
+                Level::Fail => "FAIL",
+            };
+            match &f.hint {
+                Some(h) if f.level != Level::Pass => println!("{tag} {}: {} (hint: {h})", f.subject, f.message),
+                _ => println!("{tag} {}: {}", f.subject, f.message),
+            }
+        }
+        let fails = report.findings.iter().filter(|f| f.level == Level::Fail).count();
+        if report.passed {
+            println!("{}: passes the conformance check", report.path.display());
+        } else {
+            println!("{}: {fails} problem{} found", report.path.display(), if fails == 1 { "" } else { "s" });
+        }
+    }
+    if report.passed {
+        0
+    } else {
+        1
+    }
+}

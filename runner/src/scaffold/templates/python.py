@@ -1,0 +1,28 @@
+"""{{name}}: a tool for animaworks-tool, on tool-sdk-py (the runner provides the SDK; nothing to install)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from animaworks_tool_sdk import Context, Param, ToolError, action, run
+
+__version__ = "0.1.0"
+
+
+@action(expected_seconds=1, hints={"read_only": True, "idempotent": True})
+def echo(
+    text: Annotated[str, Param("The text to echo back", examples=["hello"])],
+    ctx: Context,
+    times: Annotated[int, Param("How many times", minimum=1, maximum=10)] = 1,
+) -> dict[str, object]:
+    """Echo a text back, a number of times, reporting progress."""
+    if not text.strip():
+        raise ToolError("the text is empty", code="empty_text", hint="pass a text with at least one character")
+    lines = []
+    for i in range(times):
+        ctx.progress(i + 1, times, f"echo {i + 1} of {times}")
+        lines.append(text)
+    return {"echo": lines}
+
+
+if __name__ == "__main__":
+    run()
