@@ -19,6 +19,8 @@ use crate::policy::Masker;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
+use crate::workers::WorkerPool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -48,6 +50,8 @@ pub struct Resolved {
 pub struct Runner {
     pub dirs: Dirs,
     pub max_output: u64,
+    /// Persistent workers for long-lived callers; `None` (the CLI) spawns one process per call.
+    pub pool: Option<Arc<WorkerPool>>,
 }
 
 /// A fresh call id: `c-` and 12 hex digits.
@@ -65,7 +69,7 @@ fn now_ms() -> u64 {
 impl Runner {
     pub fn new(dirs: Dirs) -> Runner {
         let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_OUTPUT);
-        Runner { dirs, max_output }
+        Runner { dirs, max_output, pool: None }
     }
 
     /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
@@ -285,6 +289,9 @@ impl Runner {
         let secrets = self.secrets(resolved, Some(act))?;
         *masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let masker: &Masker = masker;
+        if let Some(pool) = self.pool.as_ref().filter(|_| resolved.manifest.persistent && resolved.manifest.events) {
+            return pool.run(self, resolved, act, &call_id, line, timeout, max_output, obs, cancel).await;
+        }
         let env = self.env(&call_id, deadline_ms, &secrets)?;
         let child = self.spawn(&resolved.file, Mode::Call, &env)?;
         let d = Drive {
@@ -381,7 +388,7 @@ fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(),
     }
 }
 
-fn mask_error(mut e: CallError, m: &Masker) -> CallError {
+pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
     if m.is_empty() {
         return e;
     }
@@ -394,9 +401,9 @@ fn mask_error(mut e: CallError, m: &Masker) -> CallError {
 }
 
 /// Passes events on with every resolved secret masked.
-struct Masking<'a> {
-    inner: &'a mut dyn Observer,
-    masker: &'a Masker,
+pub(crate) struct Masking<'a> {
+    pub(crate) inner: &'a mut dyn Observer,
+    pub(crate) masker: &'a Masker,
 }
 
 impl Observer for Masking<'_> {

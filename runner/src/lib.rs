@@ -36,6 +36,7 @@ pub mod scaffold;
 pub mod spawn;
 pub mod stream;
 pub mod validate;
+pub mod workers;
 
 pub use call::{CallOptions, Resolved, Runner};
 pub use dirs::{DirOptions, Dirs};

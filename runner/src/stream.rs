@@ -48,7 +48,8 @@ impl Cancel {
         let (tx, rx) = watch::channel(false);
         (tx, Cancel(Some(rx)))
     }
-    async fn cancelled(&mut self) {
+    /// Resolves when the call is cancelled; never, when nobody can cancel.
+    pub async fn cancelled(&mut self) {
         match &mut self.0 {
             None => std::future::pending().await,
             Some(rx) => {
@@ -104,17 +105,22 @@ pub struct Finished {
     pub leftovers: bool,
 }
 
-struct Tail(Vec<u8>);
+/// The last [`STDERR_TAIL`] bytes of a stream.
+#[derive(Debug, Default)]
+pub struct Tail(Vec<u8>);
 
 impl Tail {
-    fn push(&mut self, chunk: &[u8]) {
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+    pub fn push(&mut self, chunk: &[u8]) {
         self.0.extend_from_slice(chunk);
         if self.0.len() > 2 * STDERR_TAIL {
             let cut = self.0.len() - STDERR_TAIL;
             self.0.drain(..cut);
         }
     }
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let start = self.0.len().saturating_sub(STDERR_TAIL);
         String::from_utf8_lossy(&self.0[start..]).into_owned()
     }
@@ -293,6 +299,39 @@ impl<'a> StdoutState<'a> {
             Some(sp) => Stdout::Capped { path: sp.path, bytes: sp.bytes },
             None => Stdout::Value(self.value),
         }
+    }
+}
+
+/// One call's event lines from a persistent worker (protocol.md §9), read with the same rules and output cap as a
+/// one-shot call's stdout. The worker's stdout outlives the call, so the caller feeds chunks and stops at
+/// [`EventLines::ended`].
+pub struct EventLines<'a>(StdoutState<'a>);
+
+impl<'a> EventLines<'a> {
+    pub fn new(max_output: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
+        EventLines(StdoutState {
+            events: true,
+            max: max_output,
+            spill_dir,
+            call_id,
+            value: Vec::new(),
+            line: Vec::new(),
+            spill: None,
+            line_spilled: false,
+            capped: None,
+            last: None,
+            bad: None,
+        })
+    }
+    pub fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
+        self.0.feed(chunk, obs)
+    }
+    /// A final event, a protocol error or a capped line was seen: the call is over.
+    pub fn ended(&self) -> bool {
+        self.0.last.is_some() || self.0.bad.is_some() || self.0.capped.is_some()
+    }
+    pub fn finish(self, obs: &mut dyn Observer) -> Stdout {
+        self.0.finish(obs)
     }
 }
 
