@@ -35,6 +35,7 @@ pub mod reap;
 pub mod scaffold;
 pub mod spawn;
 pub mod stream;
+pub mod tasks;
 pub mod validate;
 pub mod workers;
 

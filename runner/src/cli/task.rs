@@ -1,7 +1,21 @@
-//! `submit` and `task …`: background tasks (filled by the background-tasks work).
+//! `submit` and `task …`: background tasks (see [`crate::tasks`]).
 
 use crate::call::Runner;
+use crate::cli::render;
+use crate::error::{CallError, ErrorCode};
+use crate::tasks::files::FileStore;
+use crate::tasks::{self, now_s, queue, submit as checks, ProcessId, Status, Task, TaskStore};
 use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// A line on stdout; a closed pipe (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
 
 /// `submit <tool> <action> [--param …|--json …]` or `submit <tool> <argv…>` for cli_main modules.
 #[derive(Args, Debug)]
@@ -10,6 +24,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub strict: bool,
     pub tool: String,
+    /// The action and its flags (as for a call, plus --timeout and --max-output), or a legacy module's argv.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub rest: Vec<String>,
 }
@@ -22,19 +37,318 @@ pub struct TaskArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
-    /// List tasks.
+    /// List tasks, oldest first.
     List {
+        /// Only tasks in these states (repeatable, or comma-separated): pending, running, completed, failed,
+        /// timeout, cancelled, lost.
+        #[arg(long, value_delimiter = ',')]
+        status: Vec<String>,
+        /// Every task as JSON (an array of task records).
         #[arg(long)]
-        status: Option<String>,
+        json: bool,
     },
+    /// Print one task's record as JSON.
+    Show { id: String },
+    /// Wait for a task to end; progress goes to stderr; exits with the task's outcome (the codes of a call).
+    Wait {
+        id: String,
+        /// Give up waiting after this many seconds (exit 7, the task keeps running).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+    },
+    /// Cancel a pending or running task: its tool's whole process group is ended.
+    Cancel { id: String },
+    /// Delete finished tasks older than a duration (e.g. 7d, 12h, 30m, 90s).
+    Prune {
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+    },
+    /// Take over AnimaWorks' own queued descriptors (state/background_tasks/pending/*.json) and run them.
+    RunPending,
+    /// The detached worker `submit` starts (internal).
+    #[command(hide = true)]
+    Worker,
 }
 
-pub async fn submit(_runner: &Runner, _args: SubmitArgs) -> i32 {
-    eprintln!("animaworks-tool: submit is not built yet");
-    crate::ErrorCode::Usage.exit_code()
+fn fail(e: &CallError) -> i32 {
+    render::print_error(e, true);
+    e.code.exit_code()
 }
 
-pub async fn task(_runner: &Runner, _args: TaskArgs) -> i32 {
-    eprintln!("animaworks-tool: task is not built yet");
-    crate::ErrorCode::Usage.exit_code()
+fn io_err(what: &str, e: std::io::Error) -> CallError {
+    CallError::new(ErrorCode::Internal, format!("{what}: {e}")).hint("check that the anima dir's state folder is readable and writable")
+}
+
+pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
+    let store = match checks::store_of(runner) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let checked = match checks::check(runner, &a.tool, &a.rest, a.strict, None).await {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    for w in &checked.warnings {
+        esay!("animaworks-tool: warning: {w}");
+    }
+    if let Err(e) = checks::enqueue(&store, &checked) {
+        return fail(&e);
+    }
+    // Marks tasks of dead workers lost, as every task command does.
+    let _ = store.census();
+    if let Err(e) = queue::spawn_worker(&runner.dirs, &store) {
+        esay!(
+            "animaworks-tool: warning: cannot start a worker ({e}); the task stays pending until the next `animaworks-tool task` command starts one"
+        );
+    }
+    say!("{}", checked.task.receipt());
+    0
+}
+
+pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
+    if matches!(a.cmd, TaskCmd::Worker) {
+        return tasks::worker::run(runner).await;
+    }
+    let store = match checks::store_of(runner) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if let Err(e) = queue::kick_if_needed(&runner.dirs, &store) {
+        return fail(&io_err(&format!("cannot look at the tasks in {}", store.dir.display()), e));
+    }
+    let out = match a.cmd {
+        TaskCmd::List { status, json } => list(&store, &status, json),
+        TaskCmd::Show { id } => get(&store, &id).map(|t| {
+            say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
+            0
+        }),
+        TaskCmd::Wait { id, timeout } => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
+        TaskCmd::Cancel { id } => cancel(&store, &id).await,
+        TaskCmd::Prune { older_than } => prune(&store, &older_than),
+        TaskCmd::RunPending => run_pending(runner, &store).await,
+        TaskCmd::Worker => unreachable!(),
+    };
+    out.unwrap_or_else(|e| fail(&e))
+}
+
+fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {
+    match store.get(id) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+            .hint("`animaworks-tool task list` shows the tasks of this anima")),
+        Err(e) => Err(io_err(&format!("cannot read task {id}"), e)),
+    }
+}
+
+fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, CallError> {
+    let mut want = Vec::new();
+    for s in status {
+        want.push(Status::parse(s.trim()).ok_or_else(|| {
+            CallError::new(ErrorCode::Usage, format!("--status {s:?} is not a task state"))
+                .hint("use pending, running, completed, failed, timeout, cancelled or lost")
+        })?);
+    }
+    let all = store.list().map_err(|e| io_err("cannot list the tasks", e))?;
+    let shown: Vec<Task> = all.into_iter().filter(|t| want.is_empty() || want.contains(&t.status)).collect();
+    if as_json {
+        say!("{}", serde_json::to_string(&shown).unwrap_or_default());
+        return Ok(0);
+    }
+    let now = now_s();
+    for t in &shown {
+        let progress = t
+            .progress
+            .as_ref()
+            .filter(|_| t.status == Status::Running)
+            .map(|p| match p.total {
+                Some(total) => format!("  {}/{}", p.progress, total),
+                None => format!("  {}", p.progress),
+            })
+            .unwrap_or_default();
+        say!("{}  {:<9}  {:<30}  {:>6}s ago{progress}", t.task_id, t.status.as_str(), t.tool_name, (now - t.created_at).max(0.0) as u64);
+    }
+    Ok(0)
+}
+
+async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
+    let started = Instant::now();
+    let mut shown: Option<tasks::Progress> = None;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let mut t = get(store, id)?;
+        if t.status == Status::Running && !ProcessId::of_task(&t).is_some_and(|p| p.alive()) {
+            let _ = store.census();
+            t = get(store, id)?;
+        }
+        if t.progress.is_some() && t.progress != shown {
+            if let Some(p) = &t.progress {
+                let of = p.total.map(|x| format!("/{x}")).unwrap_or_default();
+                esay!("[{id}] {}{of}{}", p.progress, p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default());
+            }
+            shown = t.progress.clone();
+        }
+        if t.status.is_final() {
+            return Ok(outcome(&t));
+        }
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            let e = CallError::new(ErrorCode::Timeout, format!("task {id} is still {} after waiting", t.status.as_str()))
+                .hint(format!("wait again with `animaworks-tool task wait {id}`; the task keeps going"))
+                .with("task_id", id)
+                .with("status", t.status.as_str());
+            return Err(e);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// Print a finished task as a call's outcome and return its exit code.
+fn outcome(t: &Task) -> i32 {
+    match t.status {
+        Status::Completed => {
+            let v = t.result_value.clone().unwrap_or_else(|| t.result.clone().map(Value::String).unwrap_or(Value::Null));
+            render::print_result(&v);
+            0
+        }
+        _ => {
+            let detail = t.error_detail.clone().unwrap_or_else(|| json!({"code": t.error_code, "message": t.error}));
+            let msg = detail.get("message").and_then(Value::as_str).unwrap_or("the task did not complete");
+            esay!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
+            let mut detail = detail.clone();
+            if let Some(o) = detail.as_object_mut() {
+                o.insert("task_id".into(), t.task_id.clone().into());
+                o.insert("status".into(), t.status.as_str().into());
+            }
+            say!("{}", json!({"error": detail}));
+            t.exit_code()
+        }
+    }
+}
+
+async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
+    let t = get(store, id)?;
+    let pending_cancelled = store
+        .update(id, &mut |t| {
+            if t.status != Status::Pending {
+                return false;
+            }
+            t.finish(Status::Cancelled);
+            t.error_code = Some("cancelled".into());
+            t.error = Some("cancelled: cancelled before it started".into());
+            t.error_detail = Some(json!({"code": "cancelled", "message": "cancelled before it started", "tool": t.tool, "action": t.action}));
+            true
+        })
+        .map_err(|e| io_err("cannot update the task", e))?;
+    if let Some(t) = pending_cancelled.filter(|t| t.status == Status::Cancelled && t.pid.is_none()) {
+        store.release(id);
+        let _ = store.notify(&t);
+        say!("{}", t.receipt());
+        return Ok(0);
+    }
+    let t = get(store, id).unwrap_or(t);
+    if t.status.is_final() {
+        esay!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
+        say!("{}", t.receipt());
+        return Ok(0);
+    }
+    let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
+        let _ = store.census();
+        let t = get(store, id)?;
+        esay!("animaworks-tool: task {id}'s worker is gone; the task is {}", t.status.as_str());
+        say!("{}", t.receipt());
+        return Ok(0);
+    };
+    // The worker polls for this request and ends the tool's group: SIGTERM, grace, SIGKILL, every member reaped.
+    store.request_cancel(id).map_err(|e| io_err("cannot write the cancel request", e))?;
+    let patience = crate::reap::GRACE + Duration::from_secs(3);
+    let start = Instant::now();
+    loop {
+        let t = get(store, id)?;
+        if t.status.is_final() {
+            say!("{}", t.receipt());
+            return Ok(0);
+        }
+        if start.elapsed() >= patience {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // The worker did not answer: kill it (only if the pid is still that process); its guardian then kills the
+    // tool's group.
+    if worker.alive() {
+        // SAFETY: plain kill(2) of a process whose identity (pid, start time, boot) was just checked.
+        unsafe { libc::kill(worker.pid, libc::SIGKILL) };
+    }
+    let t = store
+        .update(id, &mut |t| {
+            if t.status != Status::Running {
+                return false;
+            }
+            t.finish(Status::Cancelled);
+            t.error_code = Some("cancelled".into());
+            t.error = Some("cancelled: its worker did not stop in time and was killed".into());
+            t.error_detail = Some(json!({"code": "cancelled", "message": "cancelled; its worker did not stop in time and was killed", "tool": t.tool, "action": t.action}));
+            true
+        })
+        .map_err(|e| io_err("cannot update the task", e))?
+        .unwrap_or(t);
+    store.release(id);
+    let _ = store.notify(&t);
+    say!("{}", t.receipt());
+    Ok(0)
+}
+
+/// `7d`, `12h`, `30m`, `90s` or plain seconds.
+pub fn parse_age(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let n: f64 = num.parse().ok().filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let secs = match unit {
+        's' => n,
+        'm' => n * 60.0,
+        'h' => n * 3600.0,
+        'd' => n * 86400.0,
+        'w' => n * 7.0 * 86400.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {
+    let age = parse_age(older_than).ok_or_else(|| {
+        CallError::new(ErrorCode::Usage, format!("--older-than {older_than:?} is not a duration"))
+            .hint("e.g. 7d, 12h, 30m, 90s")
+    })?;
+    let cutoff = now_s() - age.as_secs_f64();
+    let mut pruned = Vec::new();
+    for t in store.list().map_err(|e| io_err("cannot list the tasks", e))? {
+        let ended = t.completed_at.unwrap_or(t.updated_at);
+        if t.status.is_final() && ended < cutoff {
+            store.remove(&t.task_id).map_err(|e| io_err(&format!("cannot delete task {}", t.task_id), e))?;
+            pruned.push(t.task_id);
+        }
+    }
+    say!("{}", json!({"pruned": pruned}));
+    Ok(0)
+}
+
+async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallError> {
+    let report = tasks::pending::take_over(runner, store)
+        .await
+        .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
+    for (file, reason) in &report.invalid {
+        esay!("animaworks-tool: set aside {}: {reason}", file.display());
+    }
+    if !report.queued.is_empty() {
+        if let Err(e) = queue::spawn_worker(&runner.dirs, store) {
+            esay!("animaworks-tool: warning: cannot start a worker: {e}");
+        }
+    }
+    let invalid: Vec<Value> =
+        report.invalid.iter().map(|(f, r)| json!({"file": f.to_string_lossy(), "reason": r})).collect();
+    say!("{}", json!({"queued": report.queued, "invalid": invalid}));
+    Ok(0)
 }

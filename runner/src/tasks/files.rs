@@ -1,0 +1,247 @@
+//! The file store: one JSON file per task in `<anima dir>/state/background_tasks/<task_id>.json`, written by
+//! rename from a temporary file in the same folder (a reader sees the old file or the new one, never half), and
+//! an `flock`ed `.lock` file for every read-modify-write (claims, updates, lost marking). Readers never lock.
+//!
+//! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `<id>.args` (unmasked arguments, mode
+//! 0600, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`.
+
+use super::{Census, ProcessId, Status, Task, TaskStore};
+use serde_json::Value;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    pub dir: PathBuf,
+    pub notify_dir: PathBuf,
+}
+
+/// Held while the store is locked; dropping it unlocks.
+struct Lock(File);
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // SAFETY: flock on a file we own.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").suffix(".part").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+impl FileStore {
+    pub fn for_anima(anima_dir: &Path) -> FileStore {
+        let state = anima_dir.join("state");
+        FileStore { dir: state.join("background_tasks"), notify_dir: state.join("background_notifications") }
+    }
+
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    fn side(&self, id: &str, ext: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{ext}"))
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("worker.log")
+    }
+
+    fn lock(&self) -> io::Result<Lock> {
+        fs::create_dir_all(&self.dir)?;
+        let f = OpenOptions::new().create(true).read(true).write(true).truncate(false).open(self.dir.join(".lock"))?;
+        loop {
+            // SAFETY: flock on a file we own.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Lock(f));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    fn save(&self, t: &Task) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(t).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&self.path(&t.task_id), &bytes)
+    }
+
+    fn read(path: &Path) -> io::Result<Option<Task>> {
+        match fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Mark dead running tasks lost; the caller holds the lock.
+    fn census_locked(&self) -> io::Result<(Census, Vec<Task>)> {
+        let mut census = Census::default();
+        let mut tasks = self.list()?;
+        for t in tasks.iter_mut() {
+            match t.status {
+                Status::Pending => census.pending += 1,
+                Status::Running => {
+                    if ProcessId::of_task(t).is_some_and(|p| p.alive()) {
+                        census.running += 1;
+                    } else {
+                        mark_lost(t);
+                        self.save(t)?;
+                        self.release(&t.task_id);
+                        let _ = self.notify(t);
+                        census.lost.push(t.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok((census, tasks))
+    }
+}
+
+fn mark_lost(t: &mut Task) {
+    let who = t.pid.map(|p| format!("(pid {p}) ")).unwrap_or_default();
+    t.finish(Status::Lost);
+    t.error_code = Some("lost".into());
+    t.error = Some(format!("lost: the worker {who}running this task is gone (killed, or the machine restarted)"));
+    t.error_detail = Some(serde_json::json!({
+        "code": "lost",
+        "message": t.error.clone(),
+        "hint": "submit the task again; `animaworks-tool task show` has what was recorded",
+        "tool": t.tool, "action": t.action,
+    }));
+}
+
+impl TaskStore for FileStore {
+    fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        if let Some(args) = private_args {
+            let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(self.side(&task.task_id, "args"))?;
+            f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
+        }
+        if self.path(&task.task_id).exists() {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("task {} exists", task.task_id)));
+        }
+        self.save(task)
+    }
+
+    fn get(&self, id: &str) -> io::Result<Option<Task>> {
+        if !super::valid_task_id(id) {
+            return Ok(None);
+        }
+        Self::read(&self.path(id))
+    }
+
+    fn list(&self) -> io::Result<Vec<Task>> {
+        let rd = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue;
+            }
+            if let Ok(Some(t)) = Self::read(&e.path()) {
+                out.push(t);
+            }
+        }
+        out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then_with(|| a.task_id.cmp(&b.task_id)));
+        Ok(out)
+    }
+
+    fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>> {
+        let _lock = self.lock()?;
+        let Some(mut t) = self.get(id)? else { return Ok(None) };
+        if f(&mut t) {
+            self.save(&t)?;
+        }
+        Ok(Some(t))
+    }
+
+    fn census(&self) -> io::Result<Census> {
+        let _lock = self.lock()?;
+        Ok(self.census_locked()?.0)
+    }
+
+    fn claim(&self, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>> {
+        let _lock = self.lock()?;
+        let (census, tasks) = self.census_locked()?;
+        if census.running >= limit {
+            return Ok(None);
+        }
+        // `list` is in submit order.
+        let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else { return Ok(None) };
+        let now = super::now_s();
+        t.status = Status::Running;
+        t.started_at = Some(now);
+        t.updated_at = now;
+        t.pid = Some(owner.pid);
+        t.pid_start_time = Some(owner.start_time);
+        t.boot_id = Some(owner.boot_id.clone());
+        self.save(&t)?;
+        Ok(Some(t))
+    }
+
+    fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
+        match fs::read(self.side(id, "args")) {
+            Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn request_cancel(&self, id: &str) -> io::Result<()> {
+        write_atomic(&self.side(id, "cancel"), b"")
+    }
+
+    fn cancel_requested(&self, id: &str) -> bool {
+        self.side(id, "cancel").exists()
+    }
+
+    fn release(&self, id: &str) {
+        let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.side(id, "cancel"));
+    }
+
+    fn notify(&self, t: &Task) -> io::Result<()> {
+        fs::create_dir_all(&self.notify_dir)?;
+        let mut text = format!("# Background task {} {}\n\n", t.task_id, t.status.as_str());
+        text.push_str(&format!("- tool: {}\n- task_id: {}\n- status: {}\n", t.tool_name, t.task_id, t.status.as_str()));
+        if let Some(r) = &t.result {
+            let cut = r.char_indices().nth(2000).map(|(i, _)| i).unwrap_or(r.len());
+            text.push_str(&format!("\n## Result\n\n{}{}\n", &r[..cut], if cut < r.len() { "\n…(cut; `animaworks-tool task show` has all of it)" } else { "" }));
+        }
+        if let Some(e) = &t.error {
+            text.push_str(&format!("\n## Error\n\n{e}\n"));
+        }
+        if let Some(p) = &t.output_path {
+            text.push_str(&format!("\nThe whole output is in {p}\n"));
+        }
+        write_atomic(&self.notify_dir.join(format!("{}.md", t.task_id)), text.as_bytes())
+    }
+
+    fn remove(&self, id: &str) -> io::Result<()> {
+        self.release(id);
+        match fs::remove_file(self.path(id)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}

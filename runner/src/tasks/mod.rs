@@ -1,0 +1,274 @@
+//! Background tasks: `submit` checks a call like a foreground one, writes a `pending` task and starts a detached
+//! worker; the worker claims tasks in submit order while fewer than the per-anima limit run, runs each through
+//! [`Runner::run`](crate::Runner::run) (or a legacy `cli_main` with captured output) with the task id as the call
+//! id, streams progress into the task, and writes the outcome and an AnimaWorks notification.
+//!
+//! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is
+//! gone (its pid is dead, or was reused: the start time or boot differs) becomes `lost` at the next look.
+//!
+//! The store is the [`TaskStore`] trait; [`files::FileStore`] keeps one JSON file per task under
+//! `<anima dir>/state/background_tasks/`. A backend on a distributed queue can replace it for users who outgrow
+//! one machine. The fitting engine is a Postgres table used as a queue (`SELECT … FOR UPDATE SKIP LOCKED` for
+//! [`TaskStore::claim`], a per-anima count in the same transaction for the limit, `LISTEN/NOTIFY` for progress):
+//! it gives the same guarantees the files give here — atomic claim in submit order, a durable record per task,
+//! readers that never see half a row — with no new moving part for operators who already run Postgres. Redis
+//! Streams or NATS JetStream fit the hand-out but not the per-task record that `show`, `wait` and `prune` read, so
+//! they would need a second store beside them; the liveness check would move from pids to worker heartbeats with
+//! a lease, because a pid means nothing on another machine.
+
+pub mod files;
+pub mod pending;
+pub mod queue;
+pub mod submit;
+pub mod worker;
+
+use crate::error::ErrorCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Timeout,
+    Cancelled,
+    Lost,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] =
+        [Status::Pending, Status::Running, Status::Completed, Status::Failed, Status::Timeout, Status::Cancelled, Status::Lost];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Timeout => "timeout",
+            Status::Cancelled => "cancelled",
+            Status::Lost => "lost",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        !matches!(self, Status::Pending | Status::Running)
+    }
+}
+
+/// How the task calls its tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A structured action call (`tool_args` is the arguments object).
+    Action,
+    /// A legacy module's `cli_main(argv)` (`tool_args` is the argv, `-j` appended).
+    Cli,
+}
+
+/// The last progress event of a running task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub updated_at: f64,
+}
+
+/// The identity of a live process: pids are reused, so a pid alone never names a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessId {
+    pub pid: i32,
+    /// `/proc/<pid>/stat` field 22: clock ticks after boot.
+    pub start_time: u64,
+    pub boot_id: String,
+}
+
+/// One task, as stored. The first nine fields are AnimaWorks' own (its readers keep working); the rest are ours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub task_id: String,
+    pub anima_name: String,
+    /// `tool:action` (AnimaWorks' form); `tool:cli` for a legacy argv.
+    pub tool_name: String,
+    /// The arguments, masked: an object for an action, the argv for a legacy `cli_main`.
+    pub tool_args: Value,
+    pub status: Status,
+    /// Seconds since the Unix epoch, as AnimaWorks writes them.
+    pub created_at: f64,
+    pub completed_at: Option<f64>,
+    /// The result as text (a JSON value is serialised), as AnimaWorks' readers expect.
+    pub result: Option<String>,
+    /// `code: message`.
+    pub error: Option<String>,
+
+    pub tool: String,
+    pub action: String,
+    pub kind: Kind,
+    /// `--timeout` given at submit; else the action's own.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub max_output: Option<u64>,
+    #[serde(default)]
+    pub started_at: Option<f64>,
+    pub updated_at: f64,
+    /// The worker process running the task, with its start time and boot (pid reuse check).
+    #[serde(default)]
+    pub pid: Option<i32>,
+    #[serde(default)]
+    pub pid_start_time: Option<u64>,
+    #[serde(default)]
+    pub boot_id: Option<String>,
+    #[serde(default)]
+    pub progress: Option<Progress>,
+    /// The result as JSON, when it is JSON.
+    #[serde(default)]
+    pub result_value: Option<Value>,
+    /// One of protocol.md §6's codes, or `lost`.
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// The whole `error` object a foreground call would print.
+    #[serde(default)]
+    pub error_detail: Option<Value>,
+    /// Where a result past the output cap was written.
+    #[serde(default)]
+    pub output_path: Option<String>,
+    /// `submit`, or `animaworks-pending` for a descriptor taken over by `task run-pending`.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+impl Task {
+    /// The exit code `task wait` ends with: the same as the call's.
+    pub fn exit_code(&self) -> i32 {
+        match self.status {
+            Status::Completed => 0,
+            Status::Lost => ErrorCode::Crashed.exit_code(),
+            Status::Timeout => ErrorCode::Timeout.exit_code(),
+            Status::Cancelled => ErrorCode::Cancelled.exit_code(),
+            Status::Pending | Status::Running => ErrorCode::Timeout.exit_code(),
+            Status::Failed => self
+                .error_code
+                .as_deref()
+                .and_then(|c| ErrorCode::ALL.into_iter().find(|e| e.as_str() == c))
+                .unwrap_or(ErrorCode::Internal)
+                .exit_code(),
+        }
+    }
+
+    /// The short form `submit` prints.
+    pub fn receipt(&self) -> Value {
+        serde_json::json!({"task_id": self.task_id, "status": self.status, "tool": self.tool, "action": self.action})
+    }
+
+    pub fn finish(&mut self, status: Status) {
+        let now = now_s();
+        self.status = status;
+        self.completed_at = Some(now);
+        self.updated_at = now;
+    }
+}
+
+/// Result of looking at every task: running tasks whose worker is gone were marked lost.
+#[derive(Debug, Default)]
+pub struct Census {
+    pub lost: Vec<Task>,
+    pub pending: usize,
+    pub running: usize,
+}
+
+/// Where tasks are kept. Every method is safe against other processes using the same store at the same time.
+pub trait TaskStore: Send + Sync {
+    /// Store a new task. `private_args` are the unmasked arguments when masking changed them; only the worker
+    /// reads them, and they are removed when the task ends.
+    fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()>;
+    fn get(&self, id: &str) -> io::Result<Option<Task>>;
+    /// Every readable task (a file that cannot be read is skipped, never fatal to the listing).
+    fn list(&self) -> io::Result<Vec<Task>>;
+    /// Change a task under the store's lock; `f` returns false to leave it unchanged. `None`: no such task.
+    fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>>;
+    /// Mark running tasks whose worker is gone `lost` (writing their notifications) and count the rest.
+    fn census(&self) -> io::Result<Census>;
+    /// Atomically: mark lost tasks, then if fewer than `limit` run, make the oldest pending task `running` under
+    /// `owner` and return it.
+    fn claim(&self, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>>;
+    fn private_args(&self, id: &str) -> io::Result<Option<Value>>;
+    /// Ask the worker running `id` to stop it.
+    fn request_cancel(&self, id: &str) -> io::Result<()>;
+    fn cancel_requested(&self, id: &str) -> bool;
+    /// Drop the private parts of a finished task (its unmasked arguments, its cancel request).
+    fn release(&self, id: &str);
+    /// Write the AnimaWorks notification of a finished task.
+    fn notify(&self, task: &Task) -> io::Result<()>;
+    /// Delete a finished task and everything kept for it.
+    fn remove(&self, id: &str) -> io::Result<()>;
+}
+
+pub fn now_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// A task id: 12 hex digits, as AnimaWorks' `uuid4().hex[:12]`.
+pub fn new_task_id() -> String {
+    let mut b = [0u8; 6];
+    // SAFETY: getrandom writes at most len bytes into the buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        let seed = crate::call::new_call_id();
+        return seed.trim_start_matches("c-").to_owned();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Is `id` shaped like a task id? (Ids become file names, so nothing else is accepted.)
+pub fn valid_task_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_owned()).unwrap_or_default()
+}
+
+/// `/proc/<pid>/stat` field 22, the process's start time in clock ticks after boot.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    // Field 3 (state) is the first after the command name; field 22 is 19 further on.
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+impl ProcessId {
+    pub fn of_self() -> ProcessId {
+        let pid = std::process::id() as i32;
+        ProcessId { pid, start_time: start_time(pid).unwrap_or(0), boot_id: boot_id() }
+    }
+
+    /// Is this exact process still running (not a zombie, not a reused pid, not another boot)?
+    pub fn alive(&self) -> bool {
+        if !self.boot_id.is_empty() && self.boot_id != boot_id() {
+            return false;
+        }
+        start_time(self.pid) == Some(self.start_time)
+    }
+
+    pub fn of_task(t: &Task) -> Option<ProcessId> {
+        Some(ProcessId { pid: t.pid?, start_time: t.pid_start_time?, boot_id: t.boot_id.clone().unwrap_or_default() })
+    }
+}

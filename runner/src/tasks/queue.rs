@@ -1,0 +1,75 @@
+//! Slots: how many tasks of one anima may run at once, and starting a detached worker to fill a free slot.
+
+use super::files::FileStore;
+use super::TaskStore;
+use crate::dirs::Dirs;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Running tasks per anima when `<data dir>/animaworks-tool.json` sets no `"max_running_tasks"`.
+pub const DEFAULT_MAX_RUNNING: usize = 4;
+
+/// `"max_running_tasks"` from `<data dir>/animaworks-tool.json`, else [`DEFAULT_MAX_RUNNING`].
+pub fn max_running(data_dir: &Path) -> Result<usize, String> {
+    let path = data_dir.join("animaworks-tool.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DEFAULT_MAX_RUNNING),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+    match v.get("max_running_tasks") {
+        None | Some(serde_json::Value::Null) => Ok(DEFAULT_MAX_RUNNING),
+        Some(n) => match n.as_u64() {
+            Some(n) if n >= 1 => Ok(n as usize),
+            _ => Err(format!("{}: \"max_running_tasks\" must be a whole number of at least 1, not {n}", path.display())),
+        },
+    }
+}
+
+/// Start a worker for this anima: `animaworks-tool task worker` in a new session, stdio away from the caller, so
+/// it outlives the submitting process and its terminal. Returns at once.
+pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
+    let anima = dirs.anima.as_ref().ok_or_else(|| io::Error::other("no anima dir"))?;
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--data-dir").arg(&dirs.data).arg("--anima-dir").arg(anima).arg("--cache-dir").arg(&dirs.cache);
+    cmd.arg("--python").arg(&dirs.python);
+    for c in &dirs.core {
+        cmd.arg("--core-dir").arg(c);
+    }
+    cmd.args(["task", "worker"]);
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(store.log_path());
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    match log {
+        Ok(f) => cmd.stderr(f),
+        Err(_) => cmd.stderr(Stdio::null()),
+    };
+    if let Some(a) = dirs.anima.as_ref().filter(|a| a.is_dir()) {
+        cmd.current_dir(a);
+    }
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map(drop)
+}
+
+/// After a look at the store: start a worker when tasks wait and a slot is free (a worker that died before
+/// claiming must not leave its tasks pending for ever).
+pub fn kick_if_needed(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
+    let c = store.census()?;
+    let limit = max_running(&dirs.data).unwrap_or(DEFAULT_MAX_RUNNING);
+    if c.pending > 0 && c.running < limit {
+        spawn_worker(dirs, store)?;
+    }
+    Ok(())
+}

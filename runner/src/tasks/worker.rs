@@ -1,0 +1,273 @@
+//! The detached worker (`animaworks-tool task worker`, started by `submit`): claims the oldest pending task while
+//! a slot is free, runs it, records the outcome, and looks for more before it exits. One worker runs one task at
+//! a time, so the task's `pid` is its worker: if the worker dies, the guardian kills the tool's group and the task
+//! is found `lost`.
+
+use super::files::FileStore;
+use super::queue::{max_running, DEFAULT_MAX_RUNNING};
+use super::{now_s, Kind, ProcessId, Progress, Status, Task, TaskStore};
+use crate::call::{CallOptions, Resolved, Runner};
+use crate::error::{CallError, ErrorCode};
+use crate::manifest::DEFAULT_TIMEOUT_S;
+use crate::policy::Masker;
+use crate::spawn::{self, Mode};
+use crate::stream::{self, Cancel, Drive, Observer};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tool_sdk::protocol::Event;
+
+/// How often progress is written at most, and how often a cancel request is looked for.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+pub const CANCEL_POLL: Duration = Duration::from_millis(50);
+/// A legacy argv that names no action with a profile gets AnimaWorks' own background timeout.
+pub const CLI_TASK_TIMEOUT_S: f64 = 30.0 * 60.0;
+
+/// Run tasks until none is pending or no slot is free. Returns the exit code.
+pub async fn run(runner: &Runner) -> i32 {
+    let store = match super::submit::store_of(runner) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("animaworks-tool task worker: {e}");
+            return e.code.exit_code();
+        }
+    };
+    let limit = max_running(&runner.dirs.data).unwrap_or_else(|e| {
+        eprintln!("animaworks-tool task worker: {e}; using {DEFAULT_MAX_RUNNING}");
+        DEFAULT_MAX_RUNNING
+    });
+    let me = ProcessId::of_self();
+    let stop = stop_on_sigterm();
+    loop {
+        if *stop.borrow() {
+            return 0;
+        }
+        let task = match store.claim(&me, limit) {
+            Ok(Some(t)) => t,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("animaworks-tool task worker: cannot claim a task in {}: {e}", store.dir.display());
+                return ErrorCode::Internal.exit_code();
+            }
+        };
+        run_one(runner, &store, &me, task, stop.clone()).await;
+    }
+}
+
+fn stop_on_sigterm() -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+        term.recv().await;
+        let _ = tx.send(true);
+        std::future::pending::<()>().await
+    });
+    rx
+}
+
+#[derive(Default)]
+struct Shared {
+    latest: Option<Progress>,
+    dirty: bool,
+}
+
+struct TaskObserver(Arc<Mutex<Shared>>);
+
+impl Observer for TaskObserver {
+    fn event(&mut self, event: &Event, _raw: &[u8]) {
+        if let Event::Progress { progress, total, message, .. } = event {
+            let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            s.latest = Some(Progress { progress: *progress, total: *total, message: message.clone(), updated_at: now_s() });
+            s.dirty = true;
+        }
+    }
+}
+
+async fn run_one(runner: &Runner, store: &FileStore, me: &ProcessId, task: Task, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let id = task.task_id.clone();
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut obs = TaskObserver(shared.clone());
+    let (tx, cancel) = Cancel::new();
+    let mut stopped = false;
+    let outcome = {
+        let work = execute(runner, store, &task, &mut obs, cancel);
+        let watch = async {
+            let mut last_write = Instant::now() - PROGRESS_EVERY;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(CANCEL_POLL) => {}
+                    _ = stop.wait_for(|v| *v) => { stopped = true; let _ = tx.send(true); std::future::pending::<()>().await }
+                }
+                if store.cancel_requested(&id) {
+                    let _ = tx.send(true);
+                }
+                if last_write.elapsed() >= PROGRESS_EVERY {
+                    let p = {
+                        let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+                        if !s.dirty {
+                            continue;
+                        }
+                        s.dirty = false;
+                        s.latest.clone()
+                    };
+                    last_write = Instant::now();
+                    let _ = store.update(&id, &mut |t| {
+                        if t.status != Status::Running {
+                            return false;
+                        }
+                        t.progress = p.clone();
+                        t.updated_at = now_s();
+                        true
+                    });
+                }
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            _ = watch => unreachable!("the watch loop never ends"),
+        }
+    };
+    let last_progress = shared.lock().unwrap_or_else(|p| p.into_inner()).latest.clone();
+    let finished = store.update(&id, &mut |t| {
+        if t.status != Status::Running || t.pid != Some(me.pid) {
+            return false;
+        }
+        if last_progress.is_some() {
+            t.progress = last_progress.clone();
+        }
+        record(t, &outcome, stopped);
+        true
+    });
+    if let Ok(Some(t)) = finished {
+        if t.status.is_final() {
+            store.release(&id);
+            if let Err(e) = store.notify(&t) {
+                eprintln!("animaworks-tool task worker: cannot write the notification of {id}: {e}");
+            }
+        }
+    }
+}
+
+/// Put a call's outcome into the task.
+pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
+    match outcome {
+        Ok(v) => {
+            t.finish(Status::Completed);
+            t.result = Some(match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            t.result_value = (!v.is_string()).then(|| v.clone());
+        }
+        Err(e) => {
+            let status = match e.code {
+                ErrorCode::Timeout => Status::Timeout,
+                ErrorCode::Cancelled => Status::Cancelled,
+                _ => Status::Failed,
+            };
+            t.finish(status);
+            let mut e = e.clone();
+            if stopped && e.code == ErrorCode::Cancelled {
+                e.message = format!("{} (the worker was asked to stop by SIGTERM)", e.message);
+            }
+            t.error = Some(format!("{}: {}", e.code, e.message));
+            t.error_code = Some(e.code.as_str().to_owned());
+            t.output_path = e.detail("path").and_then(Value::as_str).map(str::to_owned);
+            t.error_detail = e.to_json().get("error").cloned();
+        }
+    }
+}
+
+async fn execute(runner: &Runner, store: &FileStore, task: &Task, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+    let args = match store.private_args(&task.task_id) {
+        Ok(Some(v)) => v,
+        _ => task.tool_args.clone(),
+    };
+    // The tool, its arguments and the permissions are checked again: any of them may have changed since submit.
+    let resolved = runner.resolve(&task.tool).await?;
+    let timeout = task.timeout_s.map(Duration::from_secs_f64);
+    match task.kind {
+        Kind::Action => {
+            let act = runner.action(&resolved, &task.action)?.clone();
+            let Value::Object(map) = args else {
+                return Err(CallError::new(ErrorCode::InvalidArguments, "the task's arguments are not a JSON object"));
+            };
+            crate::validate::check_args(&task.tool, &act, &map)?;
+            runner.permit(&resolved, &act)?;
+            let opts = CallOptions { timeout, max_output: task.max_output, call_id: Some(task.task_id.clone()) };
+            runner.run(&resolved, &act, map, &opts, obs, cancel).await
+        }
+        Kind::Cli => {
+            let argv: Vec<String> = serde_json::from_value(args)
+                .map_err(|_| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
+            runner.permit_cli(&resolved, &argv)?;
+            let timeout = timeout.unwrap_or_else(|| cli_timeout(&resolved, &argv));
+            run_cli_captured(runner, &resolved, &argv, timeout, task.max_output, &task.task_id, obs, cancel).await
+        }
+    }
+}
+
+/// A legacy argv's deadline: the longest timeout of the actions it names, else AnimaWorks' 30 minutes.
+fn cli_timeout(r: &Resolved, argv: &[String]) -> Duration {
+    let named = argv.iter().filter_map(|w| r.manifest.action(w)).map(|a| a.timeout_s());
+    let legacy = r.manifest.legacy_profile.as_ref().into_iter().flat_map(|p| {
+        argv.iter()
+            .filter_map(|w| p.get(w).or_else(|| p.get(&w.replace('_', "-"))))
+            .filter_map(|v| v.get("expected_seconds").and_then(Value::as_f64))
+            .map(|e| (3.0 * e).max(DEFAULT_TIMEOUT_S))
+            .collect::<Vec<_>>()
+    });
+    Duration::from_secs_f64(named.chain(legacy).reduce(f64::max).unwrap_or(CLI_TASK_TIMEOUT_S))
+}
+
+/// `cli_main(argv)` with stdout captured as the result (value output, protocol.md §5.1) instead of inherited.
+#[allow(clippy::too_many_arguments)]
+async fn run_cli_captured(
+    runner: &Runner,
+    r: &Resolved,
+    argv: &[String],
+    timeout: Duration,
+    max_output: Option<u64>,
+    call_id: &str,
+    obs: &mut dyn Observer,
+    cancel: Cancel,
+) -> Result<Value, CallError> {
+    let deadline_ms = (now_s() * 1000.0) as u64 + timeout.as_millis() as u64;
+    let secrets = runner.secrets(r, None)?;
+    let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+    let env = runner.env(call_id, deadline_ms, &secrets)?;
+    let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let file = &r.file;
+    let mut cmd = spawn::command(file, &runner.dirs, Mode::Cli(&argv_os), &env, runner.dirs.anima.as_deref())
+        .map_err(|e| CallError::new(ErrorCode::SpawnFailed, format!("cannot start {}: {e}", file.path.display())))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().map_err(|e| {
+        let (msg, hint) = spawn::explain_spawn_error(file, &runner.dirs, &e);
+        CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
+    })?;
+    let max_output = max_output.unwrap_or(runner.max_output);
+    let d = Drive {
+        tool: &file.name,
+        action: "cli",
+        call_id,
+        request: None,
+        events: false,
+        timeout,
+        max_output,
+        spill_dir: runner.dirs.outputs_dir(),
+    };
+    let f = stream::drive(child, d, obs, cancel).await;
+    match stream::interpret(f, &file.name, "cli", timeout, max_output) {
+        Ok(v) => Ok(masker.mask_value(&v)),
+        Err(mut e) => {
+            e.message = masker.mask_str(&e.message);
+            for v in e.details.values_mut() {
+                masker.mask_value_in_place(v);
+            }
+            Err(e)
+        }
+    }
+}
