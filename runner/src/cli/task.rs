@@ -89,7 +89,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     for w in &checked.warnings {
-        esay!("animaworks-tool: warning: {w}");
+        eprintln!("animaworks-tool: warning: {w}");
     }
     if let Err(e) = checks::enqueue(&store, &checked) {
         return fail(&e);
@@ -97,7 +97,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
     // Marks tasks of dead workers lost, as every task command does.
     let _ = store.census();
     if let Err(e) = queue::spawn_worker(&runner.dirs, &store) {
-        esay!(
+        eprintln!(
             "animaworks-tool: warning: cannot start a worker ({e}); the task stays pending until the next `animaworks-tool task` command starts one"
         );
     }
@@ -183,7 +183,7 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
         if t.progress.is_some() && t.progress != shown {
             if let Some(p) = &t.progress {
                 let of = p.total.map(|x| format!("/{x}")).unwrap_or_default();
-                esay!("[{id}] {}{of}{}", p.progress, p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default());
+                eprintln!("[{id}] {}{of}{}", p.progress, p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default());
             }
             shown = t.progress.clone();
         }
@@ -213,7 +213,7 @@ fn outcome(t: &Task) -> i32 {
         _ => {
             let detail = t.error_detail.clone().unwrap_or_else(|| json!({"code": t.error_code, "message": t.error}));
             let msg = detail.get("message").and_then(Value::as_str).unwrap_or("the task did not complete");
-            esay!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
+            eprintln!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
             let mut detail = detail.clone();
             if let Some(o) = detail.as_object_mut() {
                 o.insert("task_id".into(), t.task_id.clone().into());
@@ -247,14 +247,14 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
     }
     let t = get(store, id).unwrap_or(t);
     if t.status.is_final() {
-        esay!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
+        eprintln!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
         say!("{}", t.receipt());
         return Ok(0);
     }
     let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
-        esay!("animaworks-tool: task {id}'s worker is gone; the task is {}", t.status.as_str());
+        eprintln!("animaworks-tool: task {id}'s worker is gone; the task is {}", t.status.as_str());
         say!("{}", t.receipt());
         return Ok(0);
     };
@@ -340,11 +340,11 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
     for (file, reason) in &report.invalid {
-        esay!("animaworks-tool: set aside {}: {reason}", file.display());
+        eprintln!("animaworks-tool: set aside {}: {reason}", file.display());
     }
     if !report.queued.is_empty() {
         if let Err(e) = queue::spawn_worker(&runner.dirs, store) {
-            esay!("animaworks-tool: warning: cannot start a worker: {e}");
+            eprintln!("animaworks-tool: warning: cannot start a worker: {e}");
         }
     }
     let invalid: Vec<Value> =
