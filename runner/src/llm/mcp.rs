@@ -88,7 +88,15 @@ impl Server {
         }
         // A tool added since the last listing: list again once.
         self.tools().await;
-        self.names.lock().expect("names lock").get(name).cloned()
+        if let Some(v) = self.names.lock().expect("names lock").get(name).cloned() {
+            return Some(v);
+        }
+        // Not listed, but maybe there and refused (a gated action without its grant): find it, so that the call
+        // ends in the permission refusal that names the grant, not in "unknown tool".
+        let (all, _, _) = catalog::manifests(&self.runner).await;
+        all.iter().find_map(|r| {
+            r.manifest.actions.iter().find(|a| a.schema_name == name).map(|a| (r.file.name.clone(), a.name.clone()))
+        })
     }
 
     async fn call(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {

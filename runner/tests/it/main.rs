@@ -12,3 +12,4 @@ mod legacy_tools;
 mod workers;
 mod author;
 mod transcripts;
+mod llm;

@@ -1,0 +1,301 @@
+//! LLMs as callers: `use-tool` (one-shot and `--serve`), `schemas` in every provider shape, and the MCP server
+//! driven by the official MCP Python SDK.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// An event-stream tool `t` with: greet (output schema, hints), steps (progress), fail (tool error), hang (runs
+/// until ended; writes its pid to hang.pid in its working directory, the anima dir), purge (gated), big (a
+/// 60,000-byte string), free (open additionalProperties: not strict).
+const T_TOOL: &str = r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol": 1, "description": "A test tool.\nSecond line.", "events": true, "actions": [
+ {"name": "greet", "description": "Say hello.", "input_schema": {"type": "object", "properties": {"who": {"type": "string"}, "loud": {"type": "boolean"}}, "required": ["who"]},
+  "output_schema": {"type": "object", "properties": {"greeting": {"type": "string"}}},
+  "profile": {"hints": {"read_only": true, "idempotent": true}}},
+ {"name": "steps", "description": "Three progress steps."},
+ {"name": "fail", "description": "Always fails."},
+ {"name": "hang", "description": "Runs until ended."},
+ {"name": "purge", "description": "Deletes everything.", "profile": {"gated": true, "hints": {"destructive": true}}},
+ {"name": "big", "description": "A large result."},
+ {"name": "free", "description": "Takes anything.", "input_schema": {"type": "object", "additionalProperties": true}}
+]}
+JSON
+exit 0; fi
+req=$(cat)
+case "$req" in
+  *'"name":"t_greet"'*)
+    who=$(echo "$req" | sed -E 's/.*"who":"([^"]*)".*/\1/')
+    echo "{\"type\":\"result\",\"result\":{\"greeting\":\"hello, $who\"}}" ;;
+  *'"name":"t_steps"'*)
+    for i in 1 2 3; do echo "{\"type\":\"progress\",\"progress\":$i,\"total\":3,\"message\":\"step $i\"}"; done
+    echo '{"type":"result","result":"done"}' ;;
+  *'"name":"t_fail"'*)
+    echo '{"type":"error","code":"nope","message":"it broke","hint":"try again"}' ;;
+  *'"name":"t_hang"'*)
+    sleep 300 &
+    echo $$ > hang.pid
+    wait ;;
+  *'"name":"t_big"'*)
+    printf '{"type":"result","result":"'; head -c 60000 /dev/zero | tr '\0' 'x'; printf '"}\n' ;;
+  *) echo '{"type":"result","result":null}' ;;
+esac
+"#;
+
+const NEW_TOOL: &str = r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then echo '[{"name":"fresh_go","description":"New.","input_schema":{"type":"object"}}]'; exit 0; fi
+cat >/dev/null; echo ok
+"#;
+
+fn world() -> World {
+    let w = World::new();
+    w.tool(&w.common(), "t.sh", T_TOOL);
+    w
+}
+
+fn use_tool(w: &World, extra: &[&str], request: &Value) -> (Option<i32>, String) {
+    let mut c = w.cmd();
+    c.arg("use-tool").args(extra).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), stdout(&o))
+}
+
+#[test]
+fn use_tool_answers_like_animaworks() {
+    let w = world();
+    let (code, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "greet", "args": {"who": "Ada"}}));
+    assert_eq!(code, Some(0));
+    assert_eq!(out, "{\n  \"greeting\": \"hello, Ada\"\n}");
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "steps", "args": {}}));
+    assert_eq!(out, "done");
+    // OpenAI strict mode sends null for an optional property: dropped, so the call means what it meant.
+    let (code, _) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "greet", "args": {"who": "Bo", "loud": null}}));
+    assert_eq!(code, Some(0));
+
+    let cases = [
+        (json!({"tool_name": "t", "action": "greet", "args": {"who": 3}}), "InvalidArguments", "invalid_arguments"),
+        (json!({"tool_name": "t", "action": "purge", "args": {}}), "PermissionDenied", "permission_denied"),
+        (json!({"tool_name": "nope", "action": "x", "args": {}}), "UnknownTool", "unknown_tool"),
+        (json!({"tool_name": "t", "action": "nope", "args": {}}), "UnknownTool", "unknown_action"),
+        (json!({"tool_name": "t", "action": "fail", "args": {}}), "ToolExecutionError", "tool_error"),
+        (json!({"tool_name": "t"}), "InvalidArguments", "usage"),
+    ];
+    for (req, error_type, code) in cases {
+        let (exit, out) = use_tool(&w, &[], &req);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{req}: not JSON ({e}): {out}"));
+        assert_eq!(v["status"], "error", "{req}: {out}");
+        assert_eq!(v["error_type"], error_type, "{req}: {out}");
+        assert_eq!(v["code"], code, "{req}: {out}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
+        assert_ne!(exit, Some(0));
+    }
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "fail", "args": {}}));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["message"], "it broke");
+    assert_eq!(v["suggestion"], "try again");
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "purge", "args": {}}));
+    assert!(out.contains("t_purge"), "the refusal names the grant: {out}");
+}
+
+#[test]
+fn use_tool_cuts_long_output_with_the_original_marker() {
+    let w = world();
+    let req = json!({"tool_name": "t", "action": "big", "args": {}});
+    let (_, out) = use_tool(&w, &[], &req);
+    let (body, marker) = out.split_once("\n\n").unwrap();
+    assert_eq!(body.len(), 50_000);
+    assert_eq!(marker, "[Output truncated because it exceeded 50KB. Original size: 60000]");
+    let (_, out) = use_tool(&w, &["--max-chars", "10"], &req);
+    assert!(out.starts_with("xxxxxxxxxx\n\n[Output truncated"), "{out}");
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"use_tool_max_chars": 100000}"#).unwrap();
+    let (_, out) = use_tool(&w, &[], &req);
+    assert_eq!(out.len(), 60_000);
+}
+
+#[test]
+fn use_tool_serve_answers_one_line_per_request() {
+    let w = world();
+    let mut child = w
+        .cmd()
+        .args(["use-tool", "--serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"id": 1, "tool_name": "t", "action": "greet", "args": {"who": "Ada"}}).to_string(),
+        "not json".to_owned(),
+        String::new(),
+        json!({"id": "b", "tool_name": "t", "action": "fail", "args": {}}).to_string(),
+        json!({"tool_name": "help", "action": "describe", "args": {"tool": "t"}}).to_string(),
+    ];
+    for l in &lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.len(), 4, "{}", stdout(&o));
+    assert_eq!(answers[0], json!({"id": 1, "status": "ok", "result": "{\n  \"greeting\": \"hello, Ada\"\n}"}));
+    assert_eq!(answers[1]["error_type"], "InvalidArguments");
+    assert_eq!(answers[2]["id"], "b");
+    assert_eq!(answers[2]["error_type"], "ToolExecutionError");
+    let described: Value = serde_json::from_str(answers[3]["result"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = described["actions"].as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
+    assert!(names.contains(&"greet") && !names.contains(&"purge"), "gated actions without a grant are hidden: {names:?}");
+    assert_eq!(described["actions"][0]["input_schema"]["required"], json!(["who"]));
+}
+
+#[test]
+fn help_meta_tool_lists_and_searches() {
+    let w = world();
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "list", "args": {}}));
+    assert!(out.starts_with("t: A test tool.\n  greet — Say hello.\n"), "{out}");
+    assert!(!out.contains("purge"), "{out}");
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "search", "args": {"query": "PROGRESS"}}));
+    assert_eq!(out, "t: A test tool.\n  steps — Three progress steps.\n");
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "describe", "args": {"tool": "nope"}}));
+    assert!(out.contains("UnknownTool"), "{out}");
+}
+
+fn schemas(w: &World, args: &[&str]) -> (Value, String) {
+    let mut full = vec!["schemas"];
+    full.extend_from_slice(args);
+    let o = w.run(&full);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (json(&o), stderr(&o))
+}
+
+#[test]
+fn schemas_in_every_provider_shape() {
+    let w = world();
+    let name_ok = |n: &str| !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    for format in ["animaworks", "anthropic", "openai", "mcp"] {
+        let (v, _) = schemas(&w, &["--format", format]);
+        let tools = v.as_array().unwrap();
+        assert_eq!(tools.len(), 6, "{format}: every action but the gated one: {v}");
+        for t in tools {
+            let name = t["name"].as_str().or(t["function"]["name"].as_str()).unwrap();
+            assert!(name_ok(name), "{format}: {name}");
+            assert_ne!(name, "t_purge");
+        }
+    }
+    let (v, err) = schemas(&w, &["--format", "openai"]);
+    let by_name = |n: &str| v.as_array().unwrap().iter().find(|t| t["function"]["name"] == n).unwrap().clone();
+    let greet = by_name("t_greet");
+    assert_eq!(greet["type"], "function");
+    assert_eq!(greet["function"]["strict"], true);
+    assert_eq!(greet["function"]["parameters"]["required"], json!(["loud", "who"]));
+    assert_eq!(greet["function"]["parameters"]["properties"]["loud"]["type"], json!(["boolean", "null"]));
+    assert_eq!(greet["function"]["parameters"]["additionalProperties"], false);
+    assert_eq!(by_name("t_free")["function"]["strict"], false);
+    assert!(err.contains("not strict: t_free") && err.contains("additionalProperties"), "{err}");
+
+    let (v, _) = schemas(&w, &["--format", "mcp"]);
+    let greet = v.as_array().unwrap().iter().find(|t| t["name"] == "t_greet").unwrap();
+    assert_eq!(greet["annotations"]["readOnlyHint"], true);
+    assert_eq!(greet["annotations"]["destructiveHint"], false);
+    assert_eq!(greet["outputSchema"]["properties"]["greeting"]["type"], "string");
+
+    // With the grant, the gated action is listed.
+    std::fs::write(w.anima.join("permissions.json"), r#"{"external_tools": {"allow_all": true, "allow": ["t_purge"]}}"#).unwrap();
+    let (v, _) = schemas(&w, &["--format", "anthropic"]);
+    assert!(v.as_array().unwrap().iter().any(|t| t["name"] == "t_purge"), "{v}");
+}
+
+#[test]
+fn schemas_use_tool_and_stats() {
+    let w = world();
+    let (v, _) = schemas(&w, &["--use-tool"]);
+    assert_eq!(v["tool"]["name"], "use_tool");
+    assert_eq!(v["tool"]["input_schema"]["required"], json!(["tool_name", "action", "args"]));
+    assert!(v["catalog"].as_str().unwrap().contains("  hang — Runs until ended.\n"), "{v}");
+    let (v, _) = schemas(&w, &["--stats", "--json"]);
+    let t = &v["tools"][0];
+    assert_eq!(t["tool"], "t");
+    assert_eq!(t["actions"], 6);
+    let (full, _) = schemas(&w, &["--format", "animaworks"]);
+    let bytes: u64 = full.as_array().unwrap().iter().map(|t| t.to_string().len() as u64).sum();
+    assert_eq!(t["bytes"], bytes);
+    assert_eq!(t["tokens_estimate"], bytes / 4);
+}
+
+fn python_has_mcp() -> bool {
+    Command::new("python3").args(["-c", "import mcp"]).status().map(|s| s.success()).unwrap_or(false)
+}
+
+#[test]
+fn mcp_server_with_the_python_sdk() {
+    assert!(
+        python_has_mcp(),
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt"
+    );
+    let w = world();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client/client.py");
+    let src = w.tmp.path().join("fresh.sh");
+    std::fs::write(&src, NEW_TOOL).unwrap();
+    let o = w
+        .cmd()
+        .env_remove("PATH")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("MCP_TEST_PIDFILE", w.anima.join("hang.pid"))
+        .env("MCP_TEST_NEWTOOL", w.personal().join("fresh.sh"))
+        .env("MCP_TEST_NEWTOOL_SRC", &src)
+        .output_with_program("python3", &[script, BIN]);
+    assert!(o.status.success(), "client failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let v = json(&o);
+
+    let tools = v["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"t_greet") && names.contains(&"t_hang"), "{names:?}");
+    assert!(!names.contains(&"t_purge"), "a gated action without a grant is not listed: {names:?}");
+    let greet = tools.iter().find(|t| t["name"] == "t_greet").unwrap();
+    assert_eq!(greet["annotations"]["readOnlyHint"], true);
+    assert_eq!(greet["inputSchema"]["required"], json!(["who"]));
+    assert_eq!(greet["outputSchema"]["type"], "object");
+
+    assert_eq!(v["greet"]["structuredContent"], json!({"greeting": "hello, Ada"}));
+    assert_ne!(v["greet"]["isError"], true);
+    assert_eq!(v["steps"]["content"][0]["text"], "done");
+    assert_eq!(v["progress"], json!([[1.0, 3.0, "step 1"], [2.0, 3.0, "step 2"], [3.0, 3.0, "step 3"]]));
+    assert_eq!(v["fail"]["isError"], true);
+    assert!(v["fail"]["content"][0]["text"].as_str().unwrap().starts_with("it broke"), "{}", v["fail"]);
+
+    assert_eq!(v["gated"]["raised"], true, "{}", v["gated"]);
+    assert_eq!(v["gated"]["code"], -32001);
+    assert_eq!(v["gated"]["data"]["code"], "permission_denied");
+    assert_eq!(v["gated"]["data"]["key"], "t_purge");
+    assert_eq!(v["invalid"]["code"], -32602);
+    assert_eq!(v["invalid"]["data"]["pointer"], "/who");
+    assert_eq!(v["unknown"]["data"]["code"], "unknown_tool");
+
+    assert_eq!(v["hang_group_gone"], true, "the cancelled call's process group still runs: {v}");
+    assert_eq!(v["after_cancel"]["structuredContent"]["greeting"], "hello, again");
+    assert_eq!(v["list_changed"], true);
+    assert!(v["tools_after"].as_array().unwrap().contains(&json!("fresh_go")), "{}", v["tools_after"]);
+}
+
+trait OutputWith {
+    fn output_with_program(&mut self, program: &str, args: &[&str]) -> std::process::Output;
+}
+
+impl OutputWith for Command {
+    /// Run `program` with this command's environment (the world's), not the runner binary.
+    fn output_with_program(&mut self, program: &str, args: &[&str]) -> std::process::Output {
+        let mut c = Command::new(program);
+        c.args(args).env_clear();
+        for (k, v) in self.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        c.stdin(Stdio::null()).output().unwrap()
+    }
+}
