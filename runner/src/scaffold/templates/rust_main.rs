@@ -7,7 +7,7 @@ use tool_sdk::{Action, Context, JsonSchema, Tool, ToolError};
 #[derive(Deserialize, JsonSchema)]
 struct EchoArgs {
     /// The text to echo back.
-    #[schemars(example = "hello")]
+    #[schemars(example = &"hello")]
     text: String,
 }
 
