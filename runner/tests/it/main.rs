@@ -4,6 +4,7 @@
 mod support;
 
 mod core;
+mod policy_paths;
 mod protocol_schema;
 mod cache;
 mod processes;
@@ -13,3 +14,4 @@ mod workers;
 mod author;
 mod transcripts;
 mod llm;
+mod tasks;

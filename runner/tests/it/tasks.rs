@@ -1,0 +1,365 @@
+//! Background tasks: submit, the detached worker, the store, watching and control, and lost workers.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
+ {"name":"quick","input_schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"profile":{"background_eligible":true}},
+ {"name":"sleepy","profile":{"background_eligible":true}},
+ {"name":"marked","profile":{"background_eligible":true}},
+ {"name":"tree","profile":{"background_eligible":true}},
+ {"name":"plain"},
+ {"name":"locked","profile":{"gated":true,"background_eligible":true}},
+ {"name":"needs_key","profile":{"background_eligible":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}
+]}"#;
+
+/// One events tool with an action per behaviour; files it leaves go to `<anima dir>/out/`.
+const BODY: &str = r#"
+act=$(echo "$req" | sed -E 's/.*"action":"([^"]*)".*/\1/')
+out="$ANIMAWORKS_ANIMA_DIR/out"; mkdir -p "$out"
+case "$act" in
+quick)
+  n=$(echo "$req" | sed -E 's/.*"n":([0-9]+).*/\1/')
+  echo '{"type":"progress","progress":1,"total":2,"message":"half"}'
+  echo '{"type":"progress","progress":2,"total":2}'
+  echo "{\"type\":\"result\",\"result\":{\"n\":$n,\"id\":\"$ANIMAWORKS_CALL_ID\"}}";;
+sleepy)
+  echo $$ > "$out/$ANIMAWORKS_CALL_ID.pid"
+  echo '{"type":"progress","progress":0}'
+  sleep 120
+  echo '{"type":"result","result":"woke"}';;
+marked)
+  echo "S $ANIMAWORKS_CALL_ID" >> "$out/markers"
+  sleep 0.1
+  echo "E $ANIMAWORKS_CALL_ID" >> "$out/markers"
+  echo '{"type":"result","result":"done"}';;
+tree)
+  (sleep 120 & echo $! >> "$out/tree.pids"; wait) &
+  echo $! >> "$out/tree.pids"
+  sleep 120 &
+  echo $! >> "$out/tree.pids"
+  echo '{"type":"progress","progress":1}'
+  wait;;
+*)
+  echo '{"type":"result","result":"ran"}';;
+esac
+"#;
+
+fn world() -> World {
+    let w = World::new();
+    w.tool(&w.common(), "bg", &bash_tool(SCHEMAS, BODY));
+    w
+}
+
+fn tasks_dir(w: &World) -> PathBuf {
+    w.anima.join("state").join("background_tasks")
+}
+
+fn submit(w: &World, args: &[&str]) -> (i32, Value) {
+    let mut a = vec!["submit"];
+    a.extend_from_slice(args);
+    let o = w.run(&a);
+    (o.status.code().expect("submit killed by a signal"), json(&o))
+}
+
+fn submit_ok(w: &World, args: &[&str]) -> String {
+    let (code, v) = submit(w, args);
+    assert_eq!(code, 0, "{v}");
+    v["task_id"].as_str().unwrap().to_owned()
+}
+
+/// The task file itself, as a reader of the store sees it.
+fn task_file(w: &World, id: &str) -> Value {
+    let text = std::fs::read(tasks_dir(w).join(format!("{id}.json"))).unwrap();
+    serde_json::from_slice(&text).unwrap()
+}
+
+fn show(w: &World, id: &str) -> Value {
+    let o = w.run(&["task", "show", id]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    json(&o)
+}
+
+fn status_becomes(w: &World, id: &str, want: &str, secs: u64) -> Value {
+    let mut last = Value::Null;
+    let ok = eventually(secs, || {
+        last = show(w, id);
+        last["status"] == want
+    });
+    assert!(ok, "task {id} never became {want}: {last}");
+    last
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+fn task_json_files(w: &World) -> Vec<PathBuf> {
+    match std::fs::read_dir(tasks_dir(w)) {
+        Ok(rd) => rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn submit_then_wait_gives_the_result_under_the_printed_id() {
+    let w = world();
+    let (code, receipt) = submit(&w, &["bg", "quick", "--n", "7"]);
+    assert_eq!(code, 0, "{receipt}");
+    assert_eq!(receipt["status"], "pending");
+    assert_eq!(receipt["tool"], "bg");
+    assert_eq!(receipt["action"], "quick");
+    let id = receipt["task_id"].as_str().unwrap();
+    assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    let o = w.run(&["task", "wait", id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result = json(&o);
+    assert_eq!(result["n"], 7);
+    assert_eq!(result["id"], id, "the call id is the task id");
+    assert!(stderr(&o).contains("half") || task_file(&w, id)["progress"]["progress"] == 2.0, "{}", stderr(&o));
+    let t = task_file(&w, id);
+    for k in ["task_id", "anima_name", "tool_name", "tool_args", "status", "created_at", "completed_at", "result", "error"] {
+        assert!(t.get(k).is_some(), "AnimaWorks field {k} missing: {t}");
+    }
+    assert_eq!(t["anima_name"], "alice");
+    assert_eq!(t["tool_name"], "bg:quick");
+    assert_eq!(t["tool_args"]["n"], 7);
+    assert_eq!(t["status"], "completed");
+    assert!(t["result"].is_string() && t["created_at"].is_f64() && t["completed_at"].is_f64(), "{t}");
+    let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{id}.md"))).unwrap();
+    assert!(note.contains(id) && note.contains("completed"), "{note}");
+}
+
+#[test]
+fn sigkilled_worker_is_reported_lost_and_its_tool_dies() {
+    let w = world();
+    let id = submit_ok(&w, &["bg", "sleepy"]);
+    let pid_file = w.anima.join(format!("out/{id}.pid"));
+    assert!(eventually(20, || pid_file.exists()), "the tool never started");
+    let t = status_becomes(&w, &id, "running", 5);
+    let worker = t["pid"].as_i64().unwrap() as i32;
+    assert!(t["pid_start_time"].as_u64().is_some(), "{t}");
+    let tool_pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // SAFETY: the worker this test started.
+    unsafe { libc::kill(worker, libc::SIGKILL) };
+    let t = status_becomes(&w, &id, "lost", 10);
+    assert_eq!(t["error_code"], "lost");
+    assert!(t["completed_at"].is_f64());
+    assert!(eventually(10, || !alive(tool_pid)), "the tool outlived its worker");
+    assert!(w.anima.join(format!("state/background_notifications/{id}.md")).exists());
+    // `task wait` on a lost task ends at once with the crashed code.
+    let o = w.run(&["task", "wait", &id]);
+    assert_eq!(o.status.code(), Some(11), "{}", stdout(&o));
+    assert_eq!(json(&o)["error"]["status"], "lost");
+}
+
+#[test]
+fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
+    let w = world();
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 4}"#).unwrap();
+    let children: Vec<_> = (0..50)
+        .map(|_| w.cmd().args(["submit", "bg", "marked"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    let mut ids = Vec::new();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        ids.push(json(&o)["task_id"].as_str().unwrap().to_owned());
+    }
+    let mut last = String::new();
+    let all_done = eventually(120, || {
+        let o = w.run(&["task", "list", "--json"]);
+        let list = json(&o);
+        let done = list.as_array().unwrap().iter().filter(|t| t["status"] == "completed").count();
+        last = format!("{done} of 50 completed");
+        done == 50
+    });
+    assert!(all_done, "{last}");
+    let markers = std::fs::read_to_string(w.anima.join("out/markers")).unwrap();
+    let (mut running, mut most, mut starts) = (0i32, 0i32, 0);
+    for line in markers.lines() {
+        if line.starts_with("S ") {
+            running += 1;
+            starts += 1;
+        } else {
+            running -= 1;
+        }
+        most = most.max(running);
+    }
+    assert_eq!(starts, 50, "{markers}");
+    assert!(most <= 4, "{most} tasks ran at once:\n{markers}");
+    for id in ids {
+        assert_eq!(task_file(&w, &id)["status"], "completed");
+    }
+}
+
+#[test]
+fn limit_of_one_starts_tasks_in_submit_order() {
+    let w = world();
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    let ids: Vec<String> = (0..5).map(|_| submit_ok(&w, &["bg", "marked"])).collect();
+    assert!(eventually(60, || ids.iter().all(|id| task_file(&w, id)["status"] == "completed")));
+    let markers = std::fs::read_to_string(w.anima.join("out/markers")).unwrap();
+    let started: Vec<&str> = markers.lines().filter_map(|l| l.strip_prefix("S ")).collect();
+    assert_eq!(started, ids.iter().map(String::as_str).collect::<Vec<_>>(), "{markers}");
+}
+
+#[test]
+fn a_task_past_its_timeout_ends_as_timeout() {
+    let w = world();
+    let id = submit_ok(&w, &["bg", "sleepy", "--timeout", "1"]);
+    let o = w.run(&["task", "wait", &id]);
+    assert_eq!(o.status.code(), Some(7), "{}", stdout(&o));
+    assert_eq!(json(&o)["error"]["code"], "timeout");
+    let t = task_file(&w, &id);
+    assert_eq!(t["status"], "timeout");
+    assert_eq!(t["timeout_s"], 1.0);
+    let tool_pid: i32 = std::fs::read_to_string(w.anima.join(format!("out/{id}.pid"))).unwrap().trim().parse().unwrap();
+    assert!(eventually(10, || !alive(tool_pid)));
+}
+
+#[test]
+fn cancel_ends_the_task_and_every_grandchild() {
+    let w = world();
+    let id = submit_ok(&w, &["bg", "tree"]);
+    let pids_file = w.anima.join("out/tree.pids");
+    let mut pids: Vec<i32> = Vec::new();
+    assert!(eventually(20, || {
+        pids = std::fs::read_to_string(&pids_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        pids.len() >= 3
+    }));
+    // The grandchild inside the subshell.
+    let inner: Vec<i32> = pids.clone();
+    assert!(inner.iter().all(|p| alive(*p)), "{inner:?}");
+    status_becomes(&w, &id, "running", 10);
+    let o = w.run(&["task", "cancel", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["status"], "cancelled");
+    let t = task_file(&w, &id);
+    assert_eq!(t["status"], "cancelled");
+    assert_eq!(t["error_code"], "cancelled");
+    assert!(eventually(10, || inner.iter().all(|p| !alive(*p))), "survivors: {:?}", inner.iter().filter(|p| alive(**p)).collect::<Vec<_>>());
+    let o = w.run(&["task", "wait", &id]);
+    assert_eq!(o.status.code(), Some(8));
+}
+
+#[test]
+fn cancel_of_a_pending_task_never_starts_it() {
+    let w = world();
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    let first = submit_ok(&w, &["bg", "sleepy"]);
+    status_becomes(&w, &first, "running", 20);
+    let second = submit_ok(&w, &["bg", "quick", "--n", "1"]);
+    assert_eq!(task_file(&w, &second)["status"], "pending");
+    let o = w.run(&["task", "cancel", &second]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(task_file(&w, &second)["status"], "cancelled");
+    let o = w.run(&["task", "cancel", &first]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(task_file(&w, &first)["status"], "cancelled");
+    assert!(task_file(&w, &second)["started_at"].is_null());
+}
+
+#[test]
+fn readers_polling_the_store_never_see_a_broken_file() {
+    let w = world();
+    let ids: Vec<String> = (0..20).map(|i| submit_ok(&w, &["bg", "quick", "--n", &i.to_string()])).collect();
+    let mut reads = 0;
+    let done = eventually(120, || {
+        // Every file straight from the folder, as another program would read it.
+        for p in task_json_files(&w) {
+            if let Ok(bytes) = std::fs::read(&p) {
+                let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
+                assert!(parsed.is_ok(), "half-written {}: {:?}", p.display(), String::from_utf8_lossy(&bytes));
+            }
+        }
+        let o = w.run(&["task", "list", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let list = json(&o);
+        reads += 1;
+        list.as_array().unwrap().iter().filter(|t| t["status"] == "completed").count() == ids.len()
+    });
+    assert!(done && reads > 0);
+}
+
+#[test]
+fn refused_submits_write_nothing() {
+    let w = world();
+    let cases: [(&[&str], i32); 5] = [
+        (&["nope", "run"], 3),
+        (&["bg", "quick", "--n", "seven"], 5),
+        (&["bg", "quick"], 5),
+        (&["bg", "locked"], 6),
+        (&["bg", "needs_key"], 6),
+    ];
+    for (args, want) in cases {
+        let (code, out) = submit(&w, args);
+        assert_eq!(code, want, "{args:?}: {out}");
+        assert!(out["error"]["message"].is_string(), "{out}");
+        assert!(task_json_files(&w).is_empty(), "{args:?} wrote a task");
+    }
+    let (code, out) = submit(&w, &["--strict", "bg", "plain"]);
+    assert_eq!(code, 6, "{out}");
+    assert!(task_json_files(&w).is_empty());
+    // Without --strict it is a warning.
+    let o = w.run(&["submit", "bg", "plain"]);
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("background-eligible"), "{}", stderr(&o));
+}
+
+#[test]
+fn without_an_anima_dir_submit_is_refused() {
+    let w = world();
+    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(["submit", "bg", "quick", "--n", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("anima"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_pending_takes_over_animaworks_descriptors_and_sets_bad_ones_aside() {
+    let w = world();
+    let pending = tasks_dir(&w).join("pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    let good = r#"{"task_id":"0123456789ab","tool_name":"bg","subcommand":"quick","raw_args":["quick","--n","3"],"anima_name":"alice","anima_dir":"x","submitted_at":1.5,"status":"pending"}"#;
+    std::fs::write(pending.join("0123456789ab.json"), good).unwrap();
+    std::fs::write(pending.join("broken.json"), "{not json").unwrap();
+    std::fs::write(pending.join("ghost.json"), r#"{"task_id":"aaaaaaaaaaaa","tool_name":"ghost","raw_args":[]}"#).unwrap();
+    let o = w.run(&["task", "run-pending"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rep = json(&o);
+    assert_eq!(rep["queued"][0]["task_id"], "0123456789ab", "{rep}");
+    assert_eq!(rep["invalid"].as_array().unwrap().len(), 2, "{rep}");
+    let t = status_becomes(&w, "0123456789ab", "completed", 30);
+    assert_eq!(t["result_value"]["n"], 3);
+    assert!(pending.join("done/0123456789ab.json").exists());
+    for name in ["broken.json", "ghost.json"] {
+        assert!(pending.join("invalid").join(name).exists(), "{name} was not kept");
+        let reason = std::fs::read_to_string(pending.join("invalid").join(format!("{name}.reason.txt"))).unwrap();
+        assert!(!reason.trim().is_empty());
+    }
+    assert!(std::fs::read_to_string(pending.join("invalid/ghost.json.reason.txt")).unwrap().contains("unknown_tool"));
+}
+
+#[test]
+fn prune_deletes_only_old_finished_tasks() {
+    let w = world();
+    let id = submit_ok(&w, &["bg", "quick", "--n", "1"]);
+    status_becomes(&w, &id, "completed", 30);
+    let o = w.run(&["task", "prune", "--older-than", "7d"]);
+    assert!(o.status.success());
+    assert!(json(&o)["pruned"].as_array().unwrap().is_empty());
+    let o = w.run(&["task", "prune", "--older-than", "0s"]);
+    assert_eq!(json(&o)["pruned"][0], id.as_str());
+    assert!(task_json_files(&w).is_empty());
+    let o = w.run(&["task", "prune", "--older-than", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+}
