@@ -63,7 +63,12 @@ struct Findings(Vec<Finding>);
 
 impl Findings {
     fn add(&mut self, level: Level, subject: &str, message: impl Into<String>, hint: Option<String>) {
-        self.0.push(Finding { level, subject: subject.to_owned(), message: message.into(), hint });
+        self.0.push(Finding {
+            level,
+            subject: subject.to_owned(),
+            message: message.into(),
+            hint,
+        });
     }
     fn pass(&mut self, subject: &str, message: impl Into<String>) {
         self.add(Level::Pass, subject, message, None);
@@ -82,11 +87,19 @@ pub async fn check(path: &Path, opts: &CheckOptions) -> Report {
     let mut f = Findings(Vec::new());
     check_into(path, &tool, opts, &mut f).await;
     let passed = !f.0.iter().any(|x| x.level == Level::Fail);
-    Report { path: path.to_path_buf(), tool, passed, findings: f.0 }
+    Report {
+        path: path.to_path_buf(),
+        tool,
+        passed,
+        findings: f.0,
+    }
 }
 
 fn tool_name(path: &Path) -> String {
-    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match file_name.rsplit_once('.') {
         Some((s, _)) if !s.is_empty() => s.to_owned(),
         _ => file_name,
@@ -96,18 +109,31 @@ fn tool_name(path: &Path) -> String {
 async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findings) {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) => return f.fail("file", format!("{}: cannot read ({e})", path.display()), "give the path of a tool file"),
+        Err(e) => {
+            return f.fail(
+                "file",
+                format!("{}: cannot read ({e})", path.display()),
+                "give the path of a tool file",
+            )
+        }
     };
     if meta.is_dir() {
         let hint = if path.join("Cargo.toml").is_file() {
-            format!("a cargo project: build it (cargo build --release) and check the binary, e.g. {}", path.join("target/release").join(tool).display())
+            format!(
+                "a cargo project: build it (cargo build --release) and check the binary, e.g. {}",
+                path.join("target/release").join(tool).display()
+            )
         } else {
             "give the path of the tool file inside it".to_owned()
         };
         return f.fail("file", format!("{} is a folder, not a tool file", path.display()), hint);
     }
     match crate::names::tool_name_problem(tool) {
-        Some(p) => f.fail("name", p, "rename the file; the tool's name is its file name without the extension"),
+        Some(p) => f.fail(
+            "name",
+            p,
+            "rename the file; the tool's name is its file name without the extension",
+        ),
         None => f.pass("name", format!("tool name {tool:?} is valid")),
     }
     let launch = Launch::for_path(path);
@@ -121,7 +147,13 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let world = match tempfile::Builder::new().prefix("animaworks-tool-check-").tempdir() {
         Ok(t) => t,
-        Err(e) => return f.fail("file", format!("cannot make a temporary folder for the check: {e}"), "check TMPDIR"),
+        Err(e) => {
+            return f.fail(
+                "file",
+                format!("cannot make a temporary folder for the check: {e}"),
+                "check TMPDIR",
+            )
+        }
     };
     let dirs = Dirs::resolve(&DirOptions {
         core_dirs: vec![world.path().join("core")],
@@ -134,7 +166,12 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         let _ = std::fs::create_dir_all(d);
     }
     let runner = Runner::new(dirs);
-    let file = ToolFile { name: tool.to_owned(), tier: Tier::Personal, path: abs, launch };
+    let file = ToolFile {
+        name: tool.to_owned(),
+        tier: Tier::Personal,
+        path: abs,
+        launch,
+    };
     let env = match runner.env("probe", 0, &[]) {
         Ok(e) => e,
         Err(e) => return f.fail("schemas", e.message, e.hint.unwrap_or_default()),
@@ -143,8 +180,16 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         Probed::Ok(m) => m,
         Probed::Failed { reason, stderr_tail } => {
             let last = last_line(&stderr_tail);
-            let msg = if last.is_empty() { reason } else { format!("{reason} (stderr: {last})") };
-            return f.fail("schemas", msg, "`TOOL --schemas` must print one JSON document and exit 0 (protocol.md §2)");
+            let msg = if last.is_empty() {
+                reason
+            } else {
+                format!("{reason} (stderr: {last})")
+            };
+            return f.fail(
+                "schemas",
+                msg,
+                "`TOOL --schemas` must print one JSON document and exit 0 (protocol.md §2)",
+            );
         }
     };
     let names: Vec<&str> = manifest.actions.iter().map(|a| a.name.as_str()).collect();
@@ -161,7 +206,11 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     );
     for a in &manifest.actions {
         if a.description.trim().is_empty() {
-            f.warn(&format!("action {}", a.name), "has no description", "describe it: people and LLMs choose actions by it");
+            f.warn(
+                &format!("action {}", a.name),
+                "has no description",
+                "describe it: people and LLMs choose actions by it",
+            );
         }
     }
     let resolved = Resolved { file, manifest };
@@ -179,16 +228,29 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
     if let Err(e) = crate::validate::check_args(&r.file.name, act, &args) {
         return f.warn(
             &subject,
-            format!("not called: the arguments made from its schema ({}) do not validate: {}", Value::Object(args), e.message),
+            format!(
+                "not called: the arguments made from its schema ({}) do not validate: {}",
+                Value::Object(args),
+                e.message
+            ),
             "give the required properties a `default` or `examples` value so a sample call can be made",
         );
     }
-    let timeout = opts.timeout.unwrap_or_else(|| Duration::from_secs_f64(act.timeout_s()).min(DEFAULT_CALL_TIMEOUT));
-    let call_opts = CallOptions { timeout: Some(timeout), ..Default::default() };
+    let timeout = opts
+        .timeout
+        .unwrap_or_else(|| Duration::from_secs_f64(act.timeout_s()).min(DEFAULT_CALL_TIMEOUT));
+    let call_opts = CallOptions {
+        timeout: Some(timeout),
+        ..Default::default()
+    };
     let mut seen = Seen::default();
     let shown = Value::Object(args.clone());
     let out = runner.run(r, act, args, &call_opts, &mut seen, Cancel::never()).await;
-    let events = if r.manifest.events { format!("; events: {}", seen.summary()) } else { String::new() };
+    let events = if r.manifest.events {
+        format!("; events: {}", seen.summary())
+    } else {
+        String::new()
+    };
     match out {
         Ok(v) => {
             if let Some(schema) = &act.output_schema {
@@ -200,11 +262,20 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
                     );
                 }
             }
-            f.pass(&subject, format!("called with {shown}: result {}{events}", describe(&v)));
+            f.pass(
+                &subject,
+                format!("called with {shown}: result {}{events}", describe(&v)),
+            );
         }
         Err(e) if e.code == ErrorCode::ToolError => {
             let code = e.detail("tool_code").and_then(Value::as_str).unwrap_or("-");
-            f.pass(&subject, format!("called with {shown}: the tool's own error ({code}: {}){events}", e.message));
+            f.pass(
+                &subject,
+                format!(
+                    "called with {shown}: the tool's own error ({code}: {}){events}",
+                    e.message
+                ),
+            );
         }
         Err(e) if e.code == ErrorCode::PermissionDenied => f.warn(
             &subject,
@@ -217,18 +288,30 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
             "results over 8 MiB are written to a file; keep results small",
         ),
         Err(e) => {
-            let tail = e.detail("stderr_tail").and_then(Value::as_str).map(last_line).unwrap_or_default();
+            let tail = e
+                .detail("stderr_tail")
+                .and_then(Value::as_str)
+                .map(last_line)
+                .unwrap_or_default();
             let msg = format!(
                 "called with {shown}: {}: {}{}",
                 e.code,
                 e.message,
-                if tail.is_empty() { String::new() } else { format!(" (stderr: {tail})") }
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (stderr: {tail})")
+                }
             );
             f.fail(&subject, msg, e.hint.unwrap_or_else(|| "see protocol.md §5".to_owned()));
         }
     }
     for t in &seen.unknown {
-        f.warn(&subject, format!("printed an event of unknown type {t:?}; the runner ignores it"), "use progress, log, partial, result or error");
+        f.warn(
+            &subject,
+            format!("printed an event of unknown type {t:?}; the runner ignores it"),
+            "use progress, log, partial, result or error",
+        );
     }
 }
 
@@ -253,7 +336,11 @@ fn output_mismatch(schema: &Value, v: &Value) -> Option<String> {
     let validator = jsonschema::validator_for(schema).ok()?;
     let e = validator.iter_errors(v).next()?;
     let at = e.instance_path().to_string();
-    Some(if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") })
+    Some(if at.is_empty() {
+        e.to_string()
+    } else {
+        format!("at {at}: {e}")
+    })
 }
 
 /// Counts the events of a call, and notes unknown ones.
@@ -281,7 +368,9 @@ impl Observer for Seen {
         }
     }
     fn unknown(&mut self, raw: &[u8]) {
-        let t = serde_json::from_slice::<Value>(raw).ok().and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned));
+        let t = serde_json::from_slice::<Value>(raw)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned));
         self.unknown.push(t.unwrap_or_else(|| "?".into()));
     }
 }
@@ -302,7 +391,12 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
         return Value::Null;
     }
     let Some(o) = s.as_object() else { return Value::Null };
-    if let Some(target) = o.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')).and_then(|p| root.pointer(p)) {
+    if let Some(target) = o
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix('#'))
+        .and_then(|p| root.pointer(p))
+    {
         return sample(target, root, depth + 1);
     }
     if let Some(v) = o.get("const") {
@@ -319,7 +413,10 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
     }
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(list) = o.get(key).and_then(Value::as_array) {
-            let pick = list.iter().find(|x| x.get("type").and_then(Value::as_str) != Some("null")).or(list.first());
+            let pick = list
+                .iter()
+                .find(|x| x.get("type").and_then(Value::as_str) != Some("null"))
+                .or(list.first());
             if let Some(x) = pick {
                 return sample(x, root, depth + 1);
             }
@@ -327,7 +424,11 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
     }
     let ty = match o.get("type") {
         Some(Value::String(t)) => t.as_str(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
         _ if o.contains_key("properties") => "object",
         _ => "string",
     };
@@ -336,15 +437,32 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
         "object" => {
             let mut m = Map::new();
             let props = o.get("properties").and_then(Value::as_object);
-            for name in o.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-                let v = props.and_then(|p| p.get(name)).map(|p| sample(p, root, depth + 1)).unwrap_or(json!("sample"));
+            for name in o
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                let v = props
+                    .and_then(|p| p.get(name))
+                    .map(|p| sample(p, root, depth + 1))
+                    .unwrap_or(json!("sample"));
                 m.insert(name.to_owned(), v);
             }
             Value::Object(m)
         }
         "array" => {
-            let n = o.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1).min(o.get("maxItems").and_then(Value::as_u64).unwrap_or(u64::MAX));
-            let item = o.get("items").map(|i| sample(i, root, depth + 1)).unwrap_or(json!("sample"));
+            let n = o
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .max(1)
+                .min(o.get("maxItems").and_then(Value::as_u64).unwrap_or(u64::MAX));
+            let item = o
+                .get("items")
+                .map(|i| sample(i, root, depth + 1))
+                .unwrap_or(json!("sample"));
             Value::Array(vec![item; n as usize])
         }
         "integer" | "number" => {
@@ -374,7 +492,11 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
                 _ => "sample",
             };
             let min = o.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let max = o.get("maxLength").and_then(Value::as_u64).map(|m| m as usize).unwrap_or(usize::MAX);
+            let max = o
+                .get("maxLength")
+                .and_then(Value::as_u64)
+                .map(|m| m as usize)
+                .unwrap_or(usize::MAX);
             let mut t: String = text.to_owned();
             while t.chars().count() < min {
                 t.push('x');
@@ -408,7 +530,13 @@ mod tests {
             json!({"city": "tokyo", "days": 2, "unit": "c", "where": {"lat": 1.0}, "tags": ["samplexx", "samplexx"]})
         );
         assert_eq!(sample_args(&json!({"type": "object"})), json!({}));
-        assert_eq!(sample(&json!({"type": "integer", "maximum": -3}), &json!({}), 0), json!(-3));
-        assert_eq!(sample(&json!({"type": "integer", "exclusiveMinimum": 5}), &json!({}), 0), json!(6));
+        assert_eq!(
+            sample(&json!({"type": "integer", "maximum": -3}), &json!({}), 0),
+            json!(-3)
+        );
+        assert_eq!(
+            sample(&json!({"type": "integer", "exclusiveMinimum": 5}), &json!({}), 0),
+            json!(6)
+        );
     }
 }

@@ -45,7 +45,11 @@ fn refuse(code: ErrorCode, message: String, hint: &str) -> i32 {
 
 pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
     if let Some(p) = crate::names::tool_name_problem(&a.name) {
-        return refuse(ErrorCode::Usage, p, "pick a name of letters, digits, '_' and '-' that is not a runner command");
+        return refuse(
+            ErrorCode::Usage,
+            p,
+            "pick a name of letters, digits, '_' and '-' that is not a runner command",
+        );
     }
     let (dir, in_tier) = match a.dir {
         Some(d) => (d, false),
@@ -62,17 +66,30 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
                 Ok(p) => {
                     return refuse(
                         ErrorCode::PermissionDenied,
-                        format!("this anima may not create personal tools (tool_creation.personal is off in {})", p.path().display()),
+                        format!(
+                            "this anima may not create personal tools (tool_creation.personal is off in {})",
+                            p.path().display()
+                        ),
                         "turn tool_creation.personal on in that file, or write elsewhere with --dir DIR",
                     )
                 }
-                Err(e) => return refuse(ErrorCode::PermissionDenied, e.to_string(), "fix that file; until then no tool is created"),
+                Err(e) => {
+                    return refuse(
+                        ErrorCode::PermissionDenied,
+                        e.to_string(),
+                        "fix that file; until then no tool is created",
+                    )
+                }
             }
             let scan = crate::discover::scan(&runner.dirs);
             if let Some(core) = scan.tools.get(&a.name).filter(|t| t.tier == Tier::Core) {
                 return refuse(
                     ErrorCode::Usage,
-                    format!("core tool {:?} ({}) already has that name; a personal tool of that name would be skipped", a.name, core.path.display()),
+                    format!(
+                        "core tool {:?} ({}) already has that name; a personal tool of that name would be skipped",
+                        a.name,
+                        core.path.display()
+                    ),
                     "pick another name",
                 );
             }
@@ -97,10 +114,19 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
 pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     let timeout = match a.timeout {
         Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => return refuse(ErrorCode::Usage, format!("--timeout {t}: must be a positive number of seconds"), ""),
+        Some(t) => {
+            return refuse(
+                ErrorCode::Usage,
+                format!("--timeout {t}: must be a positive number of seconds"),
+                "",
+            )
+        }
         None => None,
     };
-    let opts = CheckOptions { python: Some(runner.dirs.python.clone()), timeout };
+    let opts = CheckOptions {
+        python: Some(runner.dirs.python.clone()),
+        timeout,
+    };
     let report = check::check(&a.path, &opts).await;
     if a.json {
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
@@ -120,7 +146,11 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
         if report.passed {
             println!("{}: passes the conformance check", report.path.display());
         } else {
-            println!("{}: {fails} problem{} found", report.path.display(), if fails == 1 { "" } else { "s" });
+            println!(
+                "{}: {fails} problem{} found",
+                report.path.display(),
+                if fails == 1 { "" } else { "s" }
+            );
         }
     }
     if report.passed {

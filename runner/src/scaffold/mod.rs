@@ -50,7 +50,12 @@ pub fn target(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> PathBuf {
 /// runner built from a checkout), else the published version.
 pub fn sdk_dependency() -> String {
     let repo_sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("tool-sdk-rs");
-    match repo_sdk.join("Cargo.toml").is_file().then(|| std::fs::canonicalize(&repo_sdk).ok()).flatten() {
+    match repo_sdk
+        .join("Cargo.toml")
+        .is_file()
+        .then(|| std::fs::canonicalize(&repo_sdk).ok())
+        .flatten()
+    {
         Some(p) => format!("{{ path = {:?} }}", p.to_string_lossy()),
         None => format!("{:?}", env!("CARGO_PKG_VERSION")),
     }
@@ -67,7 +72,10 @@ fn fill(template: &str, name: &str, tier_dir: &Path) -> String {
 fn existing_with_stem(dir: &Path, name: &str) -> Option<PathBuf> {
     let entries = std::fs::read_dir(dir).ok()?;
     entries.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-        let file_name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         !p.is_dir() && (file_name == name || file_name.rsplit_once('.').is_some_and(|(stem, _)| stem == name))
     })
 }
@@ -80,11 +88,17 @@ pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Writte
     }
     let path = target(name, lang, dir, in_tier);
     if path.symlink_metadata().is_ok() {
-        return Err(format!("{} already exists; pick another name or remove it", path.display()));
+        return Err(format!(
+            "{} already exists; pick another name or remove it",
+            path.display()
+        ));
     }
     if lang != Lang::Rust || in_tier {
         if let Some(other) = existing_with_stem(dir, name) {
-            return Err(format!("{} is already tool {name:?} in that folder; pick another name or remove it", other.display()));
+            return Err(format!(
+                "{} is already tool {name:?} in that folder; pick another name or remove it",
+                other.display()
+            ));
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -95,7 +109,8 @@ pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Writte
             .open(p)
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(|e| format!("cannot chmod {}: {e}", p.display()))
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot chmod {}: {e}", p.display()))
     };
     let shown = path.display().to_string();
     match lang {
@@ -110,15 +125,25 @@ pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Writte
             if in_tier {
                 next.push(format!("animaworks-tool {name} echo --text hello"));
             } else {
-                next.push(format!("put it in a tier folder (e.g. <anima dir>/tools/), then: animaworks-tool {name} echo --text hello"));
+                next.push(format!(
+                    "put it in a tier folder (e.g. <anima dir>/tools/), then: animaworks-tool {name} echo --text hello"
+                ));
             }
-            Ok(Written { path: path.clone(), files: vec![path], next })
+            Ok(Written {
+                path: path.clone(),
+                files: vec![path],
+                next,
+            })
         }
         Lang::Rust => {
             let src = path.join("src");
             std::fs::create_dir_all(&src).map_err(|e| format!("cannot create {}: {e}", src.display()))?;
             let files = vec![path.join("Cargo.toml"), src.join("main.rs"), path.join("README.md")];
-            let tier_dir = if in_tier { dir.to_path_buf() } else { PathBuf::from("<anima dir>/tools") };
+            let tier_dir = if in_tier {
+                dir.to_path_buf()
+            } else {
+                PathBuf::from("<anima dir>/tools")
+            };
             for (file, template) in files.iter().zip([RUST_CARGO, RUST_MAIN, RUST_README]) {
                 write(file, &fill(template, name, &tier_dir), 0o644)?;
             }

@@ -34,10 +34,20 @@ fn new_tools_pass_check_and_run() {
         assert!(o.status.success(), "new {lang}: {}", stderr(&o));
         let path = w.personal().join(format!("{name}.{ext}"));
         assert!(path.is_file(), "{} not written; stdout: {}", path.display(), stdout(&o));
-        assert!(stdout(&o).contains(&format!("animaworks-tool check {}", path.display())), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains(&format!("animaworks-tool check {}", path.display())),
+            "{}",
+            stdout(&o)
+        );
 
         let o = w.run(&["check", path.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(0), "check of the new {lang} tool:\n{}{}", stdout(&o), stderr(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "check of the new {lang} tool:\n{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
         assert!(stdout(&o).contains("passes the conformance check"), "{}", stdout(&o));
 
         let (code, out) = crate::core::call(&w, &name, "echo", r#"{"text":"héllo 🦀"}"#, &[]);
@@ -67,15 +77,30 @@ fn new_refuses_bad_names_existing_targets_and_denied_creation() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("twice.sh is already tool"), "{}", stderr(&o));
 
-    std::fs::write(w.anima.join("permissions.json"), r#"{"tool_creation": {"personal": false}}"#).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"tool_creation": {"personal": false}}"#,
+    )
+    .unwrap();
     let o = w.run(&["new", "denied", "--lang", "python"]);
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     let want = w.anima.join("permissions.json");
-    assert!(stderr(&o).contains(&want.display().to_string()), "the refusal names the file: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&want.display().to_string()),
+        "the refusal names the file: {}",
+        stderr(&o)
+    );
     assert!(!w.personal().join("denied.py").exists());
     // --dir writes elsewhere, which the anima's permissions do not govern.
     let elsewhere = w.tmp.path().join("src");
-    let o = w.run(&["new", "denied", "--lang", "python", "--dir", elsewhere.to_str().unwrap()]);
+    let o = w.run(&[
+        "new",
+        "denied",
+        "--lang",
+        "python",
+        "--dir",
+        elsewhere.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(elsewhere.join("denied.py").is_file());
 }
@@ -97,7 +122,13 @@ fn new_rust_writes_a_cargo_project_on_the_repo_sdk() {
     let project = w.personal().join("crab-rs");
     let cargo = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
     let sdk = std::fs::canonicalize(repo().join("tool-sdk-rs")).unwrap();
-    assert!(cargo.contains(&format!("animaworks-tool-sdk = {{ path = {:?} }}", sdk.to_str().unwrap())), "{cargo}");
+    assert!(
+        cargo.contains(&format!(
+            "animaworks-tool-sdk = {{ path = {:?} }}",
+            sdk.to_str().unwrap()
+        )),
+        "{cargo}"
+    );
     assert!(cargo.contains("name = \"crab\""), "{cargo}");
     let main = std::fs::read_to_string(project.join("src/main.rs")).unwrap();
     assert!(main.contains("Tool::new(\"crab\")"), "{main}");
@@ -106,7 +137,10 @@ fn new_rust_writes_a_cargo_project_on_the_repo_sdk() {
     assert!(stdout(&o).contains("cargo build --release"), "{}", stdout(&o));
     // The project folder is not a tool, and leaves the name free for the linked binary.
     let list = crate::core::list_json(&w);
-    assert!(crate::core::tool_entry(&list, "crab").is_none() && crate::core::problems_of(&list, "crab").is_empty(), "{list}");
+    assert!(
+        crate::core::tool_entry(&list, "crab").is_none() && crate::core::problems_of(&list, "crab").is_empty(),
+        "{list}"
+    );
 }
 
 /// Builds the generated Rust project in the workspace's target dir (its dependencies are already built there).
@@ -117,9 +151,17 @@ fn new_rust_project_builds_and_passes_check() {
     let name = "scaffold_check_crab";
     let o = w.run(&["new", name, "--lang", "rust", "--dir", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"));
     let st = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--offline", "--target-dir", target.to_str().unwrap()])
+        .args([
+            "build",
+            "--quiet",
+            "--offline",
+            "--target-dir",
+            target.to_str().unwrap(),
+        ])
         .current_dir(dir.join(name))
         .status()
         .unwrap();
@@ -128,7 +170,12 @@ fn new_rust_project_builds_and_passes_check() {
     let (code, report) = check_json(&w, &binary);
     let _ = std::fs::remove_file(&binary);
     assert_eq!(code, 0, "{report:#}");
-    assert!(findings(&report, "pass").iter().any(|f| f.starts_with("action echo: called with {\"text\":\"hello\"}")), "{report:#}");
+    assert!(
+        findings(&report, "pass")
+            .iter()
+            .any(|f| f.starts_with("action echo: called with {\"text\":\"hello\"}")),
+        "{report:#}"
+    );
 }
 
 #[test]
@@ -137,7 +184,11 @@ fn check_reports_broken_tools_precisely() {
     let dir = w.tmp.path().join("drafts");
     std::fs::create_dir_all(&dir).unwrap();
     let cases: Vec<(&str, String, &str)> = vec![
-        ("garbage.sh", "#!/bin/bash\necho hello\n".into(), "schemas: --schemas did not print one JSON document"),
+        (
+            "garbage.sh",
+            "#!/bin/bash\necho hello\n".into(),
+            "schemas: --schemas did not print one JSON document",
+        ),
         (
             "badname.sh",
             bash_tool(r#"{"actions":[{"name":"no spaces"}]}"#, "echo 1"),
@@ -150,15 +201,25 @@ fn check_reports_broken_tools_precisely() {
         ),
         (
             "noise.sh",
-            bash_tool(r#"{"events":true,"actions":[{"name":"go"}]}"#, "echo 'not an event'; echo '{\"type\":\"result\",\"result\":1}'"),
+            bash_tool(
+                r#"{"events":true,"actions":[{"name":"go"}]}"#,
+                "echo 'not an event'; echo '{\"type\":\"result\",\"result\":1}'",
+            ),
             "action go: called with {}: bad_output",
         ),
         (
             "nofinal.sh",
-            bash_tool(r#"{"events":true,"actions":[{"name":"go"}]}"#, r#"echo '{"type":"progress","progress":1}'"#),
+            bash_tool(
+                r#"{"events":true,"actions":[{"name":"go"}]}"#,
+                r#"echo '{"type":"progress","progress":1}'"#,
+            ),
             "action go: called with {}: bad_output",
         ),
-        ("dies.sh", bash_tool(r#"[{"name":"dies_go"}]"#, "echo oops >&2; exit 3"), "action go: called with {}: crashed"),
+        (
+            "dies.sh",
+            bash_tool(r#"[{"name":"dies_go"}]"#, "echo oops >&2; exit 3"),
+            "action go: called with {}: crashed",
+        ),
         (
             "wrongshape.sh",
             bash_tool(
@@ -174,7 +235,10 @@ fn check_reports_broken_tools_precisely() {
         assert_eq!(code, 1, "{file}: {report}");
         assert_eq!(report["passed"], false);
         let fails = findings(&report, "fail");
-        assert!(fails.iter().any(|f| f.starts_with(want)), "{file}: want a failure starting {want:?}, got {fails:#?}");
+        assert!(
+            fails.iter().any(|f| f.starts_with(want)),
+            "{file}: want a failure starting {want:?}, got {fails:#?}"
+        );
     }
     // The crash's stderr is quoted, so the author sees why.
     let (_, report) = check_json(&w, &dir.join("dies.sh"));
@@ -184,8 +248,16 @@ fn check_reports_broken_tools_precisely() {
     std::fs::write(&plain, "#!/bin/sh\n").unwrap();
     let o = w.run(&["check", plain.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains(&format!("FAIL file: {} is not executable", plain.display())), "{}", stdout(&o));
-    assert!(stdout(&o).contains(&format!("chmod +x {}", plain.display())), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("FAIL file: {} is not executable", plain.display())),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains(&format!("chmod +x {}", plain.display())),
+        "{}",
+        stdout(&o)
+    );
 
     let o = w.run(&["check", dir.join("missing.sh").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
@@ -206,9 +278,20 @@ fn check_accepts_a_tool_error_and_fills_required_arguments() {
     let (code, report) = check_json(&w, &path);
     assert_eq!(code, 0, "{report}");
     let passes = findings(&report, "pass");
-    let call = passes.iter().find(|f| f.starts_with("action go")).unwrap_or_else(|| panic!("{report}"));
+    let call = passes
+        .iter()
+        .find(|f| f.starts_with("action go"))
+        .unwrap_or_else(|| panic!("{report}"));
     assert!(call.contains(r#"the tool's own error (seen: "#), "{call}");
-    let sent: Value = serde_json::from_str(call.split("called with ").nth(1).unwrap().split(": the tool").next().unwrap()).unwrap();
+    let sent: Value = serde_json::from_str(
+        call.split("called with ")
+            .nth(1)
+            .unwrap()
+            .split(": the tool")
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(sent, serde_json::json!({"city": "oslo", "n": 3, "mode": "fast"}));
 }
 
@@ -224,7 +307,10 @@ fn examples_pass_check() {
     ] {
         let (code, report) = check_json(&w, &p);
         assert_eq!(code, 0, "{}: {report:#}", p.display());
-        let calls = findings(&report, "pass").into_iter().filter(|f| f.starts_with("action ")).count();
+        let calls = findings(&report, "pass")
+            .into_iter()
+            .filter(|f| f.starts_with("action "))
+            .count();
         assert!(calls >= 1, "{}: no action was called: {report:#}", p.display());
     }
 }
@@ -232,7 +318,11 @@ fn examples_pass_check() {
 #[test]
 fn bash_weather_through_the_runner() {
     let w = World::new();
-    std::fs::copy(repo().join("examples/bash-weather/weather.sh"), w.personal().join("weather.sh")).unwrap();
+    std::fs::copy(
+        repo().join("examples/bash-weather/weather.sh"),
+        w.personal().join("weather.sh"),
+    )
+    .unwrap();
     let o = w.run(&["weather", "forecast", "--city", "tokyo", "--days", "2", "--events"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let lines: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -254,14 +344,21 @@ fn bash_weather_through_the_runner() {
 #[test]
 fn node_counter_through_the_runner() {
     let w = World::new();
-    std::fs::copy(repo().join("examples/node-counter/counter.js"), w.personal().join("counter.js")).unwrap();
+    std::fs::copy(
+        repo().join("examples/node-counter/counter.js"),
+        w.personal().join("counter.js"),
+    )
+    .unwrap();
     let (code, out) = crate::core::call(&w, "counter", "count", r#"{"text":"こんにちは 🦀\nwörld"}"#, &[]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(out["chars"], 13, "code points, not UTF-16 units: {out}");
     assert_eq!(out["lines"], 2);
     assert_eq!(out["words"], 3);
     let o = w.run(&["counter", "count", "--text", "a\nb\nc", "--events"]);
-    let progress = stdout(&o).lines().filter(|l| l.contains(r#""type":"progress""#)).count();
+    let progress = stdout(&o)
+        .lines()
+        .filter(|l| l.contains(r#""type":"progress""#))
+        .count();
     assert_eq!(progress, 3, "{}", stdout(&o));
     let (code, out) = crate::core::call(&w, "counter", "count", r#"{"text":"   "}"#, &[]);
     assert_eq!(code, 1, "{out}");

@@ -16,7 +16,9 @@ fn rust_fixture() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| repo().join("target"));
             let st = std::process::Command::new(env!("CARGO"))
                 .args(["build", "--quiet", "-p", "fixture-rs", "--bin", "xfix"])
                 .current_dir(repo())
@@ -55,9 +57,24 @@ fn calls() -> Vec<(&'static str, &'static str, Value, Vec<&'static str>)> {
     vec![
         ("progress", "steps", json!({"n": 3}), vec![]),
         ("tool error", "fail", json!({}), vec![]),
-        ("past the cap", "big", json!({"bytes": 5000}), vec!["--max-output", "1000"]),
-        ("under the cap", "big", json!({"bytes": 500}), vec!["--max-output", "1000"]),
-        ("unicode", "echo", json!({"text": "こんにちは, wörld 🦀 \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} \"q\" \\ \n tab\t"}), vec![]),
+        (
+            "past the cap",
+            "big",
+            json!({"bytes": 5000}),
+            vec!["--max-output", "1000"],
+        ),
+        (
+            "under the cap",
+            "big",
+            json!({"bytes": 500}),
+            vec!["--max-output", "1000"],
+        ),
+        (
+            "unicode",
+            "echo",
+            json!({"text": "こんにちは, wörld 🦀 \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} \"q\" \\ \n tab\t"}),
+            vec![],
+        ),
         (
             "nested",
             "nested",
@@ -127,7 +144,11 @@ fn legacy_view(sdk: &[Value], schema_name: &str) -> Vec<Value> {
 
 #[test]
 fn sdk_py_sdk_rs_and_legacy_give_the_same_transcripts() {
-    let worlds = [(Kind::SdkPy, world_with(Kind::SdkPy)), (Kind::SdkRs, world_with(Kind::SdkRs)), (Kind::Legacy, world_with(Kind::Legacy))];
+    let worlds = [
+        (Kind::SdkPy, world_with(Kind::SdkPy)),
+        (Kind::SdkRs, world_with(Kind::SdkRs)),
+        (Kind::Legacy, world_with(Kind::Legacy)),
+    ];
     for (label, action, args, extra) in calls() {
         let mut got = Vec::new();
         for (kind, w) in &worlds {
@@ -137,9 +158,16 @@ fn sdk_py_sdk_rs_and_legacy_give_the_same_transcripts() {
         let (_, py_code, py, py_raw) = &got[0];
         let (_, rs_code, rs, rs_raw) = &got[1];
         let (_, lg_code, lg, lg_raw) = &got[2];
-        assert_eq!(py, rs, "{label}: tool-sdk-py and tool-sdk-rs differ\npy raw: {py_raw:#?}\nrs raw: {rs_raw:#?}");
+        assert_eq!(
+            py, rs,
+            "{label}: tool-sdk-py and tool-sdk-rs differ\npy raw: {py_raw:#?}\nrs raw: {rs_raw:#?}"
+        );
         assert_eq!(py_code, rs_code, "{label}: exit codes differ");
-        assert_eq!(lg, &legacy_view(py, &format!("xfix_{action}")), "{label}: legacy differs\nraw: {lg_raw:#?}");
+        assert_eq!(
+            lg,
+            &legacy_view(py, &format!("xfix_{action}")),
+            "{label}: legacy differs\nraw: {lg_raw:#?}"
+        );
         assert_eq!(lg_code, py_code, "{label}: legacy exit code differs");
 
         // Pin what the transcripts say, so that three equally wrong tools cannot pass.
@@ -147,12 +175,18 @@ fn sdk_py_sdk_rs_and_legacy_give_the_same_transcripts() {
         match label {
             "progress" => {
                 assert_eq!(py.len(), 4, "{py:?}");
-                assert_eq!(py[2], json!({"type": "progress", "progress": 3.0, "total": 3.0, "message": "step 3 of 3"}));
+                assert_eq!(
+                    py[2],
+                    json!({"type": "progress", "progress": 3.0, "total": 3.0, "message": "step 3 of 3"})
+                );
                 assert_eq!(last["result"], json!({"steps": 3}));
             }
             "tool error" => {
                 assert_eq!(*py_code, 1);
-                assert_eq!(last, &json!({"type": "error", "code": "fixture_failed", "message": "the fixture failed on purpose", "hint": "this is expected"}));
+                assert_eq!(
+                    last,
+                    &json!({"type": "error", "code": "fixture_failed", "message": "the fixture failed on purpose", "hint": "this is expected"})
+                );
             }
             // Pinned by its own test below, so this comparison still runs while that one fails.
             "past the cap" => {}
@@ -189,6 +223,9 @@ fn an_event_line_past_the_cap_is_output_capped_in_every_language() {
         );
         let path = last["path"].as_str().unwrap().to_owned();
         let whole = std::fs::read_to_string(&path).unwrap();
-        assert!(whole.contains(&"x".repeat(5000)), "{kind:?}: {path} holds the whole line");
+        assert!(
+            whole.contains(&"x".repeat(5000)),
+            "{kind:?}: {path} holds the whole line"
+        );
     }
 }

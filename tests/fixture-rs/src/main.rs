@@ -28,7 +28,12 @@ struct Nested {
 }
 
 fn nested(a: Nested, _: &mut Context) -> Result<Value, ToolError> {
-    let items = a.outer.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+    let items = a
+        .outer
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let sum: i64 = items.iter().filter_map(|i| i["v"].as_i64()).sum();
     let keys: Vec<Value> = items.iter().map(|i| i["k"].clone()).collect();
     Ok(json!({"outer": a.outer, "sum": sum, "keys": keys}))
@@ -44,9 +49,13 @@ fn main() {
             Ok::<_, ToolError>(json!({"steps": a.n}))
         }))
         .action(Action::new("fail", |_: NoArgs, _: &mut Context| {
-            Err::<Value, _>(ToolError::new("fixture_failed", "the fixture failed on purpose").with_hint("this is expected"))
+            Err::<Value, _>(
+                ToolError::new("fixture_failed", "the fixture failed on purpose").with_hint("this is expected"),
+            )
         }))
-        .action(Action::new("big", |a: Big, _: &mut Context| Ok::<_, ToolError>("x".repeat(a.bytes))))
+        .action(Action::new("big", |a: Big, _: &mut Context| {
+            Ok::<_, ToolError>("x".repeat(a.bytes))
+        }))
         .action(Action::new("echo", |a: Echo, ctx: &mut Context| {
             ctx.partial(&a.text);
             Ok::<_, ToolError>(json!({"text": a.text, "chars": a.text.chars().count()}))
