@@ -7,7 +7,8 @@
 
 use crate::discover::{Launch, ToolFile};
 use crate::dirs::Dirs;
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::io;
 use std::path::Path;
 use std::process::Stdio;
@@ -47,23 +48,15 @@ pub fn command(file: &ToolFile, dirs: &Dirs, mode: Mode<'_>, env: &[(OsString, O
         }
         Launch::Exec => Command::new(&file.path),
     };
-    match mode {
-        Mode::Schemas => {
-            cmd.arg("--schemas").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-        Mode::Call => {
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-        Mode::Serve => {
-            cmd.arg("--serve").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-        Mode::Cli(argv) => {
-            if file.launch == Launch::Python {
-                cmd.arg("--cli");
-            }
-            cmd.args(argv).stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
-        }
-    }
+    let args = mode_args(file, mode);
+    cmd.args(&args);
+    let (stdin, stdout) = match mode {
+        Mode::Schemas => (Stdio::null(), Stdio::piped()),
+        Mode::Call | Mode::Serve => (Stdio::piped(), Stdio::piped()),
+        Mode::Cli(_) => (Stdio::inherit(), Stdio::inherit()),
+    };
+    let stderr = if matches!(mode, Mode::Cli(_)) { Stdio::inherit() } else { Stdio::piped() };
+    cmd.stdin(stdin).stdout(stdout).stderr(stderr);
     cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(dir) = cwd.filter(|d| d.is_dir()) {
         cmd.current_dir(dir);
@@ -75,13 +68,75 @@ pub fn command(file: &ToolFile, dirs: &Dirs, mode: Mode<'_>, env: &[(OsString, O
     crate::guardian::start()?;
     // SAFETY: only async-signal-safe calls (prctl, getpid, write) between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        let direct = match file.launch {
+            Launch::Exec => Some(DirectExec::new(&file.path, &args, env)?),
+            _ => None,
+        };
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             crate::guardian::register_self();
+            if let Some(d) = &direct {
+                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+                let e = io::Error::last_os_error();
+                // The process never became the tool: the guardian must not remember its group.
+                crate::guardian::unregister(libc::getpid());
+                return Err(e);
+            }
             Ok(())
         });
     }
     Ok(cmd)
+}
+
+/// The arguments after the program (or after the file, for an interpreter).
+fn mode_args(file: &ToolFile, mode: Mode<'_>) -> Vec<OsString> {
+    match mode {
+        Mode::Schemas => vec!["--schemas".into()],
+        Mode::Call => Vec::new(),
+        Mode::Serve => vec!["--serve".into()],
+        Mode::Cli(argv) => {
+            let flag: Option<OsString> = (file.launch == Launch::Python).then(|| "--cli".into());
+            flag.into_iter().chain(argv.iter().cloned()).collect()
+        }
+    }
+}
+
+/// A file started as itself is exec'd with `execve` in `pre_exec`, prepared before the fork (no allocation after
+/// it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
+/// not a binary for this machine, a `#!` interpreter that is itself neither) as a `/bin/sh` script, so a data file
+/// with an exec bit or a tool with a broken interpreter would silently run as shell. `execve` reports it instead.
+struct DirectExec {
+    path: CString,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    _owned: Vec<CString>,
+}
+
+// SAFETY: the pointers point into `_owned`, which the struct owns and never changes.
+unsafe impl Send for DirectExec {}
+unsafe impl Sync for DirectExec {}
+
+impl DirectExec {
+    fn new(path: &Path, args: &[OsString], env: &[(OsString, OsString)]) -> io::Result<DirectExec> {
+        let c = |b: Vec<u8>| CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument or the environment"));
+        let path_c = c(path.as_os_str().as_bytes().to_vec())?;
+        let mut owned = vec![path_c.clone()];
+        for a in args {
+            owned.push(c(a.as_bytes().to_vec())?);
+        }
+        let argc = owned.len();
+        for (k, v) in env {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            owned.push(c(kv)?);
+        }
+        let mut argv: Vec<*const libc::c_char> = owned[..argc].iter().map(|s| s.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const libc::c_char> = owned[argc..].iter().map(|s| s.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        Ok(DirectExec { path: path_c, argv, envp, _owned: owned })
+    }
 }
 
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
