@@ -14,6 +14,7 @@ const FILES: &[(&str, &str)] = &[
     ("_errors.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_errors.py")),
     ("_runtime.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_runtime.py")),
     ("_shim.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_shim.py")),
+    ("_use_tool.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_use_tool.py")),
     ("_vault.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_vault.py")),
     ("_wire.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_wire.py")),
     ("py.typed", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/py.typed")),

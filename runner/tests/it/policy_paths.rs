@@ -42,7 +42,9 @@ fn perms(w: &World, v: Value) {
 fn gated_action_needs_its_grant_on_every_cli_path() {
     let w = World::new();
     w.tool(&w.personal(), "guard.sh", &policy_tool());
-    let paths: [&[&str]; 5] = [
+    let paths: [&[&str]; 7] = [
+        &["guard", "--what", "x", "wipe"],
+        &["guard", "--events", "wipe"],
         &["guard", "wipe"],
         &["guard", "WIPE"],
         &["call", "guard", "wipe", "--json", "{}"],
@@ -51,7 +53,8 @@ fn gated_action_needs_its_grant_on_every_cli_path() {
     ];
     for args in paths {
         let o = w.run(args);
-        let expect = if args.contains(&"WIPE") { 4 } else { 6 };
+        assert!(!stdout(&o).contains("wiped"), "{args:?} ran the gated action");
+        let expect = if args.contains(&"WIPE") || args[1].starts_with("--") { 4 } else { 6 };
         assert_eq!(code(&o), expect, "{args:?} must be refused: {}{}", stdout(&o), stderr(&o));
         if expect == 6 {
             assert_eq!(json(&o)["error"]["key"], "guard_wipe", "the refusal names the grant");

@@ -29,6 +29,7 @@ __all__ = [
     "get_credential",
     "run",
     "tool_info",
+    "use_tool",
 ]
 
 TYPE_CHECKING = False
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ._credentials import CredentialError, get_credential
     from ._errors import ToolError
     from ._runtime import run
+    from ._use_tool import use_tool
 
 _WHERE = {
     "Context": "_context",
@@ -48,6 +50,7 @@ _WHERE = {
     "get_credential": "_credentials",
     "run": "_runtime",
     "tool_info": "_action",
+    "use_tool": "_use_tool",
 }
 
 
