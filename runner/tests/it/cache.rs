@@ -1,0 +1,135 @@
+//! The schema cache: `--schemas` runs once per file version; changes, new and removed files are noticed; a corrupt
+//! cache is only a miss; `refresh` probes everything again.
+
+use crate::core::{call, list_json, tool_entry};
+use crate::support::*;
+use std::path::{Path, PathBuf};
+
+/// A tool that appends a line to `counter` on every `--schemas` and answers `label` to every call.
+fn counting_tool(tool: &str, counter: &Path, label: &str) -> String {
+    format!(
+        "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo probed >> '{}'; cat <<'JSON'\n\
+         [{{\"name\":\"{tool}_run\",\"description\":\"Run.\",\"input_schema\":{{\"type\":\"object\"}}}}]\nJSON\n\
+         exit 0; fi\ncat >/dev/null\necho '{{\"label\":\"{label}\"}}'\n",
+        counter.display()
+    )
+}
+
+fn label(w: &World, tool: &str) -> String {
+    let (code, out) = call(w, tool, "run", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+    out["label"].as_str().unwrap().to_owned()
+}
+
+fn probes(counter: &Path) -> usize {
+    std::fs::read_to_string(counter).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+fn cache_files(w: &World) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out)
+            } else {
+                out.push(p)
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&w.data.join("cache/animaworks-tool/schemas"), &mut out);
+    out
+}
+
+#[test]
+fn schemas_run_once_per_file_version() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    let path = w.tool(&w.common(), "counted", &counting_tool("counted", &counter, "v1"));
+    assert_eq!(label(&w, "counted"), "v1");
+    assert_eq!(label(&w, "counted"), "v1");
+    list_json(&w);
+    assert_eq!(probes(&counter), 1, "one file version, one probe");
+
+    // Same size, new content, a later mtime.
+    std::fs::write(&path, counting_tool("counted", &counter, "v2")).unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(later).unwrap();
+    assert_eq!(label(&w, "counted"), "v2");
+    assert_eq!(label(&w, "counted"), "v2");
+    assert_eq!(probes(&counter), 2, "a changed file is probed again, once");
+}
+
+#[test]
+fn new_files_appear_and_removed_files_disappear() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    w.tool(&w.common(), "first", &counting_tool("first", &counter, "1"));
+    let list = list_json(&w);
+    assert!(tool_entry(&list, "first").is_some());
+    assert!(tool_entry(&list, "second").is_none());
+
+    let second = w.tool(&w.personal(), "second", &counting_tool("second", &counter, "2"));
+    let list = list_json(&w);
+    assert!(tool_entry(&list, "first").is_some() && tool_entry(&list, "second").is_some(), "{list}");
+    assert_eq!(label(&w, "second"), "2");
+
+    std::fs::remove_file(&second).unwrap();
+    let list = list_json(&w);
+    assert!(tool_entry(&list, "second").is_none(), "{list}");
+    let (code, out) = call(&w, "second", "run", "{}", &[]);
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(probes(&counter), 2);
+}
+
+#[test]
+fn corrupt_cache_is_not_fatal_and_is_rebuilt() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    w.tool(&w.common(), "a", &counting_tool("a", &counter, "A"));
+    w.tool(&w.personal(), "b", &counting_tool("b", &counter, "B"));
+    list_json(&w);
+    assert_eq!(probes(&counter), 2);
+    let files = cache_files(&w);
+    assert_eq!(files.len(), 2, "{files:?}");
+    for f in &files {
+        std::fs::write(f, b"\x00garbage{{{ not json \xff").unwrap();
+    }
+    let list = list_json(&w);
+    assert!(tool_entry(&list, "a").is_some() && tool_entry(&list, "b").is_some(), "{list}");
+    assert_eq!(probes(&counter), 4, "both probed again");
+    for f in cache_files(&w) {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap())
+            .unwrap_or_else(|e| panic!("{} was not rebuilt: {e}", f.display()));
+        assert!(v.is_object());
+    }
+    assert_eq!(label(&w, "a"), "A");
+    assert_eq!(probes(&counter), 4, "the rebuilt cache is used");
+
+    // An empty file and a file truncated mid-way are misses too.
+    let files = cache_files(&w);
+    std::fs::write(&files[0], b"").unwrap();
+    let whole = std::fs::read(&files[1]).unwrap();
+    std::fs::write(&files[1], &whole[..whole.len() / 2]).unwrap();
+    assert_eq!(label(&w, "b"), "B");
+    list_json(&w);
+    assert_eq!(probes(&counter), 6);
+}
+
+#[test]
+fn refresh_probes_everything_again() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    w.tool(&w.core, "x", &counting_tool("x", &counter, "X"));
+    w.tool(&w.common(), "y", &counting_tool("y", &counter, "Y"));
+    w.tool(&w.personal(), "z", &counting_tool("z", &counter, "Z"));
+    list_json(&w);
+    list_json(&w);
+    assert_eq!(probes(&counter), 3);
+    let o = w.run(&["refresh"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("probed 3 tools"), "{}", stdout(&o));
+    assert_eq!(probes(&counter), 6);
+    list_json(&w);
+    assert_eq!(probes(&counter), 6, "refresh stored what it probed");
+}

@@ -1,0 +1,137 @@
+//! AnimaWorks-style Python modules (the shared fixtures, unedited, and the repository's legacy-notes example)
+//! through the runner: listing, calls, stray prints, exceptions, cli_main, gates, and a deadline.
+
+use crate::core::{call, list_json, problems_of, tool_entry};
+use crate::support::*;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipped: the shared legacy fixtures are not at {}", dir.display());
+        None
+    }
+}
+
+fn world_with_fixtures() -> Option<World> {
+    let src = fixtures()?;
+    let w = World::new();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        std::fs::copy(e.path(), w.personal().join(e.file_name())).unwrap();
+    }
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
+    std::fs::copy(&example, w.personal().join("legacy_notes.py")).unwrap();
+    Some(w)
+}
+
+fn allow(w: &World, grants: &[&str]) {
+    let perms = serde_json::json!({"external_tools": {"allow_all": true, "allow": grants}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
+}
+
+#[test]
+fn legacy_modules_are_listed_with_their_problems() {
+    let Some(w) = world_with_fixtures() else { return };
+    let list = list_json(&w);
+    for name in ["notes_tool", "weather_tool", "cli_only_tool", "chatty_tool", "slow_tool", "legacy_notes"] {
+        let t = tool_entry(&list, name).unwrap_or_else(|| panic!("{name} missing: {list}"));
+        assert_eq!(t["tier"], "personal");
+    }
+    assert_eq!(tool_entry(&list, "notes_tool").unwrap()["cli"], true);
+    assert_eq!(tool_entry(&list, "cli_only_tool").unwrap()["cli"], true);
+    assert!(tool_entry(&list, "_private_helper").is_none() && problems_of(&list, "_private_helper").is_empty());
+    assert!(tool_entry(&list, "broken_tool").is_none());
+    let p = problems_of(&list, "broken_tool");
+    assert_eq!(p.len(), 1, "{list}");
+    assert_eq!(p[0]["kind"], "schemas_failed");
+    assert!(p[0]["message"].as_str().unwrap().contains("module_that_is_not_installed"), "{}", p[0]);
+    assert_eq!(list["problems"].as_array().unwrap().len(), 1, "{list}");
+}
+
+#[test]
+fn legacy_calls_results_prints_and_exceptions() {
+    let Some(w) = world_with_fixtures() else { return };
+    let (code, out) = call(&w, "notes_tool", "add", r#"{"title":"a"}"#, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["added"]["title"], "a");
+    let notes = w.anima.join("state/notes.json");
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&notes).unwrap()).unwrap();
+    assert_eq!(saved[0]["title"], "a");
+
+    let o = w.run(&["call", "chatty_tool", "count", "--json", r#"{"n":3}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim_end(), "counted to 3");
+
+    let (code, out) = call(&w, "weather_tool", "forecast", r#"{"city":"tokyo","days":2}"#, &[]);
+    assert_eq!((code, &out["highs_c"]), (0, &serde_json::json!([18, 19])), "{out}");
+    let (code, out) = call(&w, "weather_tool", "forecast", r#"{"city":"paris"}"#, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["error"]["code"], "tool_error");
+    let m = out["error"]["message"].as_str().unwrap();
+    assert!(m.starts_with("Error executing weather_tool_forecast: "), "{m}");
+    assert!(m.contains("paris"), "{m}");
+}
+
+#[test]
+fn legacy_cli_main_and_gates() {
+    let Some(w) = world_with_fixtures() else { return };
+    let o = w.run(&["notes_tool", "add", "x", "-j"]);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let v = json(&o);
+    assert_eq!((v["added"]["title"].as_str(), v["count"].as_u64()), (Some("x"), Some(1)));
+
+    let o = w.run(&["notes_tool", "delete-all", "--yes"]);
+    assert_eq!(o.status.code(), Some(6), "{}\n{}", stdout(&o), stderr(&o));
+    let refusal = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(refusal.contains("notes_tool_delete-all"), "{refusal}");
+    let (code, out) = call(&w, "notes_tool", "delete_all", r#"{"confirm":true}"#, &[]);
+    assert_eq!(code, 6, "{out}");
+    assert_eq!(out["error"]["code"], "permission_denied");
+    assert!(out["error"]["message"].as_str().unwrap().contains("notes_tool_delete-all"), "{out}");
+    assert!(w.anima.join("state/notes.json").exists());
+
+    allow(&w, &["notes_tool_delete-all"]);
+    let o = w.run(&["notes_tool", "delete-all", "--yes"]);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["deleted"], 1);
+    let (code, out) = call(&w, "notes_tool", "delete_all", r#"{"confirm":true}"#, &[]);
+    assert_eq!((code, &out["deleted"]), (0, &serde_json::json!(0)), "{out}");
+}
+
+#[test]
+fn legacy_slow_tool_ignoring_sigterm_ends_at_its_deadline() {
+    let Some(w) = world_with_fixtures() else { return };
+    let tool_path = w.personal().join("slow_tool.py");
+    let needle = tool_path.to_string_lossy().into_owned();
+    list_json(&w); // probe first, so the process found below is the call's
+    let runner = w
+        .cmd()
+        .args(["call", "slow_tool", "wait", "--json", r#"{"seconds":30}"#, "--timeout", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut leader = None;
+    assert!(
+        eventually(30, || {
+            leader = pids_with_cmdline(&needle).first().copied();
+            leader.is_some()
+        }),
+        "the tool never started"
+    );
+    let pgid = leader.unwrap();
+    let o = runner.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(7), "{}", stdout(&o));
+    assert_eq!(json(&o)["error"]["code"], "timeout");
+    assert!(eventually(30, || group_members(pgid).is_empty()), "left in group {pgid}: {:?}", group_members(pgid));
+    let sleeps: Vec<i32> =
+        pids_with_cmdline("sleep 30").into_iter().filter(|p| group_of(*p) == Some(pgid)).collect();
+    assert!(sleeps.is_empty(), "{sleeps:?}");
+}
+
+fn group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(2)?.parse().ok()
+}
