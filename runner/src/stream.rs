@@ -189,11 +189,11 @@ impl<'a> StdoutState<'a> {
             rest = &after[1..];
             if self.line_spilled {
                 self.finish_spilled_line(piece);
-            } else if self.line.is_empty() {
-                self.handle_line(piece, obs);
             } else if (self.line.len() + piece.len()) as u64 > self.max {
                 self.spill_line(piece);
                 self.finish_spilled_line(&[]);
+            } else if self.line.is_empty() {
+                self.handle_line(piece, obs);
             } else {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(piece);
