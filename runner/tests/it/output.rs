@@ -68,6 +68,12 @@ fn one_huge_event_line_is_capped_and_many_small_events_never_are() {
     assert_eq!(text, expected);
     assert_eq!(e["bytes"], expected.len());
 
+    // A whole line in one read (one write of less than a pipe page) is capped too.
+    events_tool(&w, "oneread", "l=$(head -c 3000 /dev/zero | tr '\\0' z)\nprintf '{\"type\":\"result\",\"result\":\"%s\"}\\n' \"$l\"");
+    let (code, e) = err(&w, "oneread", &["--max-output", "1000"]);
+    assert_eq!(code, 12, "{e}");
+    assert_eq!(e["bytes"], 3000 + 30);
+
     events_tool(
         &w,
         "chatter",
