@@ -5,11 +5,11 @@
 //! - a cleared environment (the caller's secrets stay out), built by the policy engine;
 //! - arguments never on the command line (other users can read it): the request goes through stdin.
 
-use crate::discover::{Launch, ToolFile};
 use crate::dirs::Dirs;
+use crate::discover::{Launch, ToolFile};
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Stdio;
 use tokio::process::Command;
@@ -28,7 +28,13 @@ pub enum Mode<'a> {
 }
 
 /// Build the command for `file` in `mode`. `env` is the whole environment the tool gets.
-pub fn command(file: &ToolFile, dirs: &Dirs, mode: Mode<'_>, env: &[(OsString, OsString)], cwd: Option<&Path>) -> io::Result<Command> {
+pub fn command(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+) -> io::Result<Command> {
     let mut cmd = match file.launch {
         Launch::Python => {
             let shim = crate::pyshim::shim_path(&dirs.cache)?;
@@ -55,7 +61,11 @@ pub fn command(file: &ToolFile, dirs: &Dirs, mode: Mode<'_>, env: &[(OsString, O
         Mode::Call | Mode::Serve => (Stdio::piped(), Stdio::piped()),
         Mode::Cli(_) => (Stdio::inherit(), Stdio::inherit()),
     };
-    let stderr = if matches!(mode, Mode::Cli(_)) { Stdio::inherit() } else { Stdio::piped() };
+    let stderr = if matches!(mode, Mode::Cli(_)) {
+        Stdio::inherit()
+    } else {
+        Stdio::piped()
+    };
     cmd.stdin(stdin).stdout(stdout).stderr(stderr);
     cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(dir) = cwd.filter(|d| d.is_dir()) {
@@ -118,7 +128,14 @@ unsafe impl Sync for DirectExec {}
 
 impl DirectExec {
     fn new(path: &Path, args: &[OsString], env: &[(OsString, OsString)]) -> io::Result<DirectExec> {
-        let c = |b: Vec<u8>| CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument or the environment"));
+        let c = |b: Vec<u8>| {
+            CString::new(b).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a NUL byte in an argument or the environment",
+                )
+            })
+        };
         let path_c = c(path.as_os_str().as_bytes().to_vec())?;
         let mut owned = vec![path_c.clone()];
         for a in args {
@@ -135,7 +152,12 @@ impl DirectExec {
         argv.push(std::ptr::null());
         let mut envp: Vec<*const libc::c_char> = owned[argc..].iter().map(|s| s.as_ptr()).collect();
         envp.push(std::ptr::null());
-        Ok(DirectExec { path: path_c, argv, envp, _owned: owned })
+        Ok(DirectExec {
+            path: path_c,
+            argv,
+            envp,
+            _owned: owned,
+        })
     }
 }
 
@@ -161,9 +183,10 @@ pub fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (Stri
             format!("cannot start {path}: the file or the interpreter named on its #! line was not found"),
             "check the #! line (e.g. `#!/usr/bin/env bash`) and that the interpreter is installed".into(),
         ),
-        (Some(libc::EACCES), _) => {
-            (format!("cannot start {path}: permission denied (not executable?)"), format!("run `chmod +x {path}`"))
-        }
+        (Some(libc::EACCES), _) => (
+            format!("cannot start {path}: permission denied (not executable?)"),
+            format!("run `chmod +x {path}`"),
+        ),
         (Some(libc::ENOEXEC), _) => (
             format!("cannot start {path}: wrong format: neither a binary for this machine nor a script with a #! line"),
             "add a #! line (e.g. `#!/usr/bin/env bash`) or build the tool for this machine".into(),
@@ -172,6 +195,9 @@ pub fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (Stri
             format!("cannot start {path}: the file is being written right now"),
             "try again when the write has finished".into(),
         ),
-        _ => (format!("cannot start {path}: {e}"), "check the file and its interpreter".into()),
+        _ => (
+            format!("cannot start {path}: {e}"),
+            "check the file and its interpreter".into(),
+        ),
     }
 }

@@ -54,7 +54,12 @@ fn schemas_run_once_per_file_version() {
     // Same size, new content, a later mtime.
     std::fs::write(&path, counting_tool("counted", &counter, "v2")).unwrap();
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-    std::fs::File::options().write(true).open(&path).unwrap().set_modified(later).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
     assert_eq!(label(&w, "counted"), "v2");
     assert_eq!(label(&w, "counted"), "v2");
     assert_eq!(probes(&counter), 2, "a changed file is probed again, once");
@@ -71,7 +76,10 @@ fn new_files_appear_and_removed_files_disappear() {
 
     let second = w.tool(&w.personal(), "second", &counting_tool("second", &counter, "2"));
     let list = list_json(&w);
-    assert!(tool_entry(&list, "first").is_some() && tool_entry(&list, "second").is_some(), "{list}");
+    assert!(
+        tool_entry(&list, "first").is_some() && tool_entry(&list, "second").is_some(),
+        "{list}"
+    );
     assert_eq!(label(&w, "second"), "2");
 
     std::fs::remove_file(&second).unwrap();
@@ -96,7 +104,10 @@ fn corrupt_cache_is_not_fatal_and_is_rebuilt() {
         std::fs::write(f, b"\x00garbage{{{ not json \xff").unwrap();
     }
     let list = list_json(&w);
-    assert!(tool_entry(&list, "a").is_some() && tool_entry(&list, "b").is_some(), "{list}");
+    assert!(
+        tool_entry(&list, "a").is_some() && tool_entry(&list, "b").is_some(),
+        "{list}"
+    );
     assert_eq!(probes(&counter), 4, "both probed again");
     for f in cache_files(&w) {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap())

@@ -26,7 +26,12 @@ pub fn tool_entry<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 pub fn problems_of<'a>(list: &'a Value, name: &str) -> Vec<&'a Value> {
-    list["problems"].as_array().unwrap().iter().filter(|p| p["tool"] == name).collect()
+    list["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["tool"] == name)
+        .collect()
 }
 
 /// `call <tool> <action> --json <args> <extra…>`: exit code and the parsed stdout.
@@ -34,7 +39,10 @@ pub fn call(w: &World, tool: &str, action: &str, args: &str, extra: &[&str]) -> 
     let mut a = vec!["call", tool, action, "--json", args];
     a.extend_from_slice(extra);
     let o = w.run(&a);
-    let code = o.status.code().unwrap_or_else(|| panic!("runner killed by a signal: {:?}", o.status));
+    let code = o
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("runner killed by a signal: {:?}", o.status));
     (code, json(&o))
 }
 
@@ -114,18 +122,29 @@ fn private_files_data_files_and_bad_names_are_not_tools() {
     std::fs::create_dir(c.join("folder")).unwrap();
 
     let list = list_json(&w);
-    let names: Vec<&str> = list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["ok"], "{list}");
 
     let kind = |tool: &str| -> Vec<String> {
-        problems_of(&list, tool).iter().map(|p| p["kind"].as_str().unwrap().to_owned()).collect()
+        problems_of(&list, tool)
+            .iter()
+            .map(|p| p["kind"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(kind("plain"), ["not_executable"]);
     let m = problems_of(&list, "plain")[0]["message"].as_str().unwrap();
     assert!(m.contains("chmod +x"), "{m}");
     assert_eq!(kind("bad name!"), ["invalid_name"]);
     assert_eq!(kind("list"), ["invalid_name"]);
-    assert!(problems_of(&list, "list")[0]["message"].as_str().unwrap().contains("reserved"));
+    assert!(problems_of(&list, "list")[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("reserved"));
     for quiet in ["_private", "hidden", ".hidden", "README", "folder"] {
         assert!(kind(quiet).is_empty(), "{quiet} should be silently skipped: {list}");
     }
@@ -167,16 +186,29 @@ fn failing_schemas_is_reported_with_reason_and_stderr_and_hides_nothing() {
     assert_eq!(p.len(), 1, "{list}");
     assert_eq!(p[0]["kind"], "schemas_failed");
     let m = p[0]["message"].as_str().unwrap();
-    assert!(m.contains("exited with code 3") && m.contains("no module named frobnicate"), "{m}");
-    assert!(p[0]["stderr_tail"].as_str().unwrap().contains("loading config"), "{}", p[0]);
+    assert!(
+        m.contains("exited with code 3") && m.contains("no module named frobnicate"),
+        "{m}"
+    );
+    assert!(
+        p[0]["stderr_tail"].as_str().unwrap().contains("loading config"),
+        "{}",
+        p[0]
+    );
     let p = problems_of(&list, "garbled");
     assert_eq!(p.len(), 1, "{list}");
     assert_eq!(p[0]["kind"], "schemas_failed");
 
     let (code, out) = call(&w, "broken", "run", "{}", &[]);
     assert_eq!(code, 4, "{out}");
-    assert!(out["error"]["message"].as_str().unwrap().contains("cannot be called"), "{out}");
-    assert!(out["error"]["stderr_tail"].as_str().unwrap().contains("frobnicate"), "{out}");
+    assert!(
+        out["error"]["message"].as_str().unwrap().contains("cannot be called"),
+        "{out}"
+    );
+    assert!(
+        out["error"]["stderr_tail"].as_str().unwrap().contains("frobnicate"),
+        "{out}"
+    );
     let (code, out) = call(&w, "fine", "run", "{}", &[]);
     assert_eq!(code, 0, "{out}");
 }
@@ -195,7 +227,10 @@ fn validation_errors_name_pointer_value_and_expectation() {
     let m = e["message"].as_str().unwrap();
     assert!(m.contains("/count") && m.contains("minimum"), "{m}");
     assert_eq!(e["problems"][0]["value"], "0");
-    assert!(e["problems"][0]["expected"].as_str().unwrap().contains("minimum of 1"), "{e}");
+    assert!(
+        e["problems"][0]["expected"].as_str().unwrap().contains("minimum of 1"),
+        "{e}"
+    );
 
     let (code, out) = call(&w, "typed", "create_issue", r#"{"title":"ok","tags":["a",7]}"#, &[]);
     assert_eq!(code, 5, "{out}");
@@ -209,7 +244,13 @@ fn validation_errors_name_pointer_value_and_expectation() {
 
     let (code, out) = call(&w, "typed", "create_issue", "{}", &[]);
     assert_eq!(code, 5, "{out}");
-    assert!(out["error"]["message"].as_str().unwrap().contains("\"title\" is a required property"), "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"title\" is a required property"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -219,7 +260,10 @@ fn unknown_action_lists_the_actions_and_both_spellings_work() {
     let (code, out) = call(&w, "typed", "open", "{}", &[]);
     assert_eq!(code, 4, "{out}");
     let m = out["error"]["message"].as_str().unwrap();
-    assert!(m.contains("create_issue") && m.contains("close") && m.contains("\"open\""), "{m}");
+    assert!(
+        m.contains("create_issue") && m.contains("close") && m.contains("\"open\""),
+        "{m}"
+    );
 
     for spelling in ["create_issue", "create-issue"] {
         let (code, out) = call(&w, "typed", spelling, r#"{"title":"abc"}"#, &[]);

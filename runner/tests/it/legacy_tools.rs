@@ -35,7 +35,14 @@ fn allow(w: &World, grants: &[&str]) {
 fn legacy_modules_are_listed_with_their_problems() {
     let Some(w) = world_with_fixtures() else { return };
     let list = list_json(&w);
-    for name in ["notes_tool", "weather_tool", "cli_only_tool", "chatty_tool", "slow_tool", "legacy_notes"] {
+    for name in [
+        "notes_tool",
+        "weather_tool",
+        "cli_only_tool",
+        "chatty_tool",
+        "slow_tool",
+        "legacy_notes",
+    ] {
         let t = tool_entry(&list, name).unwrap_or_else(|| panic!("{name} missing: {list}"));
         assert_eq!(t["tier"], "personal");
     }
@@ -46,7 +53,14 @@ fn legacy_modules_are_listed_with_their_problems() {
     let p = problems_of(&list, "broken_tool");
     assert_eq!(p.len(), 1, "{list}");
     assert_eq!(p[0]["kind"], "schemas_failed");
-    assert!(p[0]["message"].as_str().unwrap().contains("module_that_is_not_installed"), "{}", p[0]);
+    assert!(
+        p[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("module_that_is_not_installed"),
+        "{}",
+        p[0]
+    );
     assert_eq!(list["problems"].as_array().unwrap().len(), 1, "{list}");
 }
 
@@ -80,7 +94,10 @@ fn legacy_cli_main_and_gates() {
     let o = w.run(&["notes_tool", "add", "x", "-j"]);
     assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
     let v = json(&o);
-    assert_eq!((v["added"]["title"].as_str(), v["count"].as_u64()), (Some("x"), Some(1)));
+    assert_eq!(
+        (v["added"]["title"].as_str(), v["count"].as_u64()),
+        (Some("x"), Some(1))
+    );
 
     let o = w.run(&["notes_tool", "delete-all", "--yes"]);
     assert_eq!(o.status.code(), Some(6), "{}\n{}", stdout(&o), stderr(&o));
@@ -89,7 +106,13 @@ fn legacy_cli_main_and_gates() {
     let (code, out) = call(&w, "notes_tool", "delete_all", r#"{"confirm":true}"#, &[]);
     assert_eq!(code, 6, "{out}");
     assert_eq!(out["error"]["code"], "permission_denied");
-    assert!(out["error"]["message"].as_str().unwrap().contains("notes_tool_delete-all"), "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("notes_tool_delete-all"),
+        "{out}"
+    );
     assert!(w.anima.join("state/notes.json").exists());
 
     allow(&w, &["notes_tool_delete-all"]);
@@ -108,7 +131,15 @@ fn legacy_slow_tool_ignoring_sigterm_ends_at_its_deadline() {
     list_json(&w); // probe first, so the process found below is the call's
     let runner = w
         .cmd()
-        .args(["call", "slow_tool", "wait", "--json", r#"{"seconds":30}"#, "--timeout", "1"])
+        .args([
+            "call",
+            "slow_tool",
+            "wait",
+            "--json",
+            r#"{"seconds":30}"#,
+            "--timeout",
+            "1",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -124,9 +155,15 @@ fn legacy_slow_tool_ignoring_sigterm_ends_at_its_deadline() {
     let o = runner.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(7), "{}", stdout(&o));
     assert_eq!(json(&o)["error"]["code"], "timeout");
-    assert!(eventually(30, || group_members(pgid).is_empty()), "left in group {pgid}: {:?}", group_members(pgid));
-    let sleeps: Vec<i32> =
-        pids_with_cmdline("sleep 30").into_iter().filter(|p| group_of(*p) == Some(pgid)).collect();
+    assert!(
+        eventually(30, || group_members(pgid).is_empty()),
+        "left in group {pgid}: {:?}",
+        group_members(pgid)
+    );
+    let sleeps: Vec<i32> = pids_with_cmdline("sleep 30")
+        .into_iter()
+        .filter(|p| group_of(*p) == Some(pgid))
+        .collect();
     assert!(sleeps.is_empty(), "{sleeps:?}");
 }
 

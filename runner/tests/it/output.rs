@@ -10,7 +10,10 @@ fn value_tool(w: &World, tool: &str, body: &str) {
     w.tool(
         &w.common(),
         tool,
-        &bash_tool(&format!(r#"[{{"name":"{tool}_run","description":"Run.","input_schema":{{"type":"object"}}}}]"#), body),
+        &bash_tool(
+            &format!(r#"[{{"name":"{tool}_run","description":"Run.","input_schema":{{"type":"object"}}}}]"#),
+            body,
+        ),
     );
 }
 
@@ -69,7 +72,11 @@ fn one_huge_event_line_is_capped_and_many_small_events_never_are() {
     assert_eq!(e["bytes"], expected.len());
 
     // A whole line in one read (one write of less than a pipe page) is capped too.
-    events_tool(&w, "oneread", "l=$(head -c 3000 /dev/zero | tr '\\0' z)\nprintf '{\"type\":\"result\",\"result\":\"%s\"}\\n' \"$l\"");
+    events_tool(
+        &w,
+        "oneread",
+        "l=$(head -c 3000 /dev/zero | tr '\\0' z)\nprintf '{\"type\":\"result\",\"result\":\"%s\"}\\n' \"$l\"",
+    );
     let (code, e) = err(&w, "oneread", &["--max-output", "1000"]);
     assert_eq!(code, 12, "{e}");
     assert_eq!(e["bytes"], 3000 + 30);
@@ -94,7 +101,11 @@ fn invalid_utf8_is_bad_output_in_both_modes() {
     assert_eq!(e["code"], "bad_output");
     assert!(msg(&e).contains("invalid UTF-8"), "{e}");
 
-    events_tool(&w, "binev", "printf '{\"type\":\"log\",\"message\":\"\\377\"}\\n{\"type\":\"result\",\"result\":1}\\n'");
+    events_tool(
+        &w,
+        "binev",
+        "printf '{\"type\":\"log\",\"message\":\"\\377\"}\\n{\"type\":\"result\",\"result\":1}\\n'",
+    );
     let (code, e) = err(&w, "binev", &[]);
     assert_eq!(code, 10, "{e}");
     assert!(msg(&e).contains("invalid UTF-8"), "{e}");
@@ -106,26 +117,41 @@ fn broken_event_streams_are_bad_output() {
     events_tool(&w, "stray", "echo '{\"type\":\"progress\",\"progress\":1}'\necho 'hello from a stray print'\necho '{\"type\":\"result\",\"result\":1}'");
     let (code, e) = err(&w, "stray", &[]);
     assert_eq!(code, 10, "{e}");
-    assert!(msg(&e).contains("non-protocol output on stdout") && msg(&e).contains("hello from a stray print"), "{e}");
+    assert!(
+        msg(&e).contains("non-protocol output on stdout") && msg(&e).contains("hello from a stray print"),
+        "{e}"
+    );
 
     events_tool(&w, "nofinal", "echo '{\"type\":\"progress\",\"progress\":1}'");
     let (code, e) = err(&w, "nofinal", &[]);
     assert_eq!(code, 10, "{e}");
     assert!(msg(&e).contains("exited without a final result"), "{e}");
 
-    events_tool(&w, "twofinal", "echo '{\"type\":\"result\",\"result\":1}'\necho '{\"type\":\"result\",\"result\":2}'");
+    events_tool(
+        &w,
+        "twofinal",
+        "echo '{\"type\":\"result\",\"result\":1}'\necho '{\"type\":\"result\",\"result\":2}'",
+    );
     let (code, e) = err(&w, "twofinal", &[]);
     assert_eq!(code, 10, "{e}");
     assert!(msg(&e).contains("output after the final event"), "{e}");
 
-    events_tool(&w, "blanks", "echo '{\"type\":\"result\",\"result\":7}'\necho\necho '   '");
+    events_tool(
+        &w,
+        "blanks",
+        "echo '{\"type\":\"result\",\"result\":7}'\necho\necho '   '",
+    );
     assert_eq!(call(&w, "blanks", "run", "{}", &[]), (0, Value::from(7)));
 }
 
 #[test]
 fn a_result_then_a_non_zero_exit_is_a_crash() {
     let w = World::new();
-    events_tool(&w, "late", "echo '{\"type\":\"result\",\"result\":1}'\necho 'dying now' >&2\nexit 3");
+    events_tool(
+        &w,
+        "late",
+        "echo '{\"type\":\"result\",\"result\":1}'\necho 'dying now' >&2\nexit 3",
+    );
     let (code, e) = err(&w, "late", &[]);
     assert_eq!(code, 11, "{e}");
     assert_eq!(e["code"], "crashed");
@@ -133,10 +159,17 @@ fn a_result_then_a_non_zero_exit_is_a_crash() {
     assert!(msg(&e).contains("after its result"), "{e}");
     assert!(e["stderr_tail"].as_str().unwrap().contains("dying now"), "{e}");
 
-    events_tool(&w, "errev", "echo '{\"type\":\"error\",\"code\":\"quota\",\"message\":\"over quota\",\"hint\":\"wait\"}'\nexit 0");
+    events_tool(
+        &w,
+        "errev",
+        "echo '{\"type\":\"error\",\"code\":\"quota\",\"message\":\"over quota\",\"hint\":\"wait\"}'\nexit 0",
+    );
     let (code, e) = err(&w, "errev", &[]);
     assert_eq!(code, 1, "{e}");
-    assert_eq!((e["code"].as_str(), e["tool_code"].as_str(), e["hint"].as_str()), (Some("tool_error"), Some("quota"), Some("wait")));
+    assert_eq!(
+        (e["code"].as_str(), e["tool_code"].as_str(), e["hint"].as_str()),
+        (Some("tool_error"), Some("quota"), Some("wait"))
+    );
 }
 
 #[test]
@@ -163,7 +196,11 @@ fn value_mode_errors_are_tool_errors_or_crashes() {
     assert_eq!(e["hint"], "try tokyo");
     assert_eq!(e["data"]["city"], "x");
 
-    value_tool(&w, "plainfail", "echo 'something went wrong'\necho 'trace line' >&2\nexit 4");
+    value_tool(
+        &w,
+        "plainfail",
+        "echo 'something went wrong'\necho 'trace line' >&2\nexit 4",
+    );
     let (code, e) = err(&w, "plainfail", &[]);
     assert_eq!(code, 11, "{e}");
     assert_eq!(e["code"], "crashed");
@@ -205,8 +242,15 @@ fn spawn_failures_after_a_cached_probe_are_spawn_failed() {
     std::fs::create_dir(&bin).unwrap();
     let interp = bin.join("myinterp");
     w.tool(&bin, "myinterp", "#!/bin/bash\nexec bash \"$@\"\n");
-    let body = bash_tool(r#"[{"name":"viaint_run","description":"Run.","input_schema":{"type":"object"}}]"#, "echo 1");
-    w.tool(&w.common(), "viaint", &format!("#!{}\n{}", interp.display(), body.trim_start_matches(|c| c != '\n')));
+    let body = bash_tool(
+        r#"[{"name":"viaint_run","description":"Run.","input_schema":{"type":"object"}}]"#,
+        "echo 1",
+    );
+    w.tool(
+        &w.common(),
+        "viaint",
+        &format!("#!{}\n{}", interp.display(), body.trim_start_matches(|c| c != '\n')),
+    );
     assert_eq!(call(&w, "viaint", "run", "{}", &[]), (0, Value::from(1)));
 
     // The interpreter now has the wrong format: execve of the tool says ENOEXEC; the tool file is unchanged, so
@@ -222,7 +266,10 @@ fn spawn_failures_after_a_cached_probe_are_spawn_failed() {
     std::fs::remove_file(&interp).unwrap();
     let (code, e) = err(&w, "viaint", &[]);
     assert_eq!(code, 9, "{e}");
-    assert!(msg(&e).contains("interpreter named on its #! line was not found"), "{e}");
+    assert!(
+        msg(&e).contains("interpreter named on its #! line was not found"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -232,7 +279,10 @@ fn a_shebang_naming_a_missing_interpreter_is_reported() {
     let list = list_json(&w);
     let p = problems_of(&list, "ghost");
     assert_eq!(p.len(), 1, "{list}");
-    assert!(p[0]["message"].as_str().unwrap().contains("#! line was not found"), "{list}");
+    assert!(
+        p[0]["message"].as_str().unwrap().contains("#! line was not found"),
+        "{list}"
+    );
     let (code, e) = err(&w, "ghost", &[]);
     assert_eq!(code, 4, "{e}");
     assert!(msg(&e).contains("#! line was not found"), "{e}");
@@ -250,6 +300,10 @@ fn unknown_event_types_are_ignored_and_passed_through_by_events() {
     let o = w.run(&["call", "future", "run", "--json", "{}", "--events"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let lines: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(lines.iter().any(|l| l["type"] == "telemetry" && l["cpu"] == 3), "{}", stdout(&o));
+    assert!(
+        lines.iter().any(|l| l["type"] == "telemetry" && l["cpu"] == 3),
+        "{}",
+        stdout(&o)
+    );
     assert!(lines.iter().any(|l| l["type"] == "result"), "{}", stdout(&o));
 }

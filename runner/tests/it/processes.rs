@@ -20,7 +20,9 @@ fn tool_script(tool: &str, pidfile: &Path, body: &str) -> String {
 
 fn read_pid(pidfile: &Path) -> i32 {
     assert!(
-        eventually(30, || std::fs::read_to_string(pidfile).map(|s| s.ends_with('\n')).unwrap_or(false)),
+        eventually(30, || std::fs::read_to_string(pidfile)
+            .map(|s| s.ends_with('\n'))
+            .unwrap_or(false)),
         "the tool never wrote {}",
         pidfile.display()
     );
@@ -43,12 +45,19 @@ fn group_gone(pgid: i32) -> bool {
 }
 
 fn spawn_runner(w: &World, args: &[&str]) -> Child {
-    w.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    w.cmd()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Whether `pid` has a handler installed for `sig` (SigCgt in /proc/<pid>/status).
 fn catches(pid: u32, sig: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
     status
         .lines()
         .find_map(|l| l.strip_prefix("SigCgt:"))
@@ -64,7 +73,11 @@ fn deadline_ends_a_tool_that_ignores_sigterm_and_its_grandchild() {
     w.tool(
         &w.common(),
         "stubborn",
-        &tool_script("stubborn", &pidfile, &format!("trap '' TERM\necho 'about to hang' >&2\nsleep {m} &\nsleep {m}")),
+        &tool_script(
+            "stubborn",
+            &pidfile,
+            &format!("trap '' TERM\necho 'about to hang' >&2\nsleep {m} &\nsleep {m}"),
+        ),
     );
     let o = w.run(&["call", "stubborn", "run", "--json", "{}", "--timeout", "1"]);
     assert_eq!(o.status.code(), Some(7), "{}\n{}", stdout(&o), stderr(&o));
@@ -83,14 +96,27 @@ fn sigkill_of_the_runner_leaves_no_tool_alive() {
     let w = World::new();
     let pidfile = w.tmp.path().join("pid");
     let m = marker(2);
-    w.tool(&w.common(), "sleeper", &tool_script("sleeper", &pidfile, &format!("sleep {m} &\nsleep {m}")));
+    w.tool(
+        &w.common(),
+        "sleeper",
+        &tool_script("sleeper", &pidfile, &format!("sleep {m} &\nsleep {m}")),
+    );
     let mut runner = spawn_runner(&w, &["call", "sleeper", "run", "--json", "{}"]);
     let tool = read_pid(&pidfile);
     let needle = format!("sleep {m}");
-    assert!(eventually(30, || pids_with_cmdline(&needle).len() == 2), "{:?}", pids_with_cmdline(&needle));
+    assert!(
+        eventually(30, || pids_with_cmdline(&needle).len() == 2),
+        "{:?}",
+        pids_with_cmdline(&needle)
+    );
     runner.kill().unwrap();
     runner.wait().unwrap();
-    assert!(eventually(30, || !alive(tool) && pids_with_cmdline(&needle).is_empty()), "still alive: tool {tool} ({}), {:?}", alive(tool), pids_with_cmdline(&needle));
+    assert!(
+        eventually(30, || !alive(tool) && pids_with_cmdline(&needle).is_empty()),
+        "still alive: tool {tool} ({}), {:?}",
+        alive(tool),
+        pids_with_cmdline(&needle)
+    );
 }
 
 #[test]
@@ -98,11 +124,18 @@ fn ctrl_c_cancels_the_call_and_ends_the_group() {
     let w = World::new();
     let pidfile = w.tmp.path().join("pid");
     let m = marker(3);
-    w.tool(&w.common(), "sleeper", &tool_script("sleeper", &pidfile, &format!("sleep {m} &\nsleep {m}")));
+    w.tool(
+        &w.common(),
+        "sleeper",
+        &tool_script("sleeper", &pidfile, &format!("sleep {m} &\nsleep {m}")),
+    );
     let runner = spawn_runner(&w, &["call", "sleeper", "run", "--json", "{}"]);
     let pgid = read_pid(&pidfile);
     // Why wait for the handler: before the runner installs it, SIGINT would simply kill the runner.
-    assert!(eventually(30, || catches(runner.id(), libc::SIGINT)), "the runner never handles SIGINT");
+    assert!(
+        eventually(30, || catches(runner.id(), libc::SIGINT)),
+        "the runner never handles SIGINT"
+    );
     unsafe { libc::kill(runner.id() as i32, libc::SIGINT) };
     let o = runner.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(8), "{}\n{}", stdout(&o), stderr(&o));
@@ -120,13 +153,21 @@ fn background_grandchild_is_ended_when_the_tool_exits() {
         w.tool(
             &w.common(),
             "leaver",
-            &tool_script("leaver", &pidfile, &format!("sleep {m} {redirect} &\necho '{{\"done\":true}}'")),
+            &tool_script(
+                "leaver",
+                &pidfile,
+                &format!("sleep {m} {redirect} &\necho '{{\"done\":true}}'"),
+            ),
         );
         let o = w.run(&["call", "leaver", "run", "--json", "{}"]);
         assert_eq!(o.status.code(), Some(0), "{redirect}: {}\n{}", stdout(&o), stderr(&o));
         assert_eq!(json(&o)["done"], true);
         let pgid = read_pid(&pidfile);
-        assert!(group_gone(pgid), "{redirect}: left in group {pgid}: {:?}", group_members(pgid));
+        assert!(
+            group_gone(pgid),
+            "{redirect}: left in group {pgid}: {:?}",
+            group_members(pgid)
+        );
         assert!(pids_with_cmdline(&format!("sleep {m}")).is_empty(), "{redirect}");
     }
 }
@@ -138,7 +179,13 @@ const INNER_ENV: &str = "ANIMAWORKS_TOOL_IT_CONCURRENT_INNER";
 #[test]
 fn hundred_concurrent_calls_leak_no_descriptors_and_leave_no_zombies() {
     let o = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["processes::hundred_concurrent_calls_inner", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "processes::hundred_concurrent_calls_inner",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(INNER_ENV, "1")
         .output()
         .unwrap();
@@ -155,8 +202,12 @@ fn zombie_children() -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
         let f: Vec<&str> = after.split_whitespace().collect();
         if f.first() == Some(&"Z") && f.get(1).and_then(|p| p.parse::<i32>().ok()) == Some(me) {
@@ -186,17 +237,39 @@ fn hundred_concurrent_calls_inner() {
         ),
     );
     let runner = w.runner();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let args = |i: u64| serde_json::json!({ "i": i }).as_object().unwrap().clone();
-        let warm = runner.call("echoer", "run", args(0), &CallOptions::default(), &mut Quiet, Cancel::never()).await;
+        let warm = runner
+            .call(
+                "echoer",
+                "run",
+                args(0),
+                &CallOptions::default(),
+                &mut Quiet,
+                Cancel::never(),
+            )
+            .await;
         assert_eq!(warm.unwrap()["args"]["i"], 0);
         let fds_before = fd_count();
         let mut set = tokio::task::JoinSet::new();
         for i in 1..=100u64 {
             let runner = runner.clone();
             set.spawn(async move {
-                let r = runner.call("echoer", "run", args(i), &CallOptions::default(), &mut Quiet, Cancel::never()).await;
+                let r = runner
+                    .call(
+                        "echoer",
+                        "run",
+                        args(i),
+                        &CallOptions::default(),
+                        &mut Quiet,
+                        Cancel::never(),
+                    )
+                    .await;
                 (i, r)
             });
         }
@@ -205,7 +278,10 @@ fn hundred_concurrent_calls_inner() {
             let (i, r) = j.unwrap();
             let v = r.unwrap_or_else(|e| panic!("call {i}: {e}"));
             assert_eq!(v["args"]["i"], i);
-            assert!(ids.insert(v["context"]["call_id"].as_str().unwrap().to_owned()), "call ids repeat: {v}");
+            assert!(
+                ids.insert(v["context"]["call_id"].as_str().unwrap().to_owned()),
+                "call ids repeat: {v}"
+            );
         }
         assert_eq!(ids.len(), 100);
         let fds_after = fd_count();
@@ -216,7 +292,12 @@ fn hundred_concurrent_calls_inner() {
             .collect();
         assert_eq!(fds_before, fds_after, "descriptors leaked: {listing:?}");
         assert_eq!(zombie_children(), Vec::<i32>::new(), "zombies left");
-        assert!(pids_with_cmdline(&format!("sleep {m}")).iter().all(|p| !is_descendant(*p)), "grandchildren left");
+        assert!(
+            pids_with_cmdline(&format!("sleep {m}"))
+                .iter()
+                .all(|p| !is_descendant(*p)),
+            "grandchildren left"
+        );
     });
     eprintln!("100 concurrent calls: no descriptor leaked, no zombie");
 }
@@ -225,9 +306,13 @@ fn is_descendant(pid: i32) -> bool {
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..64 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { return false };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
         let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
-        let Some(pp) = after.split_whitespace().nth(1).and_then(|x| x.parse::<i32>().ok()) else { return false };
+        let Some(pp) = after.split_whitespace().nth(1).and_then(|x| x.parse::<i32>().ok()) else {
+            return false;
+        };
         if pp == me {
             return true;
         }
