@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A persistent bash tool: `echo` reports its pid and args; `crash` exits mid-call; `hang` sleeps in a child;
-/// `stray` answers with another call's id.
+/// `stray` answers with another call's id; `big` answers with 500 bytes.
 const PTOOL: &str = r#"#!/usr/bin/env bash
 if [ "$1" = --schemas ]; then cat <<'JSON'
-{"protocol":1,"events":true,"persistent":true,"actions":[{"name":"echo"},{"name":"crash"},{"name":"hang"},{"name":"stray"}]}
+{"protocol":1,"events":true,"persistent":true,"actions":[{"name":"echo"},{"name":"crash"},{"name":"hang"},{"name":"stray"},{"name":"big"}]}
 JSON
 exit 0; fi
 re_id='"call_id":"([^"]*)"'; re_name='^\{"name":"([^"]*)"'; re_args='"args":(\{[^}]*\}),"context"'
@@ -27,6 +27,7 @@ handle() {
             echo "{\"type\":\"result\",\"result\":{\"pid\":$$,\"args\":$args},\"call_id\":\"$id\"}";;
     *_crash) echo "dying on purpose" >&2; exit 3;;
     *_hang) sleep 300;;
+    *_big) printf '{"type":"result","result":"%s","call_id":"%s"}\n' "$(printf 'x%.0s' {1..500})" "$id";;
     *_stray) echo "{\"type\":\"result\",\"result\":1,\"call_id\":\"someone-else\"}";;
   esac
 }
@@ -158,6 +159,23 @@ async fn an_event_of_another_call_is_a_protocol_error_and_retires_the_worker() {
     let e = call(&r, "ptool", "stray", json!({})).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::BadOutput, "{e}");
     assert!(e.message.contains("someone-else"), "{e}");
+    assert!(gone(first));
+    assert_ne!(echo_pid(&r, 2).await, first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_output_cap_holds_for_a_worker() {
+    let w = World::new();
+    w.tool(&w.common(), "ptool", PTOOL);
+    let r = pooled(&w, cfg(1, 60));
+    let first = echo_pid(&r, 1).await;
+    let opts = CallOptions { max_output: Some(100), ..Default::default() };
+    let e = r.call("ptool", "big", Map::new(), &opts, &mut Quiet, Cancel::never()).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::OutputCapped, "{e}");
+    let path = e.detail("path").and_then(Value::as_str).unwrap().to_owned();
+    let kept = std::fs::read_to_string(&path).unwrap();
+    assert!(kept.contains(&"x".repeat(500)), "{kept}");
+    // The worker may be out of step after a capped line: it is not reused.
     assert!(gone(first));
     assert_ne!(echo_pid(&r, 2).await, first);
 }
