@@ -300,3 +300,37 @@ async fn the_rust_sdk_serves_as_a_worker() {
     let idle = r.pool.as_ref().unwrap().idle_pids(&dest);
     assert_eq!(idle.len(), 1, "both calls used one worker: {idle:?}");
 }
+
+/// A persistent bash tool whose `who` action declares a credential; both actions report the pid and the token.
+const STOOL: &str = r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol":1,"events":true,"persistent":true,"actions":[{"name":"who","profile":{"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}},{"name":"plain"}]}
+JSON
+exit 0; fi
+re_id='"call_id":"([^"]*)"'
+while IFS= read -r req; do
+  [[ $req =~ $re_id ]] && id=${BASH_REMATCH[1]}
+  echo "{\"type\":\"result\",\"result\":{\"pid\":$$,\"token\":\"${SVC_TOKEN:-}\"},\"call_id\":\"$id\"}"
+done
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_gets_the_tools_secrets_masked_and_a_changed_secret_gets_a_new_worker() {
+    let w = World::new();
+    w.tool(&w.common(), "stool", STOOL);
+    let config = w.data.join("config.json");
+    std::fs::write(&config, r#"{"credentials": {"svc": {"api_key": "first-secret-value"}}}"#).unwrap();
+    let r = pooled(&w, cfg(1, 60));
+    // `plain` declares nothing, but its worker also serves `who`: it starts with the tool's secrets, masked.
+    let a = call(&r, "stool", "plain", json!({})).await.unwrap();
+    let b = call(&r, "stool", "who", json!({})).await.unwrap();
+    assert_eq!(a["pid"], b["pid"]);
+    for v in [&a, &b] {
+        let token = v["token"].as_str().unwrap();
+        assert!(!token.is_empty() && !token.contains("first-secret-value"), "the secret reached the caller: {v}");
+    }
+    std::fs::write(&config, r#"{"credentials": {"svc": {"api_key": "second-secret-value"}}}"#).unwrap();
+    let c = call(&r, "stool", "who", json!({})).await.unwrap();
+    assert_ne!(c["pid"], a["pid"], "a changed secret must not reach a worker started with the old one");
+    assert!(!c["token"].as_str().unwrap().contains("second-secret-value"));
+}
