@@ -76,7 +76,8 @@ fn fail(e: &CallError) -> i32 {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> CallError {
-    CallError::new(ErrorCode::Internal, format!("{what}: {e}")).hint("check that the anima dir's state folder is readable and writable")
+    CallError::new(ErrorCode::Internal, format!("{what}: {e}"))
+        .hint("check that the anima dir's state folder is readable and writable")
 }
 
 pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
@@ -114,7 +115,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     if let Err(e) = queue::kick_if_needed(&runner.dirs, &store) {
-        return fail(&io_err(&format!("cannot look at the tasks in {}", store.dir.display()), e));
+        return fail(&io_err(
+            &format!("cannot look at the tasks in {}", store.dir.display()),
+            e,
+        ));
     }
     let out = match a.cmd {
         TaskCmd::List { status, json } => list(&store, &status, json),
@@ -134,8 +138,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
 fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
-        Ok(None) => Err(CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
-            .hint("`animaworks-tool task list` shows the tasks of this anima")),
+        Ok(None) => Err(
+            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+                .hint("`animaworks-tool task list` shows the tasks of this anima"),
+        ),
         Err(e) => Err(io_err(&format!("cannot read task {id}"), e)),
     }
 }
@@ -149,7 +155,10 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
         })?);
     }
     let all = store.list().map_err(|e| io_err("cannot list the tasks", e))?;
-    let shown: Vec<Task> = all.into_iter().filter(|t| want.is_empty() || want.contains(&t.status)).collect();
+    let shown: Vec<Task> = all
+        .into_iter()
+        .filter(|t| want.is_empty() || want.contains(&t.status))
+        .collect();
     if as_json {
         say!("{}", serde_json::to_string(&shown).unwrap_or_default());
         return Ok(0);
@@ -165,7 +174,13 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
                 None => format!("  {}", p.progress),
             })
             .unwrap_or_default();
-        say!("{}  {:<9}  {:<30}  {:>6}s ago{progress}", t.task_id, t.status.as_str(), t.tool_name, (now - t.created_at).max(0.0) as u64);
+        say!(
+            "{}  {:<9}  {:<30}  {:>6}s ago{progress}",
+            t.task_id,
+            t.status.as_str(),
+            t.tool_name,
+            (now - t.created_at).max(0.0) as u64
+        );
     }
     Ok(0)
 }
@@ -183,7 +198,11 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
         if t.progress.is_some() && t.progress != shown {
             if let Some(p) = &t.progress {
                 let of = p.total.map(|x| format!("/{x}")).unwrap_or_default();
-                eprintln!("[{id}] {}{of}{}", p.progress, p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default());
+                eprintln!(
+                    "[{id}] {}{of}{}",
+                    p.progress,
+                    p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
+                );
             }
             shown = t.progress.clone();
         }
@@ -191,10 +210,15 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
             return Ok(outcome(&t));
         }
         if limit.is_some_and(|l| started.elapsed() >= l) {
-            let e = CallError::new(ErrorCode::Timeout, format!("task {id} is still {} after waiting", t.status.as_str()))
-                .hint(format!("wait again with `animaworks-tool task wait {id}`; the task keeps going"))
-                .with("task_id", id)
-                .with("status", t.status.as_str());
+            let e = CallError::new(
+                ErrorCode::Timeout,
+                format!("task {id} is still {} after waiting", t.status.as_str()),
+            )
+            .hint(format!(
+                "wait again with `animaworks-tool task wait {id}`; the task keeps going"
+            ))
+            .with("task_id", id)
+            .with("status", t.status.as_str());
             return Err(e);
         }
         tokio::time::sleep(pause).await;
@@ -206,13 +230,22 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
 fn outcome(t: &Task) -> i32 {
     match t.status {
         Status::Completed => {
-            let v = t.result_value.clone().unwrap_or_else(|| t.result.clone().map(Value::String).unwrap_or(Value::Null));
+            let v = t
+                .result_value
+                .clone()
+                .unwrap_or_else(|| t.result.clone().map(Value::String).unwrap_or(Value::Null));
             render::print_result(&v);
             0
         }
         _ => {
-            let detail = t.error_detail.clone().unwrap_or_else(|| json!({"code": t.error_code, "message": t.error}));
-            let msg = detail.get("message").and_then(Value::as_str).unwrap_or("the task did not complete");
+            let detail = t
+                .error_detail
+                .clone()
+                .unwrap_or_else(|| json!({"code": t.error_code, "message": t.error}));
+            let msg = detail
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the task did not complete");
             eprintln!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
             let mut detail = detail.clone();
             if let Some(o) = detail.as_object_mut() {
@@ -254,12 +287,17 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
     let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
-        eprintln!("animaworks-tool: task {id}'s worker is gone; the task is {}", t.status.as_str());
+        eprintln!(
+            "animaworks-tool: task {id}'s worker is gone; the task is {}",
+            t.status.as_str()
+        );
         say!("{}", t.receipt());
         return Ok(0);
     };
     // The worker polls for this request and ends the tool's group: SIGTERM, grace, SIGKILL, every member reaped.
-    store.request_cancel(id).map_err(|e| io_err("cannot write the cancel request", e))?;
+    store
+        .request_cancel(id)
+        .map_err(|e| io_err("cannot write the cancel request", e))?;
     let patience = crate::reap::GRACE + Duration::from_secs(3);
     let start = Instant::now();
     loop {
@@ -319,15 +357,20 @@ pub fn parse_age(s: &str) -> Option<Duration> {
 
 fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {
     let age = parse_age(older_than).ok_or_else(|| {
-        CallError::new(ErrorCode::Usage, format!("--older-than {older_than:?} is not a duration"))
-            .hint("e.g. 7d, 12h, 30m, 90s")
+        CallError::new(
+            ErrorCode::Usage,
+            format!("--older-than {older_than:?} is not a duration"),
+        )
+        .hint("e.g. 7d, 12h, 30m, 90s")
     })?;
     let cutoff = now_s() - age.as_secs_f64();
     let mut pruned = Vec::new();
     for t in store.list().map_err(|e| io_err("cannot list the tasks", e))? {
         let ended = t.completed_at.unwrap_or(t.updated_at);
         if t.status.is_final() && ended < cutoff {
-            store.remove(&t.task_id).map_err(|e| io_err(&format!("cannot delete task {}", t.task_id), e))?;
+            store
+                .remove(&t.task_id)
+                .map_err(|e| io_err(&format!("cannot delete task {}", t.task_id), e))?;
             pruned.push(t.task_id);
         }
     }
@@ -347,8 +390,11 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
             eprintln!("animaworks-tool: warning: cannot start a worker: {e}");
         }
     }
-    let invalid: Vec<Value> =
-        report.invalid.iter().map(|(f, r)| json!({"file": f.to_string_lossy(), "reason": r})).collect();
+    let invalid: Vec<Value> = report
+        .invalid
+        .iter()
+        .map(|(f, r)| json!({"file": f.to_string_lossy(), "reason": r}))
+        .collect();
     say!("{}", json!({"queued": report.queued, "invalid": invalid}));
     Ok(0)
 }

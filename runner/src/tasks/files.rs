@@ -32,7 +32,10 @@ impl Drop for Lock {
 /// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").suffix(".part").tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".part")
+        .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -41,7 +44,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 impl FileStore {
     pub fn for_anima(anima_dir: &Path) -> FileStore {
         let state = anima_dir.join("state");
-        FileStore { dir: state.join("background_tasks"), notify_dir: state.join("background_notifications") }
+        FileStore {
+            dir: state.join("background_tasks"),
+            notify_dir: state.join("background_notifications"),
+        }
     }
 
     pub fn path(&self, id: &str) -> PathBuf {
@@ -58,7 +64,12 @@ impl FileStore {
 
     fn lock(&self) -> io::Result<Lock> {
         fs::create_dir_all(&self.dir)?;
-        let f = OpenOptions::new().create(true).read(true).write(true).truncate(false).open(self.dir.join(".lock"))?;
+        let f = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(self.dir.join(".lock"))?;
         loop {
             // SAFETY: flock on a file we own.
             if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -116,7 +127,9 @@ fn mark_lost(t: &mut Task) {
     let who = t.pid.map(|p| format!("(pid {p}) ")).unwrap_or_default();
     t.finish(Status::Lost);
     t.error_code = Some("lost".into());
-    t.error = Some(format!("lost: the worker {who}running this task is gone (killed, or the machine restarted)"));
+    t.error = Some(format!(
+        "lost: the worker {who}running this task is gone (killed, or the machine restarted)"
+    ));
     t.error_detail = Some(serde_json::json!({
         "code": "lost",
         "message": t.error.clone(),
@@ -129,11 +142,18 @@ impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         if let Some(args) = private_args {
-            let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(self.side(&task.task_id, "args"))?;
+            let mut f = OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .mode(0o600)
+                .open(self.side(&task.task_id, "args"))?;
             f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
         }
         if self.path(&task.task_id).exists() {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("task {} exists", task.task_id)));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("task {} exists", task.task_id),
+            ));
         }
         self.save(task)
     }
@@ -162,7 +182,11 @@ impl TaskStore for FileStore {
                 out.push(t);
             }
         }
-        out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then_with(|| a.task_id.cmp(&b.task_id)));
+        out.sort_by(|a, b| {
+            a.created_at
+                .total_cmp(&b.created_at)
+                .then_with(|| a.task_id.cmp(&b.task_id))
+        });
         Ok(out)
     }
 
@@ -187,7 +211,9 @@ impl TaskStore for FileStore {
             return Ok(None);
         }
         // `list` is in submit order.
-        let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else { return Ok(None) };
+        let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
+            return Ok(None);
+        };
         let now = super::now_s();
         t.status = Status::Running;
         t.started_at = Some(now);
@@ -201,7 +227,9 @@ impl TaskStore for FileStore {
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
         match fs::read(self.side(id, "args")) {
-            Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -223,10 +251,23 @@ impl TaskStore for FileStore {
     fn notify(&self, t: &Task) -> io::Result<()> {
         fs::create_dir_all(&self.notify_dir)?;
         let mut text = format!("# Background task {} {}\n\n", t.task_id, t.status.as_str());
-        text.push_str(&format!("- tool: {}\n- task_id: {}\n- status: {}\n", t.tool_name, t.task_id, t.status.as_str()));
+        text.push_str(&format!(
+            "- tool: {}\n- task_id: {}\n- status: {}\n",
+            t.tool_name,
+            t.task_id,
+            t.status.as_str()
+        ));
         if let Some(r) = &t.result {
             let cut = r.char_indices().nth(2000).map(|(i, _)| i).unwrap_or(r.len());
-            text.push_str(&format!("\n## Result\n\n{}{}\n", &r[..cut], if cut < r.len() { "\n…(cut; `animaworks-tool task show` has all of it)" } else { "" }));
+            text.push_str(&format!(
+                "\n## Result\n\n{}{}\n",
+                &r[..cut],
+                if cut < r.len() {
+                    "\n…(cut; `animaworks-tool task show` has all of it)"
+                } else {
+                    ""
+                }
+            ));
         }
         if let Some(e) = &t.error {
             text.push_str(&format!("\n## Error\n\n{e}\n"));

@@ -42,8 +42,15 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 7] =
-        [Status::Pending, Status::Running, Status::Completed, Status::Failed, Status::Timeout, Status::Cancelled, Status::Lost];
+    pub const ALL: [Status; 7] = [
+        Status::Pending,
+        Status::Running,
+        Status::Completed,
+        Status::Failed,
+        Status::Timeout,
+        Status::Cancelled,
+        Status::Lost,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -218,7 +225,10 @@ pub trait TaskStore: Send + Sync {
 }
 
 pub fn now_s() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// A task id: 12 hex digits, as AnimaWorks' `uuid4().hex[:12]`.
@@ -239,7 +249,9 @@ pub fn valid_task_id(id: &str) -> bool {
 }
 
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_owned()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// `/proc/<pid>/stat` field 22, the process's start time in clock ticks after boot.
@@ -257,7 +269,11 @@ pub fn start_time(pid: i32) -> Option<u64> {
 impl ProcessId {
     pub fn of_self() -> ProcessId {
         let pid = std::process::id() as i32;
-        ProcessId { pid, start_time: start_time(pid).unwrap_or(0), boot_id: boot_id() }
+        ProcessId {
+            pid,
+            start_time: start_time(pid).unwrap_or(0),
+            boot_id: boot_id(),
+        }
     }
 
     /// Is this exact process still running (not a zombie, not a reused pid, not another boot)?
@@ -269,6 +285,10 @@ impl ProcessId {
     }
 
     pub fn of_task(t: &Task) -> Option<ProcessId> {
-        Some(ProcessId { pid: t.pid?, start_time: t.pid_start_time?, boot_id: t.boot_id.clone().unwrap_or_default() })
+        Some(ProcessId {
+            pid: t.pid?,
+            start_time: t.pid_start_time?,
+            boot_id: t.boot_id.clone().unwrap_or_default(),
+        })
     }
 }

@@ -32,16 +32,30 @@ struct Descriptor {
 fn parse(text: &[u8]) -> Result<Descriptor, String> {
     let v: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
     let obj = v.as_object().ok_or("not a JSON object")?;
-    let task_id = obj.get("task_id").and_then(Value::as_str).ok_or("no \"task_id\" string")?.to_owned();
+    let task_id = obj
+        .get("task_id")
+        .and_then(Value::as_str)
+        .ok_or("no \"task_id\" string")?
+        .to_owned();
     if !super::valid_task_id(&task_id) {
-        return Err(format!("\"task_id\" {task_id:?} is not a task id (letters, digits, - and _)"));
+        return Err(format!(
+            "\"task_id\" {task_id:?} is not a task id (letters, digits, - and _)"
+        ));
     }
-    let tool = obj.get("tool_name").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or("no \"tool_name\" string")?;
+    let tool = obj
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or("no \"tool_name\" string")?;
     let mut words: Vec<String> = match obj.get("raw_args") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|w| w.as_str().map(str::to_owned).ok_or("\"raw_args\" holds something that is not a string"))
+            .map(|w| {
+                w.as_str()
+                    .map(str::to_owned)
+                    .ok_or("\"raw_args\" holds something that is not a string")
+            })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("\"raw_args\" is not a list of strings".into()),
     };
@@ -51,14 +65,25 @@ fn parse(text: &[u8]) -> Result<Descriptor, String> {
         }
     }
     let submitted_at = obj.get("submitted_at").and_then(Value::as_f64).unwrap_or(0.0);
-    Ok(Descriptor { task_id, tool: tool.to_owned(), words, submitted_at })
+    Ok(Descriptor {
+        task_id,
+        tool: tool.to_owned(),
+        words,
+        submitted_at,
+    })
 }
 
 fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
     let dir = pending.join("invalid");
     fs::create_dir_all(&dir)?;
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "descriptor.json".into());
-    write_atomic(&dir.join(format!("{name}.reason.txt")), format!("{reason}\n").as_bytes())?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "descriptor.json".into());
+    write_atomic(
+        &dir.join(format!("{name}.reason.txt")),
+        format!("{reason}\n").as_bytes(),
+    )?;
     fs::rename(file, dir.join(name))
 }
 
@@ -75,7 +100,11 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
     for e in rd.flatten() {
         let p = e.path();
         if p.is_file() && p.extension().is_some_and(|x| x == "json") {
-            let at = fs::read(&p).ok().and_then(|b| parse(&b).ok()).map(|d| d.submitted_at).unwrap_or(0.0);
+            let at = fs::read(&p)
+                .ok()
+                .and_then(|b| parse(&b).ok())
+                .map(|d| d.submitted_at)
+                .unwrap_or(0.0);
             files.push((at, p));
         }
     }
@@ -83,26 +112,38 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
     let taking = pending.join(".taking");
     fs::create_dir_all(&taking)?;
     for (_, file) in files {
-        let Some(name) = file.file_name().map(|n| n.to_owned()) else { continue };
+        let Some(name) = file.file_name().map(|n| n.to_owned()) else {
+            continue;
+        };
         // The rename is the claim: two run-pending at once never take one descriptor twice.
         let mine = taking.join(&name);
         if fs::rename(&file, &mine).is_err() {
             continue;
         }
-        let outcome = match fs::read(&mine).map_err(|e| format!("cannot read it: {e}")).and_then(|b| parse(&b)) {
+        let outcome = match fs::read(&mine)
+            .map_err(|e| format!("cannot read it: {e}"))
+            .and_then(|b| parse(&b))
+        {
             Err(reason) => Err(reason),
             Ok(d) => {
                 if store.get(&d.task_id).ok().flatten().is_some() {
                     Err(format!("a task {} exists already", d.task_id))
                 } else {
                     match submit::check(runner, &d.tool, &d.words, false, Some(d.task_id.clone())).await {
-                        Err(e) => Err(format!("{}: {}{}", e.code, e.message, e.hint.map(|h| format!(" (hint: {h})")).unwrap_or_default())),
+                        Err(e) => Err(format!(
+                            "{}: {}{}",
+                            e.code,
+                            e.message,
+                            e.hint.map(|h| format!(" (hint: {h})")).unwrap_or_default()
+                        )),
                         Ok(mut c) => {
                             c.task.source = Some("animaworks-pending".into());
                             if d.submitted_at > 0.0 {
                                 c.task.created_at = d.submitted_at;
                             }
-                            submit::enqueue(store, &c).map(|_| c.task.receipt()).map_err(|e| e.message)
+                            submit::enqueue(store, &c)
+                                .map(|_| c.task.receipt())
+                                .map_err(|e| e.message)
                         }
                     }
                 }

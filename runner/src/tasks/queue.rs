@@ -25,7 +25,10 @@ pub fn max_running(data_dir: &Path) -> Result<usize, String> {
         None | Some(serde_json::Value::Null) => Ok(DEFAULT_MAX_RUNNING),
         Some(n) => match n.as_u64() {
             Some(n) if n >= 1 => Ok(n as usize),
-            _ => Err(format!("{}: \"max_running_tasks\" must be a whole number of at least 1, not {n}", path.display())),
+            _ => Err(format!(
+                "{}: \"max_running_tasks\" must be a whole number of at least 1, not {n}",
+                path.display()
+            )),
         },
     }
 }
@@ -36,13 +39,21 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     let anima = dirs.anima.as_ref().ok_or_else(|| io::Error::other("no anima dir"))?;
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
-    cmd.arg("--data-dir").arg(&dirs.data).arg("--anima-dir").arg(anima).arg("--cache-dir").arg(&dirs.cache);
+    cmd.arg("--data-dir")
+        .arg(&dirs.data)
+        .arg("--anima-dir")
+        .arg(anima)
+        .arg("--cache-dir")
+        .arg(&dirs.cache);
     cmd.arg("--python").arg(&dirs.python);
     for c in &dirs.core {
         cmd.arg("--core-dir").arg(c);
     }
     cmd.args(["task", "worker"]);
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(store.log_path());
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(store.log_path());
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {
         Ok(f) => cmd.stderr(f),

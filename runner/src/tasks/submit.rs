@@ -23,13 +23,22 @@ pub struct Checked {
 pub fn store_of(runner: &Runner) -> Result<FileStore, CallError> {
     match &runner.dirs.anima {
         Some(a) => Ok(FileStore::for_anima(a)),
-        None => Err(CallError::new(ErrorCode::Usage, "background tasks need an anima: they are kept under <anima dir>/state/background_tasks")
-            .hint("pass --anima-dir DIR or set ANIMAWORKS_ANIMA_DIR")),
+        None => Err(CallError::new(
+            ErrorCode::Usage,
+            "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
+        )
+        .hint("pass --anima-dir DIR or set ANIMAWORKS_ANIMA_DIR")),
     }
 }
 
 /// Check `submit <tool> <words…>`: `<action> [flags]`, or the argv of a legacy `cli_main` module.
-pub async fn check(runner: &Runner, tool: &str, words: &[String], strict: bool, id: Option<String>) -> Result<Checked, CallError> {
+pub async fn check(
+    runner: &Runner,
+    tool: &str,
+    words: &[String],
+    strict: bool,
+    id: Option<String>,
+) -> Result<Checked, CallError> {
     store_of(runner)?;
     let resolved = runner.resolve(tool).await?;
     let mut warnings = Vec::new();
@@ -39,14 +48,20 @@ pub async fn check(runner: &Runner, tool: &str, words: &[String], strict: bool, 
     let structured = first.is_some_and(|a| resolved.manifest.action(a).is_some()) || !resolved.manifest.cli;
     let (kind, action, raw_args, timeout, max_output, secrets) = if structured {
         let Some(action_word) = first else {
-            return Err(CallError::new(ErrorCode::Usage, format!("submit {tool}: name the action to run"))
-                .hint(format!("`animaworks-tool {tool} --help` lists its actions")));
+            return Err(
+                CallError::new(ErrorCode::Usage, format!("submit {tool}: name the action to run"))
+                    .hint(format!("`animaworks-tool {tool} --help` lists its actions")),
+            );
         };
         let act = runner.action(&resolved, action_word)?.clone();
         let (argmap, flags) = args::parse(&act, &words[1..])?;
         if flags.help || flags.events {
-            return Err(CallError::new(ErrorCode::Usage, "submit takes neither --help nor --events")
-                .hint(format!("`animaworks-tool {tool} {} --help` shows the action's flags", act.name)));
+            return Err(
+                CallError::new(ErrorCode::Usage, "submit takes neither --help nor --events").hint(format!(
+                    "`animaworks-tool {tool} {} --help` shows the action's flags",
+                    act.name
+                )),
+            );
         }
         crate::validate::check_args(tool, &act, &argmap)?;
         runner.permit(&resolved, &act)?;
@@ -61,11 +76,21 @@ pub async fn check(runner: &Runner, tool: &str, words: &[String], strict: bool, 
             }
             warnings.push(format!("{msg}; submitting anyway"));
         }
-        (Kind::Action, act.name.clone(), Value::Object(argmap), flags.timeout, flags.max_output, secrets)
+        (
+            Kind::Action,
+            act.name.clone(),
+            Value::Object(argmap),
+            flags.timeout,
+            flags.max_output,
+            secrets,
+        )
     } else {
         if words.is_empty() {
-            return Err(CallError::new(ErrorCode::Usage, format!("submit {tool}: give the words for its cli_main"))
-                .hint(format!("`animaworks-tool {tool} --help`")));
+            return Err(CallError::new(
+                ErrorCode::Usage,
+                format!("submit {tool}: give the words for its cli_main"),
+            )
+            .hint(format!("`animaworks-tool {tool} --help`")));
         }
         let mut argv = words.to_vec();
         if !argv.iter().any(|w| w == "-j") {
@@ -106,13 +131,20 @@ pub async fn check(runner: &Runner, tool: &str, words: &[String], strict: bool, 
         output_path: None,
         source: Some("submit".into()),
     };
-    Ok(Checked { task, private_args, warnings })
+    Ok(Checked {
+        task,
+        private_args,
+        warnings,
+    })
 }
 
 /// Store a checked task.
 pub fn enqueue(store: &dyn TaskStore, c: &Checked) -> Result<(), CallError> {
     store.create(&c.task, c.private_args.as_ref()).map_err(|e| {
-        CallError::new(ErrorCode::Internal, format!("cannot write task {}: {e}", c.task.task_id))
-            .hint("check that the anima dir's state/background_tasks folder is writable")
+        CallError::new(
+            ErrorCode::Internal,
+            format!("cannot write task {}: {e}", c.task.task_id),
+        )
+        .hint("check that the anima dir's state/background_tasks folder is writable")
     })
 }

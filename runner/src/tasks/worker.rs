@@ -48,7 +48,10 @@ pub async fn run(runner: &Runner) -> i32 {
             Ok(Some(t)) => t,
             Ok(None) => return 0,
             Err(e) => {
-                eprintln!("animaworks-tool task worker: cannot claim a task in {}: {e}", store.dir.display());
+                eprintln!(
+                    "animaworks-tool task worker: cannot claim a task in {}: {e}",
+                    store.dir.display()
+                );
                 return ErrorCode::Internal.exit_code();
             }
         };
@@ -60,7 +63,9 @@ fn stop_on_sigterm() -> tokio::sync::watch::Receiver<bool> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            return;
+        };
         term.recv().await;
         let _ = tx.send(true);
         std::future::pending::<()>().await
@@ -78,15 +83,32 @@ struct TaskObserver(Arc<Mutex<Shared>>);
 
 impl Observer for TaskObserver {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
-        if let Event::Progress { progress, total, message, .. } = event {
+        if let Event::Progress {
+            progress,
+            total,
+            message,
+            ..
+        } = event
+        {
             let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            s.latest = Some(Progress { progress: *progress, total: *total, message: message.clone(), updated_at: now_s() });
+            s.latest = Some(Progress {
+                progress: *progress,
+                total: *total,
+                message: message.clone(),
+                updated_at: now_s(),
+            });
             s.dirty = true;
         }
     }
 }
 
-async fn run_one(runner: &Runner, store: &FileStore, me: &ProcessId, task: Task, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn run_one(
+    runner: &Runner,
+    store: &FileStore,
+    me: &ProcessId,
+    task: Task,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let id = task.task_id.clone();
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut obs = TaskObserver(shared.clone());
@@ -181,7 +203,13 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
     }
 }
 
-async fn execute(runner: &Runner, store: &FileStore, task: &Task, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+async fn execute(
+    runner: &Runner,
+    store: &FileStore,
+    task: &Task,
+    obs: &mut dyn Observer,
+    cancel: Cancel,
+) -> Result<Value, CallError> {
     let args = match store.private_args(&task.task_id) {
         Ok(Some(v)) => v,
         _ => task.tool_args.clone(),
@@ -193,11 +221,18 @@ async fn execute(runner: &Runner, store: &FileStore, task: &Task, obs: &mut dyn 
         Kind::Action => {
             let act = runner.action(&resolved, &task.action)?.clone();
             let Value::Object(map) = args else {
-                return Err(CallError::new(ErrorCode::InvalidArguments, "the task's arguments are not a JSON object"));
+                return Err(CallError::new(
+                    ErrorCode::InvalidArguments,
+                    "the task's arguments are not a JSON object",
+                ));
             };
             crate::validate::check_args(&task.tool, &act, &map)?;
             runner.permit(&resolved, &act)?;
-            let opts = CallOptions { timeout, max_output: task.max_output, call_id: Some(task.task_id.clone()) };
+            let opts = CallOptions {
+                timeout,
+                max_output: task.max_output,
+                call_id: Some(task.task_id.clone()),
+            };
             runner.run(&resolved, &act, map, &opts, obs, cancel).await
         }
         Kind::Cli => {
@@ -205,7 +240,17 @@ async fn execute(runner: &Runner, store: &FileStore, task: &Task, obs: &mut dyn 
                 .map_err(|_| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
             runner.permit_cli(&resolved, &argv)?;
             let timeout = timeout.unwrap_or_else(|| cli_timeout(&resolved, &argv));
-            run_cli_captured(runner, &resolved, &argv, timeout, task.max_output, &task.task_id, obs, cancel).await
+            run_cli_captured(
+                runner,
+                &resolved,
+                &argv,
+                timeout,
+                task.max_output,
+                &task.task_id,
+                obs,
+                cancel,
+            )
+            .await
         }
     }
 }
@@ -241,12 +286,25 @@ async fn run_cli_captured(
     let env = runner.env(call_id, deadline_ms, &secrets)?;
     let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let file = &r.file;
-    let mut cmd = spawn::command(file, &runner.dirs, Mode::Cli(&argv_os), &env, runner.dirs.anima.as_deref())
-        .map_err(|e| CallError::new(ErrorCode::SpawnFailed, format!("cannot start {}: {e}", file.path.display())))?;
+    let mut cmd = spawn::command(
+        file,
+        &runner.dirs,
+        Mode::Cli(&argv_os),
+        &env,
+        runner.dirs.anima.as_deref(),
+    )
+    .map_err(|e| {
+        CallError::new(
+            ErrorCode::SpawnFailed,
+            format!("cannot start {}: {e}", file.path.display()),
+        )
+    })?;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().map_err(|e| {
         let (msg, hint) = spawn::explain_spawn_error(file, &runner.dirs, &e);
-        CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
+        CallError::new(ErrorCode::SpawnFailed, msg)
+            .hint(hint)
+            .with("tool", file.name.clone())
     })?;
     let max_output = max_output.unwrap_or(runner.max_output);
     let d = Drive {

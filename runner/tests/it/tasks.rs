@@ -101,7 +101,11 @@ fn alive(pid: i32) -> bool {
 
 fn task_json_files(w: &World) -> Vec<PathBuf> {
     match std::fs::read_dir(tasks_dir(w)) {
-        Ok(rd) => rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect(),
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -121,16 +125,33 @@ fn submit_then_wait_gives_the_result_under_the_printed_id() {
     let result = json(&o);
     assert_eq!(result["n"], 7);
     assert_eq!(result["id"], id, "the call id is the task id");
-    assert!(stderr(&o).contains("half") || task_file(&w, id)["progress"]["progress"] == 2.0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("half") || task_file(&w, id)["progress"]["progress"] == 2.0,
+        "{}",
+        stderr(&o)
+    );
     let t = task_file(&w, id);
-    for k in ["task_id", "anima_name", "tool_name", "tool_args", "status", "created_at", "completed_at", "result", "error"] {
+    for k in [
+        "task_id",
+        "anima_name",
+        "tool_name",
+        "tool_args",
+        "status",
+        "created_at",
+        "completed_at",
+        "result",
+        "error",
+    ] {
         assert!(t.get(k).is_some(), "AnimaWorks field {k} missing: {t}");
     }
     assert_eq!(t["anima_name"], "alice");
     assert_eq!(t["tool_name"], "bg:quick");
     assert_eq!(t["tool_args"]["n"], 7);
     assert_eq!(t["status"], "completed");
-    assert!(t["result"].is_string() && t["created_at"].is_f64() && t["completed_at"].is_f64(), "{t}");
+    assert!(
+        t["result"].is_string() && t["created_at"].is_f64() && t["completed_at"].is_f64(),
+        "{t}"
+    );
     let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{id}.md"))).unwrap();
     assert!(note.contains(id) && note.contains("completed"), "{note}");
 }
@@ -163,7 +184,14 @@ fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
     let w = world();
     std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 4}"#).unwrap();
     let children: Vec<_> = (0..50)
-        .map(|_| w.cmd().args(["submit", "bg", "marked"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .map(|_| {
+            w.cmd()
+                .args(["submit", "bg", "marked"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let mut ids = Vec::new();
     for c in children {
@@ -175,7 +203,12 @@ fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
     let all_done = eventually(120, || {
         let o = w.run(&["task", "list", "--json"]);
         let list = json(&o);
-        let done = list.as_array().unwrap().iter().filter(|t| t["status"] == "completed").count();
+        let done = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["status"] == "completed")
+            .count();
         last = format!("{done} of 50 completed");
         done == 50
     });
@@ -203,7 +236,9 @@ fn limit_of_one_starts_tasks_in_submit_order() {
     let w = world();
     std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
     let ids: Vec<String> = (0..5).map(|_| submit_ok(&w, &["bg", "marked"])).collect();
-    assert!(eventually(60, || ids.iter().all(|id| task_file(&w, id)["status"] == "completed")));
+    assert!(eventually(60, || ids
+        .iter()
+        .all(|id| task_file(&w, id)["status"] == "completed")));
     let markers = std::fs::read_to_string(w.anima.join("out/markers")).unwrap();
     let started: Vec<&str> = markers.lines().filter_map(|l| l.strip_prefix("S ")).collect();
     assert_eq!(started, ids.iter().map(String::as_str).collect::<Vec<_>>(), "{markers}");
@@ -219,7 +254,11 @@ fn a_task_past_its_timeout_ends_as_timeout() {
     let t = task_file(&w, &id);
     assert_eq!(t["status"], "timeout");
     assert_eq!(t["timeout_s"], 1.0);
-    let tool_pid: i32 = std::fs::read_to_string(w.anima.join(format!("out/{id}.pid"))).unwrap().trim().parse().unwrap();
+    let tool_pid: i32 = std::fs::read_to_string(w.anima.join(format!("out/{id}.pid")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(eventually(10, || !alive(tool_pid)));
 }
 
@@ -247,7 +286,11 @@ fn cancel_ends_the_task_and_every_grandchild() {
     let t = task_file(&w, &id);
     assert_eq!(t["status"], "cancelled");
     assert_eq!(t["error_code"], "cancelled");
-    assert!(eventually(10, || inner.iter().all(|p| !alive(*p))), "survivors: {:?}", inner.iter().filter(|p| alive(**p)).collect::<Vec<_>>());
+    assert!(
+        eventually(10, || inner.iter().all(|p| !alive(*p))),
+        "survivors: {:?}",
+        inner.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+    );
     let o = w.run(&["task", "wait", &id]);
     assert_eq!(o.status.code(), Some(8));
 }
@@ -272,21 +315,33 @@ fn cancel_of_a_pending_task_never_starts_it() {
 #[test]
 fn readers_polling_the_store_never_see_a_broken_file() {
     let w = world();
-    let ids: Vec<String> = (0..20).map(|i| submit_ok(&w, &["bg", "quick", "--n", &i.to_string()])).collect();
+    let ids: Vec<String> = (0..20)
+        .map(|i| submit_ok(&w, &["bg", "quick", "--n", &i.to_string()]))
+        .collect();
     let mut reads = 0;
     let done = eventually(120, || {
         // Every file straight from the folder, as another program would read it.
         for p in task_json_files(&w) {
             if let Ok(bytes) = std::fs::read(&p) {
                 let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
-                assert!(parsed.is_ok(), "half-written {}: {:?}", p.display(), String::from_utf8_lossy(&bytes));
+                assert!(
+                    parsed.is_ok(),
+                    "half-written {}: {:?}",
+                    p.display(),
+                    String::from_utf8_lossy(&bytes)
+                );
             }
         }
         let o = w.run(&["task", "list", "--json"]);
         assert!(o.status.success(), "{}", stderr(&o));
         let list = json(&o);
         reads += 1;
-        list.as_array().unwrap().iter().filter(|t| t["status"] == "completed").count() == ids.len()
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["status"] == "completed")
+            .count()
+            == ids.len()
     });
     assert!(done && reads > 0);
 }
@@ -319,7 +374,12 @@ fn refused_submits_write_nothing() {
 #[test]
 fn without_an_anima_dir_submit_is_refused() {
     let w = world();
-    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(["submit", "bg", "quick", "--n", "1"]).output().unwrap();
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .args(["submit", "bg", "quick", "--n", "1"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("anima"), "{}", stderr(&o));
 }
@@ -332,7 +392,11 @@ fn run_pending_takes_over_animaworks_descriptors_and_sets_bad_ones_aside() {
     let good = r#"{"task_id":"0123456789ab","tool_name":"bg","subcommand":"quick","raw_args":["quick","--n","3"],"anima_name":"alice","anima_dir":"x","submitted_at":1.5,"status":"pending"}"#;
     std::fs::write(pending.join("0123456789ab.json"), good).unwrap();
     std::fs::write(pending.join("broken.json"), "{not json").unwrap();
-    std::fs::write(pending.join("ghost.json"), r#"{"task_id":"aaaaaaaaaaaa","tool_name":"ghost","raw_args":[]}"#).unwrap();
+    std::fs::write(
+        pending.join("ghost.json"),
+        r#"{"task_id":"aaaaaaaaaaaa","tool_name":"ghost","raw_args":[]}"#,
+    )
+    .unwrap();
     let o = w.run(&["task", "run-pending"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rep = json(&o);
@@ -346,7 +410,9 @@ fn run_pending_takes_over_animaworks_descriptors_and_sets_bad_ones_aside() {
         let reason = std::fs::read_to_string(pending.join("invalid").join(format!("{name}.reason.txt"))).unwrap();
         assert!(!reason.trim().is_empty());
     }
-    assert!(std::fs::read_to_string(pending.join("invalid/ghost.json.reason.txt")).unwrap().contains("unknown_tool"));
+    assert!(std::fs::read_to_string(pending.join("invalid/ghost.json.reason.txt"))
+        .unwrap()
+        .contains("unknown_tool"));
 }
 
 #[test]
