@@ -48,7 +48,13 @@ impl FileKey {
 pub enum Probed {
     Ok(Manifest),
     /// `--schemas` failed; the reason and the tail of its stderr.
-    Failed { reason: String, stderr_tail: String },
+    Failed {
+        reason: String,
+        stderr_tail: String,
+        /// The tool could not be started at all (never cached: an interpreter may be installed any moment).
+        #[serde(default)]
+        spawn: bool,
+    },
 }
 
 #[derive(Serialize, Deserialize)]

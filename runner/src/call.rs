@@ -125,9 +125,9 @@ impl Runner {
         let env = self.env("probe", 0, &[])?;
         match probe::manifest(&file, &self.dirs, &env).await.0 {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
-            Probed::Failed { reason, stderr_tail } => {
+            Probed::Failed { reason, stderr_tail, spawn } => {
                 let mut e = CallError::new(
-                    ErrorCode::UnknownAction,
+                    if spawn { ErrorCode::SpawnFailed } else { ErrorCode::UnknownAction },
                     format!("{tool} ({}) cannot be called: {reason}", file.path.display()),
                 )
                 .hint("fix the tool; after installing a missing dependency run `animaworks-tool refresh`")
@@ -317,12 +317,11 @@ impl Runner {
 
     fn spawn(&self, file: &ToolFile, mode: Mode<'_>, env: &[(OsString, OsString)]) -> Result<tokio::process::Child, CallError> {
         let cwd = self.dirs.anima.clone();
-        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref())
-            .map_err(|e| CallError::new(ErrorCode::SpawnFailed, format!("cannot start {}: {e}", file.path.display())))?;
-        cmd.spawn().map_err(|e| {
+        let explain = |e: std::io::Error| {
             let (msg, hint) = spawn::explain_spawn_error(file, &self.dirs, &e);
             CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
-        })
+        };
+        spawn::command(file, &self.dirs, mode, env, cwd.as_deref()).map_err(explain)?.spawn().map_err(explain)
     }
 
     /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds.

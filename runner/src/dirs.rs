@@ -34,12 +34,18 @@ fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| expand_home(Path::new(&v)))
 }
 
-/// `~` and `~/x` expand to the home directory, as AnimaWorks' `expanduser` does.
+/// `~` and `~/x` expand to the home directory, as AnimaWorks' `expanduser` does; a relative path is made
+/// absolute (tools run in the anima's directory, where a relative path would mean something else).
 pub fn expand_home(p: &Path) -> PathBuf {
     let s = p.to_string_lossy();
     if s == "~" || s.starts_with("~/") {
         if let Some(home) = std::env::var_os("HOME") {
             return PathBuf::from(home).join(s.trim_start_matches('~').trim_start_matches('/'));
+        }
+    }
+    if p.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(p);
         }
     }
     p.to_path_buf()

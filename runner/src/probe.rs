@@ -16,17 +16,14 @@ const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 
 /// Run `TOOL --schemas` now, ignoring the cache.
 pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Probed {
-    let failed = |reason: String, stderr_tail: String| Probed::Failed { reason, stderr_tail };
-    let mut cmd = match spawn::command(file, dirs, Mode::Schemas, env, None) {
-        Ok(c) => c,
-        Err(e) => return failed(format!("cannot prepare --schemas: {e}"), String::new()),
+    let failed = |reason: String, stderr_tail: String| Probed::Failed { reason, stderr_tail, spawn: false };
+    let spawn_failed = |e: std::io::Error| {
+        let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
+        Probed::Failed { reason: format!("{msg}; {hint}"), stderr_tail: String::new(), spawn: true }
     };
-    let child = match cmd.spawn() {
+    let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| c.spawn()) {
         Ok(c) => c,
-        Err(e) => {
-            let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
-            return failed(format!("{msg}; {hint}"), String::new());
-        }
+        Err(e) => return spawn_failed(e),
     };
     let call_id = format!("probe-{}", std::process::id());
     let d = Drive {
@@ -76,7 +73,11 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
         Ok(k) => k,
         Err(e) => {
             return (
-                Probed::Failed { reason: format!("cannot read {}: {e}", file.path.display()), stderr_tail: String::new() },
+                Probed::Failed {
+                    reason: format!("cannot read {}: {e}", file.path.display()),
+                    stderr_tail: String::new(),
+                    spawn: false,
+                },
                 Source::Probe,
             )
         }
@@ -86,7 +87,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
     }
     let probed = probe(file, dirs, env).await;
     // Why not cache a timeout: it may be load on the machine, not the tool.
-    let transient = matches!(&probed, Probed::Failed { reason, .. } if reason.contains("did not answer"));
+    let transient = matches!(&probed, Probed::Failed { reason, spawn, .. } if *spawn || reason.contains("did not answer"));
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         cache::store(dirs, file, &key, &probed);

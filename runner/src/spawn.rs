@@ -10,7 +10,7 @@ use crate::discover::{Launch, ToolFile};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::process::Command;
 
@@ -35,27 +35,10 @@ pub fn command(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> io::Result<Command> {
-    let mut cmd = match file.launch {
-        Launch::Python => {
-            let shim = crate::pyshim::shim_path(&dirs.cache)?;
-            let mut c = Command::new(&dirs.python);
-            c.arg(shim).arg(&file.path);
-            c
-        }
-        Launch::Node => {
-            let mut c = Command::new("node");
-            c.arg(&file.path);
-            c
-        }
-        Launch::Bash => {
-            let mut c = Command::new("bash");
-            c.arg(&file.path);
-            c
-        }
-        Launch::Exec => Command::new(&file.path),
-    };
     let args = mode_args(file, mode);
-    cmd.args(&args);
+    let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
+    let mut cmd = Command::new(&program);
+    cmd.args(&argv);
     let (stdin, stdout) = match mode {
         Mode::Schemas => (Stdio::null(), Stdio::piped()),
         Mode::Call | Mode::Serve => (Stdio::piped(), Stdio::piped()),
@@ -78,24 +61,51 @@ pub fn command(
     crate::guardian::start()?;
     // SAFETY: only async-signal-safe calls (prctl, getpid, write) between fork and exec.
     unsafe {
-        let direct = match file.launch {
-            Launch::Exec => Some(DirectExec::new(&file.path, &args, env)?),
-            _ => None,
-        };
+        let d = DirectExec::new(&program, &argv, env)?;
         cmd.pre_exec(move || {
+            // Capture the whole struct (it is Send), not its raw-pointer fields one by one.
+            let d: &DirectExec = &d;
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             crate::guardian::register_self();
-            if let Some(d) = &direct {
-                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
-                let e = io::Error::last_os_error();
-                // The process never became the tool: the guardian must not remember its group.
-                crate::guardian::unregister(libc::getpid());
-                return Err(e);
-            }
-            Ok(())
+            libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+            let e = io::Error::last_os_error();
+            // The process never became the tool: the guardian must not remember its group.
+            crate::guardian::unregister(libc::getpid());
+            Err(e)
         });
     }
     Ok(cmd)
+}
+
+/// The program to exec (an absolute path) and its arguments. An interpreter is looked up on the tool's `PATH`
+/// here, before any fork, so a missing one is reported as such and never leaves a half-started process.
+fn program_and_args(
+    file: &ToolFile,
+    dirs: &Dirs,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    mode_args: Vec<OsString>,
+) -> io::Result<(PathBuf, Vec<OsString>)> {
+    let interpreter = match file.launch {
+        Launch::Python => Some(dirs.python.clone()),
+        Launch::Node => Some("node".into()),
+        Launch::Bash => Some("bash".into()),
+        Launch::Exec => None,
+    };
+    let Some(interp) = interpreter else {
+        return Ok((file.path.clone(), mode_args));
+    };
+    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+    let here = cwd.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
+    let program = which::which_in(&interp, Some(path_var), here)
+        .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+    let mut argv: Vec<OsString> = Vec::with_capacity(mode_args.len() + 2);
+    if file.launch == Launch::Python {
+        argv.push(crate::pyshim::shim_path(&dirs.cache)?.into_os_string());
+    }
+    argv.push(file.path.clone().into_os_string());
+    argv.extend(mode_args);
+    Ok((program, argv))
 }
 
 /// The arguments after the program (or after the file, for an interpreter).
@@ -111,7 +121,7 @@ fn mode_args(file: &ToolFile, mode: Mode<'_>) -> Vec<OsString> {
     }
 }
 
-/// A file started as itself is exec'd with `execve` in `pre_exec`, prepared before the fork (no allocation after
+/// Every tool is exec'd with `execve` in `pre_exec`, prepared before the fork (no allocation after
 /// it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
 /// not a binary for this machine, a `#!` interpreter that is itself neither) as a `/bin/sh` script, so a data file
 /// with an exec bit or a tool with a broken interpreter would silently run as shell. `execve` reports it instead.

@@ -23,7 +23,7 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
         }
         match result {
             Probed::Ok(manifest) => tools.push(Resolved { file, manifest }),
-            Probed::Failed { reason, stderr_tail } => problems.push(Problem {
+            Probed::Failed { reason, stderr_tail, .. } => problems.push(Problem {
                 message: format!("{}: {reason}", file.path.display()),
                 tool: file.name,
                 tier: file.tier,

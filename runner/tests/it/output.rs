@@ -229,9 +229,9 @@ fn a_file_in_the_wrong_format_cannot_be_started() {
     assert_eq!(p.len(), 1, "{list}");
     assert!(p[0]["message"].as_str().unwrap().contains("wrong format"), "{list}");
     let (code, e) = err(&w, "blob", &[]);
-    // Its --schemas could not start, so the call stops at resolve (protocol.md §6: unknown_action covers a failed
-    // --schemas), naming the reason.
-    assert_eq!(code, 4, "{e}");
+    // Its --schemas could not even start: spawn_failed, naming the reason.
+    assert_eq!(code, 9, "{e}");
+    assert_eq!(e["code"], "spawn_failed");
     assert!(msg(&e).contains("wrong format"), "{e}");
 }
 
@@ -284,7 +284,7 @@ fn a_shebang_naming_a_missing_interpreter_is_reported() {
         "{list}"
     );
     let (code, e) = err(&w, "ghost", &[]);
-    assert_eq!(code, 4, "{e}");
+    assert_eq!(code, 9, "{e}");
     assert!(msg(&e).contains("#! line was not found"), "{e}");
 }
 
