@@ -110,6 +110,7 @@ enum Cmd {
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    init_logging();
     let dirs = Dirs::resolve(&DirOptions {
         core_dirs: cli.core_dirs,
         data_dir: cli.data_dir,
@@ -148,6 +149,18 @@ pub fn main() -> i32 {
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })
+}
+
+/// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`;
+/// `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more.
+fn init_logging() {
+    let filter = std::env::var("ANIMAWORKS_TOOL_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
 }
 
 fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
