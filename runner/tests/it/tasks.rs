@@ -429,3 +429,21 @@ fn prune_deletes_only_old_finished_tasks() {
     let o = w.run(&["task", "prune", "--older-than", "soon"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn legacy_cli_main_argv_runs_in_the_background_with_json_output() {
+    let w = world();
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools/cli_only_tool.py");
+    std::fs::copy(&src, w.common().join("cli_only_tool.py")).unwrap();
+    let (code, receipt) = submit(&w, &["cli_only_tool", "greet", "--name", "Ada"]);
+    assert_eq!(code, 0, "{receipt}");
+    assert_eq!(receipt["action"], "cli");
+    let id = receipt["task_id"].as_str().unwrap();
+    let o = w.run(&["task", "wait", id]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["greeting"], "hello, Ada");
+    let t = task_file(&w, id);
+    assert_eq!(t["kind"], "cli");
+    assert_eq!(t["tool_args"], serde_json::json!(["greet", "--name", "Ada", "-j"]));
+}
