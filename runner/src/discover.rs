@@ -79,14 +79,6 @@ pub struct Scan {
     pub problems: Vec<Problem>,
 }
 
-fn tier_word(t: Tier) -> &'static str {
-    match t {
-        Tier::Core => "core",
-        Tier::Common => "common",
-        Tier::Personal => "personal",
-    }
-}
-
 /// Scan every tier folder of `dirs`.
 pub fn scan(dirs: &Dirs) -> Scan {
     let mut scan = Scan::default();
@@ -98,68 +90,53 @@ pub fn scan(dirs: &Dirs) -> Scan {
     scan
 }
 
+impl Problem {
+    fn of(file: ToolFile, kind: &'static str, message: String) -> Problem {
+        Problem { tool: file.name, tier: file.tier, path: file.path, kind, message, stderr_tail: None }
+    }
+}
+
 fn admit(scan: &mut Scan, file: ToolFile) {
     let Some(existing) = scan.tools.get(&file.name) else {
         scan.tools.insert(file.name.clone(), file);
         return;
     };
-    match (existing.tier, file.tier) {
-        (Tier::Core, Tier::Core) => scan.problems.push(Problem {
-            message: format!(
+    let problem = match (existing.tier, file.tier) {
+        (Tier::Core, Tier::Core) => {
+            let msg = format!(
                 "core tool '{}' at {} is overshadowed by the core tool at {} (an earlier core folder wins)",
                 file.name,
                 file.path.display(),
                 existing.path.display()
-            ),
-            tool: file.name,
-            tier: file.tier,
-            path: file.path,
-            kind: "shadowed",
-            stderr_tail: None,
-        }),
-        (Tier::Core, t) => scan.problems.push(Problem {
-            message: format!(
-                "{} tool '{}' shadows core tool — skipped (rename {})",
-                if t == Tier::Common { "Common" } else { "Personal" },
-                file.name,
-                file.path.display()
-            ),
-            tool: file.name,
-            tier: file.tier,
-            path: file.path,
-            kind: "shadows_core",
-            stderr_tail: None,
-        }),
+            );
+            Problem::of(file, "shadowed", msg)
+        }
+        (Tier::Core, t) => {
+            let who = if t == Tier::Common { "Common" } else { "Personal" };
+            let msg = format!("{who} tool '{}' shadows core tool — skipped (rename {})", file.name, file.path.display());
+            Problem::of(file, "shadows_core", msg)
+        }
         (Tier::Common, Tier::Personal) => {
             let hidden = scan.tools.insert(file.name.clone(), file).expect("present");
-            scan.problems.push(Problem {
-                message: format!(
-                    "common tool '{}' at {} is overshadowed by the personal tool of the same name",
-                    hidden.name,
-                    hidden.path.display()
-                ),
-                tool: hidden.name,
-                tier: hidden.tier,
-                path: hidden.path,
-                kind: "shadowed",
-                stderr_tail: None,
-            });
+            let msg = format!(
+                "common tool '{}' at {} is overshadowed by the personal tool of the same name",
+                hidden.name,
+                hidden.path.display()
+            );
+            Problem::of(hidden, "shadowed", msg)
         }
-        _ => scan.problems.push(Problem {
-            message: format!(
+        _ => {
+            let msg = format!(
                 "{} tool '{}' at {} is hidden by {} (two tools of one name)",
-                tier_word(file.tier),
+                file.tier,
                 file.name,
                 file.path.display(),
                 existing.path.display()
-            ),
-            tool: file.name,
-            tier: file.tier,
-            path: file.path,
-            kind: "shadowed",
-            stderr_tail: None,
-        }),
-    }
+            );
+            Problem::of(file, "shadowed", msg)
+        }
+    };
+    scan.problems.push(problem);
 }
 
 fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile> {

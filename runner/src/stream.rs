@@ -167,6 +167,22 @@ fn quote_start(b: &[u8]) -> String {
 }
 
 impl<'a> StdoutState<'a> {
+    fn new(events: bool, max: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
+        StdoutState {
+            events,
+            max,
+            spill_dir,
+            call_id,
+            value: Vec::new(),
+            line: Vec::new(),
+            spill: None,
+            line_spilled: false,
+            capped: None,
+            last: None,
+            bad: None,
+        }
+    }
+
     fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
         if !self.events {
             if let Some(sp) = &mut self.spill {
@@ -309,19 +325,7 @@ pub struct EventLines<'a>(StdoutState<'a>);
 
 impl<'a> EventLines<'a> {
     pub fn new(max_output: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
-        EventLines(StdoutState {
-            events: true,
-            max: max_output,
-            spill_dir,
-            call_id,
-            value: Vec::new(),
-            line: Vec::new(),
-            spill: None,
-            line_spilled: false,
-            capped: None,
-            last: None,
-            bad: None,
-        })
+        EventLines(StdoutState::new(true, max_output, spill_dir, call_id))
     }
     pub fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
         self.0.feed(chunk, obs)
@@ -362,19 +366,7 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
     let (mut out_done, mut err_done) = (stdout.is_none(), stderr.is_none());
     let mut out_buf = vec![0u8; 64 * 1024];
     let mut err_buf = vec![0u8; 8 * 1024];
-    let mut state = StdoutState {
-        events: d.events,
-        max: d.max_output,
-        spill_dir: &d.spill_dir,
-        call_id: d.call_id,
-        value: Vec::new(),
-        line: Vec::new(),
-        spill: None,
-        line_spilled: false,
-        capped: None,
-        last: None,
-        bad: None,
-    };
+    let mut state = StdoutState::new(d.events, d.max_output, &d.spill_dir, d.call_id);
     let mut tail = Tail(Vec::new());
     let deadline = started + d.timeout;
     let mut status: Option<ExitStatus> = None;
