@@ -52,6 +52,11 @@ impl Entry {
 /// The permitted catalogue, sorted by tool name; tools with no permitted action are left out.
 pub async fn permitted(runner: &Runner) -> Vec<Entry> {
     let (tools, _, _) = manifests(runner).await;
+    permitted_of(runner, tools)
+}
+
+/// The permitted part of already read manifests.
+pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
     // Why not Runner::permit per action: the same decision, with the permissions file read once, not once per
     // action (tools/list over hundreds of actions).
     let perms = runner.permissions();

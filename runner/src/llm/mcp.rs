@@ -54,16 +54,28 @@ pub struct Server {
     opts: Options,
     /// Schema name → (tool, action), from the last listing.
     names: Arc<Mutex<HashMap<String, (String, String)>>>,
+    /// The last listing and the state of the folders it was made from.
+    listed: Arc<Mutex<Option<(Snapshot, Vec<Tool>)>>>,
 }
+
+/// The state of the tier folders and the permissions file ([`snapshot`]).
+pub type Snapshot = Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)>;
 
 impl Server {
     pub fn new(runner: Runner, opts: Options) -> Server {
-        Server { runner: Arc::new(runner), opts, names: Arc::default() }
+        Server { runner: Arc::new(runner), opts, names: Arc::default(), listed: Arc::default() }
     }
 
     /// The permitted tools in MCP shape; also refreshes the name map used by calls.
     pub async fn tools(&self) -> Vec<Tool> {
-        let entries = catalog::permitted(&self.runner).await;
+        let snap = snapshot(&self.runner);
+        if let Some((s, tools)) = self.listed.lock().expect("listed lock").as_ref() {
+            if *s == snap {
+                return tools.clone();
+            }
+        }
+        let (all, _, probed) = catalog::manifests(&self.runner).await;
+        let entries = catalog::permitted_of(&self.runner, all);
         let mut names = HashMap::new();
         let mut tools = Vec::new();
         for e in &entries {
@@ -79,6 +91,9 @@ impl Server {
             }
         }
         *self.names.lock().expect("names lock") = names;
+        // Kept only when every manifest came from the schema cache: a probe that failed for a passing reason (a
+        // timeout under load) is not cached, so the next listing must try again.
+        *self.listed.lock().expect("listed lock") = (probed == 0).then(|| (snap, tools.clone()));
         tools
     }
 
@@ -211,7 +226,7 @@ impl ServerHandler for Server {
 
 /// What identifies the state of the tier folders and the permissions file: each path's metadata, and every
 /// entry of each folder with its identity.
-pub fn snapshot(runner: &Runner) -> Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)> {
+pub fn snapshot(runner: &Runner) -> Snapshot {
     let id = |p: &std::path::Path| {
         std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
     };
