@@ -66,21 +66,11 @@ fn configured_max(runner: &Runner) -> Option<usize> {
     v.get("use_tool_max_chars")?.as_u64().map(|n| n as usize)
 }
 
-fn cancel_on_signals() -> (tokio::sync::watch::Sender<bool>, Cancel) {
-    let (tx, cancel) = Cancel::new();
-    let t = tx.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        let _ = t.send(true);
-    });
-    (tx, cancel)
+/// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.
+fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
+    let mut r = runner.clone();
+    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::from_settings(&runner.dirs.data)?));
+    Ok(r)
 }
 
 pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
@@ -94,9 +84,15 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
             return e.code.exit_code();
         }
     };
-    let (_keep, cancel) = cancel_on_signals();
+    let cancel = super::cancel_on_signals();
     if args.serve {
-        return serve(runner, &limits, cancel).await;
+        return match with_workers(runner) {
+            Ok(r) => serve(&r, &limits, cancel).await,
+            Err(e) => {
+                eprintln!("animaworks-tool use-tool: {e}");
+                e.code.exit_code()
+            }
+        };
     }
     let mut input = Vec::new();
     let answer = match tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut input).await {
@@ -166,7 +162,14 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
             return e.code.exit_code();
         }
     };
-    match mcp::serve(runner.clone(), mcp::Options { timeout: t, ..Default::default() }).await {
+    let runner = match with_workers(runner) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("animaworks-tool mcp: {e}");
+            return e.code.exit_code();
+        }
+    };
+    match mcp::serve(runner, mcp::Options { timeout: t, ..Default::default() }).await {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("animaworks-tool mcp: {e}");

@@ -169,7 +169,7 @@ fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
 }
 
 /// Cancel on Ctrl-C or SIGTERM: the tool's group is ended the same way as at a deadline.
-fn cancel_on_signals() -> Cancel {
+pub(crate) fn cancel_on_signals() -> Cancel {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, cancel) = Cancel::new();
     // Why the listeners are made here and not in the task: a Ctrl-C between spawning the tool and the task's

@@ -192,7 +192,7 @@ fn schemas_in_every_provider_shape() {
     let greet = by_name("t_greet");
     assert_eq!(greet["type"], "function");
     assert_eq!(greet["function"]["strict"], true);
-    assert_eq!(greet["function"]["parameters"]["required"], json!(["loud", "who"]));
+    assert_eq!(greet["function"]["parameters"]["required"], json!(["who", "loud"]), "in the order the schema declares");
     assert_eq!(greet["function"]["parameters"]["properties"]["loud"]["type"], json!(["boolean", "null"]));
     assert_eq!(greet["function"]["parameters"]["additionalProperties"], false);
     assert_eq!(by_name("t_free")["function"]["strict"], false);
