@@ -81,26 +81,12 @@ fn io_err(what: &str, e: std::io::Error) -> CallError {
 }
 
 pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
-    let store = match checks::store_of(runner) {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
-    };
-    let checked = match checks::check(runner, &a.tool, &a.rest, a.strict, None).await {
+    let checked = match checks::submit(runner, &a.tool, &a.rest, a.strict).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
     for w in &checked.warnings {
         eprintln!("animaworks-tool: warning: {w}");
-    }
-    if let Err(e) = checks::enqueue(&store, &checked) {
-        return fail(&e);
-    }
-    // Marks tasks of dead workers lost, as every task command does.
-    let _ = store.census();
-    if let Err(e) = queue::spawn_worker(&runner.dirs, &store) {
-        eprintln!(
-            "animaworks-tool: warning: cannot start a worker ({e}); the task stays pending until the next `animaworks-tool task` command starts one"
-        );
     }
     say!("{}", checked.task.receipt());
     0

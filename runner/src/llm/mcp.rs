@@ -13,7 +13,7 @@
 
 use crate::call::{CallOptions, Runner};
 use crate::error::{CallError, ErrorCode};
-use crate::llm::{catalog, providers, use_tool};
+use crate::llm::{background, catalog, providers, use_tool};
 use crate::stream::{Cancel, Observer};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -90,6 +90,14 @@ impl Server {
                 }
             }
         }
+        if self.runner.dirs.anima.is_some() {
+            for (name, description, schema) in background::actions() {
+                let t = json!({"name": name, "description": description, "inputSchema": schema});
+                if let Ok(t) = serde_json::from_value::<Tool>(t) {
+                    tools.push(t);
+                }
+            }
+        }
         *self.names.lock().expect("names lock") = names;
         // Kept only when every manifest came from the schema cache: a probe that failed for a passing reason (a
         // timeout under load) is not cached, so the next listing must try again.
@@ -115,6 +123,11 @@ impl Server {
     }
 
     async fn call(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        if let Some(action) = req.name.strip_prefix("task_").filter(|_| background::actions().iter().any(|a| a.0 == req.name)) {
+            let args = req.arguments.clone().unwrap_or_default();
+            let v = background::answer(&self.runner, action, &args).await.map_err(|e| refusal(&e))?;
+            return Ok(CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]));
+        }
         let Some((tool, action)) = self.lookup(&req.name).await else {
             return Err(refusal(
                 &CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name))

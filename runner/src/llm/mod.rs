@@ -2,6 +2,7 @@
 //! MCP server ([`mcp`]). All three list what [`catalog`] finds and call through the same
 //! resolve → validate → permit → run path as the CLI.
 
+pub mod background;
 pub mod catalog;
 pub mod mcp;
 pub mod providers;

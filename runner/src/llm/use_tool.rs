@@ -170,6 +170,8 @@ fn short(v: &Value) -> String {
 pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
     let out = if req.tool_name == META_TOOL {
         meta(runner, &req.action, &req.args).await
+    } else if req.tool_name == super::background::TASK_TOOL {
+        super::background::answer(runner, &req.action, &req.args).await
     } else {
         call(runner, req, limits, obs, cancel).await
     };
@@ -284,8 +286,10 @@ pub fn schema() -> Value {
         "description": "Call an action of an external tool. The catalogue lists every tool and its actions. Before \
             calling an action whose arguments you do not know, get its schema with {\"tool_name\": \"help\", \"action\": \
             \"describe\", \"args\": {\"tool\": \"<tool>\"}}; {\"tool_name\": \"help\", \"action\": \"search\", \"args\": \
-            {\"query\": \"<words>\"}} finds tools. Errors come back as JSON with status \"error\", error_type, message \
-            and suggestion.",
+            {\"query\": \"<words>\"}} finds tools. A long action can run in the background: {\"tool_name\": \"task\", \
+            \"action\": \"submit\", \"args\": {\"tool\": \"<tool>\", \"action\": \"<action>\", \"args\": {...}}} answers at \
+            once with a task_id; {\"tool_name\": \"task\", \"action\": \"show\", \"args\": {\"task_id\": \"<id>\"}} tells its \
+            status and result. Errors come back as JSON with status \"error\", error_type, message and suggestion.",
         "input_schema": {
             "type": "object",
             "properties": {

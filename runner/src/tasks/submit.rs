@@ -138,6 +138,36 @@ pub async fn check(
     })
 }
 
+/// Check, store, and start a worker: the whole of `submit`, for every path (CLI, use-tool, MCP). Returns the
+/// stored task (its `receipt()` is what a caller prints) and the warnings to show.
+pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool) -> Result<Checked, CallError> {
+    let store = store_of(runner)?;
+    let checked = check(runner, tool, words, strict, None).await?;
+    enqueue(&store, &checked)?;
+    // Marks tasks of dead workers lost, as every task command does.
+    let _ = store.census();
+    if let Err(e) = super::queue::spawn_worker(&runner.dirs, &store) {
+        let mut checked = checked;
+        checked.warnings.push(format!(
+            "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool task` command starts one"
+        ));
+        return Ok(checked);
+    }
+    Ok(checked)
+}
+
+/// A task as stored, after marking lost the tasks whose worker is gone.
+pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
+    let store = store_of(runner)?;
+    let _ = super::queue::kick_if_needed(&runner.dirs, &store);
+    match store.get(id) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+            .hint("the task id is the one submit printed (12 hex digits)")),
+        Err(e) => Err(CallError::new(ErrorCode::Internal, format!("cannot read task {id}: {e}"))),
+    }
+}
+
 /// Store a checked task.
 pub fn enqueue(store: &dyn TaskStore, c: &Checked) -> Result<(), CallError> {
     store.create(&c.task, c.private_args.as_ref()).map_err(|e| {

@@ -276,6 +276,14 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(v["invalid"]["data"]["pointer"], "/who");
     assert_eq!(v["unknown"]["data"]["code"], "unknown_tool");
 
+    assert!(names.contains(&"task_submit") && names.contains(&"task_show"), "{names:?}");
+    let id = v["bg_receipt"]["task_id"].as_str().expect("a task id");
+    assert_eq!(v["bg_final"]["status"], "completed", "{}", v["bg_final"]);
+    assert_eq!(v["bg_final"]["task_id"], id);
+    assert!(w.anima.join(format!("state/background_tasks/{id}.json")).is_file());
+    assert_eq!(v["bg_gated"]["raised"], true, "{}", v["bg_gated"]);
+    assert_eq!(v["bg_gated"]["data"]["key"], "t_purge");
+
     assert_eq!(v["hang_group_gone"], true, "the cancelled call's process group still runs: {v}");
     assert_eq!(v["after_cancel"]["structuredContent"]["greeting"], "hello, again");
     assert_eq!(v["list_changed"], true);
@@ -298,4 +306,31 @@ impl OutputWith for Command {
         }
         c.stdin(Stdio::null()).output().unwrap()
     }
+}
+
+#[test]
+fn use_tool_submits_background_tasks_checked_like_calls() {
+    let w = world();
+    let (code, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": "Bg"}}}));
+    assert_eq!(code, Some(0), "{text}");
+    let receipt: Value = serde_json::from_str(&text).unwrap();
+    let id = receipt["task_id"].as_str().unwrap().to_owned();
+    let mut last = Value::Null;
+    let done = eventually(30, || {
+        let (_, t) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "show", "args": {"task_id": id}}));
+        last = serde_json::from_str(&t).unwrap_or(Value::Null);
+        last["status"] == "completed"
+    });
+    assert!(done, "{last}");
+    assert_eq!(last["result_value"]["greeting"], "hello, Bg", "{last}");
+
+    let tasks = w.anima.join("state/background_tasks");
+    let before = std::fs::read_dir(&tasks).unwrap().count();
+    let (code, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "purge"}}));
+    assert_ne!(code, Some(0));
+    let err: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(err["error_type"], "PermissionDenied", "{err}");
+    let (_, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": 3}}}));
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["error_type"], "InvalidArguments", "{text}");
+    assert_eq!(std::fs::read_dir(&tasks).unwrap().count(), before, "a refused submit writes nothing");
 }

@@ -66,6 +66,26 @@ async def main() -> None:
                 except MCPError as e:
                     out[key] = {"raised": True, "code": e.error.code, "message": e.error.message, "data": e.error.data}
 
+            # Background: task_submit answers at once with an id; task_show follows it to its end. A gated action
+            # is refused before anything is queued.
+            r = await session.call_tool("task_submit", {"tool": "t", "action": "greet", "args": {"who": "Bg"}})
+            receipt = json.loads(r.content[0].text)
+            out["bg_receipt"] = receipt
+            end = time.monotonic() + 30
+            shown: dict = {}
+            while time.monotonic() < end:
+                r = await session.call_tool("task_show", {"task_id": receipt["task_id"]})
+                shown = json.loads(r.content[0].text)
+                if shown.get("status") not in ("pending", "running"):
+                    break
+                await anyio.sleep(0.05)
+            out["bg_final"] = shown
+            try:
+                await session.call_tool("task_submit", {"tool": "t", "action": "purge", "args": {}})
+                out["bg_gated"] = {"raised": False}
+            except MCPError as e:
+                out["bg_gated"] = {"raised": True, "code": e.error.code, "data": e.error.data}
+
             # A cancelled call: the client abandons it once the tool runs; the server must end the tool's group.
             pidfile = os.environ["MCP_TEST_PIDFILE"]
             with anyio.CancelScope() as scope:
