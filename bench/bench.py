@@ -200,6 +200,18 @@ def bench_call(runs: int, timer: str) -> None:
     ratio, diff = m["runner"] / m["direct"], m["runner"] - m["direct"]
     record("2§8a", "compiled tool call via runner (rust-hello greet)", f"{m['runner']:.2f} ms", f"{m['direct']:.2f} ms direct",
            f"{ratio:.2f}x, +{diff:.2f} ms", "<=1.5x and <=+1.5 ms", ratio <= 1.5 and diff <= 1.5)
+    # The same comparison with a tool that does nothing (no input schema, no events): the runner's own share.
+    build_tiny(w.personal / "tiny", {"protocol": 1, "actions": [{"name": "go"}]})
+    tiny_req = w.root / "tiny-request.json"
+    tiny_req.write_text(json.dumps({**req, "name": "tiny_go", "args": {},
+                                    "context": {**req["context"], "tool": "tiny", "action": "go"}}) + "\n")
+    assert awt(w, "call", "tiny", "go", "--json", "{}").returncode == 0
+    t = time_cases([Case("direct tiny", [str(w.personal / "tiny")], env, stdin=str(tiny_req)),
+                    Case("runner tiny", [str(AWT), "call", "tiny", "go", "--json", "{}"], env, stdin=str(tiny_req))],
+                   runs, 20, timer)
+    tr, td = t["runner tiny"] / t["direct tiny"], t["runner tiny"] - t["direct tiny"]
+    record("2§8a", "same with a do-nothing compiled tool (no input schema)", f"{t['runner tiny']:.2f} ms",
+           f"{t['direct tiny']:.2f} ms direct", f"{tr:.2f}x, +{td:.2f} ms", "<=1.5x and <=+1.5 ms", tr <= 1.5 and td <= 1.5)
     record("2§8a", "for scale: the runner starting and exiting (--version)", f"{m['runner --version']:.2f} ms",
            f"{m['direct']:.2f} ms direct tool call", f"+{m['runner --version'] - m['direct']:.2f} ms", "reported (no target)", None)
 
