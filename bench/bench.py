@@ -10,6 +10,7 @@ bench/out/results.json. Standard library only.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -159,8 +160,20 @@ class World:
         return e
 
 
+ROOTS: list[Path] = []
+
+
 def new_root(tag: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"awt-bench-{tag}-"))
+    """A temporary folder, removed at exit unless BENCH_KEEP is set (to look at a world after a run)."""
+    p = Path(tempfile.mkdtemp(prefix=f"awt-bench-{tag}-"))
+    ROOTS.append(p)
+    return p
+
+
+def remove_roots() -> None:
+    if not os.environ.get("BENCH_KEEP"):
+        for p in ROOTS:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def awt(world: World, *args: str, **kw) -> subprocess.CompletedProcess:
@@ -497,6 +510,7 @@ def main() -> None:
     ap.add_argument("--timer", choices=["hyperfine", "python"], default=os.environ.get("BENCH_TIMER", "python"))
     ap.add_argument("--no-build", action="store_true", help="use the binaries already in target/release")
     a = ap.parse_args()
+    atexit.register(remove_roots)
     if not a.no_build:
         sh(["cargo", "build", "--release", "-q", "-p", "animaworks-tool", "-p", "rust-hello"], cwd=ROOT)
     for b in (AWT, HELLO):
