@@ -6,12 +6,20 @@ use serde_json::{Map, Value};
 
 /// Check `args` against the action's input schema. The error names the JSON pointer, the value found and what
 /// was expected, for every problem (at most 10).
+///
+/// Why two validators: compiling the first schema in a process costs about a millisecond (the jsonschema crate
+/// builds its meta-schema validator), which would be most of a call's overhead. Most tool schemas use a small
+/// subset of keywords, which [`quick`] checks exactly; it answers only when it is sure the arguments are valid,
+/// and everything else — invalid arguments, keywords outside the subset — goes to the jsonschema crate.
 pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Result<(), CallError> {
+    let instance = Value::Object(args.clone());
+    if quick(&action.input_schema, &instance) == Some(true) {
+        return Ok(());
+    }
     let validator = jsonschema::validator_for(&action.input_schema).map_err(|e| {
         CallError::new(ErrorCode::UnknownAction, format!("{tool}.{}: its input_schema does not compile: {e}", action.name))
             .hint(format!("fix the tool's --schemas; `animaworks-tool doctor` shows every problem"))
     })?;
-    let instance = Value::Object(args.clone());
     let problems: Vec<Value> = validator
         .iter_errors(&instance)
         .take(10)
@@ -43,6 +51,176 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         .with("problems", Value::Array(problems)))
 }
 
+/// Keywords that constrain nothing (annotations), which [`quick`] may pass over.
+const ANNOTATIONS: &[&str] =
+    &["description", "title", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"];
+
+/// Largest integer an f64 holds exactly; past it, numeric keywords go to the full validator.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|n| n.abs() <= EXACT)
+}
+
+/// JSON equality as JSON Schema means it: numbers by value (`1` equals `1.0`).
+fn same(a: &Value, b: &Value) -> Option<bool> {
+    Some(match (a, b) {
+        (Value::Number(_), Value::Number(_)) => num(a)? == num(b)?,
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            for (p, q) in x.iter().zip(y) {
+                if !same(p, q)? {
+                    return Some(false);
+                }
+            }
+            true
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            for (k, p) in x {
+                match y.get(k) {
+                    Some(q) if same(p, q)? => {}
+                    _ => return Some(false),
+                }
+            }
+            true
+        }
+        _ => a == b,
+    })
+}
+
+fn has_type(v: &Value, t: &str) -> Option<bool> {
+    Some(match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        "number" => v.is_number(),
+        "integer" => match v {
+            Value::Number(n) => n.is_i64() || n.is_u64() || num(v)?.fract() == 0.0,
+            _ => false,
+        },
+        _ => return None,
+    })
+}
+
+/// Validate `v` against `schema` when the schema uses only the subset of JSON Schema this function knows
+/// (type, properties, required, additionalProperties, items, enum, const, the numeric bounds, the length and
+/// count bounds, and annotations). `None` means "not sure": the caller asks the full validator.
+pub fn quick(schema: &Value, v: &Value) -> Option<bool> {
+    let s = match schema {
+        Value::Bool(b) => return Some(*b),
+        Value::Object(s) => s,
+        _ => return None,
+    };
+    let mut ok = true;
+    for (k, rule) in s {
+        let pass = match k.as_str() {
+            "type" => match rule {
+                Value::String(t) => has_type(v, t)?,
+                Value::Array(ts) => {
+                    let mut any = false;
+                    for t in ts {
+                        any |= has_type(v, t.as_str()?)?;
+                    }
+                    any
+                }
+                _ => return None,
+            },
+            "enum" => {
+                let mut any = false;
+                for e in rule.as_array()? {
+                    any |= same(v, e)?;
+                }
+                any
+            }
+            "const" => same(v, rule)?,
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => match v {
+                Value::Number(_) => {
+                    let (x, bound) = (num(v)?, num(rule)?);
+                    match k.as_str() {
+                        "minimum" => x >= bound,
+                        "maximum" => x <= bound,
+                        "exclusiveMinimum" => x > bound,
+                        _ => x < bound,
+                    }
+                }
+                _ => true,
+            },
+            "minLength" | "maxLength" => match v {
+                Value::String(text) => {
+                    let n = text.chars().count() as u64;
+                    let bound = rule.as_u64()?;
+                    if k == "minLength" { n >= bound } else { n <= bound }
+                }
+                _ => true,
+            },
+            "minItems" | "maxItems" => match v {
+                Value::Array(a) => {
+                    let bound = rule.as_u64()?;
+                    if k == "minItems" { a.len() as u64 >= bound } else { a.len() as u64 <= bound }
+                }
+                _ => true,
+            },
+            "required" => match v {
+                Value::Object(o) => {
+                    let mut all = true;
+                    for r in rule.as_array()? {
+                        all &= o.contains_key(r.as_str()?);
+                    }
+                    all
+                }
+                _ => true,
+            },
+            "properties" => match v {
+                Value::Object(o) => {
+                    let mut all = true;
+                    for (name, sub) in rule.as_object()? {
+                        if let Some(x) = o.get(name) {
+                            all &= quick(sub, x)?;
+                        }
+                    }
+                    all
+                }
+                _ => true,
+            },
+            "additionalProperties" => match v {
+                Value::Object(o) => {
+                    let declared = s.get("properties").map(|p| p.as_object()).unwrap_or(None);
+                    let mut all = true;
+                    for (name, x) in o {
+                        if declared.is_some_and(|d| d.contains_key(name)) {
+                            continue;
+                        }
+                        all &= quick(rule, x)?;
+                    }
+                    all
+                }
+                _ => true,
+            },
+            "items" => match v {
+                Value::Array(a) => {
+                    let mut all = true;
+                    for x in a {
+                        all &= quick(rule, x)?;
+                    }
+                    all
+                }
+                _ => true,
+            },
+            other if ANNOTATIONS.contains(&other) => true,
+            _ => return None,
+        };
+        ok &= pass;
+    }
+    Some(ok)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +235,44 @@ mod tests {
             output_schema: None,
             profile: Default::default(),
         }
+    }
+
+    /// `quick` never disagrees with the jsonschema crate when it answers.
+    #[test]
+    fn quick_agrees_with_jsonschema() {
+        let schemas = [
+            json!({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":5}},"required":["n"]}),
+            json!({"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":3}},"additionalProperties":false}),
+            json!({"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":2}}}),
+            json!({"type":"object","properties":{"e":{"enum":["a",1,null,[1]]},"c":{"const":{"k":1}}}}),
+            json!({"type":"object","properties":{"x":{"type":["number","null"],"exclusiveMinimum":0,"exclusiveMaximum":1}}}),
+            json!({"type":"object","additionalProperties":{"type":"boolean"},"properties":{"a":{"type":"string"}}}),
+            json!({"type":"object","properties":{"o":{"type":"object","properties":{"d":{"type":"integer"}},"required":["d"]}}}),
+            json!({"type":"object","properties":{"p":{"type":"string","pattern":"^a"}}}),
+            json!({"type":"object","properties":{"f":false,"t":true}}),
+            json!({}),
+        ];
+        let values = [
+            json!({}), json!({"n": 1}), json!({"n": 0}), json!({"n": 5.0}), json!({"n": 2.5}), json!({"n": "1"}),
+            json!({"s": "ab"}), json!({"s": "é😀x"}), json!({"s": "a"}), json!({"s": "abcd"}), json!({"s": "ab", "z": 1}),
+            json!({"t": ["a"]}), json!({"t": []}), json!({"t": ["a", 1]}), json!({"t": ["a", "b", "c"]}),
+            json!({"e": "a"}), json!({"e": 1.0}), json!({"e": null}), json!({"e": [1]}), json!({"e": "b"}),
+            json!({"c": {"k": 1}}), json!({"c": {"k": 2}}), json!({"x": 0.5}), json!({"x": 0}), json!({"x": null}),
+            json!({"a": "s", "b": true}), json!({"a": "s", "b": 1}), json!({"o": {"d": 1}}), json!({"o": {}}),
+            json!({"p": "abc"}), json!({"f": 1}), json!({"t": 1}), json!([1]), json!("x"),
+        ];
+        let mut answered = 0;
+        for s in &schemas {
+            for v in &values {
+                let full = jsonschema::is_valid(s, v);
+                if let Some(q) = quick(s, v) {
+                    answered += 1;
+                    assert_eq!(q, full, "schema {s} value {v}");
+                }
+            }
+        }
+        assert!(answered > 200, "quick answered only {answered} cases");
+        assert_eq!(quick(&schemas[7], &json!({"p": "abc"})), None, "pattern goes to the full validator");
     }
 
     #[test]

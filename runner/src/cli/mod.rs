@@ -109,6 +109,11 @@ enum Cmd {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    // Why first: forked before anything is allocated, the guardian shares almost no written pages with the
+    // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
+    if !matches!(std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()), Some("--version" | "-V" | "--help" | "-h" | "help") | None) {
+        let _ = crate::guardian::start();
+    }
     let cli = Cli::parse();
     init_logging();
     let dirs = Dirs::resolve(&DirOptions {
@@ -154,13 +159,12 @@ pub fn main() -> i32 {
 /// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`;
 /// `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more.
 fn init_logging() {
-    let filter = std::env::var("ANIMAWORKS_TOOL_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .try_init();
+    let fmt = tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).without_time();
+    // Why two forms: parsing a filter costs time on every call; the plain level does not.
+    let _ = match std::env::var("ANIMAWORKS_TOOL_LOG") {
+        Ok(filter) => fmt.with_env_filter(tracing_subscriber::EnvFilter::new(filter)).try_init(),
+        Err(_) => fmt.with_max_level(tracing::Level::WARN).try_init(),
+    };
 }
 
 fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
