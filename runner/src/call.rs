@@ -423,4 +423,7 @@ impl Observer for Masking<'_> {
         let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
         self.inner.stderr(masked.as_bytes());
     }
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
 }

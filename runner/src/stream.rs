@@ -29,6 +29,9 @@ pub trait Observer: Send {
     fn unknown(&mut self, _raw: &[u8]) {}
     /// A chunk of the tool's stderr.
     fn stderr(&mut self, _chunk: &[u8]) {}
+    /// Everything the tool wrote so far has been passed on: a buffering observer writes it out now. Called once
+    /// per read of stdout, so a fast stream is written in large pieces and a slow one line by line.
+    fn flush(&mut self) {}
 }
 
 /// An observer that ignores everything.
@@ -328,7 +331,8 @@ impl<'a> EventLines<'a> {
         EventLines(StdoutState::new(true, max_output, spill_dir, call_id))
     }
     pub fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
-        self.0.feed(chunk, obs)
+        self.0.feed(chunk, obs);
+        obs.flush();
     }
     /// A final event, a protocol error or a capped line was seen: the call is over.
     pub fn ended(&self) -> bool {
@@ -379,7 +383,7 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
     while !(out_done && err_done && status.is_some()) {
         tokio::select! {
             n = read_some(&mut stdout, &mut out_buf), if !out_done => {
-                if n == 0 { out_done = true; stdout = None; } else { state.feed(&out_buf[..n], obs); }
+                if n == 0 { out_done = true; stdout = None; } else { state.feed(&out_buf[..n], obs); obs.flush(); }
             }
             n = read_some(&mut stderr, &mut err_buf), if !err_done => {
                 if n == 0 { err_done = true; stderr = None; } else { tail.push(&err_buf[..n]); obs.stderr(&err_buf[..n]); }

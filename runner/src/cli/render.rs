@@ -11,11 +11,16 @@ use tool_sdk::protocol::{Event, Level};
 pub struct Human {
     tty: bool,
     bar_shown: bool,
+    last_progress: Option<std::time::Instant>,
 }
+
+/// Progress is shown at most this often (the last step of a known total always shows): a tool may report
+/// millions of steps, and a line each would cost more than the tool's work.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Human {
     pub fn new() -> Human {
-        Human { tty: std::io::stderr().is_terminal(), bar_shown: false }
+        Human { tty: std::io::stderr().is_terminal(), bar_shown: false, last_progress: None }
     }
 
     fn clear_bar(&mut self, err: &mut impl Write) {
@@ -36,6 +41,12 @@ impl Observer for Human {
         let mut err = std::io::stderr().lock();
         match event {
             Event::Progress { progress, total, message, .. } => {
+                let last_step = total.is_some_and(|t| *progress >= t);
+                let now = std::time::Instant::now();
+                if !last_step && self.last_progress.is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY) {
+                    return;
+                }
+                self.last_progress = Some(now);
                 let msg = message.as_deref().unwrap_or("");
                 let count = match total {
                     Some(t) => format!("{progress}/{t}"),
@@ -136,6 +147,9 @@ impl Observer for Events {
     }
     fn unknown(&mut self, raw: &[u8]) {
         self.line(raw);
+    }
+    fn flush(&mut self) {
+        let _ = self.out.flush();
     }
     fn stderr(&mut self, chunk: &[u8]) {
         let _ = std::io::stderr().write_all(chunk);

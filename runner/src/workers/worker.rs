@@ -261,4 +261,7 @@ impl Observer for Tagged<'_> {
     fn stderr(&mut self, chunk: &[u8]) {
         self.inner.stderr(chunk);
     }
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
 }

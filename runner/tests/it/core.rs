@@ -280,3 +280,37 @@ fn unknown_action_lists_the_actions_and_both_spellings_work() {
     assert_eq!(code, 3, "{out}");
     assert_eq!(out["error"]["code"], "unknown_tool");
 }
+
+/// `--events` passes each event on as it arrives, not when the tool ends: the tool waits for a file that the test
+/// writes only after it has read the first event.
+#[test]
+fn events_stream_live_to_the_caller() {
+    use std::io::{BufRead, BufReader};
+    let w = World::new();
+    let go = w.tmp.path().join("go");
+    let body = format!(
+        "echo '{{\"type\":\"progress\",\"progress\":1,\"total\":2}}'\n\
+         for i in $(seq 200); do [ -e {go} ] && break; sleep 0.05; done\n\
+         if [ -e {go} ]; then echo '{{\"type\":\"result\",\"result\":\"after go\"}}'; \
+         else echo '{{\"type\":\"error\",\"message\":\"the first event never reached the caller\"}}'; fi",
+        go = go.display()
+    );
+    let schemas = r#"{"protocol":1,"events":true,"actions":[{"name":"wait"}]}"#;
+    w.tool(&w.common(), "live.sh", &bash_tool(schemas, &body));
+    let mut child = w
+        .cmd()
+        .args(["call", "live", "wait", "--events"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("\"progress\""), "{first}");
+    std::fs::write(&go, "").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains("after go"), "{rest}");
+}
