@@ -16,6 +16,13 @@
 //! 7. **reap** ([`reap`]): SIGTERM to the group, a grace period, SIGKILL, and every member reaped.
 //!
 //! [`call::Runner::call`] runs these steps; every entry point (CLI, `use-tool`, MCP, background tasks) uses it.
+//!
+//! ## Around it
+//! - [`workers`]: long-lived callers keep persistent tool processes (protocol.md §9) under [`Runner::run`].
+//! - [`tasks`]: background tasks — a file store, a detached worker, AnimaWorks' pending queue.
+//! - [`llm`]: AnimaWorks' `use_tool`, the MCP server, provider schemas, the catalogue they share.
+//! - [`check`], [`scaffold`]: `check` and `new` for tool authors; [`pyshim`]: the embedded Python shim.
+//! - [`cli`]: the thin command line over all of it.
 
 pub mod cache;
 pub mod call;
