@@ -321,15 +321,7 @@ fn last_line(text: &str) -> String {
 }
 
 fn describe(v: &Value) -> String {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    };
-    format!("{kind}, {} bytes as JSON", v.to_string().len())
+    format!("{}, {} bytes as JSON", crate::cli::args::kind(v), v.to_string().len())
 }
 
 fn output_mismatch(schema: &Value, v: &Value) -> Option<String> {

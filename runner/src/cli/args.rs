@@ -65,7 +65,8 @@ pub fn read_json_arg(src: &str) -> Result<Map<String, Value>, CallError> {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// `a string`, `an object`, …: what a JSON value is, for messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
