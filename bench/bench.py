@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmarks of animaworks-tool against baselines run side by side (issues 2 §8, 3 §6, 4 §7).
+"""Benchmarks of animaworks-tool against baselines run side by side (issues 2 §8, 3 §6, 4 §7, 5 §6, 6 §5).
 
-Usage: bench/run [call|list|stream|legacy|policy|all] [--runs N] [--timer hyperfine|python]
+Usage: bench/run [call|list|stream|legacy|policy|submit|mcp|all] [--runs N] [--timer hyperfine|python]
 
 Every figure is a median. Timer: an interleaved Python loop (A, B, A, B, …) around subprocess.run, or with
 --timer hyperfine, hyperfine -N where it can time the commands (each one's runs in a block). Results go to stdout as a table and to
@@ -491,6 +491,118 @@ def bench_policy(runs: int, timer: str) -> None:
 # ---------------------------------------------------------------------------------------------- main
 
 
+# ---------------------------------------------------------------------------------------------- issue 5 §6
+
+
+def bench_submit(runs: int, timer: str) -> None:
+    """`submit` returns at once with a task id; the task runs in a detached worker. Target: <= 20 ms median."""
+    w = World(new_root("submit"))
+    make_tiny_tools(w.personal, 1)
+    env = w.env()
+    argv = [str(AWT), "submit", "t000", "ping", "--json", "{}"]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and "task_id" in first.stdout, first
+    cases = [Case("ours submit", argv, env)]
+    fixtures = SHARED / "fixtures" / "legacy_tools"
+    if original_ok() and fixtures.is_dir():
+        shutil.copy2(fixtures / "cli_only_tool.py", w.personal / "cli_only_tool.py")
+        orig = [str(VENV / "bin" / "animaworks-tool"), "submit", "cli_only_tool", "greet", "--name", "Ada"]
+        o = subprocess.run(orig, env=env, capture_output=True, text=True)
+        if o.returncode == 0:
+            cases.append(Case("original submit", orig, env))
+        else:
+            log(f"submit: the original's submit failed ({o.stderr.strip()[-200:]}); timing ours alone")
+    m = time_cases(cases, max(20, runs // 10), 3, timer)
+    base = f"{m['original submit']:.1f} ms AnimaWorks 0.15.0 submit" if "original submit" in m else "-"
+    ratio = f"{m['original submit'] / m['ours submit']:.0f}x faster" if "original submit" in m else "-"
+    record("5§6", "submit (returns with a task id; a detached worker runs it)", f"{m['ours submit']:.1f} ms", base, ratio,
+           "<=20 ms", m["ours submit"] <= 20)
+    # Let the workers finish before the world is removed.
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        out = awt(w, "task", "list", "--json")
+        if '"pending"' not in out.stdout and '"running"' not in out.stdout:
+            break
+        time.sleep(0.2)
+
+
+# ---------------------------------------------------------------------------------------------- issue 6 §5
+
+
+class McpClient:
+    """Raw JSON-RPC over `animaworks-tool mcp`'s stdio: the least a client can add to a round trip."""
+
+    def __init__(self, env: dict[str, str]):
+        self.p = subprocess.Popen([str(AWT), "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, obj: dict) -> None:
+        self.p.stdin.write((json.dumps(obj) + "\n").encode())
+        self.p.stdin.flush()
+
+    def request(self, method: str, params: dict) -> dict:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            m = json.loads(self.p.stdout.readline())
+            if m.get("id") == self.next_id:
+                return m
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+TRIVIAL_LEGACY = """def get_tool_schemas():
+    return [{"name": "ping_tool_ping", "description": "Answer pong.", "input_schema": {"type": "object"}}]
+
+
+def dispatch(name, args):
+    return "pong"
+"""
+
+
+def bench_mcp(runs: int, timer: str) -> None:
+    """tools/call of a trivial legacy Python tool with a warm worker vs the same call spawning a process (the
+    CLI's `call`), and tools/list over 200 tools with a warm cache. Targets: <= 1 ms and <= 10 ms."""
+    w = World(new_root("mcp"))
+    (w.personal / "ping_tool.py").write_text(TRIVIAL_LEGACY)
+    make_tiny_tools(w.common, 200)
+    env = w.env(ANIMAWORKS_PYTHON=PYTHON)
+    assert awt(w, "list").returncode == 0
+    c = McpClient(env)
+    try:
+        listed = c.request("tools/list", {})
+        n_tools = len(listed["result"]["tools"])
+        lists = []
+        for _ in range(max(20, runs // 4)):
+            t = time.perf_counter()
+            c.request("tools/list", {})
+            lists.append((time.perf_counter() - t) * 1000)
+        first = c.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
+        assert first["result"]["content"][0]["text"] == "pong", first
+        calls = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            r = c.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
+            calls.append((time.perf_counter() - t) * 1000)
+            assert r["result"]["content"][0]["text"] == "pong", r
+    finally:
+        c.close()
+    spawn = time_cases([Case("call spawning python", [str(AWT), "call", "ping_tool", "ping", "--json", "{}"], env)],
+                       max(10, runs // 10), 3, timer)["call spawning python"]
+    warm = statistics.median(calls)
+    record("6§5", "MCP tools/call, trivial legacy Python tool, warm worker", f"{warm:.2f} ms",
+           f"{spawn:.1f} ms a process per call (call)", f"{spawn / warm:.0f}x faster", "<=1 ms", warm <= 1.0)
+    lm = statistics.median(lists)
+    record("6§5", f"MCP tools/list, 200 tools + 1 ({n_tools} MCP tools), warm cache", f"{lm:.2f} ms", "-", "-", "<=10 ms",
+           lm <= 10.0)
+
+
 def machine() -> dict:
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), "?")
@@ -503,7 +615,7 @@ def machine() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy"])
+    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy", "submit", "mcp"])
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", 200)))
     # Default: the interleaved Python loop, which times A and B truly side by side and feeds each its own stdin;
     # hyperfine (if installed) is the cross-check.
@@ -519,7 +631,7 @@ def main() -> None:
     if a.timer == "hyperfine" and not shutil.which("hyperfine"):
         log("hyperfine is not installed; using the Python loop")
         a.timer = "python"
-    which = ["call", "list", "stream", "legacy", "policy"] if "all" in a.which else a.which
+    which = ["call", "list", "stream", "legacy", "policy", "submit", "mcp"] if "all" in a.which else a.which
     m = machine()
     log(f"machine: {m}; timer: {a.timer}; runs: {a.runs}")
     for name in which:
