@@ -433,9 +433,21 @@ fn prune_deletes_only_old_finished_tasks() {
 #[test]
 fn legacy_cli_main_argv_runs_in_the_background_with_json_output() {
     let w = world();
-    let src =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools/cli_only_tool.py");
-    std::fs::copy(&src, w.common().join("cli_only_tool.py")).unwrap();
+    // A repo-owned module in the shape of ../shared's cli_only_tool.py (the test must not need ../shared).
+    std::fs::write(
+        w.common().join("cli_only_tool.py"),
+        "import argparse, json\n\
+         def get_tool_schemas():\n    return []\n\
+         def cli_main(argv=None):\n\
+         \x20   p = argparse.ArgumentParser(prog='cli_only_tool')\n\
+         \x20   sub = p.add_subparsers(dest='action', required=True)\n\
+         \x20   g = sub.add_parser('greet')\n\
+         \x20   g.add_argument('--name', required=True)\n\
+         \x20   g.add_argument('-j', '--json', action='store_true')\n\
+         \x20   ns = p.parse_args(argv)\n\
+         \x20   print(json.dumps({'greeting': 'hello, ' + ns.name}) if ns.json else 'hello, ' + ns.name)\n",
+    )
+    .unwrap();
     let (code, receipt) = submit(&w, &["cli_only_tool", "greet", "--name", "Ada"]);
     assert_eq!(code, 0, "{receipt}");
     assert_eq!(receipt["action"], "cli");
