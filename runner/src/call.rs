@@ -254,6 +254,9 @@ impl Runner {
         out
     }
 
+    // Why the out-parameter: the masker is made half-way (once the secrets are known) and the audit line needs it
+    // whether the call succeeded or not.
+    #[allow(clippy::too_many_arguments)]
     async fn run_inner(
         &self,
         resolved: &Resolved,

@@ -18,7 +18,7 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
     }
     let validator = jsonschema::validator_for(&action.input_schema).map_err(|e| {
         CallError::new(ErrorCode::UnknownAction, format!("{tool}.{}: its input_schema does not compile: {e}", action.name))
-            .hint(format!("fix the tool's --schemas; `animaworks-tool doctor` shows every problem"))
+            .hint("fix the tool's --schemas; `animaworks-tool doctor` shows every problem")
     })?;
     let problems: Vec<Value> = validator
         .iter_errors(&instance)

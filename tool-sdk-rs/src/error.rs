@@ -23,8 +23,8 @@ pub struct ToolError {
     pub message: String,
     /// What to do about it.
     pub hint: Option<String>,
-    /// Anything else a caller may use, as JSON.
-    pub data: Option<Value>,
+    /// Anything else a caller may use, as JSON. (Boxed so that `Result<T, ToolError>` stays small.)
+    pub data: Option<Box<Value>>,
 }
 
 impl ToolError {
@@ -62,7 +62,7 @@ impl ToolError {
 
     /// Adds data. A value that does not serialize is dropped.
     pub fn with_data(mut self, data: impl serde::Serialize) -> Self {
-        self.data = serde_json::to_value(data).ok();
+        self.data = serde_json::to_value(data).ok().map(Box::new);
         self
     }
 
@@ -72,7 +72,7 @@ impl ToolError {
             code: Some(self.code.clone()),
             message: self.message.clone(),
             hint: self.hint.clone(),
-            data: self.data.clone(),
+            data: self.data.as_deref().cloned(),
         }
     }
 }
@@ -102,7 +102,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
 
 impl From<ToolError> for ToolErrorBody {
     fn from(err: ToolError) -> Self {
-        ToolErrorBody { code: Some(err.code), message: err.message, hint: err.hint, data: err.data }
+        ToolErrorBody { code: Some(err.code), message: err.message, hint: err.hint, data: err.data.map(|d| *d) }
     }
 }
 
@@ -112,7 +112,7 @@ impl From<ToolErrorBody> for ToolError {
             code: body.code.unwrap_or_else(|| Self::INTERNAL.to_owned()),
             message: body.message,
             hint: body.hint,
-            data: body.data,
+            data: body.data.map(Box::new),
         }
     }
 }

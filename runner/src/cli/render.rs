@@ -18,6 +18,12 @@ pub struct Human {
 /// millions of steps, and a line each would cost more than the tool's work.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
+impl Default for Human {
+    fn default() -> Self {
+        Human::new()
+    }
+}
+
 impl Human {
     pub fn new() -> Human {
         Human { tty: std::io::stderr().is_terminal(), bar_shown: false, last_progress: None }
@@ -102,6 +108,12 @@ impl Observer for Human {
 pub struct Events {
     out: std::io::BufWriter<std::io::Stdout>,
     saw_error: bool,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events::new()
+    }
 }
 
 impl Events {

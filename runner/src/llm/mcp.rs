@@ -55,8 +55,11 @@ pub struct Server {
     /// Schema name → (tool, action), from the last listing.
     names: Arc<Mutex<HashMap<String, (String, String)>>>,
     /// The last listing and the state of the folders it was made from.
-    listed: Arc<Mutex<Option<(Snapshot, Vec<Tool>)>>>,
+    listed: Arc<Mutex<Option<Listing>>>,
 }
+
+/// A listing and the state of the folders it was made from.
+type Listing = (Snapshot, Vec<Tool>);
 
 /// The state of the tier folders and the permissions file ([`snapshot`]).
 pub type Snapshot = Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)>;

@@ -107,7 +107,8 @@ fn broken_permission_files_refuse_everything() {
     let w = World::new();
     w.tool(&w.personal(), "guard.sh", &policy_tool());
     let pj = w.anima.join("permissions.json");
-    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type Make<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, Make)> = vec![
         ("malformed", Box::new(|| std::fs::write(&pj, "{\"external_tools\": ").unwrap())),
         ("wrong types", Box::new(|| std::fs::write(&pj, r#"{"external_tools": {"allow_all": "yes"}}"#).unwrap())),
         ("a folder", Box::new(|| std::fs::create_dir_all(&pj).unwrap())),
