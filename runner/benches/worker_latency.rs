@@ -22,7 +22,10 @@ def dispatch(name, args):
 "#;
 
 fn calls() -> usize {
-    std::env::var("BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200)
+    std::env::var("BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
 }
 
 async fn measure(r: &Runner, n: usize) -> Vec<Duration> {
@@ -30,7 +33,16 @@ async fn measure(r: &Runner, n: usize) -> Vec<Duration> {
     for i in 0..n {
         let args: Map<String, Value> = json!({"n": i}).as_object().cloned().unwrap();
         let t = Instant::now();
-        let v = r.call("trivial", "ping", args, &CallOptions::default(), &mut Quiet, Cancel::never()).await;
+        let v = r
+            .call(
+                "trivial",
+                "ping",
+                args,
+                &CallOptions::default(),
+                &mut Quiet,
+                Cancel::never(),
+            )
+            .await;
         out.push(t.elapsed());
         assert_eq!(v.expect("the call succeeds"), json!("pong"));
     }
@@ -70,19 +82,34 @@ fn main() {
     });
     let one_shot = Runner::new(dirs.clone());
     let mut pooled = Runner::new(dirs);
-    pooled.pool = Some(Arc::new(WorkerPool::new(PoolConfig { idle: Duration::from_secs(600), per_tool: 1 })));
+    pooled.pool = Some(Arc::new(WorkerPool::new(PoolConfig {
+        idle: Duration::from_secs(600),
+        per_tool: 1,
+    })));
     let n = calls();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         // Warm the schema cache and the worker, so both sides measure calls only.
         measure(&one_shot, 3).await;
         measure(&pooled, 3).await;
         let spawn = measure(&one_shot, n).await;
         let warm = measure(&pooled, n).await;
-        println!("trivial legacy Python tool (dispatch -> \"pong\"), Runner::call end to end, python: {:?}", std::env::var("ANIMAWORKS_PYTHON").unwrap_or_else(|_| "python3".into()));
-        println!("{:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}", "mode", "calls", "median ms", "mean ms", "p90 ms", "p99 ms", "min ms");
+        println!(
+            "trivial legacy Python tool (dispatch -> \"pong\"), Runner::call end to end, python: {:?}",
+            std::env::var("ANIMAWORKS_PYTHON").unwrap_or_else(|_| "python3".into())
+        );
+        println!(
+            "{:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "mode", "calls", "median ms", "mean ms", "p90 ms", "p99 ms", "min ms"
+        );
         row("spawn per call", &spawn);
         row("warm worker", &warm);
-        println!("speed-up (median): {:.1}x", ms(spawn[spawn.len() / 2]) / ms(warm[warm.len() / 2]));
+        println!(
+            "speed-up (median): {:.1}x",
+            ms(spawn[spawn.len() / 2]) / ms(warm[warm.len() / 2])
+        );
     });
 }

@@ -6,8 +6,8 @@
 //! noticed on the next invocation. Writes are atomic (temp file + rename): two runners writing at once each leave
 //! a whole file, and a corrupt or foreign file is only a cache miss.
 
-use crate::discover::{Launch, ToolFile};
 use crate::dirs::Dirs;
+use crate::discover::{Launch, ToolFile};
 use crate::manifest::Manifest;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
@@ -76,8 +76,15 @@ fn fnv(s: &[u8]) -> u64 {
 fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
     let folder = file.path.parent().unwrap_or(Path::new("/"));
     let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
-    let name = file.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dirs.cache.join("schemas").join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes()))).join(format!("{name}.json"))
+    let name = file
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dirs.cache
+        .join("schemas")
+        .join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes())))
+        .join(format!("{name}.json"))
 }
 
 /// The cached result for this exact file version, if any.
@@ -90,7 +97,11 @@ pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
 /// Remember what `--schemas` gave. Failure to write is logged, never fatal.
 pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
     let path = entry_path(dirs, file);
-    let entry = Entry { path: file.path.clone(), key: key.clone(), probed: probed.clone() };
+    let entry = Entry {
+        path: file.path.clone(),
+        key: key.clone(),
+        probed: probed.clone(),
+    };
     let write = || -> std::io::Result<()> {
         let dir = path.parent().expect("has parent");
         std::fs::create_dir_all(dir)?;

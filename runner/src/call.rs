@@ -6,22 +6,22 @@ use crate::dirs::Dirs;
 use crate::discover::{self, ToolFile};
 use crate::error::{CallError, ErrorCode};
 use crate::manifest::{Action, Manifest};
+use crate::policy::audit::{AuditLog, AuditRecord};
+use crate::policy::credentials::{self, ResolvedCredential};
+use crate::policy::env::CallContext;
+use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
+use crate::policy::Masker;
 use crate::probe;
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Drive, Observer};
+use crate::workers::WorkerPool;
 use serde_json::{Map, Value};
-use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
-use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
-use crate::policy::credentials::{self, ResolvedCredential};
-use crate::policy::env::CallContext;
-use crate::policy::audit::{AuditLog, AuditRecord};
-use crate::policy::Masker;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
-use crate::workers::WorkerPool;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Default output cap: 8 MiB (protocol.md §5.3).
@@ -57,23 +57,43 @@ pub struct Runner {
 /// A fresh call id: `c-` and 12 hex digits.
 pub fn new_call_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let mix = nanos ^ ((std::process::id() as u64) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e3779b97f4a7c15);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mix = nanos
+        ^ ((std::process::id() as u64) << 32)
+        ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e3779b97f4a7c15);
     format!("c-{:012x}", mix & 0xffff_ffff_ffff)
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl Runner {
     pub fn new(dirs: Dirs) -> Runner {
-        let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_OUTPUT);
-        Runner { dirs, max_output, pool: None }
+        let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_OUTPUT);
+        Runner {
+            dirs,
+            max_output,
+            pool: None,
+        }
     }
 
     /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
-    pub fn env(&self, call_id: &str, deadline_ms: u64, secrets: &[ResolvedCredential]) -> Result<Vec<(OsString, OsString)>, CallError> {
+    pub fn env(
+        &self,
+        call_id: &str,
+        deadline_ms: u64,
+        secrets: &[ResolvedCredential],
+    ) -> Result<Vec<(OsString, OsString)>, CallError> {
         let passthrough = crate::policy::env::load_passthrough(&self.dirs.data).map_err(|e| {
             CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
                 .hint("fix env_passthrough in that file (a list of variable names)")
@@ -85,12 +105,20 @@ impl Runner {
             anima_name: self.dirs.anima_name(),
             deadline_ms,
         };
-        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, &passthrough).into_iter().collect())
+        Ok(
+            crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, &passthrough)
+                .into_iter()
+                .collect(),
+        )
     }
 
     /// Resolve the credentials the tool and the action declared; a missing required one stops the call here.
     pub fn secrets(&self, r: &Resolved, act: Option<&Action>) -> Result<Vec<ResolvedCredential>, CallError> {
-        let decls = r.manifest.credentials.iter().chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()));
+        let decls = r
+            .manifest
+            .credentials
+            .iter()
+            .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()));
         let caller: HashMap<String, String> = std::env::vars().collect();
         credentials::resolve_all(&self.dirs.data, self.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
             CallError::new(ErrorCode::PermissionDenied, e.to_string())
@@ -110,24 +138,42 @@ impl Runner {
                 .find(|p| p.tool == tool)
                 .map(|p| format!(": {}", p.message))
                 .unwrap_or_default();
-            let mut close: Vec<&str> =
-                scan.tools.keys().filter(|k| k.contains(tool) || tool.contains(k.as_str())).map(String::as_str).collect();
+            let mut close: Vec<&str> = scan
+                .tools
+                .keys()
+                .filter(|k| k.contains(tool) || tool.contains(k.as_str()))
+                .map(String::as_str)
+                .collect();
             close.truncate(5);
             let hint = if close.is_empty() {
                 "`animaworks-tool list` shows every tool".to_owned()
             } else {
-                format!("did you mean {}? `animaworks-tool list` shows every tool", close.join(", "))
+                format!(
+                    "did you mean {}? `animaworks-tool list` shows every tool",
+                    close.join(", ")
+                )
             };
-            return Err(CallError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?} in any tier{why}"))
-                .hint(hint)
-                .with("tool", tool));
+            return Err(CallError::new(
+                ErrorCode::UnknownTool,
+                format!("no tool named {tool:?} in any tier{why}"),
+            )
+            .hint(hint)
+            .with("tool", tool));
         };
         let env = self.env("probe", 0, &[])?;
         match probe::manifest(&file, &self.dirs, &env).await.0 {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
-            Probed::Failed { reason, stderr_tail, spawn } => {
+            Probed::Failed {
+                reason,
+                stderr_tail,
+                spawn,
+            } => {
                 let mut e = CallError::new(
-                    if spawn { ErrorCode::SpawnFailed } else { ErrorCode::UnknownAction },
+                    if spawn {
+                        ErrorCode::SpawnFailed
+                    } else {
+                        ErrorCode::UnknownAction
+                    },
                     format!("{tool} ({}) cannot be called: {reason}", file.path.display()),
                 )
                 .hint("fix the tool; after installing a missing dependency run `animaworks-tool refresh`")
@@ -146,7 +192,15 @@ impl Runner {
             let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
             CallError::new(
                 ErrorCode::UnknownAction,
-                format!("tool {} has no action {action:?}; its actions: {}", r.file.name, if names.is_empty() { "none".into() } else { names.join(", ") }),
+                format!(
+                    "tool {} has no action {action:?}; its actions: {}",
+                    r.file.name,
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
             )
             .hint(format!("`animaworks-tool {} --help` lists them", r.file.name))
             .with("tool", r.file.name.clone())
@@ -215,8 +269,28 @@ impl Runner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn audit(&self, r: &Resolved, action: Option<&str>, d: &Decision, ms: u64, outcome: &str, exit: Option<i32>, args: Value, m: &Masker) {
-        let rec = AuditRecord::new(self.dirs.anima_name().as_deref(), &r.file.name, action, r.file.tier, d, ms, outcome, exit, args);
+    fn audit(
+        &self,
+        r: &Resolved,
+        action: Option<&str>,
+        d: &Decision,
+        ms: u64,
+        outcome: &str,
+        exit: Option<i32>,
+        args: Value,
+        m: &Masker,
+    ) {
+        let rec = AuditRecord::new(
+            self.dirs.anima_name().as_deref(),
+            &r.file.name,
+            action,
+            r.file.tier,
+            d,
+            ms,
+            outcome,
+            exit,
+            args,
+        );
         if let Err(e) = self.audit_log().append(&rec, m) {
             tracing::warn!("could not append to the audit log: {e}");
         }
@@ -224,16 +298,42 @@ impl Runner {
 
     fn audit_refusal(&self, r: &Resolved, action: Option<&str>, d: &Decision) {
         if let Decision::Deny(_) = d {
-            self.audit(r, action, d, 0, "refused", Some(ErrorCode::PermissionDenied.exit_code()), Value::Null, &Masker::default());
+            self.audit(
+                r,
+                action,
+                d,
+                0,
+                "refused",
+                Some(ErrorCode::PermissionDenied.exit_code()),
+                Value::Null,
+                &Masker::default(),
+            );
         }
     }
 
-    fn audit_outcome(&self, r: &Resolved, action: &str, started: std::time::Instant, out: &Result<Value, CallError>, args: Value, m: &Masker) {
+    fn audit_outcome(
+        &self,
+        r: &Resolved,
+        action: &str,
+        started: std::time::Instant,
+        out: &Result<Value, CallError>,
+        args: Value,
+        m: &Masker,
+    ) {
         let (outcome, exit) = match out {
             Ok(_) => ("ok", 0),
             Err(e) => (e.code.as_str(), e.code.exit_code()),
         };
-        self.audit(r, Some(action), &Decision::Allow, started.elapsed().as_millis() as u64, outcome, Some(exit), args, m);
+        self.audit(
+            r,
+            Some(action),
+            &Decision::Allow,
+            started.elapsed().as_millis() as u64,
+            outcome,
+            Some(exit),
+            args,
+            m,
+        );
     }
 
     /// Run an already resolved and validated action.
@@ -249,7 +349,9 @@ impl Runner {
         let started = std::time::Instant::now();
         let audit_args = Value::Object(args.clone());
         let mut masker = Masker::default();
-        let out = self.run_inner(resolved, act, args, opts, obs, cancel, &mut masker).await;
+        let out = self
+            .run_inner(resolved, act, args, opts, obs, cancel, &mut masker)
+            .await;
         self.audit_outcome(resolved, &act.name, started, &out, audit_args, &masker);
         out
     }
@@ -292,8 +394,14 @@ impl Runner {
         let secrets = self.secrets(resolved, Some(act))?;
         *masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let masker: &Masker = masker;
-        if let Some(pool) = self.pool.as_ref().filter(|_| resolved.manifest.persistent && resolved.manifest.events) {
-            return pool.run(self, resolved, act, &call_id, line, timeout, max_output, obs, cancel).await;
+        if let Some(pool) = self
+            .pool
+            .as_ref()
+            .filter(|_| resolved.manifest.persistent && resolved.manifest.events)
+        {
+            return pool
+                .run(self, resolved, act, &call_id, line, timeout, max_output, obs, cancel)
+                .await;
         }
         let env = self.env(&call_id, deadline_ms, &secrets)?;
         let child = self.spawn(&resolved.file, Mode::Call, &env)?;
@@ -318,17 +426,33 @@ impl Runner {
         }
     }
 
-    fn spawn(&self, file: &ToolFile, mode: Mode<'_>, env: &[(OsString, OsString)]) -> Result<tokio::process::Child, CallError> {
+    fn spawn(
+        &self,
+        file: &ToolFile,
+        mode: Mode<'_>,
+        env: &[(OsString, OsString)],
+    ) -> Result<tokio::process::Child, CallError> {
         let cwd = self.dirs.anima.clone();
         let explain = |e: std::io::Error| {
             let (msg, hint) = spawn::explain_spawn_error(file, &self.dirs, &e);
-            CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
+            CallError::new(ErrorCode::SpawnFailed, msg)
+                .hint(hint)
+                .with("tool", file.name.clone())
         };
-        spawn::command(file, &self.dirs, mode, env, cwd.as_deref()).map_err(explain)?.spawn().map_err(explain)
+        spawn::command(file, &self.dirs, mode, env, cwd.as_deref())
+            .map_err(explain)?
+            .spawn()
+            .map_err(explain)
     }
 
     /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds.
-    pub async fn cli(&self, resolved: &Resolved, argv: &[OsString], timeout: Duration, cancel: Cancel) -> Result<i32, CallError> {
+    pub async fn cli(
+        &self,
+        resolved: &Resolved,
+        argv: &[OsString],
+        timeout: Duration,
+        cancel: Cancel,
+    ) -> Result<i32, CallError> {
         let call_id = new_call_id();
         let deadline_ms = now_ms() + timeout.as_millis() as u64;
         let secrets = self.secrets(resolved, None)?;
@@ -347,7 +471,11 @@ impl Runner {
         let started = std::time::Instant::now();
         let f = stream::drive(child, d, &mut stream::Quiet, cancel).await;
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-        let argv_json = Value::Array(argv.iter().map(|a| Value::String(a.to_string_lossy().into_owned())).collect());
+        let argv_json = Value::Array(
+            argv.iter()
+                .map(|a| Value::String(a.to_string_lossy().into_owned()))
+                .collect(),
+        );
         let outcome = match f.ending {
             stream::Ending::Exited(s) if s.success() => "ok",
             stream::Ending::Exited(_) => "exit_nonzero",
@@ -359,7 +487,16 @@ impl Runner {
             stream::Ending::TimedOut => Some(ErrorCode::Timeout.exit_code()),
             stream::Ending::Cancelled => Some(ErrorCode::Cancelled.exit_code()),
         };
-        self.audit(resolved, Some("cli"), &Decision::Allow, started.elapsed().as_millis() as u64, outcome, exit, argv_json, &masker);
+        self.audit(
+            resolved,
+            Some("cli"),
+            &Decision::Allow,
+            started.elapsed().as_millis() as u64,
+            outcome,
+            exit,
+            argv_json,
+            &masker,
+        );
         match f.ending {
             stream::Ending::Exited(s) => {
                 use std::os::unix::process::ExitStatusExt;

@@ -178,7 +178,9 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     };
     let manifest = match crate::probe::probe(&file, &runner.dirs, &env).await {
         Probed::Ok(m) => m,
-        Probed::Failed { reason, stderr_tail, .. } => {
+        Probed::Failed {
+            reason, stderr_tail, ..
+        } => {
             let last = last_line(&stderr_tail);
             let msg = if last.is_empty() {
                 reason

@@ -31,7 +31,9 @@ pub struct Dirs {
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| expand_home(Path::new(&v)))
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(|v| expand_home(Path::new(&v)))
 }
 
 /// `~` and `~/x` expand to the home directory, as AnimaWorks' `expanduser` does; a relative path is made
@@ -62,11 +64,18 @@ impl Dirs {
         let core = if !opts.core_dirs.is_empty() {
             opts.core_dirs.iter().map(|p| expand_home(p)).collect()
         } else if let Some(v) = std::env::var_os("ANIMAWORKS_CORE_TOOLS") {
-            std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).map(|p| expand_home(&p)).collect()
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| expand_home(&p))
+                .collect()
         } else {
             vec![data.join("core_tools")]
         };
-        let anima = opts.anima_dir.as_deref().map(expand_home).or_else(|| env_path("ANIMAWORKS_ANIMA_DIR"));
+        let anima = opts
+            .anima_dir
+            .as_deref()
+            .map(expand_home)
+            .or_else(|| env_path("ANIMAWORKS_ANIMA_DIR"));
         let cache = opts
             .cache_dir
             .as_deref()
@@ -78,12 +87,21 @@ impl Dirs {
             .clone()
             .or_else(|| std::env::var_os("ANIMAWORKS_PYTHON").filter(|v| !v.is_empty()))
             .unwrap_or_else(|| "python3".into());
-        Dirs { core, data, anima, cache, python }
+        Dirs {
+            core,
+            data,
+            anima,
+            cache,
+            python,
+        }
     }
 
     /// The anima's name is its folder's base name.
     pub fn anima_name(&self) -> Option<String> {
-        self.anima.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned())
+        self.anima
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
     }
 
     pub fn common_dir(&self) -> PathBuf {

@@ -45,8 +45,8 @@ impl Launch {
 
 /// Extensions that mark a file as data next to tools, never a tool.
 const DATA_EXTENSIONS: &[&str] = &[
-    "md", "txt", "json", "jsonl", "yaml", "yml", "toml", "lock", "pyc", "pyo", "log", "cfg", "ini", "bak", "orig", "swp",
-    "tmp", "csv", "rst",
+    "md", "txt", "json", "jsonl", "yaml", "yml", "toml", "lock", "pyc", "pyo", "log", "cfg", "ini", "bak", "orig",
+    "swp", "tmp", "csv", "rst",
 ];
 
 /// One tool file found in a tier.
@@ -92,7 +92,14 @@ pub fn scan(dirs: &Dirs) -> Scan {
 
 impl Problem {
     fn of(file: ToolFile, kind: &'static str, message: String) -> Problem {
-        Problem { tool: file.name, tier: file.tier, path: file.path, kind, message, stderr_tail: None }
+        Problem {
+            tool: file.name,
+            tier: file.tier,
+            path: file.path,
+            kind,
+            message,
+            stderr_tail: None,
+        }
     }
 }
 
@@ -113,7 +120,11 @@ fn admit(scan: &mut Scan, file: ToolFile) {
         }
         (Tier::Core, t) => {
             let who = if t == Tier::Common { "Common" } else { "Personal" };
-            let msg = format!("{who} tool '{}' shadows core tool — skipped (rename {})", file.name, file.path.display());
+            let msg = format!(
+                "{who} tool '{}' shadows core tool — skipped (rename {})",
+                file.name,
+                file.path.display()
+            );
             Problem::of(file, "shadows_core", msg)
         }
         (Tier::Common, Tier::Personal) => {
@@ -140,7 +151,9 @@ fn admit(scan: &mut Scan, file: ToolFile) {
 }
 
 fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     names.sort();
     let mut out: Vec<ToolFile> = Vec::new();
@@ -159,12 +172,22 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile
             _ => file_name.clone(),
         };
         let mut problem = |kind: &'static str, message: String| {
-            problems.push(Problem { tool: stem.clone(), tier, path: path.clone(), kind, message, stderr_tail: None })
+            problems.push(Problem {
+                tool: stem.clone(),
+                tier,
+                path: path.clone(),
+                kind,
+                message,
+                stderr_tail: None,
+            })
         };
         let meta = match std::fs::metadata(&path) {
             Ok(m) => m,
             Err(e) => {
-                problem("unreadable", format!("{}: cannot read ({e}); a dangling symlink?", path.display()));
+                problem(
+                    "unreadable",
+                    format!("{}: cannot read ({e}); a dangling symlink?", path.display()),
+                );
                 continue;
             }
         };
@@ -179,18 +202,31 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile
         if launch == Launch::Exec && meta.permissions().mode() & 0o111 == 0 {
             problem(
                 "not_executable",
-                format!("{}: not executable; run `chmod +x {}` (or give it a .py/.js/.sh extension)", path.display(), path.display()),
+                format!(
+                    "{}: not executable; run `chmod +x {}` (or give it a .py/.js/.sh extension)",
+                    path.display(),
+                    path.display()
+                ),
             );
             continue;
         }
         if let Some(first) = out.iter().find(|f| f.name == stem) {
             problem(
                 "duplicate",
-                format!("{}: another file in this folder, {}, is already tool '{stem}'", path.display(), first.path.display()),
+                format!(
+                    "{}: another file in this folder, {}, is already tool '{stem}'",
+                    path.display(),
+                    first.path.display()
+                ),
             );
             continue;
         }
-        out.push(ToolFile { name: stem, tier, path, launch });
+        out.push(ToolFile {
+            name: stem,
+            tier,
+            path,
+            launch,
+        });
     }
     out
 }

@@ -110,7 +110,12 @@ pub struct CallError {
 
 impl CallError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CallError { code, message: message.into(), hint: None, details: Map::new() }
+        CallError {
+            code,
+            message: message.into(),
+            hint: None,
+            details: Map::new(),
+        }
     }
 
     pub fn hint(mut self, hint: impl Into<String>) -> Self {

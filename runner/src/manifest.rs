@@ -43,15 +43,20 @@ pub struct Action {
 impl Action {
     /// The deadline in seconds: `timeout_s`, else 60 or 3 × `expected_seconds`, whichever is more.
     pub fn timeout_s(&self) -> f64 {
-        self.profile
-            .timeout_s
-            .filter(|t| *t > 0.0)
-            .unwrap_or_else(|| self.profile.expected_seconds.map_or(DEFAULT_TIMEOUT_S, |e| (3.0 * e).max(DEFAULT_TIMEOUT_S)))
+        self.profile.timeout_s.filter(|t| *t > 0.0).unwrap_or_else(|| {
+            self.profile
+                .expected_seconds
+                .map_or(DEFAULT_TIMEOUT_S, |e| (3.0 * e).max(DEFAULT_TIMEOUT_S))
+        })
     }
 
     /// The permission key a gated action needs (`<tool>_<gated_as or action>`).
     pub fn gate_name(&self) -> &str {
-        self.profile.gated_as.as_deref().filter(|s| !s.is_empty()).unwrap_or(&self.name)
+        self.profile
+            .gated_as
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&self.name)
     }
 }
 
@@ -74,7 +79,10 @@ pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
         return Err("--schemas printed nothing; it must print one JSON document (protocol.md §2)".into());
     }
     let raw: Value = serde_json::from_str(text).map_err(|e| {
-        format!("--schemas did not print one JSON document ({e}); first bytes: {:?}", first_bytes(text))
+        format!(
+            "--schemas did not print one JSON document ({e}); first bytes: {:?}",
+            first_bytes(text)
+        )
     })?;
     if let Some(p) = raw.get("protocol").and_then(Value::as_u64) {
         if p > PROTOCOL_VERSION as u64 {
@@ -127,7 +135,10 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
             return Err(p);
         }
         if let Some(other) = actions.iter().find(|b| canon(&b.name) == canon(&a.name)) {
-            return Err(format!("actions {:?} and {:?} differ only in '-' and '_'; rename one", other.name, a.name));
+            return Err(format!(
+                "actions {:?} and {:?} differ only in '-' and '_'; rename one",
+                other.name, a.name
+            ));
         }
         let input_schema = a.input_schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
         check_schema(&input_schema).map_err(|e| format!("action {:?}: invalid input_schema: {e}", a.name))?;
@@ -164,7 +175,11 @@ pub fn check_schema(schema: &Value) -> Result<(), String> {
     let meta = jsonschema::meta::validator_for(schema).map_err(|e| e.to_string())?;
     if let Err(e) = meta.validate(schema) {
         let at = e.instance_path().to_string();
-        return Err(if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") });
+        return Err(if at.is_empty() {
+            e.to_string()
+        } else {
+            format!("at {at}: {e}")
+        });
     }
     jsonschema::validator_for(schema).map(|_| ()).map_err(|e| e.to_string())
 }
@@ -191,9 +206,15 @@ mod tests {
     fn refusals() {
         assert!(parse("t", b"").unwrap_err().contains("printed nothing"));
         assert!(parse("t", b"hello").unwrap_err().contains("first bytes"));
-        assert!(parse("t", br#"{"protocol":2,"actions":[{"name":"a"}]}"#).unwrap_err().contains("protocol 2"));
-        assert!(parse("t", br#"{"actions":[{"name":"a.b"}]}"#).unwrap_err().contains("a.b"));
-        assert!(parse("t", br#"{"actions":[{"name":"a-b"},{"name":"a_b"}]}"#).unwrap_err().contains("differ only"));
+        assert!(parse("t", br#"{"protocol":2,"actions":[{"name":"a"}]}"#)
+            .unwrap_err()
+            .contains("protocol 2"));
+        assert!(parse("t", br#"{"actions":[{"name":"a.b"}]}"#)
+            .unwrap_err()
+            .contains("a.b"));
+        assert!(parse("t", br#"{"actions":[{"name":"a-b"},{"name":"a_b"}]}"#)
+            .unwrap_err()
+            .contains("differ only"));
         let e = parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"nope"}}]}"#).unwrap_err();
         assert!(e.contains("invalid input_schema"), "{e}");
         assert!(parse("t", br#"{"actions":[]}"#).unwrap_err().contains("no actions"));
@@ -201,7 +222,11 @@ mod tests {
 
     #[test]
     fn timeout_default_follows_expected_seconds() {
-        let m = parse("t", br#"{"actions":[{"name":"a","profile":{"expected_seconds":120}},{"name":"b"}]}"#).unwrap();
+        let m = parse(
+            "t",
+            br#"{"actions":[{"name":"a","profile":{"expected_seconds":120}},{"name":"b"}]}"#,
+        )
+        .unwrap();
         assert_eq!(m.actions[0].timeout_s(), 360.0);
         assert_eq!(m.actions[1].timeout_s(), 60.0);
         assert_eq!(m.action("a").unwrap().name, "a");

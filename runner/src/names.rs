@@ -2,8 +2,22 @@
 
 /// The runner's own commands; no tool may take these names.
 pub const RESERVED: &[&str] = &[
-    "call", "list", "doctor", "refresh", "new", "check", "submit", "task", "use-tool", "use_tool", "mcp", "schemas",
-    "permissions", "share", "help", "version",
+    "call",
+    "list",
+    "doctor",
+    "refresh",
+    "new",
+    "check",
+    "submit",
+    "task",
+    "use-tool",
+    "use_tool",
+    "mcp",
+    "schemas",
+    "permissions",
+    "share",
+    "help",
+    "version",
 ];
 
 fn is_name(s: &str) -> bool {

@@ -16,10 +16,18 @@ const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 
 /// Run `TOOL --schemas` now, ignoring the cache.
 pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Probed {
-    let failed = |reason: String, stderr_tail: String| Probed::Failed { reason, stderr_tail, spawn: false };
+    let failed = |reason: String, stderr_tail: String| Probed::Failed {
+        reason,
+        stderr_tail,
+        spawn: false,
+    };
     let spawn_failed = |e: std::io::Error| {
         let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
-        Probed::Failed { reason: format!("{msg}; {hint}"), stderr_tail: String::new(), spawn: true }
+        Probed::Failed {
+            reason: format!("{msg}; {hint}"),
+            stderr_tail: String::new(),
+            spawn: true,
+        }
     };
     let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| c.spawn()) {
         Ok(c) => c,
@@ -39,22 +47,38 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
     match (f.ending, f.stdout) {
-        (Ending::TimedOut, _) => failed(format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()), tail),
+        (Ending::TimedOut, _) => failed(
+            format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()),
+            tail,
+        ),
         (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
         (Ending::Exited(s), _) if !s.success() => {
             let how = match s.code() {
                 Some(c) => format!("exited with code {c}"),
                 None => "was killed by a signal".into(),
             };
-            let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned();
-            let why = if last.is_empty() { String::new() } else { format!(": {last}") };
+            let last = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            let why = if last.is_empty() {
+                String::new()
+            } else {
+                format!(": {last}")
+            };
             failed(format!("--schemas {how}{why}"), tail)
         }
         (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
             Ok(m) => Probed::Ok(m),
             Err(reason) => failed(reason, tail),
         },
-        (_, Stdout::Capped { bytes, .. }) => failed(format!("--schemas printed {bytes} bytes, more than the 16 MiB allowed"), tail),
+        (_, Stdout::Capped { bytes, .. }) => failed(
+            format!("--schemas printed {bytes} bytes, more than the 16 MiB allowed"),
+            tail,
+        ),
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
         (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
     }
@@ -87,7 +111,8 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
     }
     let probed = probe(file, dirs, env).await;
     // Why not cache a timeout: it may be load on the machine, not the tool.
-    let transient = matches!(&probed, Probed::Failed { reason, spawn, .. } if *spawn || reason.contains("did not answer"));
+    let transient =
+        matches!(&probed, Probed::Failed { reason, spawn, .. } if *spawn || reason.contains("did not answer"));
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         cache::store(dirs, file, &key, &probed);
@@ -96,8 +121,15 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
-pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &[(OsString, OsString)]) -> Vec<(ToolFile, Probed, Source)> {
-    let width = std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4);
+pub async fn manifests(
+    files: Vec<ToolFile>,
+    dirs: &Dirs,
+    env: &[(OsString, OsString)],
+) -> Vec<(ToolFile, Probed, Source)> {
+    let width = std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .max(4);
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.to_vec());

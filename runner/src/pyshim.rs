@@ -7,17 +7,50 @@ use std::path::{Path, PathBuf};
 
 /// The embedded package: (path relative to the package folder, contents).
 const FILES: &[(&str, &str)] = &[
-    ("__init__.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/__init__.py")),
-    ("_action.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_action.py")),
-    ("_context.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_context.py")),
-    ("_credentials.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_credentials.py")),
-    ("_errors.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_errors.py")),
-    ("_runtime.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_runtime.py")),
-    ("_shim.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_shim.py")),
-    ("_use_tool.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_use_tool.py")),
-    ("_vault.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_vault.py")),
-    ("_wire.py", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_wire.py")),
-    ("py.typed", include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/py.typed")),
+    (
+        "__init__.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/__init__.py"),
+    ),
+    (
+        "_action.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_action.py"),
+    ),
+    (
+        "_context.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_context.py"),
+    ),
+    (
+        "_credentials.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_credentials.py"),
+    ),
+    (
+        "_errors.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_errors.py"),
+    ),
+    (
+        "_runtime.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_runtime.py"),
+    ),
+    (
+        "_shim.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_shim.py"),
+    ),
+    (
+        "_use_tool.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_use_tool.py"),
+    ),
+    (
+        "_vault.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_vault.py"),
+    ),
+    (
+        "_wire.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_wire.py"),
+    ),
+    (
+        "py.typed",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/py.typed"),
+    ),
 ];
 
 fn content_hash() -> u64 {
@@ -53,7 +86,10 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
     if shim.is_file() {
         Ok(shim)
     } else {
-        Err(io::Error::new(io::ErrorKind::NotFound, format!("could not write the Python shim under {}", root.display())))
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("could not write the Python shim under {}", root.display()),
+        ))
     }
 }
 
@@ -65,7 +101,10 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             if name.ends_with(".py") {
-                assert!(super::FILES.iter().any(|(n, _)| *n == name), "{name} is not embedded in pyshim.rs");
+                assert!(
+                    super::FILES.iter().any(|(n, _)| *n == name),
+                    "{name} is not embedded in pyshim.rs"
+                );
             }
         }
     }

@@ -95,10 +95,17 @@ fn program_and_args(
     let Some(interp) = interpreter else {
         return Ok((file.path.clone(), mode_args));
     };
-    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
-    let here = cwd.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
-    let program = which::which_in(&interp, Some(path_var), here)
-        .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let here = cwd
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let program =
+        which::which_in(&interp, Some(path_var), here).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
     let mut argv: Vec<OsString> = Vec::with_capacity(mode_args.len() + 2);
     if file.launch == Launch::Python {
         argv.push(crate::pyshim::shim_path(&dirs.cache)?.into_os_string());

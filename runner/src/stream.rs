@@ -139,7 +139,11 @@ impl Spill {
     fn open(dir: &Path, call_id: &str) -> std::io::Result<Spill> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(format!("{call_id}.out"));
-        let file = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)?;
         Ok(Spill { file, path, bytes: 0 })
     }
     fn write(&mut self, b: &[u8]) {
@@ -315,7 +319,10 @@ impl<'a> StdoutState<'a> {
             return Stdout::Bad(b);
         }
         match self.spill {
-            Some(sp) => Stdout::Capped { path: sp.path, bytes: sp.bytes },
+            Some(sp) => Stdout::Capped {
+                path: sp.path,
+                bytes: sp.bytes,
+            },
             None => Stdout::Value(self.value),
         }
     }
@@ -429,7 +436,13 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
     guard.disarm();
     let stdout = state.finish(obs);
     let ending = reason.unwrap_or(Ending::Exited(status.expect("loop ends with a status")));
-    Finished { ending, stdout, stderr_tail: tail.text(), duration: started.elapsed(), leftovers }
+    Finished {
+        ending,
+        stdout,
+        stderr_tail: tail.text(),
+        duration: started.elapsed(),
+        leftovers,
+    }
 }
 
 fn signal_name(sig: i32) -> &'static str {
@@ -450,10 +463,19 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 /// Turn a finished process into the call's result or error (protocol.md §5, §6).
-pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, max_output: u64) -> Result<Value, CallError> {
+pub fn interpret(
+    f: Finished,
+    d_tool: &str,
+    d_action: &str,
+    timeout: Duration,
+    max_output: u64,
+) -> Result<Value, CallError> {
     let who = format!("{d_tool}.{d_action}");
     let decorate = |e: CallError| -> CallError {
-        let mut e = e.with("tool", d_tool).with("action", d_action).with("duration_ms", f.duration.as_millis() as u64);
+        let mut e = e
+            .with("tool", d_tool)
+            .with("action", d_action)
+            .with("duration_ms", f.duration.as_millis() as u64);
         if !f.stderr_tail.is_empty() {
             e = e.with("stderr_tail", f.stderr_tail.clone());
         }
@@ -464,7 +486,10 @@ pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, m
             return Err(decorate(
                 CallError::new(
                     ErrorCode::Timeout,
-                    format!("{who} did not finish within {} s; its process group was ended", fmt_secs(timeout)),
+                    format!(
+                        "{who} did not finish within {} s; its process group was ended",
+                        fmt_secs(timeout)
+                    ),
                 )
                 .hint("raise --timeout, or the action's timeout_s in its --schemas"),
             ))
@@ -496,21 +521,25 @@ pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, m
         _ => "ended".to_owned(),
     };
     match f.stdout {
-        Stdout::Bad(why) => {
-            Err(decorate(CallError::new(ErrorCode::BadOutput, format!("{who}: {why}")).hint(
-                "stdout belongs to the protocol: print logs to stderr (protocol.md §5)",
-            )))
-        }
+        Stdout::Bad(why) => Err(decorate(
+            CallError::new(ErrorCode::BadOutput, format!("{who}: {why}"))
+                .hint("stdout belongs to the protocol: print logs to stderr (protocol.md §5)"),
+        )),
         Stdout::Capped { path, bytes } => Err(decorate(
             CallError::new(
                 ErrorCode::OutputCapped,
-                format!("{who}: the output ({bytes} bytes) passed the cap of {max_output} bytes; all of it is in {}", path.display()),
+                format!(
+                    "{who}: the output ({bytes} bytes) passed the cap of {max_output} bytes; all of it is in {}",
+                    path.display()
+                ),
             )
             .hint("read the file, or raise --max-output")
             .with("path", path.to_string_lossy().into_owned())
             .with("bytes", bytes),
         )),
-        Stdout::Events { last: Some(Event::Error { error, .. }) } => {
+        Stdout::Events {
+            last: Some(Event::Error { error, .. }),
+        } => {
             let mut e = CallError::new(ErrorCode::ToolError, error.message);
             if let Some(h) = error.hint {
                 e = e.hint(h);
@@ -523,7 +552,9 @@ pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, m
             }
             Err(decorate(e))
         }
-        Stdout::Events { last: Some(Event::Result { result, .. }) } => {
+        Stdout::Events {
+            last: Some(Event::Result { result, .. }),
+        } => {
             if status.success() {
                 Ok(result)
             } else {
@@ -533,8 +564,11 @@ pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, m
         Stdout::Events { .. } => {
             if status.success() {
                 Err(decorate(
-                    CallError::new(ErrorCode::BadOutput, format!("{who}: the tool exited without a final result"))
-                        .hint("an event stream must end with one \"result\" or \"error\" event (protocol.md §5.2)"),
+                    CallError::new(
+                        ErrorCode::BadOutput,
+                        format!("{who}: the tool exited without a final result"),
+                    )
+                    .hint("an event stream must end with one \"result\" or \"error\" event (protocol.md §5.2)"),
                 ))
             } else {
                 Err(crashed(format!("{how} without a final result")))
@@ -546,8 +580,11 @@ pub fn interpret(f: Finished, d_tool: &str, d_action: &str, timeout: Duration, m
                 Err(e) => {
                     let b = e.into_bytes();
                     return Err(decorate(
-                        CallError::new(ErrorCode::BadOutput, format!("{who}: invalid UTF-8 on stdout: {}", quote_start(&b)))
-                            .hint("print UTF-8 text or JSON"),
+                        CallError::new(
+                            ErrorCode::BadOutput,
+                            format!("{who}: invalid UTF-8 on stdout: {}", quote_start(&b)),
+                        )
+                        .hint("print UTF-8 text or JSON"),
                     ));
                 }
             };

@@ -17,8 +17,11 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         return Ok(());
     }
     let validator = jsonschema::validator_for(&action.input_schema).map_err(|e| {
-        CallError::new(ErrorCode::UnknownAction, format!("{tool}.{}: its input_schema does not compile: {e}", action.name))
-            .hint("fix the tool's --schemas; `animaworks-tool doctor` shows every problem")
+        CallError::new(
+            ErrorCode::UnknownAction,
+            format!("{tool}.{}: its input_schema does not compile: {e}", action.name),
+        )
+        .hint("fix the tool's --schemas; `animaworks-tool doctor` shows every problem")
     })?;
     let problems: Vec<Value> = validator
         .iter_errors(&instance)
@@ -38,22 +41,42 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         return Ok(());
     }
     let first = &problems[0];
-    let at = first["pointer"].as_str().filter(|p| !p.is_empty()).unwrap_or("/ (the arguments object)");
+    let at = first["pointer"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/ (the arguments object)");
     let message = format!(
         "invalid arguments for {tool}.{}: at {at}: {}{}",
         action.name,
         first["expected"].as_str().unwrap_or_default(),
-        if problems.len() > 1 { format!(" (and {} more problems)", problems.len() - 1) } else { String::new() }
+        if problems.len() > 1 {
+            format!(" (and {} more problems)", problems.len() - 1)
+        } else {
+            String::new()
+        }
     );
     Err(CallError::new(ErrorCode::InvalidArguments, message)
-        .hint(format!("see `animaworks-tool {tool} {} --help` for the arguments", action.name))
+        .hint(format!(
+            "see `animaworks-tool {tool} {} --help` for the arguments",
+            action.name
+        ))
         .with("pointer", first["pointer"].clone())
         .with("problems", Value::Array(problems)))
 }
 
 /// Keywords that constrain nothing (annotations), which [`quick`] may pass over.
-const ANNOTATIONS: &[&str] =
-    &["description", "title", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"];
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
+];
 
 /// Largest integer an f64 holds exactly; past it, numeric keywords go to the full validator.
 const EXACT: f64 = 9_007_199_254_740_992.0;
@@ -156,14 +179,22 @@ pub fn quick(schema: &Value, v: &Value) -> Option<bool> {
                 Value::String(text) => {
                     let n = text.chars().count() as u64;
                     let bound = rule.as_u64()?;
-                    if k == "minLength" { n >= bound } else { n <= bound }
+                    if k == "minLength" {
+                        n >= bound
+                    } else {
+                        n <= bound
+                    }
                 }
                 _ => true,
             },
             "minItems" | "maxItems" => match v {
                 Value::Array(a) => {
                     let bound = rule.as_u64()?;
-                    if k == "minItems" { a.len() as u64 >= bound } else { a.len() as u64 <= bound }
+                    if k == "minItems" {
+                        a.len() as u64 >= bound
+                    } else {
+                        a.len() as u64 <= bound
+                    }
                 }
                 _ => true,
             },
@@ -253,13 +284,40 @@ mod tests {
             json!({}),
         ];
         let values = [
-            json!({}), json!({"n": 1}), json!({"n": 0}), json!({"n": 5.0}), json!({"n": 2.5}), json!({"n": "1"}),
-            json!({"s": "ab"}), json!({"s": "é😀x"}), json!({"s": "a"}), json!({"s": "abcd"}), json!({"s": "ab", "z": 1}),
-            json!({"t": ["a"]}), json!({"t": []}), json!({"t": ["a", 1]}), json!({"t": ["a", "b", "c"]}),
-            json!({"e": "a"}), json!({"e": 1.0}), json!({"e": null}), json!({"e": [1]}), json!({"e": "b"}),
-            json!({"c": {"k": 1}}), json!({"c": {"k": 2}}), json!({"x": 0.5}), json!({"x": 0}), json!({"x": null}),
-            json!({"a": "s", "b": true}), json!({"a": "s", "b": 1}), json!({"o": {"d": 1}}), json!({"o": {}}),
-            json!({"p": "abc"}), json!({"f": 1}), json!({"t": 1}), json!([1]), json!("x"),
+            json!({}),
+            json!({"n": 1}),
+            json!({"n": 0}),
+            json!({"n": 5.0}),
+            json!({"n": 2.5}),
+            json!({"n": "1"}),
+            json!({"s": "ab"}),
+            json!({"s": "é😀x"}),
+            json!({"s": "a"}),
+            json!({"s": "abcd"}),
+            json!({"s": "ab", "z": 1}),
+            json!({"t": ["a"]}),
+            json!({"t": []}),
+            json!({"t": ["a", 1]}),
+            json!({"t": ["a", "b", "c"]}),
+            json!({"e": "a"}),
+            json!({"e": 1.0}),
+            json!({"e": null}),
+            json!({"e": [1]}),
+            json!({"e": "b"}),
+            json!({"c": {"k": 1}}),
+            json!({"c": {"k": 2}}),
+            json!({"x": 0.5}),
+            json!({"x": 0}),
+            json!({"x": null}),
+            json!({"a": "s", "b": true}),
+            json!({"a": "s", "b": 1}),
+            json!({"o": {"d": 1}}),
+            json!({"o": {}}),
+            json!({"p": "abc"}),
+            json!({"f": 1}),
+            json!({"t": 1}),
+            json!([1]),
+            json!("x"),
         ];
         let mut answered = 0;
         for s in &schemas {
@@ -272,7 +330,11 @@ mod tests {
             }
         }
         assert!(answered > 200, "quick answered only {answered} cases");
-        assert_eq!(quick(&schemas[7], &json!({"p": "abc"})), None, "pattern goes to the full validator");
+        assert_eq!(
+            quick(&schemas[7], &json!({"p": "abc"})),
+            None,
+            "pattern goes to the full validator"
+        );
     }
 
     #[test]
@@ -282,7 +344,11 @@ mod tests {
         let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap()).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArguments);
         assert_eq!(e.detail("pointer").unwrap(), "/n");
-        assert!(e.message.contains("/n") && e.message.contains("minimum"), "{}", e.message);
+        assert!(
+            e.message.contains("/n") && e.message.contains("minimum"),
+            "{}",
+            e.message
+        );
         let e = check_args("t", &a, json!({}).as_object().unwrap()).unwrap_err();
         assert!(e.message.contains("\"n\" is a required property"), "{}", e.message);
     }

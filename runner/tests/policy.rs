@@ -7,9 +7,7 @@ use animaworks_tool::policy::audit::{AuditLog, AuditRecord};
 use animaworks_tool::policy::credentials::{CredentialError, CredentialSource, Resolver};
 use animaworks_tool::policy::permissions::{self, ErrorKind};
 use animaworks_tool::policy::vault::{Vault, VaultKey};
-use animaworks_tool::policy::{
-    decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier,
-};
+use animaworks_tool::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -89,11 +87,7 @@ fn gate_table() {
             assert_eq!(kind(&got), want, "row {i} ({tier}): {json} {tool}.{action}");
             if let (Decision::Deny(r), Some(k)) = (&got, key) {
                 assert_eq!(r.key.as_deref(), Some(k), "row {i}");
-                assert!(
-                    r.message.contains(&format!("\"{k}\"")),
-                    "row {i}: {}",
-                    r.message
-                );
+                assert!(r.message.contains(&format!("\"{k}\"")), "row {i}: {}", r.message);
                 assert_eq!(r.permissions_path, d.path().join("permissions.json"));
                 assert!(r
                     .message
@@ -142,13 +136,7 @@ fn cli_passthrough_table() {
         let d = anima_with(json);
         let p = permissions::load(d.path());
         for tier in TIERS {
-            let got = decide_cli(
-                &p,
-                "github",
-                tier,
-                &argv(words),
-                LegacyProfile::Known(&profile),
-            );
+            let got = decide_cli(&p, "github", tier, &argv(words), LegacyProfile::Known(&profile));
             match (want, &got) {
                 (None, Decision::Allow) => {}
                 (Some(k), Decision::Deny(r)) => {
@@ -173,14 +161,7 @@ fn cli_passthrough_table() {
     );
     let d = anima_with("{}");
     let p = permissions::load(d.path());
-    assert!(decide_cli(
-        &p,
-        "github",
-        Tier::Personal,
-        &argv("anything"),
-        LegacyProfile::Absent
-    )
-    .is_allow());
+    assert!(decide_cli(&p, "github", Tier::Personal, &argv("anything"), LegacyProfile::Absent).is_allow());
 }
 
 #[test]
@@ -188,14 +169,7 @@ fn cli_with_unreadable_profile_gates_every_word() {
     let d = anima_with(r#"{"external_tools":{"allow":["github_list"]}}"#);
     let p = permissions::load(d.path());
     let argv = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
-    assert!(decide_cli(
-        &p,
-        "github",
-        Tier::Common,
-        &argv("list -j"),
-        LegacyProfile::Unreadable
-    )
-    .is_allow());
+    assert!(decide_cli(&p, "github", Tier::Common, &argv("list -j"), LegacyProfile::Unreadable).is_allow());
     assert!(decide_cli(
         &p,
         "github",
@@ -209,27 +183,14 @@ fn cli_with_unreadable_profile_gates_every_word() {
         ("list --mode=purge", "github_purge"),
         ("--x list title", "github_title"),
     ] {
-        match decide_cli(
-            &p,
-            "github",
-            Tier::Common,
-            &argv(words),
-            LegacyProfile::Unreadable,
-        ) {
+        match decide_cli(&p, "github", Tier::Common, &argv(words), LegacyProfile::Unreadable) {
             Decision::Deny(r) => assert_eq!(r.key.as_deref(), Some(key), "{words}"),
             Decision::Allow => panic!("{words}: must refuse"),
         }
     }
     // A profile whose entries are not objects counts as unreadable.
     let bad = json!({"purge": true}).as_object().unwrap().clone();
-    assert!(!decide_cli(
-        &p,
-        "github",
-        Tier::Common,
-        &argv("purge"),
-        LegacyProfile::Known(&bad)
-    )
-    .is_allow());
+    assert!(!decide_cli(&p, "github", Tier::Common, &argv("purge"), LegacyProfile::Known(&bad)).is_allow());
 }
 
 #[test]
@@ -238,25 +199,17 @@ fn fail_closed_files_refuse_every_call() {
     let cases: Vec<(&str, Make)> = vec![
         (
             "malformed",
-            Box::new(|d: &Path| {
-                std::fs::write(d.join("permissions.json"), "{\"external_tools\": {").unwrap()
-            }),
+            Box::new(|d: &Path| std::fs::write(d.join("permissions.json"), "{\"external_tools\": {").unwrap()),
         ),
         (
             "wrong type",
             Box::new(|d: &Path| {
-                std::fs::write(
-                    d.join("permissions.json"),
-                    r#"{"external_tools": {"deny": "github"}}"#,
-                )
-                .unwrap()
+                std::fs::write(d.join("permissions.json"), r#"{"external_tools": {"deny": "github"}}"#).unwrap()
             }),
         ),
         (
             "array for object",
-            Box::new(|d: &Path| {
-                std::fs::write(d.join("permissions.json"), r#"{"external_tools": []}"#).unwrap()
-            }),
+            Box::new(|d: &Path| std::fs::write(d.join("permissions.json"), r#"{"external_tools": []}"#).unwrap()),
         ),
         // Tests run as root, so chmod 000 would still be readable: a directory and a dangling symlink instead.
         (
@@ -265,9 +218,7 @@ fn fail_closed_files_refuse_every_call() {
         ),
         (
             "dangling symlink",
-            Box::new(|d: &Path| {
-                std::os::unix::fs::symlink(d.join("gone"), d.join("permissions.json")).unwrap()
-            }),
+            Box::new(|d: &Path| std::os::unix::fs::symlink(d.join("gone"), d.join("permissions.json")).unwrap()),
         ),
         (
             "md directory",
@@ -316,11 +267,7 @@ impl Data {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let raw = [42u8; 32];
-        std::fs::write(
-            dir.path().join("vault.key"),
-            format!("{}\n", STANDARD.encode(raw)),
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("vault.key"), format!("{}\n", STANDARD.encode(raw))).unwrap();
         let key = VaultKey::from_text(&STANDARD.encode(raw)).unwrap();
         Data { dir, key }
     }
@@ -336,11 +283,7 @@ impl Data {
         )
     }
     fn vault(&self, shared: Value) {
-        std::fs::write(
-            self.p().join("vault.json"),
-            json!({ "shared": shared }).to_string(),
-        )
-        .unwrap();
+        std::fs::write(self.p().join("vault.json"), json!({ "shared": shared }).to_string()).unwrap();
     }
     fn config(&self, creds: Value) {
         std::fs::write(
@@ -366,10 +309,7 @@ fn decl(per_anima: bool, required: bool) -> CredentialDecl {
 }
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn resolve(
@@ -389,10 +329,7 @@ fn credential_each_source_alone() {
     // config.json api_key
     let d = Data::new();
     d.config(json!({"slack": {"type": "api_key", "api_key": "from-config", "keys": {}}}));
-    assert_eq!(
-        resolve(&d, None, &[], &c).unwrap().unwrap().0,
-        "from-config"
-    );
+    assert_eq!(resolve(&d, None, &[], &c).unwrap().unwrap().0, "from-config");
     // config.json keys.<key>
     let d = Data::new();
     d.config(json!({"slack": {"api_key": "", "keys": {"bot": "from-keys"}}}));
@@ -422,10 +359,7 @@ fn credential_each_source_alone() {
     // vault plaintext passthrough
     let d = Data::new();
     d.vault(json!({"SLACK_TOKEN": "plain-in-vault!"}));
-    assert_eq!(
-        resolve(&d, None, &[], &c).unwrap().unwrap().0,
-        "plain-in-vault!"
-    );
+    assert_eq!(resolve(&d, None, &[], &c).unwrap().unwrap().0, "plain-in-vault!");
     // shared/credentials.json
     let d = Data::new();
     d.shared(json!({"SLACK_TOKEN": "from-shared"}));
@@ -461,11 +395,7 @@ fn credential_precedence() {
     d.vault(json!({"SLACK_TOKEN": d.seal("vault")}));
     assert_eq!(order(&d), "shared-alice");
     d.shared(json!({"SLACK_TOKEN": "shared"}));
-    assert_eq!(
-        order(&d),
-        "env-alice",
-        "every per-anima source before any shared key"
-    );
+    assert_eq!(order(&d), "env-alice", "every per-anima source before any shared key");
     assert_eq!(
         resolve(&d, Some("alice"), &[("SLACK_TOKEN", "env")], &c)
             .unwrap()
@@ -524,11 +454,7 @@ fn missing_required_credential_names_every_place_and_no_secret() {
     ] {
         assert!(msg.contains(want), "{want} in {msg}");
     }
-    for secret in [
-        "other-secret-value",
-        "other-vault-secret",
-        "env-secret-value",
-    ] {
+    for secret in ["other-secret-value", "other-vault-secret", "env-secret-value"] {
         assert!(!msg.contains(secret) && !format!("{e:?}").contains(secret));
     }
     // Not required: simply absent.
@@ -560,10 +486,7 @@ fn broken_sources_are_errors_not_skipped() {
     d.vault(json!({"OTHER": "x"}));
     std::fs::remove_file(d.p().join("vault.key")).unwrap();
     assert_eq!(
-        resolve(&d, None, &[("SLACK_TOKEN", "env")], &c)
-            .unwrap()
-            .unwrap()
-            .0,
+        resolve(&d, None, &[("SLACK_TOKEN", "env")], &c).unwrap().unwrap().0,
         "env"
     );
 }
@@ -582,10 +505,8 @@ fn resolved_debug_hides_value() {
 
 fn check_vectors(dir: &Path) {
     let vectors: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("vault_vectors.json")).unwrap())
-            .unwrap();
-    let key =
-        VaultKey::from_text(&std::fs::read_to_string(dir.join("vault.key")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("vault_vectors.json")).unwrap()).unwrap();
+    let key = VaultKey::from_text(&std::fs::read_to_string(dir.join("vault.key")).unwrap()).unwrap();
     assert_eq!(
         STANDARD.encode(key.public_key().as_bytes()),
         vectors["public_key_b64"].as_str().unwrap()
@@ -781,14 +702,10 @@ fn audit_of_a_refusal_carries_kind_and_key() {
     );
     let log = AuditLog::for_anima(d.path());
     log.append(&rec, &Masker::default()).unwrap();
-    let v: Value =
-        serde_json::from_str(std::fs::read_to_string(log.path()).unwrap().trim()).unwrap();
+    let v: Value = serde_json::from_str(std::fs::read_to_string(log.path()).unwrap().trim()).unwrap();
     assert_eq!(v["decision"], "deny");
     assert!(v["reason"].as_str().unwrap().starts_with("grant_missing: "));
-    assert!(v["reason"]
-        .as_str()
-        .unwrap()
-        .contains("github_create-issue"));
+    assert!(v["reason"].as_str().unwrap().contains("github_create-issue"));
     assert_eq!(v["anima"], Value::Null);
     assert_eq!(v["exit_code"], Value::Null);
 }
@@ -803,8 +720,5 @@ fn masker_covers_resolved_secrets_in_nested_results() {
     let m = Masker::new(r.iter().map(|c| c.value.as_str()));
     let out = m.mask_value(&json!({"echo": ["Bearer xoxb-123456", {"k": "xoxb-123456"}], "n": 1}));
     assert_eq!(out, json!({"echo": ["Bearer ***", {"k": "***"}], "n": 1}));
-    assert_eq!(
-        m.mask_str("stderr: token=xoxb-123456\n"),
-        "stderr: token=***\n"
-    );
+    assert_eq!(m.mask_str("stderr: token=xoxb-123456\n"), "stderr: token=***\n");
 }

@@ -27,7 +27,11 @@ pub(crate) struct EventSink<'a> {
 
 impl<'a> EventSink<'a> {
     pub(crate) fn new(out: &'a mut dyn Write, tag: Option<String>) -> Self {
-        EventSink { out, tag, broken: false }
+        EventSink {
+            out,
+            tag,
+            broken: false,
+        }
     }
 
     /// Writes one event as one line and flushes it, so the runner sees it as it happens.

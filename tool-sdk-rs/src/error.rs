@@ -41,7 +41,12 @@ impl ToolError {
 
     /// An error with a code and a message.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError { code: code.into(), message: message.into(), hint: None, data: None }
+        ToolError {
+            code: code.into(),
+            message: message.into(),
+            hint: None,
+            data: None,
+        }
     }
 
     /// An error of code [`ToolError::INTERNAL`].
@@ -102,7 +107,12 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
 
 impl From<ToolError> for ToolErrorBody {
     fn from(err: ToolError) -> Self {
-        ToolErrorBody { code: Some(err.code), message: err.message, hint: err.hint, data: err.data.map(|d| *d) }
+        ToolErrorBody {
+            code: Some(err.code),
+            message: err.message,
+            hint: err.hint,
+            data: err.data.map(|d| *d),
+        }
     }
 }
 

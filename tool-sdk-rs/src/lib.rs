@@ -1,5 +1,8 @@
 #![cfg_attr(feature = "sdk", doc = include_str!("../README.md"))]
-#![cfg_attr(not(feature = "sdk"), doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK.")]
+#![cfg_attr(
+    not(feature = "sdk"),
+    doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
+)]
 
 pub mod protocol;
 

@@ -247,15 +247,30 @@ impl Event {
     }
 
     pub fn error(message: impl Into<String>) -> Self {
-        Event::Error { error: ToolErrorBody { message: message.into(), ..Default::default() }, call_id: None }
+        Event::Error {
+            error: ToolErrorBody {
+                message: message.into(),
+                ..Default::default()
+            },
+            call_id: None,
+        }
     }
 
     pub fn progress(progress: f64, total: Option<f64>, message: Option<String>) -> Self {
-        Event::Progress { progress, total, message, call_id: None }
+        Event::Progress {
+            progress,
+            total,
+            message,
+            call_id: None,
+        }
     }
 
     pub fn log(level: Level, message: impl Into<String>) -> Self {
-        Event::Log { level, message: message.into(), call_id: None }
+        Event::Log {
+            level,
+            message: message.into(),
+            call_id: None,
+        }
     }
 }
 

@@ -140,8 +140,10 @@ impl Tool {
                     let id = serde_json::from_str::<Value>(&line)
                         .ok()
                         .and_then(|v| v.pointer("/context/call_id").and_then(Value::as_str).map(str::to_owned));
-                    let err =
-                        ToolError::new(ToolError::BAD_REQUEST, format!("the request is not a protocol request: {e}"));
+                    let err = ToolError::new(
+                        ToolError::BAD_REQUEST,
+                        format!("the request is not a protocol request: {e}"),
+                    );
                     EventSink::new(output, id).emit(error_event(err));
                 }
             }
@@ -154,9 +156,11 @@ impl Tool {
         let mut sink = EventSink::new(output, tag);
         let Some(action) = self.find_action(request) else {
             let names: Vec<&str> = self.actions.iter().map(|a| a.decl.name.as_str()).collect();
-            let err =
-                ToolError::new(ToolError::UNKNOWN_ACTION, format!("{} has no action {:?}", self.name, request.name))
-                    .with_hint(format!("actions: {}", names.join(", ")));
+            let err = ToolError::new(
+                ToolError::UNKNOWN_ACTION,
+                format!("{} has no action {:?}", self.name, request.name),
+            )
+            .with_hint(format!("actions: {}", names.join(", ")));
             sink.emit(error_event(err));
             return false;
         };
@@ -179,9 +183,11 @@ impl Tool {
                     .map(|s| s.to_string())
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a non-string panic payload".to_owned());
-                let err =
-                    ToolError::new(ToolError::PANIC, format!("the handler of {:?} panicked: {what}", action.decl.name))
-                        .with_hint("a bug in the tool; its stderr has the panic location");
+                let err = ToolError::new(
+                    ToolError::PANIC,
+                    format!("the handler of {:?} panicked: {what}", action.decl.name),
+                )
+                .with_hint("a bug in the tool; its stderr has the panic location");
                 (error_event(err), false)
             }
         };
@@ -191,7 +197,10 @@ impl Tool {
 }
 
 fn error_event(err: ToolError) -> Event {
-    Event::Error { error: err.into(), call_id: None }
+    Event::Error {
+        error: err.into(),
+        call_id: None,
+    }
 }
 
 /// Fills context fields the request left out from the environment the runner sets (§8), so that a request
@@ -205,7 +214,9 @@ fn with_env(mut request: Request) -> Request {
     c.anima_name = c.anima_name.take().or_else(|| env("ANIMAWORKS_ANIMA_NAME"));
     c.anima_dir = c.anima_dir.take().or_else(|| env("ANIMAWORKS_ANIMA_DIR"));
     c.data_dir = c.data_dir.take().or_else(|| env("ANIMAWORKS_DATA_DIR"));
-    c.deadline_ms = c.deadline_ms.or_else(|| env("ANIMAWORKS_DEADLINE_MS").and_then(|v| v.parse().ok()));
+    c.deadline_ms = c
+        .deadline_ms
+        .or_else(|| env("ANIMAWORKS_DEADLINE_MS").and_then(|v| v.parse().ok()));
     request
 }
 

@@ -31,7 +31,9 @@ pub const CALL_ID: &str = "test-call";
 /// the call id [`CALL_ID`], the tool and action names, and no anima, data dir or deadline. Change its
 /// `context` to test a handler that reads them. Panics if `args` is not a JSON object.
 pub fn request(tool: &Tool, action: &str, args: Value) -> Request {
-    let Value::Object(args) = args else { panic!("arguments must be a JSON object, not {args}") };
+    let Value::Object(args) = args else {
+        panic!("arguments must be a JSON object, not {args}")
+    };
     Request {
         name: format!("{}_{action}", tool.name()),
         args,
@@ -58,7 +60,11 @@ pub fn call_request(tool: &Tool, request: &Request) -> Transcript {
     let code = tool.call_once(Cursor::new(stdin), &mut stdout);
     let lines = split_lines(&stdout);
     let events = lines.iter().map(|l| event_of(l, &lines)).collect();
-    let t = Transcript { lines, events, exit_code: Some(code) };
+    let t = Transcript {
+        lines,
+        events,
+        exit_code: Some(code),
+    };
     t.assert_one_final();
     let expected = if t.is_ok() { 0 } else { 1 };
     assert_eq!(code, expected, "exit code does not match the final event:\n{t}");
@@ -75,15 +81,22 @@ pub fn serve(tool: &Tool, requests: &[Request]) -> Vec<Transcript> {
         stdin.push(b'\n');
     }
     let mut stdout = Vec::new();
-    tool.serve(Cursor::new(stdin), &mut stdout).expect("in-memory pipes do not fail");
+    tool.serve(Cursor::new(stdin), &mut stdout)
+        .expect("in-memory pipes do not fail");
     let all = split_lines(&stdout);
     let mut out: Vec<Transcript> = Vec::new();
-    let mut current = Transcript { lines: Vec::new(), events: Vec::new(), exit_code: None };
+    let mut current = Transcript {
+        lines: Vec::new(),
+        events: Vec::new(),
+        exit_code: None,
+    };
     let mut next = requests.iter();
     let mut want = next.next();
     for line in &all {
         let event = event_of(line, &all);
-        let Some(request) = want else { panic!("an event after the last call ended:\n{}", all.join("\n")) };
+        let Some(request) = want else {
+            panic!("an event after the last call ended:\n{}", all.join("\n"))
+        };
         assert_eq!(
             event.call_id(),
             Some(request.context.call_id.as_str()),
@@ -96,24 +109,39 @@ pub fn serve(tool: &Tool, requests: &[Request]) -> Vec<Transcript> {
         if fin {
             out.push(std::mem::replace(
                 &mut current,
-                Transcript { lines: Vec::new(), events: Vec::new(), exit_code: None },
+                Transcript {
+                    lines: Vec::new(),
+                    events: Vec::new(),
+                    exit_code: None,
+                },
             ));
             want = next.next();
         }
     }
-    assert!(want.is_none() && current.events.is_empty(), "a call did not end with a final event:\n{}", all.join("\n"));
+    assert!(
+        want.is_none() && current.events.is_empty(),
+        "a call did not end with a final event:\n{}",
+        all.join("\n")
+    );
     out
 }
 
 fn assert_declared_well(tool: &Tool) {
     if let Err(problems) = tool.check() {
-        panic!("tool {:?} is declared wrongly:\n  - {}", tool.name(), problems.join("\n  - "));
+        panic!(
+            "tool {:?} is declared wrongly:\n  - {}",
+            tool.name(),
+            problems.join("\n  - ")
+        );
     }
 }
 
 fn split_lines(stdout: &[u8]) -> Vec<String> {
     let text = std::str::from_utf8(stdout).expect("the event stream is UTF-8");
-    text.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect()
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn event_of(line: &str, all: &[String]) -> Event {
@@ -198,7 +226,12 @@ impl Transcript {
         self.events
             .iter()
             .filter_map(|e| match e {
-                Event::Progress { progress, total, message, .. } => Some((*progress, *total, message.as_deref())),
+                Event::Progress {
+                    progress,
+                    total,
+                    message,
+                    ..
+                } => Some((*progress, *total, message.as_deref())),
                 _ => None,
             })
             .collect()

@@ -99,7 +99,10 @@ impl Tool {
     pub fn check(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         if !is_name(&self.name) {
-            problems.push(format!("tool name {:?} does not match ^[A-Za-z0-9][A-Za-z0-9_-]*$", self.name));
+            problems.push(format!(
+                "tool name {:?} does not match ^[A-Za-z0-9][A-Za-z0-9_-]*$",
+                self.name
+            ));
         }
         if self.actions.is_empty() {
             problems.push("the tool has no actions".to_owned());
@@ -107,14 +110,20 @@ impl Tool {
         for (i, action) in self.actions.iter().enumerate() {
             let d = &action.decl;
             if !is_name(&d.name) {
-                problems.push(format!("action name {:?} does not match ^[A-Za-z0-9][A-Za-z0-9_-]*$", d.name));
+                problems.push(format!(
+                    "action name {:?} does not match ^[A-Za-z0-9][A-Za-z0-9_-]*$",
+                    d.name
+                ));
             }
             let schema_name = format!("{}_{}", self.name, d.name);
             if schema_name.len() > 64 {
                 problems.push(format!("schema name {schema_name:?} is longer than 64 characters"));
             }
             if let Some(other) = self.actions[..i].iter().find(|o| same_spelling(&o.decl.name, &d.name)) {
-                problems.push(format!("actions {:?} and {:?} differ only in '-' and '_'", other.decl.name, d.name));
+                problems.push(format!(
+                    "actions {:?} and {:?} differ only in '-' and '_'",
+                    other.decl.name, d.name
+                ));
             }
             match &d.input_schema {
                 Some(Value::Object(schema)) => match schema.get("type") {
@@ -126,16 +135,22 @@ impl Tool {
                         d.name
                     )),
                 },
-                Some(other) => {
-                    problems.push(format!("action {:?}: input_schema is not a JSON object: {other}", d.name))
-                }
+                Some(other) => problems.push(format!(
+                    "action {:?}: input_schema is not a JSON object: {other}",
+                    d.name
+                )),
                 None => {}
             }
-            for (field, value) in [("timeout_s", d.profile.timeout_s), ("expected_seconds", d.profile.expected_seconds)]
-            {
+            for (field, value) in [
+                ("timeout_s", d.profile.timeout_s),
+                ("expected_seconds", d.profile.expected_seconds),
+            ] {
                 if let Some(v) = value {
                     if !(v.is_finite() && v > 0.0) {
-                        problems.push(format!("action {:?}: {field} must be a positive number, not {v}", d.name));
+                        problems.push(format!(
+                            "action {:?}: {field} must be a positive number, not {v}",
+                            d.name
+                        ));
                     }
                 }
             }
@@ -157,7 +172,10 @@ impl Tool {
     /// file stem); `-` and `_` are the same letter throughout (§3).
     pub fn find_action(&self, request: &Request) -> Option<&Action> {
         let by_name = |n: &str| self.actions.iter().find(|a| same_spelling(&a.decl.name, n));
-        if let Some(a) = Some(request.context.action.as_str()).filter(|s| !s.is_empty()).and_then(by_name) {
+        if let Some(a) = Some(request.context.action.as_str())
+            .filter(|s| !s.is_empty())
+            .and_then(by_name)
+        {
             return Some(a);
         }
         let name = request.name.as_str();
@@ -201,7 +219,11 @@ impl Tool {
                 s,
                 "  {}{}",
                 d.name,
-                if d.description.is_empty() { String::new() } else { format!("  {}", d.description) }
+                if d.description.is_empty() {
+                    String::new()
+                } else {
+                    format!("  {}", d.description)
+                }
             );
             for line in describe_args(d.input_schema.as_ref()) {
                 let _ = writeln!(s, "      {line}");
@@ -213,7 +235,10 @@ impl Tool {
         for (command, what) in [
             (format!("{n} --schemas"), "print the schemas document"),
             (format!("{n} --serve"), "a persistent worker: one request per line"),
-            (format!("echo '{{\"name\":\"{n}_{example}\",\"args\":{{}}}}' | {n}"), "one call: events on stdout"),
+            (
+                format!("echo '{{\"name\":\"{n}_{example}\",\"args\":{{}}}}' | {n}"),
+                "one call: events on stdout",
+            ),
         ] {
             let _ = writeln!(s, "  {command}\n      {what}");
         }
@@ -257,7 +282,11 @@ impl Action {
             serde_json::to_value(out).map_err(|e| ToolError::internal(format!("the result did not serialize: {e}")))
         };
         Action {
-            decl: ActionDecl { name: name.into(), input_schema: Some(input_schema), ..ActionDecl::default() },
+            decl: ActionDecl {
+                name: name.into(),
+                input_schema: Some(input_schema),
+                ..ActionDecl::default()
+            },
             handler: Box::new(handler),
         }
     }
@@ -369,7 +398,13 @@ impl CredentialDecl {
     /// A credential: `name` is the entry in AnimaWorks' `config.json` `credentials`, `env` the variable the
     /// tool reads the secret from. Defaults: key `api_key`, not per anima, required.
     pub fn new(name: impl Into<String>, env: impl Into<String>) -> Self {
-        CredentialDecl { name: name.into(), env: env.into(), key: "api_key".into(), per_anima: false, required: true }
+        CredentialDecl {
+            name: name.into(),
+            env: env.into(),
+            key: "api_key".into(),
+            per_anima: false,
+            required: true,
+        }
     }
 
     /// The key inside the `config.json` entry (default `api_key`).
@@ -424,7 +459,9 @@ fn normalize(s: &str) -> String {
 
 fn same_spelling(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a.bytes().zip(b.bytes()).all(|(x, y)| x == y || (x == b'-' || x == b'_') && (y == b'-' || y == b'_'))
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || (x == b'-' || x == b'_') && (y == b'-' || y == b'_'))
 }
 
 fn strip_prefix_spelling<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

@@ -73,15 +73,21 @@ fn tool() -> Tool {
                 "has_deadline": ctx.deadline().is_some(),
             }))
         }))
-        .action(Action::new("fail", |_: NoArgs, _ctx: &mut Context| -> Result<(), ToolError> {
-            Err(ToolError::new("not_found", "no such city: Zürich?")
-                .with_hint("try tokyo")
-                .with_data(json!({"city": "Zürich"})))
-        }))
-        .action(Action::new("boom", |_: NoArgs, ctx: &mut Context| -> Result<(), ToolError> {
-            ctx.info("about to panic");
-            panic!("kaboom {}", 42)
-        }))
+        .action(Action::new(
+            "fail",
+            |_: NoArgs, _ctx: &mut Context| -> Result<(), ToolError> {
+                Err(ToolError::new("not_found", "no such city: Zürich?")
+                    .with_hint("try tokyo")
+                    .with_data(json!({"city": "Zürich"})))
+            },
+        ))
+        .action(Action::new(
+            "boom",
+            |_: NoArgs, ctx: &mut Context| -> Result<(), ToolError> {
+                ctx.info("about to panic");
+                panic!("kaboom {}", 42)
+            },
+        ))
         .action(Action::with_input_schema(
             "raw",
             json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}),
@@ -99,7 +105,9 @@ mod schemas {
     #[test]
     fn full_form_with_events_and_persistent() {
         let text = serde_json::to_string(&tool().schemas()).unwrap();
-        let SchemasOutput::Full(doc) = serde_json::from_str(&text).unwrap() else { panic!("not the full form") };
+        let SchemasOutput::Full(doc) = serde_json::from_str(&text).unwrap() else {
+            panic!("not the full form")
+        };
         assert_eq!(doc.protocol, 1);
         assert!(doc.events && doc.persistent);
         assert_eq!(doc.version.as_deref(), Some("1.2.3"));
@@ -117,7 +125,10 @@ mod schemas {
         assert_eq!(schema["properties"]["who"]["type"], "string");
         assert_eq!(schema["properties"]["who"]["description"], "Who to greet.");
         assert_eq!(schema["required"], json!(["who"]));
-        assert!(schema.get("$schema").is_none() && schema.get("title").is_none(), "{schema}");
+        assert!(
+            schema.get("$schema").is_none() && schema.get("title").is_none(),
+            "{schema}"
+        );
         let output = doc.actions[0].output_schema.clone().unwrap();
         assert_eq!(output["properties"]["greeting"]["type"], "string");
         let no_args = doc.actions[2].input_schema.clone().unwrap();
@@ -152,9 +163,17 @@ mod schemas {
             .action(Action::new("a-b", |_: NoArgs, _: &mut Context| Ok::<_, ToolError>(())))
             .action(Action::new("a_b", |_: NoArgs, _: &mut Context| Ok::<_, ToolError>(())))
             .action(Action::new("str", |_: String, _: &mut Context| Ok::<_, ToolError>(())).timeout_s(-1.0))
-            .action(Action::new("x".repeat(70), |_: NoArgs, _: &mut Context| Ok::<_, ToolError>(())));
+            .action(Action::new("x".repeat(70), |_: NoArgs, _: &mut Context| {
+                Ok::<_, ToolError>(())
+            }));
         let problems = bad.check().unwrap_err().join("\n");
-        for needle in ["tool name", "differ only in", "input_schema has type", "timeout_s", "longer than 64"] {
+        for needle in [
+            "tool name",
+            "differ only in",
+            "input_schema has type",
+            "timeout_s",
+            "longer than 64",
+        ] {
             assert!(problems.contains(needle), "{needle:?} missing from:\n{problems}");
         }
         assert!(Tool::new("empty").check().unwrap_err()[0].contains("no actions"));
@@ -164,7 +183,12 @@ mod schemas {
     #[test]
     fn help_names_every_action_and_argument() {
         let help = tool().help();
-        for needle in ["demo 1.2.3", "greet  Say hello.", "who: string (required)  Who to greet.", "--serve"] {
+        for needle in [
+            "demo 1.2.3",
+            "greet  Say hello.",
+            "who: string (required)  Who to greet.",
+            "--serve",
+        ] {
             assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
         }
     }
@@ -176,12 +200,23 @@ mod calls {
     #[test]
     fn result_with_progress_log_and_partial() {
         let t = testing::call(&tool(), "greet", json!({"who": "Ada", "unknown_field": 1}));
-        assert_eq!(t.result_as::<Greeting>(), Greeting { greeting: "hello, Ada".into() });
-        assert_eq!(t.progress(), vec![(0.0, Some(2.0), Some("starting")), (2.0, Some(2.0), None)]);
+        assert_eq!(
+            t.result_as::<Greeting>(),
+            Greeting {
+                greeting: "hello, Ada".into()
+            }
+        );
+        assert_eq!(
+            t.progress(),
+            vec![(0.0, Some(2.0), Some("starting")), (2.0, Some(2.0), None)]
+        );
         assert_eq!(t.logs(), vec![(Level::Info, "greeting Ada")]);
         assert_eq!(t.partials(), vec![&json!({"so_far": "hello"})]);
         assert_eq!(t.exit_code, Some(0));
-        assert!(t.events.iter().all(|e| e.call_id().is_none()), "one-call events carry no call id:\n{t}");
+        assert!(
+            t.events.iter().all(|e| e.call_id().is_none()),
+            "one-call events carry no call id:\n{t}"
+        );
     }
 
     #[test]
@@ -247,7 +282,11 @@ mod calls {
     fn raw_schema_action_and_non_finite_progress() {
         let t = testing::call(&tool(), "raw", json!({"n": 3, "extra": "kept"}));
         assert_eq!(t.unwrap_result(), &json!({"n": 3, "extra": "kept"}));
-        assert_eq!(t.progress(), vec![(1.0, None, None)], "NaN progress is dropped, infinite total left out");
+        assert_eq!(
+            t.progress(),
+            vec![(1.0, None, None)],
+            "NaN progress is dropped, infinite total left out"
+        );
     }
 
     #[test]
@@ -312,7 +351,11 @@ mod serve {
         assert_eq!(ts[0].progress().len(), 2);
         assert_eq!(ts[1].error_code(), Some("panic"));
         assert_eq!(ts[2].error_code(), Some("invalid_arguments"));
-        assert_eq!(ts[3].unwrap_result()["greeting"], "hello, Grace", "the worker goes on after a panic");
+        assert_eq!(
+            ts[3].unwrap_result()["greeting"],
+            "hello, Grace",
+            "the worker goes on after a panic"
+        );
         assert!(ts.iter().all(|t| t.exit_code.is_none()));
     }
 
@@ -322,13 +365,19 @@ mod serve {
         let input = "\n{\"name\":1,\"context\":{\"call_id\":\"x-1\"}}\n{\"name\":\"demo_greet\",\"args\":{\"who\":\"Bo\"},\"context\":{\"call_id\":\"x-2\"}}\n";
         let mut out = Vec::new();
         tool.serve(input.as_bytes(), &mut out).unwrap();
-        let events: Vec<Event> =
-            String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let events: Vec<Event> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert!(
             matches!(&events[0], Event::Error { error, call_id } if error.code.as_deref() == Some("bad_request") && call_id.as_deref() == Some("x-1"))
         );
         let last = events.last().unwrap();
-        assert!(matches!(last, Event::Result { call_id, .. } if call_id.as_deref() == Some("x-2")), "{events:?}");
+        assert!(
+            matches!(last, Event::Result { call_id, .. } if call_id.as_deref() == Some("x-2")),
+            "{events:?}"
+        );
         assert!(events.iter().all(|e| e.call_id().is_some()));
     }
 }

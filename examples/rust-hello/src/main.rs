@@ -41,7 +41,10 @@ fn greet(args: GreetArgs, ctx: &mut Context) -> Result<Greeting, ToolError> {
         return Err(ToolError::invalid_arguments("`who` is empty").with_hint("give a name, e.g. \"Ada\""));
     }
     if !(1..=10).contains(&args.times) {
-        return Err(ToolError::invalid_arguments(format!("`times` is {}, not 1 to 10", args.times)));
+        return Err(ToolError::invalid_arguments(format!(
+            "`times` is {}, not 1 to 10",
+            args.times
+        )));
     }
     let who = args.who.trim();
     let mut lines = Vec::new();
@@ -54,7 +57,9 @@ fn greet(args: GreetArgs, ctx: &mut Context) -> Result<Greeting, ToolError> {
         });
     }
     ctx.progress(f64::from(args.times), Some(f64::from(args.times)));
-    Ok(Greeting { greeting: lines.join("\n") })
+    Ok(Greeting {
+        greeting: lines.join("\n"),
+    })
 }
 
 /// Arguments of `excerpt`.
@@ -95,7 +100,11 @@ fn excerpt(args: ExcerptArgs, ctx: &mut Context) -> Result<Excerpt, ToolError> {
     };
     ctx.debug(format!("{chars} characters, {} bytes", args.text.len()));
     ctx.partial(&excerpt);
-    Ok(Excerpt { excerpt, chars, truncated })
+    Ok(Excerpt {
+        excerpt,
+        chars,
+        truncated,
+    })
 }
 
 fn tool() -> Tool {

@@ -51,7 +51,9 @@ fn request(action: &str, args: Value, call_id: &str) -> String {
 fn schemas_is_the_full_form() {
     let out = bin().arg("--schemas").stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let SchemasOutput::Full(doc) = serde_json::from_slice(&out.stdout).unwrap() else { panic!("not the full form") };
+    let SchemasOutput::Full(doc) = serde_json::from_slice(&out.stdout).unwrap() else {
+        panic!("not the full form")
+    };
     assert_eq!(doc.protocol, 1);
     assert!(doc.events && doc.persistent);
     let names: Vec<&str> = doc.actions.iter().map(|a| a.name.as_str()).collect();
@@ -59,35 +61,56 @@ fn schemas_is_the_full_form() {
     let greet = doc.actions[0].input_schema.as_ref().unwrap();
     assert_eq!(greet["type"], "object");
     assert_eq!(greet["required"], json!(["who"]));
-    assert!(doc.actions.iter().all(|a| a.profile.hints.read_only && !a.description.is_empty()));
+    assert!(doc
+        .actions
+        .iter()
+        .all(|a| a.profile.hints.read_only && !a.description.is_empty()));
 }
 
 #[test]
 fn one_call_streams_progress_then_one_result() {
-    let out = run(&[], &(request("greet", json!({"who": "世界", "language": "ja", "times": 3}), "c-1") + "\n"));
+    let out = run(
+        &[],
+        &(request("greet", json!({"who": "世界", "language": "ja", "times": 3}), "c-1") + "\n"),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let events = events(&out);
     let progress = events.iter().filter(|e| matches!(e, Event::Progress { .. })).count();
     assert_eq!(progress, 4);
-    let Some(Event::Result { result, call_id: None }) = events.last() else { panic!("{events:?}") };
-    assert_eq!(result["greeting"], "こんにちは、世界さん！\nこんにちは、世界さん！\nこんにちは、世界さん！");
+    let Some(Event::Result { result, call_id: None }) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        result["greeting"],
+        "こんにちは、世界さん！\nこんにちは、世界さん！\nこんにちは、世界さん！"
+    );
 }
 
 #[test]
 fn bad_input_is_a_tool_error() {
-    let out = run(&[], &request("excerpt", json!({"text": "héllo", "max_chars": 0}), "c-2"));
+    let out = run(
+        &[],
+        &request("excerpt", json!({"text": "héllo", "max_chars": 0}), "c-2"),
+    );
     assert_eq!(out.status.code(), Some(1));
     let events = events(&out);
-    let Some(Event::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    let Some(Event::Error { error, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
     assert_eq!(error.code.as_deref(), Some("bad_limit"));
     assert!(error.hint.is_some());
 }
 
 #[test]
 fn excerpt_cuts_between_characters() {
-    let out = run(&[], &request("excerpt", json!({"text": "🎉é日本語テキスト", "max_chars": 4}), "c-3"));
+    let out = run(
+        &[],
+        &request("excerpt", json!({"text": "🎉é日本語テキスト", "max_chars": 4}), "c-3"),
+    );
     let events = events(&out);
-    let Some(Event::Result { result, .. }) = events.last() else { panic!("{events:?}") };
+    let Some(Event::Result { result, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
     assert_eq!(result, &json!({"excerpt": "🎉é日…", "chars": 9, "truncated": true}));
 }
 
@@ -105,7 +128,9 @@ fn serve_answers_each_line_with_tagged_events() {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut finals = Vec::new();
     for line in text.lines() {
-        let Line::Event(e) = parse_line(line.as_bytes()) else { panic!("{line}") };
+        let Line::Event(e) = parse_line(line.as_bytes()) else {
+            panic!("{line}")
+        };
         let id = e.call_id().expect("every --serve event carries its call id").to_owned();
         if e.is_final() {
             finals.push((id, e));

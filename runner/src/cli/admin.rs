@@ -63,7 +63,9 @@ pub fn permissions(runner: &Runner, args: PermissionsArgs) -> i32 {
         PermissionsCmd::Migrate { force } => {
             let loaded = match permissions::load(dir) {
                 Ok(l) => l,
-                Err(e) => return fail(CallError::new(ErrorCode::PermissionDenied, e.to_string()).hint("fix the file first")),
+                Err(e) => {
+                    return fail(CallError::new(ErrorCode::PermissionDenied, e.to_string()).hint("fix the file first"))
+                }
             };
             if let Source::Json(p) = &loaded.source {
                 if !force {
@@ -94,12 +96,26 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
     }
     let loaded = match permissions::load(dir) {
         Ok(l) => l,
-        Err(e) => return fail(CallError::new(ErrorCode::PermissionDenied, format!("every call is refused: {e}"))),
+        Err(e) => {
+            return fail(CallError::new(
+                ErrorCode::PermissionDenied,
+                format!("every call is refused: {e}"),
+            ))
+        }
     };
     if !loaded.permissions.tool_creation.shared {
         return fail(
-            CallError::new(ErrorCode::PermissionDenied, format!("anima may not share tools: tool_creation.shared is false in {}", loaded.path().display()))
-                .hint(format!("set \"tool_creation\": {{\"shared\": true}} in {}", loaded.path().display())),
+            CallError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "anima may not share tools: tool_creation.shared is false in {}",
+                    loaded.path().display()
+                ),
+            )
+            .hint(format!(
+                "set \"tool_creation\": {{\"shared\": true}} in {}",
+                loaded.path().display()
+            )),
         );
     }
     let scan = discover::scan(&runner.dirs);
@@ -107,15 +123,22 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
         let why = match scan.tools.get(name) {
             Some(f) if f.tier == Tier::Core => format!("{name:?} is a core tool; core names cannot be shared"),
             Some(f) => format!("{name:?} is a {} tool, not one of this anima's personal tools", f.tier),
-            None => format!("no personal tool named {name:?} in {}", runner.dirs.personal_dir().unwrap_or_default().display()),
+            None => format!(
+                "no personal tool named {name:?} in {}",
+                runner.dirs.personal_dir().unwrap_or_default().display()
+            ),
         };
         return fail(CallError::new(ErrorCode::UnknownTool, why).hint("`animaworks-tool list` shows each tool's tier"));
     };
-    if runner.dirs.core.iter().any(|c| std::fs::read_dir(c).into_iter().flatten().flatten().any(|e| {
-        let n = e.file_name().to_string_lossy().into_owned();
-        n == name || n.rsplit_once('.').is_some_and(|(s, _)| s == name)
-    })) {
-        return fail(CallError::new(ErrorCode::Usage, format!("{name:?} is taken by a core tool")).hint("rename the tool"));
+    if runner.dirs.core.iter().any(|c| {
+        std::fs::read_dir(c).into_iter().flatten().flatten().any(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n == name || n.rsplit_once('.').is_some_and(|(s, _)| s == name)
+        })
+    }) {
+        return fail(
+            CallError::new(ErrorCode::Usage, format!("{name:?} is taken by a core tool")).hint("rename the tool"),
+        );
     }
     let common = runner.dirs.common_dir();
     let file_name = file.path.file_name().expect("a tool is a file");
@@ -126,8 +149,11 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
     });
     if let Some(e) = taken {
         return fail(
-            CallError::new(ErrorCode::Usage, format!("the common tier already has {}", e.path().display()))
-                .hint("remove or rename it first; share never overwrites"),
+            CallError::new(
+                ErrorCode::Usage,
+                format!("the common tier already has {}", e.path().display()),
+            )
+            .hint("remove or rename it first; share never overwrites"),
         );
     }
     let copy = || -> std::io::Result<()> {
@@ -142,6 +168,9 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
             println!("shared {name}: {} -> {}", file.path.display(), target.display());
             0
         }
-        Err(e) => fail(CallError::new(ErrorCode::Internal, format!("cannot copy to {}: {e}", target.display()))),
+        Err(e) => fail(CallError::new(
+            ErrorCode::Internal,
+            format!("cannot copy to {}: {e}", target.display()),
+        )),
     }
 }

@@ -43,13 +43,20 @@ pub fn prop_type(schema: &Value) -> Option<&str> {
 pub fn read_json_arg(src: &str) -> Result<Map<String, Value>, CallError> {
     let text = if src == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| usage(format!("--json -: cannot read stdin: {e}"), "pipe a JSON object to stdin".into()))?;
+        std::io::stdin().read_to_string(&mut s).map_err(|e| {
+            usage(
+                format!("--json -: cannot read stdin: {e}"),
+                "pipe a JSON object to stdin".into(),
+            )
+        })?;
         s
     } else if let Some(path) = src.strip_prefix('@') {
-        std::fs::read_to_string(path)
-            .map_err(|e| usage(format!("--json @{path}: cannot read the file: {e}"), "check the path".into()))?
+        std::fs::read_to_string(path).map_err(|e| {
+            usage(
+                format!("--json @{path}: cannot read the file: {e}"),
+                "check the path".into(),
+            )
+        })?
     } else {
         src.to_owned()
     };
@@ -60,8 +67,10 @@ pub fn read_json_arg(src: &str) -> Result<Map<String, Value>, CallError> {
             format!("--json must be a JSON object of arguments, not {}", kind(&other)),
         )
         .hint("e.g. --json '{\"city\": \"Tokyo\"}'")),
-        Err(e) => Err(CallError::new(ErrorCode::InvalidArguments, format!("--json is not valid JSON: {e}"))
-            .hint("quote it for the shell: --json '{\"key\": \"value\"}'")),
+        Err(e) => Err(
+            CallError::new(ErrorCode::InvalidArguments, format!("--json is not valid JSON: {e}"))
+                .hint("quote it for the shell: --json '{\"key\": \"value\"}'"),
+        ),
     }
 }
 
@@ -79,15 +88,24 @@ pub(crate) fn kind(v: &Value) -> &'static str {
 
 fn convert(flag: &str, ty: Option<&str>, item_schema: Option<&Value>, raw: &str) -> Result<Value, CallError> {
     let bad = |what: &str| {
-        CallError::new(ErrorCode::InvalidArguments, format!("--{flag} expects {what}, got {raw:?}"))
-            .hint(format!("give --{flag} {what}"))
-            .with("pointer", format!("/{flag}"))
+        CallError::new(
+            ErrorCode::InvalidArguments,
+            format!("--{flag} expects {what}, got {raw:?}"),
+        )
+        .hint(format!("give --{flag} {what}"))
+        .with("pointer", format!("/{flag}"))
     };
     match ty {
-        Some("integer") => raw.trim().parse::<i64>().map(Value::from).map_err(|_| bad("an integer")),
+        Some("integer") => raw
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| bad("an integer")),
         Some("number") => {
             let n: f64 = raw.trim().parse().map_err(|_| bad("a number"))?;
-            Ok(serde_json::Number::from_f64(n).map(Value::Number).ok_or_else(|| bad("a finite number"))?)
+            Ok(serde_json::Number::from_f64(n)
+                .map(Value::Number)
+                .ok_or_else(|| bad("a finite number"))?)
         }
         Some("boolean") => match raw {
             "true" | "yes" | "1" => Ok(Value::Bool(true)),
@@ -107,10 +125,18 @@ fn convert(flag: &str, ty: Option<&str>, item_schema: Option<&Value>, raw: &str)
 /// Parse the words after `<tool> <action>` into arguments and runner flags. Arguments are not validated here
 /// (the schema check follows); flags that match no property are refused with the list of valid ones.
 pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
-    let props = action.input_schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let props = action
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     let find = |flag: &str| -> Option<(String, Value)> {
         let want = canon(flag);
-        props.iter().find(|(k, _)| canon(k) == want).map(|(k, v)| (k.clone(), v.clone()))
+        props
+            .iter()
+            .find(|(k, _)| canon(k) == want)
+            .map(|(k, v)| (k.clone(), v.clone()))
     };
     let mut flags = RunnerFlags::default();
     let mut args = Map::new();
@@ -140,7 +166,10 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
                 i += 1;
                 return Ok(words[i - 1].clone());
             }
-            Err(usage(format!("--{name} needs {what}"), format!("give it as --{name} VALUE")))
+            Err(usage(
+                format!("--{name} needs {what}"),
+                format!("give it as --{name} VALUE"),
+            ))
         };
         match name.as_str() {
             "json" => {
@@ -150,7 +179,10 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             "timeout" => {
                 let v = take_value("a number of seconds")?;
                 let t: f64 = v.parse().ok().filter(|t: &f64| *t > 0.0).ok_or_else(|| {
-                    usage(format!("--timeout expects a positive number of seconds, got {v:?}"), "e.g. --timeout 30".into())
+                    usage(
+                        format!("--timeout expects a positive number of seconds, got {v:?}"),
+                        "e.g. --timeout 30".into(),
+                    )
                 })?;
                 flags.timeout = Some(t);
                 continue;
@@ -158,7 +190,10 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             "max-output" | "max_output" => {
                 let v = take_value("a number of bytes")?;
                 flags.max_output = Some(v.parse().map_err(|_| {
-                    usage(format!("--max-output expects a number of bytes, got {v:?}"), "e.g. --max-output 1048576".into())
+                    usage(
+                        format!("--max-output expects a number of bytes, got {v:?}"),
+                        "e.g. --max-output 1048576".into(),
+                    )
                 })?);
                 continue;
             }
@@ -177,7 +212,11 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             let mut valid: Vec<String> = props.keys().map(|k| format!("--{}", k.replace('_', "-"))).collect();
             valid.extend(RUNNER_FLAGS.iter().map(|f| format!("--{f}")));
             return Err(usage(
-                format!("unknown option --{name} for {}; valid: {}", action.name, valid.join(", ")),
+                format!(
+                    "unknown option --{name} for {}; valid: {}",
+                    action.name,
+                    valid.join(", ")
+                ),
                 format!("see `animaworks-tool <tool> {} --help`", action.name),
             ));
         };
@@ -248,11 +287,31 @@ mod tests {
     fn flags_by_type() {
         let (a, f) = parse(
             &action(),
-            &w(&["--title", "hi", "--count=3", "--ratio", "0.5", "--dry-run", "--tags", "x", "--tags", "y",
-                "--meta", "{\"k\":1}", "--mode", "b", "--timeout", "5", "--events"]),
+            &w(&[
+                "--title",
+                "hi",
+                "--count=3",
+                "--ratio",
+                "0.5",
+                "--dry-run",
+                "--tags",
+                "x",
+                "--tags",
+                "y",
+                "--meta",
+                "{\"k\":1}",
+                "--mode",
+                "b",
+                "--timeout",
+                "5",
+                "--events",
+            ]),
         )
         .unwrap();
-        assert_eq!(Value::Object(a), json!({"title":"hi","count":3,"ratio":0.5,"dry_run":true,"tags":["x","y"],"meta":{"k":1},"mode":"b"}));
+        assert_eq!(
+            Value::Object(a),
+            json!({"title":"hi","count":3,"ratio":0.5,"dry_run":true,"tags":["x","y"],"meta":{"k":1},"mode":"b"})
+        );
         assert_eq!(f.timeout, Some(5.0));
         assert!(f.events);
         let (a, _) = parse(&action(), &w(&["--no-dry-run", "--tags", "[\"a\",\"b\"]"])).unwrap();
@@ -264,10 +323,18 @@ mod tests {
         let e = parse(&action(), &w(&["--count", "x"])).unwrap_err();
         assert!(e.message.contains("--count expects an integer"), "{}", e.message);
         let e = parse(&action(), &w(&["--nope", "1"])).unwrap_err();
-        assert!(e.message.contains("unknown option --nope") && e.message.contains("--title"), "{}", e.message);
+        assert!(
+            e.message.contains("unknown option --nope") && e.message.contains("--title"),
+            "{}",
+            e.message
+        );
         let e = parse(&action(), &w(&["stray"])).unwrap_err();
         assert_eq!(e.code, ErrorCode::Usage);
-        let (a, _) = parse(&action(), &w(&["--json", "{\"title\":\"t\",\"count\":1}", "--count", "2"])).unwrap();
+        let (a, _) = parse(
+            &action(),
+            &w(&["--json", "{\"title\":\"t\",\"count\":1}", "--count", "2"]),
+        )
+        .unwrap();
         assert_eq!(Value::Object(a), json!({"title":"t","count":2}));
     }
 }

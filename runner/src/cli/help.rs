@@ -9,7 +9,14 @@ use std::fmt::Write;
 pub fn tool_help(r: &Resolved) -> String {
     let m = &r.manifest;
     let mut s = String::new();
-    let _ = writeln!(s, "{}{} — {} tool at {}", r.file.name, m.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default(), r.file.tier, r.file.path.display());
+    let _ = writeln!(
+        s,
+        "{}{} — {} tool at {}",
+        r.file.name,
+        m.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default(),
+        r.file.tier,
+        r.file.path.display()
+    );
     if let Some(d) = m.description.as_deref().filter(|d| !d.is_empty()) {
         let _ = writeln!(s, "\n{d}");
     }
@@ -22,7 +29,11 @@ pub fn tool_help(r: &Resolved) -> String {
             r.file.name, r.file.name, r.file.name
         );
     }
-    let _ = writeln!(s, "\nUsage: animaworks-tool {} <action> [--param value …] [--json JSON] [--timeout S] [--events]\n\nActions:", r.file.name);
+    let _ = writeln!(
+        s,
+        "\nUsage: animaworks-tool {} <action> [--param value …] [--json JSON] [--timeout S] [--events]\n\nActions:",
+        r.file.name
+    );
     let width = m.actions.iter().map(|a| a.name.len()).max().unwrap_or(0);
     for a in &m.actions {
         let gate = if a.profile.gated { " [gated]" } else { "" };
@@ -31,7 +42,11 @@ pub fn tool_help(r: &Resolved) -> String {
     if m.actions.is_empty() {
         let _ = writeln!(s, "  (none: reachable only through its own CLI)");
     }
-    let _ = writeln!(s, "\nSee `animaworks-tool {} <action> --help` for an action's arguments.", r.file.name);
+    let _ = writeln!(
+        s,
+        "\nSee `animaworks-tool {} <action> --help` for an action's arguments.",
+        r.file.name
+    );
     s
 }
 
@@ -41,7 +56,13 @@ fn first_line(s: &str) -> &str {
 
 pub fn action_help(r: &Resolved, a: &Action) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "animaworks-tool {} {} — {}", r.file.name, a.name, first_line(&a.description));
+    let _ = writeln!(
+        s,
+        "animaworks-tool {} {} — {}",
+        r.file.name,
+        a.name,
+        first_line(&a.description)
+    );
     let rest: Vec<&str> = a.description.lines().skip(1).collect();
     if !rest.is_empty() {
         let _ = writeln!(s, "{}", rest.join("\n"));
@@ -61,7 +82,10 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
                 let ty = prop_type(schema).unwrap_or("json");
                 let shown = match ty {
                     "boolean" => format!("{flag} | --no-{}", name.replace('_', "-")),
-                    "array" => format!("{flag} <{}> (repeat, or a JSON array)", schema.get("items").and_then(prop_type).unwrap_or("value")),
+                    "array" => format!(
+                        "{flag} <{}> (repeat, or a JSON array)",
+                        schema.get("items").and_then(prop_type).unwrap_or("value")
+                    ),
                     "object" => format!("{flag} <json object>"),
                     t => format!("{flag} <{t}>"),
                 };
@@ -73,10 +97,17 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
                     notes.push(format!("default: {d}"));
                 }
                 if let Some(e) = schema.get("enum").and_then(Value::as_array) {
-                    notes.push(format!("one of: {}", e.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")));
+                    notes.push(format!(
+                        "one of: {}",
+                        e.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+                    ));
                 }
                 let desc = schema.get("description").and_then(Value::as_str).unwrap_or("");
-                let notes = if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join("; ")) };
+                let notes = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", notes.join("; "))
+                };
                 let _ = writeln!(s, "  {shown}\n      {desc}{notes}");
             }
         }

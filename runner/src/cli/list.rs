@@ -59,19 +59,42 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
             println!("  {tier:<8} {}", dir.display());
         }
     } else {
-        let w = tools.iter().map(|t| t["name"].as_str().unwrap_or("").len()).max().unwrap_or(4).max(4);
+        let w = tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or("").len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
         println!("{:w$}  {:8}  {:32}  PATH", "TOOL", "TIER", "ACTIONS");
         for t in &tools {
-            let actions: Vec<&str> = t["actions"].as_array().into_iter().flatten().filter_map(|a| a["name"].as_str()).collect();
+            let actions: Vec<&str> = t["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["name"].as_str())
+                .collect();
             let mut acts = actions.join(",");
             if t["cli"] == true {
-                acts = if acts.is_empty() { "(cli)".into() } else { format!("{acts} (cli)") };
+                acts = if acts.is_empty() {
+                    "(cli)".into()
+                } else {
+                    format!("{acts} (cli)")
+                };
             }
-            println!("{:w$}  {:8}  {:32}  {}", t["name"].as_str().unwrap_or(""), t["tier"].as_str().unwrap_or(""), acts, t["path"].as_str().unwrap_or(""));
+            println!(
+                "{:w$}  {:8}  {:32}  {}",
+                t["name"].as_str().unwrap_or(""),
+                t["tier"].as_str().unwrap_or(""),
+                acts,
+                t["path"].as_str().unwrap_or("")
+            );
         }
     }
     if !problems.is_empty() {
-        println!("\nProblems ({}; `animaworks-tool doctor` exits non-zero while there are any):", problems.len());
+        println!(
+            "\nProblems ({}; `animaworks-tool doctor` exits non-zero while there are any):",
+            problems.len()
+        );
         print_problems(&problems);
     }
     0
@@ -80,7 +103,10 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
     if as_json {
-        println!("{}", json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems}));
+        println!(
+            "{}",
+            json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems})
+        );
     } else if problems.is_empty() {
         println!("ok: {} tools, no problems", tools.len());
     } else {
@@ -96,10 +122,17 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
 
 pub async fn refresh(runner: &Runner) -> i32 {
     if let Err(e) = crate::cache::clear(&runner.dirs) {
-        eprintln!("animaworks-tool: cannot clear the schema cache at {}: {e}", runner.dirs.cache.display());
+        eprintln!(
+            "animaworks-tool: cannot clear the schema cache at {}: {e}",
+            runner.dirs.cache.display()
+        );
         return crate::ErrorCode::Internal.exit_code();
     }
     let (tools, problems, probed) = catalog(runner).await;
-    println!("refreshed: probed {probed} tools, {} callable, {} problems", tools.len(), problems.len());
+    println!(
+        "refreshed: probed {probed} tools, {} callable, {} problems",
+        tools.len(),
+        problems.len()
+    );
     0
 }

@@ -55,7 +55,10 @@ fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
     match secs {
         None => Ok(None),
         Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(CallError::new(ErrorCode::Usage, format!("--timeout must be a positive number of seconds, got {s}"))),
+        Some(s) => Err(CallError::new(
+            ErrorCode::Usage,
+            format!("--timeout must be a positive number of seconds, got {s}"),
+        )),
     }
 }
 
@@ -69,14 +72,19 @@ fn configured_max(runner: &Runner) -> Option<usize> {
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.
 fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
     let mut r = runner.clone();
-    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::from_settings(&runner.dirs.data)?));
+    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::from_settings(
+        &runner.dirs.data,
+    )?));
     Ok(r)
 }
 
 pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
     let limits = match timeout(args.timeout) {
         Ok(t) => Limits {
-            max_bytes: args.max_chars.or_else(|| configured_max(runner)).unwrap_or(use_tool::DEFAULT_MAX_BYTES),
+            max_bytes: args
+                .max_chars
+                .or_else(|| configured_max(runner))
+                .unwrap_or(use_tool::DEFAULT_MAX_BYTES),
             timeout: t,
         },
         Err(e) => {
@@ -169,7 +177,15 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
             return e.code.exit_code();
         }
     };
-    match mcp::serve(runner, mcp::Options { timeout: t, ..Default::default() }).await {
+    match mcp::serve(
+        runner,
+        mcp::Options {
+            timeout: t,
+            ..Default::default()
+        },
+    )
+    .await
+    {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("animaworks-tool mcp: {e}");
@@ -187,7 +203,9 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
             Format::Animaworks | Format::Anthropic => tool,
             Format::Openai => json!({"type": "function", "function": {
                 "name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"], "strict": false}}),
-            Format::Mcp => json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]}),
+            Format::Mcp => {
+                json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]})
+            }
         };
         let doc = json!({"tool": shaped, "catalog": catalog::compact(&entries)});
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -210,8 +228,18 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
             for (t, n, b) in &sizes {
                 let _ = writeln!(out, "{t:w$}  {n:>7}  {b:>9}  {:>8}", b / 4);
             }
-            let _ = writeln!(out, "{:w$}  {:>7}  {total:>9}  {:>8}", "total", sizes.iter().map(|s| s.1).sum::<usize>(), total / 4);
-            let _ = writeln!(out, "(tokens estimated as bytes / 4; compact JSON in the {:?} shape)", args.format);
+            let _ = writeln!(
+                out,
+                "{:w$}  {:>7}  {total:>9}  {:>8}",
+                "total",
+                sizes.iter().map(|s| s.1).sum::<usize>(),
+                total / 4
+            );
+            let _ = writeln!(
+                out,
+                "(tokens estimated as bytes / 4; compact JSON in the {:?} shape)",
+                args.format
+            );
         }
         return 0;
     }

@@ -6,8 +6,8 @@ pub mod args;
 pub mod author;
 pub mod help;
 pub mod list;
-pub mod render;
 pub mod llm;
+pub mod render;
 pub mod task;
 
 use crate::call::{CallOptions, Runner};
@@ -111,7 +111,10 @@ enum Cmd {
 pub fn main() -> i32 {
     // Why first: forked before anything is allocated, the guardian shares almost no written pages with the
     // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
-    if !matches!(std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()), Some("--version" | "-V" | "--help" | "-h" | "help") | None) {
+    if !matches!(
+        std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
+        Some("--version" | "-V" | "--help" | "-h" | "help") | None
+    ) {
         let _ = crate::guardian::start();
     }
     let cli = Cli::parse();
@@ -159,10 +162,15 @@ pub fn main() -> i32 {
 /// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`;
 /// `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more.
 fn init_logging() {
-    let fmt = tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).without_time();
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time();
     // Why two forms: parsing a filter costs time on every call; the plain level does not.
     let _ = match std::env::var("ANIMAWORKS_TOOL_LOG") {
-        Ok(filter) => fmt.with_env_filter(tracing_subscriber::EnvFilter::new(filter)).try_init(),
+        Ok(filter) => fmt
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init(),
         Err(_) => fmt.with_max_level(tracing::Level::WARN).try_init(),
     };
 }
@@ -201,7 +209,11 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
     let act = match runner.action(&resolved, action) {
         Ok(a) => a.clone(),
         Err(e) => {
-            if words.iter().any(|w| w == "--help" || w == "-h") || action == "--help" || action == "-h" || action == "help" {
+            if words.iter().any(|w| w == "--help" || w == "-h")
+                || action == "--help"
+                || action == "-h"
+                || action == "help"
+            {
                 print!("{}", help::tool_help(&resolved));
                 return 0;
             }
@@ -241,7 +253,9 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
         };
     }
     let mut obs = render::Human::new();
-    let out = runner.run(&resolved, &act, args, &opts, &mut obs as &mut dyn Observer, cancel).await;
+    let out = runner
+        .run(&resolved, &act, args, &opts, &mut obs as &mut dyn Observer, cancel)
+        .await;
     obs.finish();
     match out {
         Ok(v) => {
@@ -253,9 +267,18 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
 }
 
 async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
-    let words: Vec<String> = match words.iter().map(|w| w.to_str().map(str::to_owned)).collect::<Option<Vec<_>>>() {
+    let words: Vec<String> = match words
+        .iter()
+        .map(|w| w.to_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+    {
         Some(w) => w,
-        None => return fail(&CallError::new(ErrorCode::Usage, "arguments must be valid UTF-8"), false),
+        None => {
+            return fail(
+                &CallError::new(ErrorCode::Usage, "arguments must be valid UTF-8"),
+                false,
+            )
+        }
     };
     let tool = words[0].as_str();
     let rest = &words[1..];
@@ -290,7 +313,11 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
 
 /// A `cli_main` call's deadline: the longest timeout of the actions its argv names, else the default.
 fn cli_timeout(r: &crate::call::Resolved, argv: &[String]) -> Duration {
-    let named: Vec<f64> = argv.iter().filter_map(|w| r.manifest.action(w)).map(|a| a.timeout_s()).collect();
+    let named: Vec<f64> = argv
+        .iter()
+        .filter_map(|w| r.manifest.action(w))
+        .map(|a| a.timeout_s())
+        .collect();
     let legacy = r.manifest.legacy_profile.as_ref().and_then(|p| {
         argv.iter()
             .filter_map(|w| p.get(w).or_else(|| p.get(&w.replace('_', "-"))))
@@ -298,7 +325,10 @@ fn cli_timeout(r: &crate::call::Resolved, argv: &[String]) -> Duration {
             .map(|e| (3.0 * e).max(crate::manifest::DEFAULT_TIMEOUT_S))
             .reduce(f64::max)
     });
-    let secs = named.into_iter().chain(legacy).reduce(f64::max).unwrap_or(crate::manifest::DEFAULT_TIMEOUT_S);
+    let secs = named
+        .into_iter()
+        .chain(legacy)
+        .reduce(f64::max)
+        .unwrap_or(crate::manifest::DEFAULT_TIMEOUT_S);
     Duration::from_secs_f64(secs)
 }
-

@@ -26,7 +26,11 @@ impl Default for Human {
 
 impl Human {
     pub fn new() -> Human {
-        Human { tty: std::io::stderr().is_terminal(), bar_shown: false, last_progress: None }
+        Human {
+            tty: std::io::stderr().is_terminal(),
+            bar_shown: false,
+            last_progress: None,
+        }
     }
 
     fn clear_bar(&mut self, err: &mut impl Write) {
@@ -46,10 +50,19 @@ impl Observer for Human {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
         let mut err = std::io::stderr().lock();
         match event {
-            Event::Progress { progress, total, message, .. } => {
+            Event::Progress {
+                progress,
+                total,
+                message,
+                ..
+            } => {
                 let last_step = total.is_some_and(|t| *progress >= t);
                 let now = std::time::Instant::now();
-                if !last_step && self.last_progress.is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY) {
+                if !last_step
+                    && self
+                        .last_progress
+                        .is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY)
+                {
                     return;
                 }
                 self.last_progress = Some(now);
@@ -118,7 +131,10 @@ impl Default for Events {
 
 impl Events {
     pub fn new() -> Events {
-        Events { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()), saw_error: false }
+        Events {
+            out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+            saw_error: false,
+        }
     }
 
     fn line(&mut self, raw: &[u8]) {
@@ -130,7 +146,11 @@ impl Events {
     /// was checked; a runner error as an `error` event with `"source": "runner"`.
     pub fn finish(&mut self, outcome: &Result<Value, CallError>) {
         match outcome {
-            Ok(v) => self.line(serde_json::json!({"type": "result", "result": v}).to_string().as_bytes()),
+            Ok(v) => self.line(
+                serde_json::json!({"type": "result", "result": v})
+                    .to_string()
+                    .as_bytes(),
+            ),
             Err(e) if e.code == crate::ErrorCode::ToolError && self.saw_error => {}
             Err(e) => {
                 let mut o = e.to_json()["error"].clone();
@@ -179,7 +199,9 @@ pub fn print_result(v: &Value) {
                 writeln!(out, "{s}")
             }
         }
-        _ if std::io::stdout().is_terminal() => writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default()),
+        _ if std::io::stdout().is_terminal() => {
+            writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default())
+        }
         _ => writeln!(out, "{v}"),
     };
 }

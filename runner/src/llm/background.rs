@@ -36,10 +36,16 @@ pub fn actions() -> Vec<(&'static str, &'static str, Value)> {
 }
 
 fn text_arg<'a>(args: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a str, CallError> {
-    args.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or_else(|| {
-        CallError::new(ErrorCode::InvalidArguments, format!("task {what}: \"{key}\" (a string) is required"))
+    args.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            CallError::new(
+                ErrorCode::InvalidArguments,
+                format!("task {what}: \"{key}\" (a string) is required"),
+            )
             .with("pointer", format!("/{key}"))
-    })
+        })
 }
 
 /// Run background action `action` (`submit` or `show`) with `args`.
@@ -52,8 +58,10 @@ pub async fn answer(runner: &Runner, action: &str, args: &Map<String, Value>) ->
                 None | Some(Value::Null) => Value::Object(Map::new()),
                 Some(v @ Value::Object(_)) => v.clone(),
                 Some(_) => {
-                    return Err(CallError::new(ErrorCode::InvalidArguments, "task submit: \"args\" must be an object")
-                        .with("pointer", "/args"))
+                    return Err(
+                        CallError::new(ErrorCode::InvalidArguments, "task submit: \"args\" must be an object")
+                            .with("pointer", "/args"),
+                    )
                 }
             };
             let words = vec![act.to_owned(), "--json".to_owned(), call_args.to_string()];
@@ -69,7 +77,10 @@ pub async fn answer(runner: &Runner, action: &str, args: &Map<String, Value>) ->
             let t = submit::show(runner, id)?;
             Ok(serde_json::to_value(&t).unwrap_or(Value::Null))
         }
-        other => Err(CallError::new(ErrorCode::UnknownAction, format!("the task tool has no action {other:?}"))
-            .hint("its actions: submit, show")),
+        other => Err(CallError::new(
+            ErrorCode::UnknownAction,
+            format!("the task tool has no action {other:?}"),
+        )
+        .hint("its actions: submit, show")),
     }
 }

@@ -23,7 +23,9 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
         }
         match result {
             Probed::Ok(manifest) => tools.push(Resolved { file, manifest }),
-            Probed::Failed { reason, stderr_tail, .. } => problems.push(Problem {
+            Probed::Failed {
+                reason, stderr_tail, ..
+            } => problems.push(Problem {
                 message: format!("{}: {reason}", file.path.display()),
                 tool: file.name,
                 tier: file.tier,
@@ -67,7 +69,16 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
                 .manifest
                 .actions
                 .iter()
-                .filter(|a| gate::decide(&perms, &r.file.name, r.file.tier, &a.name, &Gate::from_profile(&a.profile)).is_allow())
+                .filter(|a| {
+                    gate::decide(
+                        &perms,
+                        &r.file.name,
+                        r.file.tier,
+                        &a.name,
+                        &Gate::from_profile(&a.profile),
+                    )
+                    .is_allow()
+                })
                 .cloned()
                 .collect();
             (!actions.is_empty()).then_some(Entry { resolved: r, actions })

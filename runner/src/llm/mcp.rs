@@ -43,7 +43,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { timeout: None, poll: Duration::from_secs(1) }
+        Options {
+            timeout: None,
+            poll: Duration::from_secs(1),
+        }
     }
 }
 
@@ -66,7 +69,12 @@ pub type Snapshot = Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)>;
 
 impl Server {
     pub fn new(runner: Runner, opts: Options) -> Server {
-        Server { runner: Arc::new(runner), opts, names: Arc::default(), listed: Arc::default() }
+        Server {
+            runner: Arc::new(runner),
+            opts,
+            names: Arc::default(),
+            listed: Arc::default(),
+        }
     }
 
     /// The permitted tools in MCP shape; also refreshes the name map used by calls.
@@ -121,20 +129,39 @@ impl Server {
         // ends in the permission refusal that names the grant, not in "unknown tool".
         let (all, _, _) = catalog::manifests(&self.runner).await;
         all.iter().find_map(|r| {
-            r.manifest.actions.iter().find(|a| a.schema_name == name).map(|a| (r.file.name.clone(), a.name.clone()))
+            r.manifest
+                .actions
+                .iter()
+                .find(|a| a.schema_name == name)
+                .map(|a| (r.file.name.clone(), a.name.clone()))
         })
     }
 
-    async fn call(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        if let Some(action) = req.name.strip_prefix("task_").filter(|_| background::actions().iter().any(|a| a.0 == req.name)) {
+    async fn call(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Some(action) = req
+            .name
+            .strip_prefix("task_")
+            .filter(|_| background::actions().iter().any(|a| a.0 == req.name))
+        {
             let args = req.arguments.clone().unwrap_or_default();
-            let v = background::answer(&self.runner, action, &args).await.map_err(|e| refusal(&e))?;
-            return Ok(CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]));
+            let v = background::answer(&self.runner, action, &args)
+                .await
+                .map_err(|e| refusal(&e))?;
+            return Ok(CallToolResult::success(vec![ContentBlock::text(
+                use_tool::result_text(&v),
+            )]));
         }
         let Some((tool, action)) = self.lookup(&req.name).await else {
             return Err(refusal(
-                &CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name))
-                    .hint("tools/list shows every tool this server offers"),
+                &CallError::new(
+                    ErrorCode::UnknownTool,
+                    format!("no permitted tool named {:?}", req.name),
+                )
+                .hint("tools/list shows every tool this server offers"),
             ));
         };
         let r = &self.runner;
@@ -158,8 +185,14 @@ impl Server {
                 let _ = peer.notify_progress(p).await;
             }
         });
-        let mut obs = Progress { token: ctx.meta.get_progress_token(), tx: ptx };
-        let opts = CallOptions { timeout: self.opts.timeout, ..Default::default() };
+        let mut obs = Progress {
+            token: ctx.meta.get_progress_token(),
+            tx: ptx,
+        };
+        let opts = CallOptions {
+            timeout: self.opts.timeout,
+            ..Default::default()
+        };
         let out = r.run(&resolved, &act, args, &opts, &mut obs, cancel).await;
         watcher.abort();
         drop(obs);
@@ -168,7 +201,12 @@ impl Server {
         Ok(match out {
             Ok(v) => {
                 let mut res = CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]);
-                let declared = act.output_schema.as_ref().and_then(|o| o.get("type")).and_then(Value::as_str) == Some("object");
+                let declared = act
+                    .output_schema
+                    .as_ref()
+                    .and_then(|o| o.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("object");
                 if declared && v.is_object() {
                     res.structured_content = Some(v);
                 }
@@ -204,7 +242,18 @@ struct Progress {
 
 impl Observer for Progress {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
-        let (Some(token), Event::Progress { progress, total, message, .. }) = (&self.token, event) else { return };
+        let (
+            Some(token),
+            Event::Progress {
+                progress,
+                total,
+                message,
+                ..
+            },
+        ) = (&self.token, event)
+        else {
+            return;
+        };
         let mut p = ProgressNotificationParam::new(token.clone(), *progress);
         if let Some(t) = total {
             p = p.with_total(*t);
@@ -218,9 +267,14 @@ impl Observer for Progress {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("animaworks-tool", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Every tool action the anima may run, one MCP tool each (named <tool>_<action>).")
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("animaworks-tool", env!("CARGO_PKG_VERSION")))
+        .with_instructions("Every tool action the anima may run, one MCP tool each (named <tool>_<action>).")
     }
 
     async fn list_tools(
@@ -244,7 +298,9 @@ impl ServerHandler for Server {
 /// entry of each folder with its identity.
 pub fn snapshot(runner: &Runner) -> Snapshot {
     let id = |p: &std::path::Path| {
-        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
     };
     let mut out = Vec::new();
     for (_, dir) in runner.dirs.tier_dirs() {
@@ -272,7 +328,10 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
     let poll = opts.poll;
     let server = Server::new(runner, opts);
     let watch_runner = server.runner.clone();
-    let service = server.serve(rmcp::transport::io::stdio_pipes()).await.map_err(|e| format!("MCP start failed: {e}"))?;
+    let service = server
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .map_err(|e| format!("MCP start failed: {e}"))?;
     let peer = service.peer().clone();
     let watcher = tokio::spawn(async move {
         let mut last = snapshot(&watch_runner);

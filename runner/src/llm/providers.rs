@@ -41,7 +41,10 @@ pub fn render(format: Format, entries: &[Entry]) -> Rendered {
     for e in entries {
         for a in &e.actions {
             if !seen.insert(a.schema_name.clone()) {
-                out.skipped.push((a.schema_name.clone(), format!("{}.{}: another tool already has this name", e.name(), a.name)));
+                out.skipped.push((
+                    a.schema_name.clone(),
+                    format!("{}.{}: another tool already has this name", e.name(), a.name),
+                ));
                 continue;
             }
             out.tools.push(match format {
@@ -106,7 +109,11 @@ pub fn mcp_tool(e: &Entry, a: &Action) -> Value {
         },
     });
     // MCP's outputSchema must describe an object (structuredContent is an object); other shapes are left out.
-    if let Some(o) = a.output_schema.as_ref().filter(|o| o.get("type").and_then(Value::as_str) == Some("object")) {
+    if let Some(o) = a
+        .output_schema
+        .as_ref()
+        .filter(|o| o.get("type").and_then(Value::as_str) == Some("object"))
+    {
         v["outputSchema"] = o.clone();
     }
     v
@@ -148,20 +155,39 @@ fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, String> {
     if is_object {
         match m.get("additionalProperties") {
             None | Some(Value::Bool(false)) => {}
-            Some(_) => return Err(format!("at {here}: open additionalProperties (any extra key) cannot be strict")),
+            Some(_) => {
+                return Err(format!(
+                    "at {here}: open additionalProperties (any extra key) cannot be strict"
+                ))
+            }
         }
         if !root && !m.contains_key("properties") {
-            return Err(format!("at {here}: a free-form object (no properties) cannot be strict"));
+            return Err(format!(
+                "at {here}: a free-form object (no properties) cannot be strict"
+            ));
         }
-        let required: HashSet<String> =
-            m.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
-        let props = m.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let required: HashSet<String> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        let props = m
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let mut new_props = Map::new();
         for (k, p) in &props {
             let p = strictify(p, &format!("{at}/{k}"), false)?;
             new_props.insert(k.clone(), if required.contains(k) { p } else { nullable(p) });
         }
-        m.insert("required".into(), Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()));
+        m.insert(
+            "required".into(),
+            Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()),
+        );
         m.insert("properties".into(), Value::Object(new_props));
         m.insert("additionalProperties".into(), Value::Bool(false));
     }
@@ -169,7 +195,11 @@ fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, String> {
         m.insert("items".into(), strictify(&items, &format!("{at}/items"), false)?);
     }
     if let Some(Value::Array(alts)) = m.get("anyOf").cloned() {
-        let alts = alts.iter().enumerate().map(|(i, a)| strictify(a, &format!("{at}/anyOf/{i}"), false)).collect::<Result<_, _>>()?;
+        let alts = alts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| strictify(a, &format!("{at}/anyOf/{i}"), false))
+            .collect::<Result<_, _>>()?;
         m.insert("anyOf".into(), Value::Array(alts));
     }
     for defs in ["$defs", "definitions"] {
@@ -214,7 +244,11 @@ pub fn sizes(format: Format, entries: &[Entry]) -> Vec<(String, usize, usize)> {
         .iter()
         .map(|e| {
             let r = render(format, std::slice::from_ref(e));
-            let bytes = r.tools.iter().map(|t| serde_json::to_string(t).map(|s| s.len()).unwrap_or(0)).sum();
+            let bytes = r
+                .tools
+                .iter()
+                .map(|t| serde_json::to_string(t).map(|s| s.len()).unwrap_or(0))
+                .sum();
             (e.name().to_owned(), r.tools.len(), bytes)
         })
         .collect()
@@ -239,7 +273,10 @@ mod tests {
         assert_eq!(t["properties"]["b"]["enum"], json!([1, 2, null]));
         assert_eq!(t["properties"]["c"]["type"], json!(["object", "null"]));
         assert_eq!(t["properties"]["c"]["additionalProperties"], false);
-        assert_eq!(t["properties"]["c"]["properties"]["d"]["anyOf"], json!([{"$ref": "#/$defs/x"}, {"type": "null"}]));
+        assert_eq!(
+            t["properties"]["c"]["properties"]["d"]["anyOf"],
+            json!([{"$ref": "#/$defs/x"}, {"type": "null"}])
+        );
         assert!(strict(&json!({"type": "object"})).is_ok());
     }
 
@@ -247,7 +284,10 @@ mod tests {
     fn strict_refusals_name_the_place() {
         let e = strict(&json!({"type": "object", "additionalProperties": true})).unwrap_err();
         assert!(e.contains("additionalProperties") && e.contains("at /"), "{e}");
-        let e = strict(&json!({"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^x": {}}}}})).unwrap_err();
+        let e = strict(
+            &json!({"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^x": {}}}}}),
+        )
+        .unwrap_err();
         assert!(e.contains("at /m") && e.contains("patternProperties"), "{e}");
         let e = strict(&json!({"type": "object", "properties": {"m": {"type": "object"}}})).unwrap_err();
         assert!(e.contains("free-form"), "{e}");

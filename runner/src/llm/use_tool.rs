@@ -43,7 +43,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bytes: DEFAULT_MAX_BYTES, timeout: None }
+        Limits {
+            max_bytes: DEFAULT_MAX_BYTES,
+            timeout: None,
+        }
     }
 }
 
@@ -123,7 +126,11 @@ pub fn truncate(text: String, max: usize) -> String {
         return text;
     }
     let cut = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
-    format!("{}\n\n[Output truncated because it exceeded 50KB. Original size: {}]", &text[..cut], text.len())
+    format!(
+        "{}\n\n[Output truncated because it exceeded 50KB. Original size: {}]",
+        &text[..cut],
+        text.len()
+    )
 }
 
 /// Read a request object. `args` may be absent (no arguments), an object, or a string holding a JSON object
@@ -150,11 +157,20 @@ pub fn parse_request(v: &Value) -> Result<Request, CallError> {
         Some(Value::Object(m)) => m.clone(),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(m)) => m,
-            _ => return Err(bad(format!("\"args\" must be an object, got the string {}", short(&Value::String(s.clone()))))),
+            _ => {
+                return Err(bad(format!(
+                    "\"args\" must be an object, got the string {}",
+                    short(&Value::String(s.clone()))
+                )))
+            }
         },
         Some(other) => return Err(bad(format!("\"args\" must be an object, got {}", short(other)))),
     };
-    Ok(Request { tool_name, action, args })
+    Ok(Request {
+        tool_name,
+        action,
+        args,
+    })
 }
 
 fn short(v: &Value) -> String {
@@ -181,14 +197,23 @@ pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut d
     }
 }
 
-async fn call(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+async fn call(
+    runner: &Runner,
+    req: &Request,
+    limits: &Limits,
+    obs: &mut dyn Observer,
+    cancel: Cancel,
+) -> Result<Value, CallError> {
     let resolved = runner.resolve(&req.tool_name).await?;
     let act = runner.action(&resolved, &req.action)?.clone();
     let mut args = req.args.clone();
     drop_strict_nulls(&act.input_schema, &mut args);
     crate::validate::check_args(&req.tool_name, &act, &args)?;
     runner.permit(&resolved, &act)?;
-    let opts = CallOptions { timeout: limits.timeout, ..Default::default() };
+    let opts = CallOptions {
+        timeout: limits.timeout,
+        ..Default::default()
+    };
     runner.run(&resolved, &act, args, &opts, obs, cancel).await
 }
 
@@ -196,16 +221,25 @@ async fn call(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Obs
 /// `null` is dropped when the property is optional and its schema does not accept `null`, so the call means
 /// what the model meant. Top level only.
 pub fn drop_strict_nulls(schema: &Value, args: &mut Map<String, Value>) {
-    let required: Vec<&str> =
-        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
     args.retain(|k, v| {
         if !v.is_null() || required.contains(&k.as_str()) {
             return true;
         }
         match props.get(k) {
             // A sub-schema that does not compile alone (a $ref to the root) keeps the value: validation decides.
-            Some(p) => jsonschema::validator_for(p).map(|v| v.is_valid(&Value::Null)).unwrap_or(true),
+            Some(p) => jsonschema::validator_for(p)
+                .map(|v| v.is_valid(&Value::Null))
+                .unwrap_or(true),
             None => true,
         }
     });
@@ -217,14 +251,19 @@ async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Resul
         "list" | "catalog" => Ok(Value::String(catalog::compact(&entries))),
         "describe" => {
             let tool = args.get("tool").and_then(Value::as_str).ok_or_else(|| {
-                CallError::new(ErrorCode::InvalidArguments, "help.describe needs \"tool\": the name of a tool")
-                    .hint(r#"{"tool_name": "help", "action": "describe", "args": {"tool": "<tool>"}}"#)
-                    .with("pointer", "/tool")
+                CallError::new(
+                    ErrorCode::InvalidArguments,
+                    "help.describe needs \"tool\": the name of a tool",
+                )
+                .hint(r#"{"tool_name": "help", "action": "describe", "args": {"tool": "<tool>"}}"#)
+                .with("pointer", "/tool")
             })?;
             let Some(e) = entries.iter().find(|e| e.name() == tool) else {
-                return Err(CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {tool:?}"))
-                    .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
-                    .with("tool", tool));
+                return Err(
+                    CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {tool:?}"))
+                        .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
+                        .with("tool", tool),
+                );
             };
             let only = args.get("action").and_then(Value::as_str);
             Ok(describe(e, only))
@@ -233,13 +272,21 @@ async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Resul
             let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_lowercase();
             let words: Vec<&str> = query.split_whitespace().collect();
             if words.is_empty() {
-                return Err(CallError::new(ErrorCode::InvalidArguments, "help.search needs \"query\": words to look for")
-                    .with("pointer", "/query"));
+                return Err(CallError::new(
+                    ErrorCode::InvalidArguments,
+                    "help.search needs \"query\": words to look for",
+                )
+                .with("pointer", "/query"));
             }
             let hits: Vec<Entry> = entries
                 .into_iter()
                 .filter_map(|mut e| {
-                    let tool_text = format!("{} {}", e.name(), e.resolved.manifest.description.as_deref().unwrap_or("")).to_lowercase();
+                    let tool_text = format!(
+                        "{} {}",
+                        e.name(),
+                        e.resolved.manifest.description.as_deref().unwrap_or("")
+                    )
+                    .to_lowercase();
                     if words.iter().all(|w| tool_text.contains(w)) {
                         return Some(e);
                     }
@@ -250,10 +297,17 @@ async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Resul
                     (!e.actions.is_empty()).then_some(e)
                 })
                 .collect();
-            Ok(Value::String(if hits.is_empty() { format!("no tool matches {query:?}") } else { catalog::compact(&hits) }))
+            Ok(Value::String(if hits.is_empty() {
+                format!("no tool matches {query:?}")
+            } else {
+                catalog::compact(&hits)
+            }))
         }
-        other => Err(CallError::new(ErrorCode::UnknownAction, format!("the meta tool help has no action {other:?}"))
-            .hint("its actions: list, describe (args.tool), search (args.query)")),
+        other => Err(CallError::new(
+            ErrorCode::UnknownAction,
+            format!("the meta tool help has no action {other:?}"),
+        )
+        .hint("its actions: list, describe (args.tool), search (args.query)")),
     }
 }
 
@@ -313,7 +367,10 @@ mod tests {
         let t = truncate(s, DEFAULT_MAX_BYTES);
         let (body, marker) = t.split_once("\n\n").unwrap();
         assert_eq!(body.len(), 50_000);
-        assert_eq!(marker, "[Output truncated because it exceeded 50KB. Original size: 60000]");
+        assert_eq!(
+            marker,
+            "[Output truncated because it exceeded 50KB. Original size: 60000]"
+        );
         let t = truncate("aé".into(), 2);
         assert!(t.starts_with("a\n\n"), "{t}");
         assert_eq!(truncate("short".into(), 5), "short");

@@ -130,11 +130,7 @@ impl AuditLog {
         if n != line.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
-                format!(
-                    "{}: short write ({n} of {} bytes)",
-                    self.path.display(),
-                    line.len()
-                ),
+                format!("{}: short write ({n} of {} bytes)", self.path.display(), line.len()),
             ));
         }
         Ok(())
@@ -174,9 +170,7 @@ mod tests {
 
     #[test]
     fn rfc3339() {
-        let at = |s: u64, ms: u64| {
-            rfc3339_utc(SystemTime::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms))
-        };
+        let at = |s: u64, ms: u64| rfc3339_utc(SystemTime::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
         assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(at(1_709_164_799, 999), "2024-02-28T23:59:59.999Z");
@@ -202,10 +196,7 @@ mod tests {
         log.append(&rec, &Masker::new(["sekret-value"])).unwrap();
         log.append(&rec, &Masker::default()).unwrap();
         let text = std::fs::read_to_string(d.path().join(AUDIT_FILE)).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines.len(), 2);
         let l = &lines[0];
         assert_eq!(l["args"]["token"], "***");

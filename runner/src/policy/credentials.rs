@@ -53,10 +53,7 @@ impl fmt::Display for CredentialSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CredentialSource::Config { key_path } => write!(f, "config.json {key_path}"),
-            CredentialSource::ConfigVault {
-                key_path,
-                vault_key,
-            } => {
+            CredentialSource::ConfigVault { key_path, vault_key } => {
                 write!(f, "config.json {key_path} → vault.json shared.{vault_key}")
             }
             CredentialSource::Vault { key } => write!(f, "vault.json shared.{key}"),
@@ -171,11 +168,7 @@ fn non_empty(v: Option<&Value>) -> Option<&str> {
 impl Resolver {
     /// A resolver for the anima `anima_name` (when there is one) under `data_dir`; `caller_env` is the
     /// environment the runner was started with (e.g. `std::env::vars().collect()`).
-    pub fn new(
-        data_dir: &Path,
-        anima_name: Option<&str>,
-        caller_env: HashMap<String, String>,
-    ) -> Self {
+    pub fn new(data_dir: &Path, anima_name: Option<&str>, caller_env: HashMap<String, String>) -> Self {
         Resolver {
             data_dir: data_dir.to_path_buf(),
             anima_name: anima_name.filter(|s| !s.is_empty()).map(str::to_string),
@@ -218,10 +211,7 @@ impl Resolver {
             reason: e.reason.clone(),
         };
         match vault {
-            Ok(v) => Ok(v
-                .get("shared", key)
-                .map_err(|e| src(&e))?
-                .filter(|s| !s.is_empty())),
+            Ok(v) => Ok(v.get("shared", key).map_err(|e| src(&e))?.filter(|s| !s.is_empty())),
             Err(e) => Err(src(e)),
         }
     }
@@ -256,10 +246,7 @@ impl Resolver {
     /// [`CredentialError::Source`] when a file the lookup reaches exists but cannot be used (unreadable,
     /// invalid JSON, a vault entry with no usable `vault.key`): a later source is not tried then, so a broken
     /// file never silently swaps one secret for another. [`CredentialError::Missing`] as in step 6.
-    pub fn resolve(
-        &self,
-        decl: &CredentialDecl,
-    ) -> Result<Option<ResolvedCredential>, CredentialError> {
+    pub fn resolve(&self, decl: &CredentialDecl) -> Result<Option<ResolvedCredential>, CredentialError> {
         let found = |value: String, source| {
             Ok(Some(ResolvedCredential {
                 name: decl.name.clone(),
@@ -279,9 +266,7 @@ impl Resolver {
             let v = if decl.key == "api_key" {
                 entry.and_then(|e| e.get("api_key"))
             } else {
-                entry
-                    .and_then(|e| e.get("keys"))
-                    .and_then(|k| k.get(&decl.key))
+                entry.and_then(|e| e.get("keys")).and_then(|k| k.get(&decl.key))
             };
             if let Some(s) = non_empty(v) {
                 return found(s.to_string(), CredentialSource::Config { key_path });
@@ -309,18 +294,12 @@ impl Resolver {
             }
             for key in group {
                 if let Some(s) = non_empty(self.shared(&decl.name)?.and_then(|m| m.get(key))) {
-                    return found(
-                        s.to_string(),
-                        CredentialSource::SharedCredentials { key: key.clone() },
-                    );
+                    return found(s.to_string(), CredentialSource::SharedCredentials { key: key.clone() });
                 }
             }
             for key in group {
                 if let Some(s) = self.caller_env.get(key).filter(|s| !s.is_empty()) {
-                    return found(
-                        s.clone(),
-                        CredentialSource::Environment { var: key.clone() },
-                    );
+                    return found(s.clone(), CredentialSource::Environment { var: key.clone() });
                 }
             }
         }

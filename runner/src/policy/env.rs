@@ -14,9 +14,7 @@ use super::credentials::ResolvedCredential;
 pub const RUNNER_CONFIG_FILE: &str = "animaworks-tool.json";
 
 /// The caller's variables every tool gets (when the caller has them), besides every `LC_*`.
-pub const BASE_VARS: &[&str] = &[
-    "PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM",
-];
+pub const BASE_VARS: &[&str] = &["PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM"];
 
 /// The context of one call, given to the tool as `ANIMAWORKS_*` variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +58,7 @@ pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> 
         Ok(_) => std::fs::read_to_string(&path).map_err(|e| err(format!("cannot read: {e}")))?,
     };
     let v: Value = serde_json::from_str(&text).map_err(|e| err(format!("invalid JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| err("not a JSON object".into()))?;
+    let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;
     match obj.get("env_passthrough") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
@@ -73,9 +69,7 @@ pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> 
                     .ok_or_else(|| err("env_passthrough must hold strings".into()))
             })
             .collect(),
-        Some(_) => Err(err(
-            "env_passthrough must be a list of variable names".into()
-        )),
+        Some(_) => Err(err("env_passthrough must be a list of variable names".into())),
     }
 }
 
@@ -109,10 +103,7 @@ impl CallContext {
         let mut v: Vec<(OsString, OsString)> = vec![
             ("ANIMAWORKS_TOOL_PROTOCOL".into(), "1".into()),
             ("ANIMAWORKS_CALL_ID".into(), self.call_id.clone().into()),
-            (
-                "ANIMAWORKS_DATA_DIR".into(),
-                self.data_dir.clone().into_os_string(),
-            ),
+            ("ANIMAWORKS_DATA_DIR".into(), self.data_dir.clone().into_os_string()),
         ];
         if let Some(d) = &self.anima_dir {
             v.push(("ANIMAWORKS_ANIMA_DIR".into(), d.clone().into_os_string()));
@@ -120,10 +111,7 @@ impl CallContext {
         if let Some(n) = &self.anima_name {
             v.push(("ANIMAWORKS_ANIMA_NAME".into(), n.clone().into()));
         }
-        v.push((
-            "ANIMAWORKS_DEADLINE_MS".into(),
-            self.deadline_ms.to_string().into(),
-        ));
+        v.push(("ANIMAWORKS_DEADLINE_MS".into(), self.deadline_ms.to_string().into()));
         v
     }
 }
@@ -204,9 +192,7 @@ mod tests {
     }
 
     fn get<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a str> {
-        env.iter()
-            .find(|(n, _)| n == k)
-            .and_then(|(_, v)| v.to_str())
+        env.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.to_str())
     }
 
     #[test]
@@ -247,10 +233,7 @@ mod tests {
             ]
         );
         assert_eq!(get(&env, "GITHUB_TOKEN"), Some("resolved"));
-        assert_eq!(
-            get(&env, "ANIMAWORKS_ANIMA_DIR"),
-            Some("/data/animas/alice")
-        );
+        assert_eq!(get(&env, "ANIMAWORKS_ANIMA_DIR"), Some("/data/animas/alice"));
         assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
         assert_eq!(get(&env, "ANIMAWORKS_DEADLINE_MS"), Some("42"));
     }
@@ -265,11 +248,7 @@ mod tests {
             Some("/opt/py"),
             "explicit passthrough is honoured"
         );
-        assert_eq!(
-            get(&env, "GITHUB_TOKEN"),
-            None,
-            "undeclared secrets stay out"
-        );
+        assert_eq!(get(&env, "GITHUB_TOKEN"), None, "undeclared secrets stay out");
     }
 
     #[test]
@@ -281,12 +260,7 @@ mod tests {
         assert!(load_passthrough(d.path()).unwrap().is_empty());
         std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
         assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
-        for bad in [
-            r#"{"env_passthrough": "A"}"#,
-            r#"{"env_passthrough": [1]}"#,
-            "[",
-            "[]",
-        ] {
+        for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {
             std::fs::write(&f, bad).unwrap();
             assert!(load_passthrough(d.path()).is_err(), "{bad}");
         }

@@ -138,13 +138,7 @@ fn holds_grant(list: &[String], tool: &str, key: &str) -> bool {
     })
 }
 
-fn refusal(
-    kind: RefusalKind,
-    key: Option<String>,
-    path: &Path,
-    message: String,
-    hint: String,
-) -> Decision {
+fn refusal(kind: RefusalKind, key: Option<String>, path: &Path, message: String, hint: String) -> Decision {
     Decision::Deny(Refusal {
         kind,
         message,
@@ -167,10 +161,7 @@ fn tool_rules(p: &Permissions, path: &Path, tool: &str, tier: Tier) -> Decision 
                 "{tier} tool '{tool}' is denied: \"{tool}\" is in external_tools.deny of {}",
                 path.display()
             ),
-            format!(
-                "remove \"{tool}\" from external_tools.deny in {}",
-                path.display()
-            ),
+            format!("remove \"{tool}\" from external_tools.deny in {}", path.display()),
         );
     }
     // Core: allow_all → allowed; else a non-empty allow is a whitelist; else allowed. Common and personal:
@@ -201,8 +192,14 @@ fn grant_rule(p: &Permissions, path: &Path, tool: &str, key: &str, what: &str) -
             RefusalKind::GrantDenied,
             Some(grant.clone()),
             path,
-            format!("{what} of tool '{tool}' is gated and its grant \"{grant}\" is in external_tools.deny of {}", path.display()),
-            format!("remove \"{grant}\" from external_tools.deny and add it to external_tools.allow in {}", path.display()),
+            format!(
+                "{what} of tool '{tool}' is gated and its grant \"{grant}\" is in external_tools.deny of {}",
+                path.display()
+            ),
+            format!(
+                "remove \"{grant}\" from external_tools.deny and add it to external_tools.allow in {}",
+                path.display()
+            ),
         );
     }
     if !holds_grant(&t.allow, tool, key) {
@@ -402,8 +399,7 @@ mod tests {
     use crate::policy::permissions::{ErrorKind, Source};
 
     fn perms(json: &str) -> Result<LoadedPermissions, PermissionsError> {
-        let permissions =
-            crate::policy::permissions::parse_json(Path::new("/a/permissions.json"), json)?;
+        let permissions = crate::policy::permissions::parse_json(Path::new("/a/permissions.json"), json)?;
         Ok(LoadedPermissions {
             permissions,
             source: Source::Json("/a/permissions.json".into()),
@@ -425,10 +421,7 @@ mod tests {
     fn defaults_allow_open_actions_in_every_tier() {
         let p = perms("{}");
         for tier in [Tier::Core, Tier::Common, Tier::Personal] {
-            assert_eq!(
-                decide(&p, "web", tier, "search", &Gate::Open),
-                Decision::Allow
-            );
+            assert_eq!(decide(&p, "web", tier, "search", &Gate::Open), Decision::Allow);
         }
     }
 
@@ -440,26 +433,10 @@ mod tests {
             kind: ErrorKind::Invalid,
             reason: "expected value".into(),
         };
-        let r = refused(decide(
-            &Err(err.clone()),
-            "web",
-            Tier::Personal,
-            "search",
-            &Gate::Open,
-        ));
+        let r = refused(decide(&Err(err.clone()), "web", Tier::Personal, "search", &Gate::Open));
         assert_eq!(r.kind, RefusalKind::PermissionsUnusable);
-        assert!(
-            r.message.contains("/a/permissions.json:3:7"),
-            "{}",
-            r.message
-        );
-        let r = refused(decide_cli(
-            &Err(err),
-            "web",
-            Tier::Core,
-            &[],
-            LegacyProfile::Absent,
-        ));
+        assert!(r.message.contains("/a/permissions.json:3:7"), "{}", r.message);
+        let r = refused(decide_cli(&Err(err), "web", Tier::Core, &[], LegacyProfile::Absent));
         assert_eq!(r.kind, RefusalKind::PermissionsUnusable);
     }
 
@@ -475,11 +452,7 @@ mod tests {
         ));
         assert_eq!(r.kind, RefusalKind::GrantMissing);
         assert_eq!(r.key.as_deref(), Some("github_create-issue"));
-        assert!(
-            r.message.contains("\"github_create-issue\""),
-            "{}",
-            r.message
-        );
+        assert!(r.message.contains("\"github_create-issue\""), "{}", r.message);
         assert!(r.message.contains("/a/permissions.json"), "{}", r.message);
         let r = refused(decide(&p, "mail", Tier::Personal, "send", &gated(None)));
         assert_eq!(r.key.as_deref(), Some("mail_send"));

@@ -178,9 +178,7 @@ impl fmt::Display for PermissionsError {
 impl PermissionsError {
     fn unreadable(path: &Path, err: &io::Error) -> Self {
         let reason = match err.kind() {
-            io::ErrorKind::NotFound => {
-                "it is a dangling symbolic link (or vanished while being read)".to_string()
-            }
+            io::ErrorKind::NotFound => "it is a dangling symbolic link (or vanished while being read)".to_string(),
             io::ErrorKind::IsADirectory => "it is a directory, not a file".to_string(),
             io::ErrorKind::InvalidData => "it is not valid UTF-8 text".to_string(),
             _ => err.to_string(),
@@ -412,11 +410,7 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     out.push_str("  gated actions run only when allow holds <tool>_<gated_as or action>, even with allow_all\n");
     out.push_str(&format!(
         "tool creation: personal {}, shared {}\n",
-        if p.tool_creation.personal {
-            "yes"
-        } else {
-            "no"
-        },
+        if p.tool_creation.personal { "yes" } else { "no" },
         if p.tool_creation.shared { "yes" } else { "no" }
     ));
     out.push_str(&format!(
@@ -449,11 +443,7 @@ pub fn to_json_text(permissions: &Permissions) -> String {
 ///
 /// # Errors
 /// [`ErrorKind::Exists`] as above; [`ErrorKind::Write`] when the folder is missing or not writable.
-pub fn write_json(
-    anima_dir: &Path,
-    permissions: &Permissions,
-    force: bool,
-) -> Result<PathBuf, PermissionsError> {
+pub fn write_json(anima_dir: &Path, permissions: &Permissions, force: bool) -> Result<PathBuf, PermissionsError> {
     let path = anima_dir.join(JSON_FILE);
     let err = |kind, reason: String| PermissionsError {
         path: path.clone(),
@@ -475,8 +465,7 @@ pub fn write_json(
         tmp.as_file().sync_all()?;
         {
             use std::os::unix::fs::PermissionsExt;
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
         }
         if force {
             tmp.persist(&path).map_err(|e| e.error)?;
@@ -578,8 +567,7 @@ mod tests {
         assert!(e.reason.contains("directory"), "{}", e.reason);
 
         let d = dir();
-        std::os::unix::fs::symlink(d.path().join("nowhere.json"), d.path().join(JSON_FILE))
-            .unwrap();
+        std::os::unix::fs::symlink(d.path().join("nowhere.json"), d.path().join(JSON_FILE)).unwrap();
         // A permissions.md beside it must not be used instead.
         std::fs::write(d.path().join(MD_FILE), "# External Tools\n- all: yes\n").unwrap();
         let e = load(d.path()).unwrap_err();
@@ -650,18 +638,11 @@ mod tests {
         assert_eq!(again.source, Source::Json(path.clone()));
         assert_eq!(again.permissions, l.permissions);
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o644
-        );
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
 
         let e = write_json(d.path(), &Permissions::default(), false).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Exists);
-        assert_eq!(
-            load(d.path()).unwrap().permissions,
-            l.permissions,
-            "untouched"
-        );
+        assert_eq!(load(d.path()).unwrap().permissions, l.permissions, "untouched");
         write_json(d.path(), &Permissions::default(), true).unwrap();
         assert_eq!(load(d.path()).unwrap().permissions, Permissions::default());
         // No temporary files left behind.
@@ -677,9 +658,7 @@ mod tests {
         let d = dir();
         std::os::unix::fs::symlink(d.path().join("x"), d.path().join(JSON_FILE)).unwrap();
         assert_eq!(
-            write_json(d.path(), &Permissions::default(), false)
-                .unwrap_err()
-                .kind,
+            write_json(d.path(), &Permissions::default(), false).unwrap_err().kind,
             ErrorKind::Exists
         );
     }

@@ -47,9 +47,7 @@ impl VaultKey {
     /// # Errors
     /// A reason in words (never the key) when the text is not base64 of exactly 32 bytes.
     pub fn from_text(text: &str) -> Result<Self, String> {
-        let bytes = STANDARD
-            .decode(text.trim())
-            .map_err(|e| format!("not base64 ({e})"))?;
+        let bytes = STANDARD.decode(text.trim()).map_err(|e| format!("not base64 ({e})"))?;
         let arr: [u8; 32] = bytes
             .as_slice()
             .try_into()
@@ -95,12 +93,10 @@ fn read_optional(path: &Path) -> Result<Option<String>, VaultError> {
             path: path.into(),
             reason: e.to_string(),
         }),
-        Ok(_) => std::fs::read_to_string(path)
-            .map(Some)
-            .map_err(|e| VaultError {
-                path: path.into(),
-                reason: format!("cannot read: {e}"),
-            }),
+        Ok(_) => std::fs::read_to_string(path).map(Some).map_err(|e| VaultError {
+            path: path.into(),
+            reason: format!("cannot read: {e}"),
+        }),
     }
 }
 
@@ -123,12 +119,10 @@ impl Vault {
         };
         let key = match read_optional(&key_path) {
             Ok(None) => Ok(None),
-            Ok(Some(text)) => VaultKey::from_text(&text)
-                .map(Some)
-                .map_err(|reason| VaultError {
-                    path: key_path.clone(),
-                    reason,
-                }),
+            Ok(Some(text)) => VaultKey::from_text(&text).map(Some).map_err(|reason| VaultError {
+                path: key_path.clone(),
+                reason,
+            }),
             Err(e) => Err(e),
         };
         Ok(Vault {
@@ -193,16 +187,11 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_keys_are_refused_without_echoing_them() {
-        assert!(VaultKey::from_text("%%%")
-            .unwrap_err()
-            .contains("not base64"));
+        assert!(VaultKey::from_text("%%%").unwrap_err().contains("not base64"));
         let e = VaultKey::from_text(&STANDARD.encode([1u8; 31])).unwrap_err();
         assert!(e.contains("31 bytes"), "{e}");
         assert_eq!(
-            format!(
-                "{:?}",
-                VaultKey::from_text(&STANDARD.encode([1u8; 32])).unwrap()
-            ),
+            format!("{:?}", VaultKey::from_text(&STANDARD.encode([1u8; 32])).unwrap()),
             "VaultKey(…)"
         );
     }
@@ -226,10 +215,6 @@ pub(crate) mod tests {
         std::fs::write(d.path().join(VAULT_FILE), r#"{"shared": "#).unwrap();
         assert!(Vault::load(d.path()).is_err());
         let d = tempfile::tempdir().unwrap();
-        assert!(Vault::load(d.path())
-            .unwrap()
-            .get("shared", "A")
-            .unwrap()
-            .is_none());
+        assert!(Vault::load(d.path()).unwrap().get("shared", "A").unwrap().is_none());
     }
 }

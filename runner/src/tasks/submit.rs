@@ -162,9 +162,14 @@ pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
     let _ = super::queue::kick_if_needed(&runner.dirs, &store);
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
-        Ok(None) => Err(CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
-            .hint("the task id is the one submit printed (12 hex digits)")),
-        Err(e) => Err(CallError::new(ErrorCode::Internal, format!("cannot read task {id}: {e}"))),
+        Ok(None) => Err(
+            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+                .hint("the task id is the one submit printed (12 hex digits)"),
+        ),
+        Err(e) => Err(CallError::new(
+            ErrorCode::Internal,
+            format!("cannot read task {id}: {e}"),
+        )),
     }
 }
 

@@ -41,7 +41,10 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig { idle: DEFAULT_IDLE, per_tool: DEFAULT_PER_TOOL }
+        PoolConfig {
+            idle: DEFAULT_IDLE,
+            per_tool: DEFAULT_PER_TOOL,
+        }
     }
 }
 
@@ -61,14 +64,24 @@ impl PoolConfig {
             None | Some(Value::Null) => {}
             Some(n) => match n.as_f64().filter(|s| s.is_finite() && *s >= 0.0) {
                 Some(s) => c.idle = Duration::from_secs_f64(s),
-                None => return Err(format!("{}: worker_idle_s must be a number of seconds ≥ 0, not {n}", path.display())),
+                None => {
+                    return Err(format!(
+                        "{}: worker_idle_s must be a number of seconds ≥ 0, not {n}",
+                        path.display()
+                    ))
+                }
             },
         }
         match v.get("workers_per_tool") {
             None | Some(Value::Null) => {}
             Some(n) => match n.as_u64().filter(|k| *k >= 1) {
                 Some(k) => c.per_tool = k as usize,
-                None => return Err(format!("{}: workers_per_tool must be an integer ≥ 1, not {n}", path.display())),
+                None => {
+                    return Err(format!(
+                        "{}: workers_per_tool must be an integer ≥ 1, not {n}",
+                        path.display()
+                    ))
+                }
             },
         }
         Ok(c)
@@ -109,13 +122,21 @@ pub struct WorkerPool {
 
 impl std::fmt::Debug for WorkerPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerPool").field("config", &self.inner.config).finish_non_exhaustive()
+        f.debug_struct("WorkerPool")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl WorkerPool {
     pub fn new(config: PoolConfig) -> WorkerPool {
-        WorkerPool { inner: Arc::new(Inner { config, state: Mutex::new(State::default()), freed: Notify::new() }) }
+        WorkerPool {
+            inner: Arc::new(Inner {
+                config,
+                state: Mutex::new(State::default()),
+                freed: Notify::new(),
+            }),
+        }
     }
 
     /// A pool with the limits of `<data dir>/animaworks-tool.json`.
@@ -133,7 +154,11 @@ impl WorkerPool {
     /// Process ids of the idle workers of the tool file at `path`.
     pub fn idle_pids(&self, path: &Path) -> Vec<u32> {
         let st = self.inner.state.lock().expect("pool lock");
-        st.groups.iter().filter(|(k, _)| k.path == path).flat_map(|(_, g)| g.idle.iter().map(|w| w.pid)).collect()
+        st.groups
+            .iter()
+            .filter(|(k, _)| k.path == path)
+            .flat_map(|(_, g)| g.idle.iter().map(|w| w.pid))
+            .collect()
     }
 
     /// Run one call of a persistent tool on a worker. `request` is the §4 line (newline included).
@@ -163,11 +188,20 @@ impl WorkerPool {
         env.hash(&mut h);
         runner.dirs.anima.hash(&mut h);
         runner.dirs.python.hash(&mut h);
-        let key = Key { path: resolved.file.path.clone(), version, env: h.finish() };
+        let key = Key {
+            path: resolved.file.path.clone(),
+            version,
+            env: h.finish(),
+        };
         let spawn = || Worker::spawn(&resolved.file, &runner.dirs, &env);
         let mut lease = match self.checkout(&key, spawn, deadline, cancel.clone()).await {
             Ok(l) => l,
-            Err(e) => return Err(mask_error(e.with("tool", tool).with("action", act.name.clone()), &masker)),
+            Err(e) => {
+                return Err(mask_error(
+                    e.with("tool", tool).with("action", act.name.clone()),
+                    &masker,
+                ))
+            }
         };
         let job = Job {
             tool,
@@ -183,7 +217,15 @@ impl WorkerPool {
         let (out, fate) = if masker.is_empty() {
             w.call(job, obs, cancel).await
         } else {
-            w.call(job, &mut Masking { inner: obs, masker: &masker }, cancel).await
+            w.call(
+                job,
+                &mut Masking {
+                    inner: obs,
+                    masker: &masker,
+                },
+                cancel,
+            )
+            .await
         };
         lease.give_back(fate);
         match out {
@@ -225,13 +267,23 @@ impl WorkerPool {
                 if let Some(w) = found {
                     drop(st);
                     retire_all(dead);
-                    return Ok(Lease { worker: Some(w), key: key.clone(), pool: Arc::downgrade(&self.inner), slot: true });
+                    return Ok(Lease {
+                        worker: Some(w),
+                        key: key.clone(),
+                        pool: Arc::downgrade(&self.inner),
+                        slot: true,
+                    });
                 }
                 reserved
             };
             retire_all(dead);
             if reserved {
-                let mut lease = Lease { worker: None, key: key.clone(), pool: Arc::downgrade(&self.inner), slot: true };
+                let mut lease = Lease {
+                    worker: None,
+                    key: key.clone(),
+                    pool: Arc::downgrade(&self.inner),
+                    slot: true,
+                };
                 lease.worker = Some(spawn()?);
                 return Ok(lease);
             }
@@ -348,9 +400,17 @@ fn worker_secrets(runner: &Runner, r: &Resolved, act: &Action) -> Result<Vec<Res
         .actions
         .iter()
         .flat_map(|a| a.profile.credentials.iter())
-        .map(|d| tool_sdk::protocol::CredentialDecl { required: false, ..d.clone() })
+        .map(|d| tool_sdk::protocol::CredentialDecl {
+            required: false,
+            ..d.clone()
+        })
         .collect();
-    let decls = r.manifest.credentials.iter().chain(act.profile.credentials.iter()).chain(others.iter());
+    let decls = r
+        .manifest
+        .credentials
+        .iter()
+        .chain(act.profile.credentials.iter())
+        .chain(others.iter());
     let caller: HashMap<String, String> = std::env::vars().collect();
     credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
         CallError::new(ErrorCode::PermissionDenied, e.to_string())

@@ -60,17 +60,28 @@ pub struct Worker {
 impl Worker {
     /// Start `TOOL --serve` with `env` (the worker's environment, not one call's).
     pub fn spawn(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Result<Worker, CallError> {
-        let mut cmd = spawn::command(file, dirs, Mode::Serve, env, dirs.anima.as_deref())
-            .map_err(|e| CallError::new(ErrorCode::SpawnFailed, format!("cannot start {}: {e}", file.path.display())))?;
+        let mut cmd = spawn::command(file, dirs, Mode::Serve, env, dirs.anima.as_deref()).map_err(|e| {
+            CallError::new(
+                ErrorCode::SpawnFailed,
+                format!("cannot start {}: {e}", file.path.display()),
+            )
+        })?;
         let mut child = cmd.spawn().map_err(|e| {
             let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
-            CallError::new(ErrorCode::SpawnFailed, msg).hint(hint).with("tool", file.name.clone())
+            CallError::new(ErrorCode::SpawnFailed, msg)
+                .hint(hint)
+                .with("tool", file.name.clone())
         })?;
         let pid = child.id().unwrap_or(0);
         let guard = GroupGuard::new(pid as i32);
         let (stdin, stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
-            _ => return Err(CallError::new(ErrorCode::Internal, "a worker was started without its pipes")),
+            _ => {
+                return Err(CallError::new(
+                    ErrorCode::Internal,
+                    "a worker was started without its pipes",
+                ))
+            }
         };
         let tail = Arc::new(Mutex::new(Tail::default()));
         let (tx, rx) = mpsc::channel(STDERR_QUEUE);
@@ -87,7 +98,16 @@ impl Worker {
                 }
             }
         });
-        Ok(Worker { pid, child, stdin: Some(stdin), stdout, stderr: rx, tail, guard, idle_since: Instant::now() })
+        Ok(Worker {
+            pid,
+            child,
+            stdin: Some(stdin),
+            stdout,
+            stderr: rx,
+            tail,
+            guard,
+            idle_since: Instant::now(),
+        })
     }
 
     /// Has the process exited (between calls)?
@@ -100,11 +120,20 @@ impl Worker {
     }
 
     /// Give the worker one call. On any outcome but a clean final event the worker is ended before this returns.
-    pub async fn call(&mut self, job: Job<'_>, obs: &mut dyn Observer, mut cancel: Cancel) -> (Result<Value, CallError>, Fate) {
+    pub async fn call(
+        &mut self,
+        job: Job<'_>,
+        obs: &mut dyn Observer,
+        mut cancel: Cancel,
+    ) -> (Result<Value, CallError>, Fate) {
         let started = Instant::now();
         while self.stderr.try_recv().is_ok() {}
         self.tail.lock().expect("tail lock").clear();
-        let mut tagged = Tagged { inner: obs, want: job.call_id, wrong: None };
+        let mut tagged = Tagged {
+            inner: obs,
+            want: job.call_id,
+            wrong: None,
+        };
         let mut lines = EventLines::new(job.max_output, job.spill_dir, job.call_id);
         let mut buf = vec![0u8; 64 * 1024];
         let mut ending: Option<Ending> = None;
@@ -152,7 +181,8 @@ impl Worker {
         }
         let wrong = tagged.wrong.take();
         let stdout = lines.finish(&mut tagged);
-        let ended_cleanly = ending.is_none() && wrong.is_none() && exit.is_none() && matches!(stdout, Stdout::Events { last: Some(_) });
+        let ended_cleanly =
+            ending.is_none() && wrong.is_none() && exit.is_none() && matches!(stdout, Stdout::Events { last: Some(_) });
         if !ended_cleanly {
             self.end(GRACE).await;
         }
@@ -165,8 +195,19 @@ impl Worker {
         };
         let fate = if ended_cleanly { Fate::Keep } else { Fate::Gone };
         let result = if let Some(w) = wrong {
-            stream::interpret(finished(Stdout::Bad(w)), job.tool, job.action, job.timeout, job.max_output)
-        } else if ending.is_none() && !matches!(stdout, Stdout::Events { last: Some(_) } | Stdout::Bad(_) | Stdout::Capped { .. }) {
+            stream::interpret(
+                finished(Stdout::Bad(w)),
+                job.tool,
+                job.action,
+                job.timeout,
+                job.max_output,
+            )
+        } else if ending.is_none()
+            && !matches!(
+                stdout,
+                Stdout::Events { last: Some(_) } | Stdout::Bad(_) | Stdout::Capped { .. }
+            )
+        {
             Err(self.crashed(&job, exit, started.elapsed()))
         } else {
             stream::interpret(finished(stdout), job.tool, job.action, job.timeout, job.max_output)
@@ -182,7 +223,10 @@ impl Worker {
         };
         let mut e = CallError::new(
             ErrorCode::Crashed,
-            format!("{}.{}: its worker (pid {}) {how} before the call's final event", job.tool, job.action, self.pid),
+            format!(
+                "{}.{}: its worker (pid {}) {how} before the call's final event",
+                job.tool, job.action, self.pid
+            ),
         )
         .hint("read stderr_tail; the next call starts a new worker")
         .with("tool", job.tool)
@@ -237,7 +281,10 @@ impl Tagged<'_> {
         if self.wrong.is_none() {
             let line = String::from_utf8_lossy(&raw[..raw.len().min(120)]).into_owned();
             self.wrong = Some(match id {
-                Some(other) => format!("the worker sent an event of call {other:?} during call {:?}: {line:?}", self.want),
+                Some(other) => format!(
+                    "the worker sent an event of call {other:?} during call {:?}: {line:?}",
+                    self.want
+                ),
                 None => format!("the worker sent an event without \"call_id\" (protocol.md §9): {line:?}"),
             });
         }
@@ -253,7 +300,11 @@ impl Observer for Tagged<'_> {
     }
     fn unknown(&mut self, raw: &[u8]) {
         let v: Option<Value> = serde_json::from_slice(raw).ok();
-        let id = v.as_ref().and_then(|v| v.get("call_id")).and_then(Value::as_str).map(str::to_owned);
+        let id = v
+            .as_ref()
+            .and_then(|v| v.get("call_id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         if self.check(id.as_deref(), raw) {
             self.inner.unknown(raw);
         }

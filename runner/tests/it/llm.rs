@@ -57,9 +57,18 @@ fn world() -> World {
 
 fn use_tool(w: &World, extra: &[&str], request: &Value) -> (Option<i32>, String) {
     let mut c = w.cmd();
-    c.arg("use-tool").args(extra).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.arg("use-tool")
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     (o.status.code(), stdout(&o))
 }
@@ -67,21 +76,49 @@ fn use_tool(w: &World, extra: &[&str], request: &Value) -> (Option<i32>, String)
 #[test]
 fn use_tool_answers_like_animaworks() {
     let w = world();
-    let (code, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "greet", "args": {"who": "Ada"}}));
+    let (code, out) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "t", "action": "greet", "args": {"who": "Ada"}}),
+    );
     assert_eq!(code, Some(0));
     assert_eq!(out, "{\n  \"greeting\": \"hello, Ada\"\n}");
     let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "steps", "args": {}}));
     assert_eq!(out, "done");
     // OpenAI strict mode sends null for an optional property: dropped, so the call means what it meant.
-    let (code, _) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "greet", "args": {"who": "Bo", "loud": null}}));
+    let (code, _) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "t", "action": "greet", "args": {"who": "Bo", "loud": null}}),
+    );
     assert_eq!(code, Some(0));
 
     let cases = [
-        (json!({"tool_name": "t", "action": "greet", "args": {"who": 3}}), "InvalidArguments", "invalid_arguments"),
-        (json!({"tool_name": "t", "action": "purge", "args": {}}), "PermissionDenied", "permission_denied"),
-        (json!({"tool_name": "nope", "action": "x", "args": {}}), "UnknownTool", "unknown_tool"),
-        (json!({"tool_name": "t", "action": "nope", "args": {}}), "UnknownTool", "unknown_action"),
-        (json!({"tool_name": "t", "action": "fail", "args": {}}), "ToolExecutionError", "tool_error"),
+        (
+            json!({"tool_name": "t", "action": "greet", "args": {"who": 3}}),
+            "InvalidArguments",
+            "invalid_arguments",
+        ),
+        (
+            json!({"tool_name": "t", "action": "purge", "args": {}}),
+            "PermissionDenied",
+            "permission_denied",
+        ),
+        (
+            json!({"tool_name": "nope", "action": "x", "args": {}}),
+            "UnknownTool",
+            "unknown_tool",
+        ),
+        (
+            json!({"tool_name": "t", "action": "nope", "args": {}}),
+            "UnknownTool",
+            "unknown_action",
+        ),
+        (
+            json!({"tool_name": "t", "action": "fail", "args": {}}),
+            "ToolExecutionError",
+            "tool_error",
+        ),
         (json!({"tool_name": "t"}), "InvalidArguments", "usage"),
     ];
     for (req, error_type, code) in cases {
@@ -108,7 +145,10 @@ fn use_tool_cuts_long_output_with_the_original_marker() {
     let (_, out) = use_tool(&w, &[], &req);
     let (body, marker) = out.split_once("\n\n").unwrap();
     assert_eq!(body.len(), 50_000);
-    assert_eq!(marker, "[Output truncated because it exceeded 50KB. Original size: 60000]");
+    assert_eq!(
+        marker,
+        "[Output truncated because it exceeded 50KB. Original size: 60000]"
+    );
     let (_, out) = use_tool(&w, &["--max-chars", "10"], &req);
     assert!(out.starts_with("xxxxxxxxxx\n\n[Output truncated"), "{out}");
     std::fs::write(w.data.join("animaworks-tool.json"), r#"{"use_tool_max_chars": 100000}"#).unwrap();
@@ -143,13 +183,24 @@ fn use_tool_serve_answers_one_line_per_request() {
     assert!(o.status.success(), "{}", stderr(&o));
     let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(answers.len(), 4, "{}", stdout(&o));
-    assert_eq!(answers[0], json!({"id": 1, "status": "ok", "result": "{\n  \"greeting\": \"hello, Ada\"\n}"}));
+    assert_eq!(
+        answers[0],
+        json!({"id": 1, "status": "ok", "result": "{\n  \"greeting\": \"hello, Ada\"\n}"})
+    );
     assert_eq!(answers[1]["error_type"], "InvalidArguments");
     assert_eq!(answers[2]["id"], "b");
     assert_eq!(answers[2]["error_type"], "ToolExecutionError");
     let described: Value = serde_json::from_str(answers[3]["result"].as_str().unwrap()).unwrap();
-    let names: Vec<&str> = described["actions"].as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
-    assert!(names.contains(&"greet") && !names.contains(&"purge"), "gated actions without a grant are hidden: {names:?}");
+    let names: Vec<&str> = described["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"greet") && !names.contains(&"purge"),
+        "gated actions without a grant are hidden: {names:?}"
+    );
     assert_eq!(described["actions"][0]["input_schema"]["required"], json!(["who"]));
 }
 
@@ -159,9 +210,17 @@ fn help_meta_tool_lists_and_searches() {
     let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "list", "args": {}}));
     assert!(out.starts_with("t: A test tool.\n  greet — Say hello.\n"), "{out}");
     assert!(!out.contains("purge"), "{out}");
-    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "search", "args": {"query": "PROGRESS"}}));
+    let (_, out) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "help", "action": "search", "args": {"query": "PROGRESS"}}),
+    );
     assert_eq!(out, "t: A test tool.\n  steps — Three progress steps.\n");
-    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "help", "action": "describe", "args": {"tool": "nope"}}));
+    let (_, out) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "help", "action": "describe", "args": {"tool": "nope"}}),
+    );
     assert!(out.contains("UnknownTool"), "{out}");
 }
 
@@ -176,7 +235,9 @@ fn schemas(w: &World, args: &[&str]) -> (Value, String) {
 #[test]
 fn schemas_in_every_provider_shape() {
     let w = world();
-    let name_ok = |n: &str| !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let name_ok = |n: &str| {
+        !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
     for format in ["animaworks", "anthropic", "openai", "mcp"] {
         let (v, _) = schemas(&w, &["--format", format]);
         let tools = v.as_array().unwrap();
@@ -188,15 +249,32 @@ fn schemas_in_every_provider_shape() {
         }
     }
     let (v, err) = schemas(&w, &["--format", "openai"]);
-    let by_name = |n: &str| v.as_array().unwrap().iter().find(|t| t["function"]["name"] == n).unwrap().clone();
+    let by_name = |n: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == n)
+            .unwrap()
+            .clone()
+    };
     let greet = by_name("t_greet");
     assert_eq!(greet["type"], "function");
     assert_eq!(greet["function"]["strict"], true);
-    assert_eq!(greet["function"]["parameters"]["required"], json!(["who", "loud"]), "in the order the schema declares");
-    assert_eq!(greet["function"]["parameters"]["properties"]["loud"]["type"], json!(["boolean", "null"]));
+    assert_eq!(
+        greet["function"]["parameters"]["required"],
+        json!(["who", "loud"]),
+        "in the order the schema declares"
+    );
+    assert_eq!(
+        greet["function"]["parameters"]["properties"]["loud"]["type"],
+        json!(["boolean", "null"])
+    );
     assert_eq!(greet["function"]["parameters"]["additionalProperties"], false);
     assert_eq!(by_name("t_free")["function"]["strict"], false);
-    assert!(err.contains("not strict: t_free") && err.contains("additionalProperties"), "{err}");
+    assert!(
+        err.contains("not strict: t_free") && err.contains("additionalProperties"),
+        "{err}"
+    );
 
     let (v, _) = schemas(&w, &["--format", "mcp"]);
     let greet = v.as_array().unwrap().iter().find(|t| t["name"] == "t_greet").unwrap();
@@ -205,7 +283,11 @@ fn schemas_in_every_provider_shape() {
     assert_eq!(greet["outputSchema"]["properties"]["greeting"]["type"], "string");
 
     // With the grant, the gated action is listed.
-    std::fs::write(w.anima.join("permissions.json"), r#"{"external_tools": {"allow_all": true, "allow": ["t_purge"]}}"#).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"external_tools": {"allow_all": true, "allow": ["t_purge"]}}"#,
+    )
+    .unwrap();
     let (v, _) = schemas(&w, &["--format", "anthropic"]);
     assert!(v.as_array().unwrap().iter().any(|t| t["name"] == "t_purge"), "{v}");
 }
@@ -215,20 +297,35 @@ fn schemas_use_tool_and_stats() {
     let w = world();
     let (v, _) = schemas(&w, &["--use-tool"]);
     assert_eq!(v["tool"]["name"], "use_tool");
-    assert_eq!(v["tool"]["input_schema"]["required"], json!(["tool_name", "action", "args"]));
-    assert!(v["catalog"].as_str().unwrap().contains("  hang — Runs until ended.\n"), "{v}");
+    assert_eq!(
+        v["tool"]["input_schema"]["required"],
+        json!(["tool_name", "action", "args"])
+    );
+    assert!(
+        v["catalog"].as_str().unwrap().contains("  hang — Runs until ended.\n"),
+        "{v}"
+    );
     let (v, _) = schemas(&w, &["--stats", "--json"]);
     let t = &v["tools"][0];
     assert_eq!(t["tool"], "t");
     assert_eq!(t["actions"], 6);
     let (full, _) = schemas(&w, &["--format", "animaworks"]);
-    let bytes: u64 = full.as_array().unwrap().iter().map(|t| t.to_string().len() as u64).sum();
+    let bytes: u64 = full
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.to_string().len() as u64)
+        .sum();
     assert_eq!(t["bytes"], bytes);
     assert_eq!(t["tokens_estimate"], bytes / 4);
 }
 
 fn python_has_mcp() -> bool {
-    Command::new("python3").args(["-c", "import mcp"]).status().map(|s| s.success()).unwrap_or(false)
+    Command::new("python3")
+        .args(["-c", "import mcp"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
 #[test]
@@ -255,7 +352,10 @@ fn mcp_server_with_the_python_sdk() {
     let tools = v["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"t_greet") && names.contains(&"t_hang"), "{names:?}");
-    assert!(!names.contains(&"t_purge"), "a gated action without a grant is not listed: {names:?}");
+    assert!(
+        !names.contains(&"t_purge"),
+        "a gated action without a grant is not listed: {names:?}"
+    );
     let greet = tools.iter().find(|t| t["name"] == "t_greet").unwrap();
     assert_eq!(greet["annotations"]["readOnlyHint"], true);
     assert_eq!(greet["inputSchema"]["required"], json!(["who"]));
@@ -264,9 +364,19 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(v["greet"]["structuredContent"], json!({"greeting": "hello, Ada"}));
     assert_ne!(v["greet"]["isError"], true);
     assert_eq!(v["steps"]["content"][0]["text"], "done");
-    assert_eq!(v["progress"], json!([[1.0, 3.0, "step 1"], [2.0, 3.0, "step 2"], [3.0, 3.0, "step 3"]]));
+    assert_eq!(
+        v["progress"],
+        json!([[1.0, 3.0, "step 1"], [2.0, 3.0, "step 2"], [3.0, 3.0, "step 3"]])
+    );
     assert_eq!(v["fail"]["isError"], true);
-    assert!(v["fail"]["content"][0]["text"].as_str().unwrap().starts_with("it broke"), "{}", v["fail"]);
+    assert!(
+        v["fail"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("it broke"),
+        "{}",
+        v["fail"]
+    );
 
     assert_eq!(v["gated"]["raised"], true, "{}", v["gated"]);
     assert_eq!(v["gated"]["code"], -32001);
@@ -276,7 +386,10 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(v["invalid"]["data"]["pointer"], "/who");
     assert_eq!(v["unknown"]["data"]["code"], "unknown_tool");
 
-    assert!(names.contains(&"task_submit") && names.contains(&"task_show"), "{names:?}");
+    assert!(
+        names.contains(&"task_submit") && names.contains(&"task_show"),
+        "{names:?}"
+    );
     let id = v["bg_receipt"]["task_id"].as_str().expect("a task id");
     assert_eq!(v["bg_final"]["status"], "completed", "{}", v["bg_final"]);
     assert_eq!(v["bg_final"]["task_id"], id);
@@ -284,10 +397,17 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(v["bg_gated"]["raised"], true, "{}", v["bg_gated"]);
     assert_eq!(v["bg_gated"]["data"]["key"], "t_purge");
 
-    assert_eq!(v["hang_group_gone"], true, "the cancelled call's process group still runs: {v}");
+    assert_eq!(
+        v["hang_group_gone"], true,
+        "the cancelled call's process group still runs: {v}"
+    );
     assert_eq!(v["after_cancel"]["structuredContent"]["greeting"], "hello, again");
     assert_eq!(v["list_changed"], true);
-    assert!(v["tools_after"].as_array().unwrap().contains(&json!("fresh_go")), "{}", v["tools_after"]);
+    assert!(
+        v["tools_after"].as_array().unwrap().contains(&json!("fresh_go")),
+        "{}",
+        v["tools_after"]
+    );
 }
 
 trait OutputWith {
@@ -311,13 +431,21 @@ impl OutputWith for Command {
 #[test]
 fn use_tool_submits_background_tasks_checked_like_calls() {
     let w = world();
-    let (code, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": "Bg"}}}));
+    let (code, text) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": "Bg"}}}),
+    );
     assert_eq!(code, Some(0), "{text}");
     let receipt: Value = serde_json::from_str(&text).unwrap();
     let id = receipt["task_id"].as_str().unwrap().to_owned();
     let mut last = Value::Null;
     let done = eventually(30, || {
-        let (_, t) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "show", "args": {"task_id": id}}));
+        let (_, t) = use_tool(
+            &w,
+            &[],
+            &json!({"tool_name": "task", "action": "show", "args": {"task_id": id}}),
+        );
         last = serde_json::from_str(&t).unwrap_or(Value::Null);
         last["status"] == "completed"
     });
@@ -326,11 +454,27 @@ fn use_tool_submits_background_tasks_checked_like_calls() {
 
     let tasks = w.anima.join("state/background_tasks");
     let before = std::fs::read_dir(&tasks).unwrap().count();
-    let (code, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "purge"}}));
+    let (code, text) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "purge"}}),
+    );
     assert_ne!(code, Some(0));
     let err: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(err["error_type"], "PermissionDenied", "{err}");
-    let (_, text) = use_tool(&w, &[], &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": 3}}}));
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["error_type"], "InvalidArguments", "{text}");
-    assert_eq!(std::fs::read_dir(&tasks).unwrap().count(), before, "a refused submit writes nothing");
+    let (_, text) = use_tool(
+        &w,
+        &[],
+        &json!({"tool_name": "task", "action": "submit", "args": {"tool": "t", "action": "greet", "args": {"who": 3}}}),
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["error_type"],
+        "InvalidArguments",
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&tasks).unwrap().count(),
+        before,
+        "a refused submit writes nothing"
+    );
 }

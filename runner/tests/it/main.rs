@@ -3,15 +3,15 @@
 
 mod support;
 
-mod core;
-mod policy_paths;
-mod protocol_schema;
-mod cache;
-mod processes;
-mod output;
-mod legacy_tools;
-mod workers;
 mod author;
-mod transcripts;
+mod cache;
+mod core;
+mod legacy_tools;
 mod llm;
+mod output;
+mod policy_paths;
+mod processes;
+mod protocol_schema;
 mod tasks;
+mod transcripts;
+mod workers;

@@ -54,8 +54,18 @@ fn gated_action_needs_its_grant_on_every_cli_path() {
     for args in paths {
         let o = w.run(args);
         assert!(!stdout(&o).contains("wiped"), "{args:?} ran the gated action");
-        let expect = if args.contains(&"WIPE") || args[1].starts_with("--") { 4 } else { 6 };
-        assert_eq!(code(&o), expect, "{args:?} must be refused: {}{}", stdout(&o), stderr(&o));
+        let expect = if args.contains(&"WIPE") || args[1].starts_with("--") {
+            4
+        } else {
+            6
+        };
+        assert_eq!(
+            code(&o),
+            expect,
+            "{args:?} must be refused: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
         if expect == 6 {
             assert_eq!(json(&o)["error"]["key"], "guard_wipe", "the refusal names the grant");
         }
@@ -67,9 +77,16 @@ fn gated_action_needs_its_grant_on_every_cli_path() {
     perms(&w, json!({"external_tools": {"allow": ["guard_wipe"]}}));
     let o = w.run(&["guard", "wipe"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    perms(&w, json!({"external_tools": {"allow": ["guard_wipe"], "deny": ["guard"]}}));
+    perms(
+        &w,
+        json!({"external_tools": {"allow": ["guard_wipe"], "deny": ["guard"]}}),
+    );
     assert_eq!(code(&w.run(&["guard", "wipe"])), 6);
-    assert_eq!(code(&w.run(&["guard", "env"])), 6, "a denied tool is refused whatever the action");
+    assert_eq!(
+        code(&w.run(&["guard", "env"])),
+        6,
+        "a denied tool is refused whatever the action"
+    );
 }
 
 #[test]
@@ -83,7 +100,11 @@ fn personal_tool_named_like_a_core_tool_never_runs() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "wiped", "the core tool ran, not the personal one");
     let list = json(&w.run(&["list", "--json"]));
-    assert!(list["problems"].as_array().unwrap().iter().any(|p| p["kind"] == "shadows_core"));
+    assert!(list["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["kind"] == "shadows_core"));
 }
 
 #[test]
@@ -94,7 +115,12 @@ fn a_symlink_counts_in_the_tier_it_stands_in() {
     let target = w.tool(&elsewhere, "guard.sh", &policy_tool());
     std::os::unix::fs::symlink(&target, w.personal().join("guard.sh")).unwrap();
     let list = json(&w.run(&["list", "--json"]));
-    let t = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "guard").expect("listed");
+    let t = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "guard")
+        .expect("listed");
     assert_eq!(t["tier"], "personal");
     assert_eq!(code(&w.run(&["guard", "wipe"])), 6, "still gated through a symlink");
     // A personal whitelist that does not name it refuses it.
@@ -109,10 +135,19 @@ fn broken_permission_files_refuse_everything() {
     let pj = w.anima.join("permissions.json");
     type Make<'a> = Box<dyn Fn() + 'a>;
     let cases: Vec<(&str, Make)> = vec![
-        ("malformed", Box::new(|| std::fs::write(&pj, "{\"external_tools\": ").unwrap())),
-        ("wrong types", Box::new(|| std::fs::write(&pj, r#"{"external_tools": {"allow_all": "yes"}}"#).unwrap())),
+        (
+            "malformed",
+            Box::new(|| std::fs::write(&pj, "{\"external_tools\": ").unwrap()),
+        ),
+        (
+            "wrong types",
+            Box::new(|| std::fs::write(&pj, r#"{"external_tools": {"allow_all": "yes"}}"#).unwrap()),
+        ),
         ("a folder", Box::new(|| std::fs::create_dir_all(&pj).unwrap())),
-        ("dangling symlink", Box::new(|| std::os::unix::fs::symlink("/nonexistent/permissions.json", &pj).unwrap())),
+        (
+            "dangling symlink",
+            Box::new(|| std::os::unix::fs::symlink("/nonexistent/permissions.json", &pj).unwrap()),
+        ),
     ];
     for (what, make) in cases {
         let _ = std::fs::remove_file(&pj);
@@ -121,28 +156,45 @@ fn broken_permission_files_refuse_everything() {
         let o = w.run(&["guard", "env"]);
         assert_eq!(code(&o), 6, "{what}: {}", stderr(&o));
         let msg = json(&o)["error"]["message"].as_str().unwrap().to_owned();
-        assert!(msg.contains("permissions.json"), "{what}: the refusal names the file: {msg}");
+        assert!(
+            msg.contains("permissions.json"),
+            "{what}: the refusal names the file: {msg}"
+        );
     }
     let _ = std::fs::remove_file(&pj);
     std::fs::write(&pj, "{\n  \"external_tools\": [1,\n}").unwrap();
     let o = w.run(&["permissions", "show"]);
     assert_ne!(code(&o), 0);
-    assert!(stderr(&o).contains("permissions.json:2:"), "the position is named: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("permissions.json:2:"),
+        "the position is named: {}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn secrets_reach_only_the_declaring_tool_and_are_masked_everywhere() {
     let w = World::new();
     w.tool(&w.personal(), "guard.sh", &policy_tool());
-    std::fs::write(w.data.join("config.json"), r#"{"credentials": {"demo": {"api_key": "s3cr3t-value-42"}}}"#).unwrap();
+    std::fs::write(
+        w.data.join("config.json"),
+        r#"{"credentials": {"demo": {"api_key": "s3cr3t-value-42"}}}"#,
+    )
+    .unwrap();
     let mut c = w.cmd();
     c.env("UNRELATED_SECRET", "caller-secret-99").args(["guard", "env"]);
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let env = stdout(&o);
     assert!(env.contains("ANIMAWORKS_CALL_ID="), "{env}");
-    assert!(!env.contains("caller-secret-99"), "an undeclared caller variable leaked: {env}");
-    assert!(!env.contains("s3cr3t"), "a credential reached a tool that did not declare it: {env}");
+    assert!(
+        !env.contains("caller-secret-99"),
+        "an undeclared caller variable leaked: {env}"
+    );
+    assert!(
+        !env.contains("s3cr3t"),
+        "a credential reached a tool that did not declare it: {env}"
+    );
 
     let o = w.run(&["guard", "echo-secret", "--events"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -161,14 +213,20 @@ fn missing_required_credential_stops_the_call_before_the_tool_starts() {
     let o = w.run(&["guard", "echo-secret"]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     let msg = json(&o)["error"]["message"].as_str().unwrap().to_owned();
-    assert!(msg.contains("DEMO_TOKEN") && msg.contains("config.json"), "names where to set it: {msg}");
+    assert!(
+        msg.contains("DEMO_TOKEN") && msg.contains("config.json"),
+        "names where to set it: {msg}"
+    );
 }
 
 #[test]
 fn library_path_is_gated_too() {
     let w = World::new();
     w.tool(&w.personal(), "guard.sh", &policy_tool());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let r = w.runner();
     let out = rt.block_on(r.call(
         "guard",
@@ -185,7 +243,11 @@ fn library_path_is_gated_too() {
 #[test]
 fn share_and_permissions_commands() {
     let w = World::new();
-    w.tool(&w.personal(), "mine.sh", &bash_tool(r#"[{"name":"mine_go"}]"#, "echo 1"));
+    w.tool(
+        &w.personal(),
+        "mine.sh",
+        &bash_tool(r#"[{"name":"mine_go"}]"#, "echo 1"),
+    );
     let o = w.run(&["share", "mine"]);
     assert_eq!(code(&o), 6, "tool_creation.shared defaults to false: {}", stderr(&o));
     perms(&w, json!({"tool_creation": {"shared": true}}));
@@ -195,13 +257,18 @@ fn share_and_permissions_commands() {
     assert_ne!(code(&w.run(&["share", "mine"])), 0, "never overwrites");
     assert_ne!(code(&w.run(&["share", "../x"])), 0, "invalid names are refused");
     std::fs::remove_file(w.anima.join("permissions.json")).unwrap();
-    std::fs::write(w.anima.join("permissions.md"), "# Permissions\n## External Tools\n- all: yes\n- mine: no\n## Tool Creation\n- shared: yes\n").unwrap();
+    std::fs::write(
+        w.anima.join("permissions.md"),
+        "# Permissions\n## External Tools\n- all: yes\n- mine: no\n## Tool Creation\n- shared: yes\n",
+    )
+    .unwrap();
     let o = w.run(&["permissions", "show"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(code(&w.run(&["mine", "go"])), 6, "permissions.md deny holds");
     let o = w.run(&["permissions", "migrate"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let written: Value = serde_json::from_str(&std::fs::read_to_string(w.anima.join("permissions.json")).unwrap()).unwrap();
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(w.anima.join("permissions.json")).unwrap()).unwrap();
     assert_eq!(written["external_tools"]["deny"], json!(["mine"]));
     assert_eq!(written["tool_creation"]["shared"], true);
 }

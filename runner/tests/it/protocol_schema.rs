@@ -22,12 +22,18 @@ fn validator(def: &str) -> jsonschema::Validator {
 
 fn assert_valid(def: &str, v: &Value) {
     let val = validator(def);
-    let errors: Vec<String> = val.iter_errors(v).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = val
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
     assert!(errors.is_empty(), "{def} rejects {v}: {errors:?}");
 }
 
 fn assert_invalid(def: &str, v: &Value) {
-    assert!(!validator(def).is_valid(v), "{def} accepts {v}, which the protocol forbids");
+    assert!(
+        !validator(def).is_valid(v),
+        "{def} accepts {v}, which the protocol forbids"
+    );
 }
 
 /// Every JSON example in protocol.md, each validated against the message it shows.
@@ -80,10 +86,18 @@ fn rust_wire_types_validate() {
     let events = [
         Event::progress(1.0, Some(3.0), Some("x".into())),
         Event::log(Level::Warning, "w"),
-        Event::Partial { data: json!({"a": 1}), call_id: Some("c-1".into()) },
+        Event::Partial {
+            data: json!({"a": 1}),
+            call_id: Some("c-1".into()),
+        },
         Event::result(json!([1, "ü"])),
         Event::Error {
-            error: ToolErrorBody { code: Some("c".into()), message: "m".into(), hint: Some("h".into()), data: None },
+            error: ToolErrorBody {
+                code: Some("c".into()),
+                message: "m".into(),
+                hint: Some("h".into()),
+                data: None,
+            },
             call_id: None,
         },
     ];
@@ -93,11 +107,18 @@ fn rust_wire_types_validate() {
     let req = Request {
         name: "t_a".into(),
         args: Default::default(),
-        context: Context { call_id: "c-1".into(), tool: "t".into(), action: "a".into(), protocol: 1, ..Default::default() },
+        context: Context {
+            call_id: "c-1".into(),
+            tool: "t".into(),
+            action: "a".into(),
+            protocol: 1,
+            ..Default::default()
+        },
     };
     assert_valid("request", &serde_json::to_value(&req).unwrap());
     let doc: SchemasDoc =
-        serde_json::from_value(json!({"actions":[{"name":"a","profile":{"gated":true,"hints":{"read_only":true}}}]})).unwrap();
+        serde_json::from_value(json!({"actions":[{"name":"a","profile":{"gated":true,"hints":{"read_only":true}}}]}))
+            .unwrap();
     assert_valid("schemasFull", &serde_json::to_value(&doc).unwrap());
 }
 
@@ -108,7 +129,10 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     assert_invalid("event", &json!({"progress": 1}));
     assert_invalid("request", &json!({"name": "t_a", "args": {}}));
     assert_invalid("schemasShort", &json!([{"name": "has.dot"}]));
-    assert_invalid("runnerError", &json!({"error": {"code": "no_such_code", "message": "x"}}));
+    assert_invalid(
+        "runnerError",
+        &json!({"error": {"code": "no_such_code", "message": "x"}}),
+    );
     assert_valid("event", &json!({"type": "from_the_future", "anything": 1}));
 }
 
@@ -119,7 +143,10 @@ fn error_codes_match_protocol_md() {
     for code in ErrorCode::ALL {
         let row = format!("| `{}` | {} |", code.as_str(), code.exit_code());
         assert!(doc.contains(&row), "protocol.md §6 lacks the row {row}");
-        let e = CallError::new(code, "m").hint("h").with("tool", "t").with("duration_ms", 3u64);
+        let e = CallError::new(code, "m")
+            .hint("h")
+            .with("tool", "t")
+            .with("duration_ms", 3u64);
         assert_valid("runnerError", &e.to_json());
     }
 }

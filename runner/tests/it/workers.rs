@@ -41,7 +41,10 @@ fn pooled(w: &World, config: PoolConfig) -> Runner {
 }
 
 fn cfg(per_tool: usize, idle_s: u64) -> PoolConfig {
-    PoolConfig { per_tool, idle: Duration::from_secs(idle_s) }
+    PoolConfig {
+        per_tool,
+        idle: Duration::from_secs(idle_s),
+    }
 }
 
 fn args(v: Value) -> Map<String, Value> {
@@ -49,11 +52,21 @@ fn args(v: Value) -> Map<String, Value> {
 }
 
 async fn call(r: &Runner, tool: &str, action: &str, a: Value) -> Result<Value, CallError> {
-    r.call(tool, action, args(a), &CallOptions::default(), &mut Quiet, Cancel::never()).await
+    r.call(
+        tool,
+        action,
+        args(a),
+        &CallOptions::default(),
+        &mut Quiet,
+        Cancel::never(),
+    )
+    .await
 }
 
 async fn echo_pid(r: &Runner, n: i64) -> i32 {
-    let v = call(r, "ptool", "echo", json!({"n": n})).await.unwrap_or_else(|e| panic!("{e}: {:?}", e.details));
+    let v = call(r, "ptool", "echo", json!({"n": n}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:?}", e.details));
     assert_eq!(v["args"]["n"], n, "{v}");
     v["pid"].as_i64().unwrap() as i32
 }
@@ -70,7 +83,11 @@ async fn two_calls_reuse_one_worker_in_its_own_group() {
     let a = echo_pid(&r, 1).await;
     let b = echo_pid(&r, 2).await;
     assert_eq!(a, b, "the second call must reuse the first call's worker");
-    assert_eq!(group_members(a), vec![a], "the worker leads its own process group and waits for the next call");
+    assert_eq!(
+        group_members(a),
+        vec![a],
+        "the worker leads its own process group and waits for the next call"
+    );
     let path = w.common().join("ptool");
     assert_eq!(r.pool.as_ref().unwrap().idle_pids(&path), vec![a as u32]);
     // One-shot runners (no pool) still spawn per call.
@@ -88,7 +105,9 @@ async fn concurrent_calls_never_mix_and_stay_under_the_limit() {
     let mut tasks = Vec::new();
     for i in 0..20i64 {
         let r = r.clone();
-        tasks.push(tokio::spawn(async move { (i, call(&r, "ptool", "echo", json!({"n": i})).await) }));
+        tasks.push(tokio::spawn(async move {
+            (i, call(&r, "ptool", "echo", json!({"n": i})).await)
+        }));
     }
     let mut pids = std::collections::BTreeSet::new();
     for t in tasks {
@@ -122,10 +141,20 @@ async fn a_deadline_ends_the_workers_group_and_the_next_call_is_fresh() {
     w.tool(&w.common(), "ptool", PTOOL);
     let r = pooled(&w, cfg(1, 60));
     let first = echo_pid(&r, 1).await;
-    let opts = CallOptions { timeout: Some(Duration::from_millis(500)), ..Default::default() };
-    let e = r.call("ptool", "hang", Map::new(), &opts, &mut Quiet, Cancel::never()).await.unwrap_err();
+    let opts = CallOptions {
+        timeout: Some(Duration::from_millis(500)),
+        ..Default::default()
+    };
+    let e = r
+        .call("ptool", "hang", Map::new(), &opts, &mut Quiet, Cancel::never())
+        .await
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::Timeout, "{e}");
-    assert!(gone(first), "the worker's group is still there: {:?}", group_members(first));
+    assert!(
+        gone(first),
+        "the worker's group is still there: {:?}",
+        group_members(first)
+    );
     let next = echo_pid(&r, 2).await;
     assert_ne!(next, first);
 }
@@ -138,7 +167,10 @@ async fn a_cancelled_call_ends_its_worker() {
     let first = echo_pid(&r, 1).await;
     let (tx, cancel) = Cancel::new();
     let r2 = r.clone();
-    let task = tokio::spawn(async move { r2.call("ptool", "hang", Map::new(), &CallOptions::default(), &mut Quiet, cancel).await });
+    let task = tokio::spawn(async move {
+        r2.call("ptool", "hang", Map::new(), &CallOptions::default(), &mut Quiet, cancel)
+            .await
+    });
     // The call is in flight once the worker is out of the pool.
     let path = w.common().join("ptool");
     let pool = r.pool.clone().unwrap();
@@ -169,8 +201,14 @@ async fn the_output_cap_holds_for_a_worker() {
     w.tool(&w.common(), "ptool", PTOOL);
     let r = pooled(&w, cfg(1, 60));
     let first = echo_pid(&r, 1).await;
-    let opts = CallOptions { max_output: Some(100), ..Default::default() };
-    let e = r.call("ptool", "big", Map::new(), &opts, &mut Quiet, Cancel::never()).await.unwrap_err();
+    let opts = CallOptions {
+        max_output: Some(100),
+        ..Default::default()
+    };
+    let e = r
+        .call("ptool", "big", Map::new(), &opts, &mut Quiet, Cancel::never())
+        .await
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::OutputCapped, "{e}");
     let path = e.detail("path").and_then(Value::as_str).unwrap().to_owned();
     let kept = std::fs::read_to_string(&path).unwrap();
@@ -200,7 +238,10 @@ async fn a_changed_tool_file_replaces_its_worker() {
     w.tool(&w.common(), "ptool", &format!("{PTOOL}# changed\n"));
     let new = echo_pid(&r, 2).await;
     assert_ne!(new, old);
-    assert!(eventually(15, || gone(old)), "the old version's worker {old} is still running");
+    assert!(
+        eventually(15, || gone(old)),
+        "the old version's worker {old} is still running"
+    );
     assert_eq!(r.pool.as_ref().unwrap().idle_pids(&path), vec![new as u32]);
 }
 
@@ -208,13 +249,32 @@ async fn a_changed_tool_file_replaces_its_worker() {
 fn pool_settings_come_from_the_runner_config() {
     let w = World::new();
     assert_eq!(PoolConfig::load(&w.data).unwrap(), PoolConfig::default());
-    assert_eq!(PoolConfig::default(), PoolConfig { idle: Duration::from_secs(10), per_tool: 4 });
+    assert_eq!(
+        PoolConfig::default(),
+        PoolConfig {
+            idle: Duration::from_secs(10),
+            per_tool: 4
+        }
+    );
     let file = w.data.join("animaworks-tool.json");
-    std::fs::write(&file, r#"{"worker_idle_s": 1.5, "workers_per_tool": 2, "env_passthrough": []}"#).unwrap();
-    assert_eq!(PoolConfig::load(&w.data).unwrap(), PoolConfig { idle: Duration::from_millis(1500), per_tool: 2 });
+    std::fs::write(
+        &file,
+        r#"{"worker_idle_s": 1.5, "workers_per_tool": 2, "env_passthrough": []}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        PoolConfig::load(&w.data).unwrap(),
+        PoolConfig {
+            idle: Duration::from_millis(1500),
+            per_tool: 2
+        }
+    );
     std::fs::write(&file, r#"{"workers_per_tool": 0}"#).unwrap();
     let e = PoolConfig::load(&w.data).unwrap_err();
-    assert!(e.contains("workers_per_tool") && e.contains("animaworks-tool.json"), "{e}");
+    assert!(
+        e.contains("workers_per_tool") && e.contains("animaworks-tool.json"),
+        "{e}"
+    );
     std::fs::write(&file, r#"{"worker_idle_s": "ten"}"#).unwrap();
     assert!(PoolConfig::load(&w.data).unwrap_err().contains("worker_idle_s"));
 }
@@ -232,7 +292,12 @@ def dispatch(name, args):
 "#;
 
 fn python_available() -> bool {
-    std::process::Command::new("python3").arg("-c").arg("pass").status().map(|s| s.success()).unwrap_or(false)
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +311,9 @@ async fn legacy_modules_run_in_a_shim_worker() {
     let r = pooled(&w, cfg(2, 60));
     let mut pids = Vec::new();
     for n in 0..3 {
-        let v = call(&r, "legacy_pid", "pid", json!({"n": n})).await.unwrap_or_else(|e| panic!("{e}: {:?}", e.details));
+        let v = call(&r, "legacy_pid", "pid", json!({"n": n}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {:?}", e.details));
         let v: Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
         assert_eq!(v["n"], n);
         pids.push(v["pid"].as_i64().unwrap());
@@ -256,12 +323,23 @@ async fn legacy_modules_run_in_a_shim_worker() {
     // The example module of the repository, unchanged.
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
     std::fs::copy(src, w.common().join("legacy_notes.py")).unwrap();
-    call(&r, "legacy_notes", "add", json!({"title": "first"})).await.unwrap();
-    call(&r, "legacy_notes", "add", json!({"title": "second"})).await.unwrap();
+    call(&r, "legacy_notes", "add", json!({"title": "first"}))
+        .await
+        .unwrap();
+    call(&r, "legacy_notes", "add", json!({"title": "second"}))
+        .await
+        .unwrap();
     let listed = call(&r, "legacy_notes", "list", json!({})).await.unwrap();
     let text = listed.as_str().unwrap();
     assert!(text.contains("first") && text.contains("second"), "{text}");
-    assert_eq!(r.pool.as_ref().unwrap().idle_pids(&w.common().join("legacy_notes.py")).len(), 1);
+    assert_eq!(
+        r.pool
+            .as_ref()
+            .unwrap()
+            .idle_pids(&w.common().join("legacy_notes.py"))
+            .len(),
+        1
+    );
 }
 
 #[derive(Default)]
@@ -291,7 +369,14 @@ async fn the_rust_sdk_serves_as_a_worker() {
     for who in ["Ada", "Bo"] {
         let mut obs = Progress::default();
         let v = r
-            .call("rust-hello", "greet", args(json!({"who": who, "times": 2})), &CallOptions::default(), &mut obs, Cancel::never())
+            .call(
+                "rust-hello",
+                "greet",
+                args(json!({"who": who, "times": 2})),
+                &CallOptions::default(),
+                &mut obs,
+                Cancel::never(),
+            )
             .await
             .unwrap_or_else(|e| panic!("{e}: {:?}", e.details));
         assert_eq!(v["greeting"], format!("Hello, {who}!\nHello, {who}!"));
@@ -319,7 +404,11 @@ async fn a_worker_gets_the_tools_secrets_masked_and_a_changed_secret_gets_a_new_
     let w = World::new();
     w.tool(&w.common(), "stool", STOOL);
     let config = w.data.join("config.json");
-    std::fs::write(&config, r#"{"credentials": {"svc": {"api_key": "first-secret-value"}}}"#).unwrap();
+    std::fs::write(
+        &config,
+        r#"{"credentials": {"svc": {"api_key": "first-secret-value"}}}"#,
+    )
+    .unwrap();
     let r = pooled(&w, cfg(1, 60));
     // `plain` declares nothing, but its worker also serves `who`: it starts with the tool's secrets, masked.
     let a = call(&r, "stool", "plain", json!({})).await.unwrap();
@@ -327,10 +416,20 @@ async fn a_worker_gets_the_tools_secrets_masked_and_a_changed_secret_gets_a_new_
     assert_eq!(a["pid"], b["pid"]);
     for v in [&a, &b] {
         let token = v["token"].as_str().unwrap();
-        assert!(!token.is_empty() && !token.contains("first-secret-value"), "the secret reached the caller: {v}");
+        assert!(
+            !token.is_empty() && !token.contains("first-secret-value"),
+            "the secret reached the caller: {v}"
+        );
     }
-    std::fs::write(&config, r#"{"credentials": {"svc": {"api_key": "second-secret-value"}}}"#).unwrap();
+    std::fs::write(
+        &config,
+        r#"{"credentials": {"svc": {"api_key": "second-secret-value"}}}"#,
+    )
+    .unwrap();
     let c = call(&r, "stool", "who", json!({})).await.unwrap();
-    assert_ne!(c["pid"], a["pid"], "a changed secret must not reach a worker started with the old one");
+    assert_ne!(
+        c["pid"], a["pid"],
+        "a changed secret must not reach a worker started with the old one"
+    );
     assert!(!c["token"].as_str().unwrap().contains("second-secret-value"));
 }
