@@ -384,6 +384,7 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
     let mut reason: Option<Ending> = None;
     let mut kill_at: Option<Instant> = None;
     let mut linger_until: Option<Instant> = None;
+    let mut abandon_at: Option<Instant> = None;
     let mut leftovers = false;
     let far = Instant::now() + Duration::from_secs(86400 * 365);
 
@@ -417,6 +418,14 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
             _ = sleep_until(kill_at.unwrap_or(far)), if kill_at.is_some() => {
                 signal_group(pgid, libc::SIGKILL);
                 kill_at = None;
+                abandon_at = Some(Instant::now() + LINGER);
+            }
+            _ = sleep_until(abandon_at.unwrap_or(far)), if abandon_at.is_some() => {
+                // Why: the group has had SIGKILL; whoever still holds stdout or stderr left the group (setsid) and
+                // is out of reach, so waiting for its end of file would let the call outlive its deadline.
+                abandon_at = None;
+                (out_done, err_done) = (true, true);
+                (stdout, stderr) = (None, None);
             }
             _ = sleep_until(linger_until.unwrap_or(far)), if linger_until.is_some() => {
                 // The main process is gone but something in its group still holds stdout or stderr open.

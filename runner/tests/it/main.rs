@@ -15,3 +15,4 @@ mod protocol_schema;
 mod tasks;
 mod transcripts;
 mod workers;
+mod review;
