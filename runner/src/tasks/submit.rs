@@ -45,7 +45,13 @@ pub async fn check(
     let anima_name = runner.dirs.anima_name().unwrap_or_default();
     let task_id = id.unwrap_or_else(super::new_task_id);
     let first = words.first().map(String::as_str);
-    let structured = first.is_some_and(|a| resolved.manifest.action(a).is_some()) || !resolved.manifest.cli;
+    // Why the parse: AnimaWorks' own submit (and its pending descriptors) pass a cli_main module's argv, whose
+    // first word is usually an action's name (`add "title" --body x`); words that are not that action's flags
+    // are that argv, as they are for a foreground `<tool> <argv…>`.
+    let structured = match first.and_then(|a| resolved.manifest.action(a)) {
+        Some(act) => !resolved.manifest.cli || args::parse(act, &words[1..]).is_ok(),
+        None => !resolved.manifest.cli,
+    };
     let (kind, action, raw_args, timeout, max_output, secrets) = if structured {
         let Some(action_word) = first else {
             return Err(

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod audit;
 mod author;
 mod cache;
 mod core;
