@@ -9,7 +9,7 @@ use crate::manifest::{Action, Manifest};
 use crate::policy::audit::{AuditLog, AuditRecord};
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::env::CallContext;
-use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::gate::{self, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
 use crate::probe;
@@ -241,7 +241,7 @@ impl Runner {
     /// May this action of this tool run? The one gate of every call path.
     pub fn permit(&self, r: &Resolved, act: &Action) -> Result<(), CallError> {
         let perms = self.permissions();
-        let gate = Gate::from_profile(&act.profile);
+        let gate = gate_of(r, act);
         let d = gate::decide(&perms, &r.file.name, r.file.tier, &act.name, &gate);
         self.audit_refusal(r, Some(&act.name), &d);
         refusal_to_error(d, &r.file.name, Some(&act.name))
@@ -250,9 +250,10 @@ impl Runner {
     /// May this legacy `cli_main` argv run? Every word naming a gated subcommand needs its grant.
     pub fn permit_cli(&self, r: &Resolved, argv: &[String]) -> Result<(), CallError> {
         let perms = self.permissions();
-        let profile = match &r.manifest.legacy_profile {
-            Some(map) => LegacyProfile::Known(map),
-            None => LegacyProfile::Absent,
+        let profile = match (&r.manifest.legacy_profile_error, &r.manifest.legacy_profile) {
+            (Some(_), _) => LegacyProfile::Unreadable,
+            (None, Some(map)) => LegacyProfile::Known(map),
+            (None, None) => LegacyProfile::Absent,
         };
         let d = gate::decide_cli(&perms, &r.file.name, r.file.tier, argv, profile);
         self.audit_refusal(r, None, &d);
@@ -324,10 +325,21 @@ impl Runner {
             Ok(_) => ("ok", 0),
             Err(e) => (e.code.as_str(), e.code.exit_code()),
         };
+        // The only refusal after the gate: a required credential that is set nowhere.
+        let decision = match out {
+            Err(e) if e.code == ErrorCode::PermissionDenied => Decision::Deny(Refusal {
+                kind: RefusalKind::CredentialMissing,
+                message: e.message.clone(),
+                hint: e.hint.clone().unwrap_or_default(),
+                key: None,
+                permissions_path: PathBuf::new(),
+            }),
+            _ => Decision::Allow,
+        };
         self.audit(
             r,
             Some(action),
-            &Decision::Allow,
+            &decision,
             started.elapsed().as_millis() as u64,
             outcome,
             Some(exit),
@@ -504,6 +516,14 @@ impl Runner {
             }
             _ => stream::interpret(f, &resolved.file.name, "cli", timeout, self.max_output).map(|_| 0),
         }
+    }
+}
+
+/// How an action is gated. A legacy profile that could not be read gates every action the tool has (fail closed).
+pub fn gate_of(r: &Resolved, act: &Action) -> Gate {
+    match r.manifest.legacy_profile_error {
+        Some(_) => Gate::Unknown,
+        None => Gate::from_profile(&act.profile),
     }
 }
 

@@ -65,7 +65,8 @@ pub struct Problem {
     pub tool: String,
     pub tier: Tier,
     pub path: PathBuf,
-    /// `shadowed`, `shadows_core`, `duplicate`, `not_executable`, `invalid_name`, `unreadable`, `schemas_failed`.
+    /// `shadowed`, `shadows_core`, `duplicate`, `not_executable`, `invalid_name`, `unreadable`, `schemas_failed`,
+    /// `profile_unreadable`.
     pub kind: &'static str,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]

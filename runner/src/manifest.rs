@@ -22,6 +22,9 @@ pub struct Manifest {
     pub cli: bool,
     #[serde(default)]
     pub legacy_profile: Option<Map<String, Value>>,
+    /// The module's `EXECUTION_PROFILE` could not be read: every action counts as gated.
+    #[serde(default)]
+    pub legacy_profile_error: Option<String>,
     #[serde(default)]
     pub credentials: Vec<CredentialDecl>,
     pub actions: Vec<Action>,
@@ -162,6 +165,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
         persistent: doc.persistent,
         cli: doc.cli,
         legacy_profile: doc.legacy_profile,
+        legacy_profile_error: doc.legacy_profile_error,
         credentials: doc.credentials,
         actions,
     })

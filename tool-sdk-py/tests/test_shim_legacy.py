@@ -25,6 +25,21 @@ def test_schemas_document(tier: Path) -> None:
     assert doc["legacy_profile"]["wipe-all"] == {"expected_seconds": 1, "gated": True}
 
 
+def test_unreadable_profile_is_reported(tier: Path) -> None:
+    # The runner treats every action of such a module as gated (fail closed); the shim must say so, not drop it.
+    for profile, words in (("'garbage'", "is a str"), ("{'run': 1}", "'run'")):
+        tool = tier / "bp.py"
+        tool.write_text(
+            f"EXECUTION_PROFILE = {profile}\n"
+            "def get_tool_schemas():\n    return [{'name': 'bp_run', 'input_schema': {'type': 'object'}}]\n"
+            "def dispatch(name, args):\n    return 'ran'\n"
+        )
+        doc = run_shim(tool, "--schemas").doc
+        assert words in doc["legacy_profile_error"], doc
+    (tier / "bp.py").write_text("def get_tool_schemas():\n    return [{'name': 'bp_run'}]\n")
+    assert "legacy_profile_error" not in run_shim(tier / "bp.py", "--schemas").doc
+
+
 def test_call_result_text_and_stray_prints(tier: Path) -> None:
     tool = install(OWN_FIXTURES / "own_notes.py", tier)
     r = run_shim(tool, stdin=request("own_notes_add", {"title": "x"}) + "\n")

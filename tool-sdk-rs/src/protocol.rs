@@ -32,6 +32,10 @@ pub struct SchemasDoc {
     /// spelling), so that gates also hold for actions reachable only through `cli_main`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub legacy_profile: Option<Map<String, Value>>,
+    /// Runner extension used by the Python shim: the module's `EXECUTION_PROFILE` exists but cannot be read. The
+    /// runner then treats every action (and every `cli_main` word) as gated: a gate fails closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_profile_error: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<CredentialDecl>,
     #[serde(default)]

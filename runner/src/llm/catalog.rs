@@ -5,7 +5,7 @@ use crate::cache::Probed;
 use crate::call::{Resolved, Runner};
 use crate::discover::{self, Problem};
 use crate::manifest::Action;
-use crate::policy::gate::{self, Gate};
+use crate::policy::gate;
 use crate::probe::{self, Source};
 
 /// Every tool whose `--schemas` answered, with its manifest; every problem met; how many tools were probed (not
@@ -22,7 +22,19 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
             probed += 1;
         }
         match result {
-            Probed::Ok(manifest) => tools.push(Resolved { file, manifest }),
+            Probed::Ok(manifest) => {
+                if let Some(why) = &manifest.legacy_profile_error {
+                    problems.push(Problem {
+                        message: format!("{}: {why}; every action counts as gated until it is fixed", file.path.display()),
+                        tool: file.name.clone(),
+                        tier: file.tier,
+                        path: file.path.clone(),
+                        kind: "profile_unreadable",
+                        stderr_tail: None,
+                    });
+                }
+                tools.push(Resolved { file, manifest })
+            }
             Probed::Failed {
                 reason, stderr_tail, ..
             } => problems.push(Problem {
@@ -70,14 +82,7 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
                 .actions
                 .iter()
                 .filter(|a| {
-                    gate::decide(
-                        &perms,
-                        &r.file.name,
-                        r.file.tier,
-                        &a.name,
-                        &Gate::from_profile(&a.profile),
-                    )
-                    .is_allow()
+                    gate::decide(&perms, &r.file.name, r.file.tier, &a.name, &crate::call::gate_of(&r, a)).is_allow()
                 })
                 .cloned()
                 .collect();

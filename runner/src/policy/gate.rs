@@ -69,6 +69,8 @@ pub enum RefusalKind {
     GrantDenied,
     /// A gated action's grant is not in `external_tools.allow`.
     GrantMissing,
+    /// A credential the action requires is set nowhere (the call stops before the tool starts).
+    CredentialMissing,
 }
 
 impl RefusalKind {
@@ -80,6 +82,7 @@ impl RefusalKind {
             RefusalKind::ToolNotAllowed => "tool_not_allowed",
             RefusalKind::GrantDenied => "grant_denied",
             RefusalKind::GrantMissing => "grant_missing",
+            RefusalKind::CredentialMissing => "credential_missing",
         }
     }
 }

@@ -217,6 +217,10 @@ fn missing_required_credential_stops_the_call_before_the_tool_starts() {
         msg.contains("DEMO_TOKEN") && msg.contains("config.json"),
         "names where to set it: {msg}"
     );
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(last["decision"], "deny", "{last}");
+    assert!(last["reason"].as_str().unwrap().starts_with("credential_missing"), "{last}");
 }
 
 #[test]
@@ -271,4 +275,35 @@ fn share_and_permissions_commands() {
         serde_json::from_str(&std::fs::read_to_string(w.anima.join("permissions.json")).unwrap()).unwrap();
     assert_eq!(written["external_tools"]["deny"], json!(["mine"]));
     assert_eq!(written["tool_creation"]["shared"], true);
+}
+
+/// A legacy module whose EXECUTION_PROFILE cannot be read is gated for every action, on the structured path and
+/// through cli_main, until the grant is given; `doctor` says why.
+#[test]
+fn an_unreadable_legacy_profile_gates_everything() {
+    let w = World::new();
+    std::fs::write(
+        w.personal().join("bp.py"),
+        "EXECUTION_PROFILE = 'garbage'\n\
+         def get_tool_schemas():\n    return [{'name': 'bp_run', 'description': 'run', 'input_schema': {'type': 'object'}}]\n\
+         def dispatch(name, args):\n    return 'ran'\n\
+         def cli_main(argv):\n    print('ran by cli')\n",
+    )
+    .unwrap();
+    let o = w.run(&["call", "bp", "run", "--json", "{}"]);
+    assert_eq!(code(&o), 6, "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["error"]["key"], "bp_run");
+    let o = w.run(&["bp", "run"]);
+    assert_eq!(code(&o), 6, "the cli_main form is gated too: {}{}", stdout(&o), stderr(&o));
+    let o = w.run(&["doctor", "--json"]);
+    assert_ne!(code(&o), 0);
+    let doc = json(&o);
+    assert!(
+        doc["problems"].as_array().unwrap().iter().any(|p| p["kind"] == "profile_unreadable"),
+        "{doc}"
+    );
+    perms(&w, json!({"external_tools": {"allow": ["bp_run"]}}));
+    let o = w.run(&["call", "bp", "run", "--json", "{}"]);
+    assert!(o.status.success(), "granted: {}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "ran");
 }

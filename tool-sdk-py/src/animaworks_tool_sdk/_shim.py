@@ -122,6 +122,18 @@ def _profile_for(profile: Any, action: str) -> dict[str, Any] | None:
     return out
 
 
+def _profile_problem(profile: Any) -> str | None:
+    """Why an EXECUTION_PROFILE cannot be read (the runner then treats every action as gated), or None."""
+    if profile is None:
+        return None
+    if not isinstance(profile, dict):
+        return f"EXECUTION_PROFILE is a {type(profile).__name__}, not a dict of action -> profile"
+    bad = [k for k, v in profile.items() if not isinstance(k, str) or not isinstance(v, dict)]
+    if bad:
+        return f"EXECUTION_PROFILE entries {bad[:5]!r} are not dicts"
+    return None
+
+
 def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
     """The protocol v1 full-form document of an AnimaWorks module."""
     profile = getattr(module, "EXECUTION_PROFILE", None)
@@ -146,6 +158,9 @@ def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
     if isinstance(profile, dict):
         # As written, made JSON-safe (str() for odd values, non-string keys dropped).
         doc["legacy_profile"] = json.loads(json.dumps(profile, default=str, skipkeys=True))
+    problem = _profile_problem(profile)
+    if problem:
+        doc["legacy_profile_error"] = problem
     return doc
 
 
