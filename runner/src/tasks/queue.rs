@@ -71,7 +71,11 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
             Ok(())
         });
     }
-    cmd.spawn().map(drop)
+    let mut child = cmd.spawn()?;
+    // Why: a long-lived caller (the MCP server, `use-tool --serve`) would otherwise keep every exited worker as a
+    // zombie for its whole life; the thread ends with the worker, or with this process.
+    std::thread::spawn(move || child.wait());
+    Ok(())
 }
 
 /// After a look at the store: start a worker when tasks wait and a slot is free (a worker that died before
