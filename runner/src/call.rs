@@ -451,10 +451,8 @@ impl Runner {
                 .hint(hint)
                 .with("tool", file.name.clone())
         };
-        spawn::command(file, &self.dirs, mode, env, cwd.as_deref())
-            .map_err(explain)?
-            .spawn()
-            .map_err(explain)
+        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref()).map_err(explain)?;
+        spawn::start(&mut cmd).map_err(explain)
     }
 
     /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds.

@@ -29,7 +29,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             spawn: true,
         }
     };
-    let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| c.spawn()) {
+    let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| spawn::start(&mut c)) {
         Ok(c) => c,
         Err(e) => return spawn_failed(e),
     };

@@ -89,10 +89,70 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             // Every member alive at killpg time receives SIGKILL and a dying process cannot fork, so the group
-            // is doomed: the guardian may forget it.
+            // is doomed: the guardian may forget it. No reaping here: the main process belongs to tokio (its
+            // kill-on-drop and orphan queue), and reaping it first would let tokio signal a pid that may be
+            // reused; the other members are reaped later by `reap_orphans`.
             signal_group(self.pgid, libc::SIGKILL);
-            reap_members(self.pgid);
             crate::guardian::unregister(self.pgid);
+            // Tokio's orphan queue reaps the main process from here on.
+            disown(self.pgid as u32);
         }
     }
+}
+
+/// Children this process started itself and reaps itself (through tokio or a waiting thread), by pid.
+static OWN: std::sync::Mutex<std::collections::BTreeSet<i32>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// `pid` is a child we started and will reap ourselves: [`reap_orphans`] must leave it alone.
+pub fn own(pid: u32) {
+    OWN.lock().unwrap_or_else(|e| e.into_inner()).insert(pid as i32);
+}
+
+/// `pid` has been reaped by its owner.
+pub fn disown(pid: u32) {
+    OWN.lock().unwrap_or_else(|e| e.into_inner()).remove(&(pid as i32));
+}
+
+/// Wait for (and reap) a child started with [`crate::spawn::start`]; cancel-safe like `Child::wait`.
+pub async fn wait(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    let pid = child.id();
+    let r = child.wait().await;
+    if let (Some(pid), Ok(_)) = (pid, &r) {
+        disown(pid);
+    }
+    r
+}
+
+/// Reap exited children that this process adopted as subreaper (members of ended tool groups, a detached task
+/// worker's guardian, anything that left its group) and that nobody else will ever wait for. Never blocks, never
+/// touches a child we started ourselves. Long-lived callers run it after each call.
+pub fn reap_orphans() {
+    for _ in 0..4096 {
+        // SAFETY: waitid with WNOWAIT only peeks; siginfo is plain data.
+        let pid = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) != 0 {
+                return;
+            }
+            info.si_pid()
+        };
+        if pid <= 0 || OWN.lock().unwrap_or_else(|e| e.into_inner()).contains(&pid) {
+            // Nothing exited, or the first exited child is ours to reap elsewhere (its owner will, shortly).
+            return;
+        }
+        let mut status = 0;
+        // SAFETY: reaps exactly the adopted child just seen.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// In long-lived modes (MCP, `use-tool --serve`): reap adopted orphans every few seconds, so that children of
+/// detached task workers and persistent workers' leftovers never pile up as zombies between calls.
+pub fn reap_orphans_periodically() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            reap_orphans();
+        }
+    })
 }

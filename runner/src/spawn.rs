@@ -178,6 +178,15 @@ impl DirectExec {
     }
 }
 
+/// Start `cmd`. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
+pub fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        crate::reap::own(pid);
+    }
+    Ok(child)
+}
+
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
 pub fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
     let path = file.path.display();

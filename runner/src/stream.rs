@@ -396,7 +396,7 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
             n = read_some(&mut stderr, &mut err_buf), if !err_done => {
                 if n == 0 { err_done = true; stderr = None; } else { tail.push(&err_buf[..n]); obs.stderr(&err_buf[..n]); }
             }
-            s = child.wait(), if status.is_none() => {
+            s = crate::reap::wait(&mut child), if status.is_none() => {
                 match s {
                     Ok(s) => status = Some(s),
                     Err(_) => status = Some(ExitStatus::from_raw(1 << 8)),
@@ -443,6 +443,7 @@ pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut c
         end_group(pgid, if reason.is_some() { Duration::ZERO } else { GRACE }).await;
     }
     guard.disarm();
+    crate::reap::reap_orphans();
     let stdout = state.finish(obs);
     let ending = reason.unwrap_or(Ending::Exited(status.expect("loop ends with a status")));
     Finished {

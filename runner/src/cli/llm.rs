@@ -71,6 +71,7 @@ fn configured_max(runner: &Runner) -> Option<usize> {
 
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.
 fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
+    crate::reap::reap_orphans_periodically();
     let mut r = runner.clone();
     r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::from_settings(
         &runner.dirs.data,

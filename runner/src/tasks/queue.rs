@@ -72,9 +72,14 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
         });
     }
     let mut child = cmd.spawn()?;
+    let pid = child.id();
+    crate::reap::own(pid);
     // Why: a long-lived caller (the MCP server, `use-tool --serve`) would otherwise keep every exited worker as a
     // zombie for its whole life; the thread ends with the worker, or with this process.
-    std::thread::spawn(move || child.wait());
+    std::thread::spawn(move || {
+        let _ = child.wait();
+        crate::reap::disown(pid);
+    });
     Ok(())
 }
 

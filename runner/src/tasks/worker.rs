@@ -300,7 +300,7 @@ async fn run_cli_captured(
         )
     })?;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().map_err(|e| {
+    let child = spawn::start(&mut cmd).map_err(|e| {
         let (msg, hint) = spawn::explain_spawn_error(file, &runner.dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)

@@ -66,7 +66,7 @@ impl Worker {
                 format!("cannot start {}: {e}", file.path.display()),
             )
         })?;
-        let mut child = cmd.spawn().map_err(|e| {
+        let mut child = spawn::start(&mut cmd).map_err(|e| {
             let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
             CallError::new(ErrorCode::SpawnFailed, msg)
                 .hint(hint)
@@ -157,7 +157,7 @@ impl Worker {
                         }
                     },
                     Some(chunk) = self.stderr.recv() => tagged.inner.stderr(&chunk),
-                    s = self.child.wait() => { exit = Some(s.unwrap_or(ExitStatus::from_raw(1 << 8))); break; }
+                    s = crate::reap::wait(&mut self.child) => { exit = Some(s.unwrap_or(ExitStatus::from_raw(1 << 8))); break; }
                     _ = sleep_until(job.deadline) => { ending = Some(Ending::TimedOut); break; }
                     _ = cancel.cancelled() => { ending = Some(Ending::Cancelled); break; }
                 }
@@ -176,7 +176,7 @@ impl Worker {
                 tagged.inner.stderr(&chunk);
             }
             if exit.is_none() {
-                exit = timeout_at(until, self.child.wait()).await.ok().and_then(Result::ok);
+                exit = timeout_at(until, crate::reap::wait(&mut self.child)).await.ok().and_then(Result::ok);
             }
         }
         let wrong = tagged.wrong.take();
@@ -250,9 +250,9 @@ impl Worker {
         let pgid = self.guard.pgid;
         self.stdin = None;
         signal_group(pgid, libc::SIGTERM);
-        if timeout_at(Instant::now() + grace, self.child.wait()).await.is_err() {
+        if timeout_at(Instant::now() + grace, crate::reap::wait(&mut self.child)).await.is_err() {
             signal_group(pgid, libc::SIGKILL);
-            let _ = self.child.wait().await;
+            let _ = crate::reap::wait(&mut self.child).await;
         }
         end_group(pgid, Duration::ZERO).await;
         self.guard.disarm();
@@ -261,7 +261,7 @@ impl Worker {
     /// Stop an idle worker: stdin closed means "exit" (§9); the group is ended if it does not.
     pub async fn retire(mut self) {
         self.stdin = None;
-        let _ = timeout_at(Instant::now() + GRACE, self.child.wait()).await;
+        let _ = timeout_at(Instant::now() + GRACE, crate::reap::wait(&mut self.child)).await;
         self.end(GRACE).await;
     }
 }

@@ -123,7 +123,6 @@ fn task_workers_started_by_a_long_lived_caller_are_reaped() {
 /// Every orphan re-parented to a long-lived runner (it is the subreaper of its descendants) is reaped: here the
 /// guardian of an exited task worker, which the runner never waits for.
 #[test]
-#[ignore = "defect not fixed (see the review report): orphans re-parented to the subreaper are never reaped"]
 fn orphans_re_parented_to_a_long_lived_runner_are_reaped() {
     let w = World::new();
     let (mut serve, stdin, _task) = serve_with_a_finished_task(&w);
