@@ -112,7 +112,14 @@ impl Worker {
 
     /// Has the process exited (between calls)?
     pub fn exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        match self.child.try_wait() {
+            Ok(None) => false,
+            Ok(Some(_)) => {
+                crate::reap::disown(self.pid);
+                true
+            }
+            Err(_) => true,
+        }
     }
 
     fn tail_text(&self) -> String {
@@ -143,6 +150,7 @@ impl Worker {
             Some(stdin) => tokio::select! {
                 r = stdin.write_all(&job.request) => r.is_ok(),
                 _ = sleep_until(job.deadline) => { ending = Some(Ending::TimedOut); true }
+                _ = cancel.cancelled() => { ending = Some(Ending::Cancelled); true }
             },
             None => false,
         };
@@ -249,6 +257,11 @@ impl Worker {
     pub async fn end(&mut self, grace: Duration) {
         let pgid = self.guard.pgid;
         self.stdin = None;
+        // Why the check: the main process may have been reaped already (`exited`); an empty group is left alone.
+        if !crate::reap::group_alive(pgid) {
+            self.guard.disarm();
+            return;
+        }
         signal_group(pgid, libc::SIGTERM);
         if timeout_at(Instant::now() + grace, crate::reap::wait(&mut self.child)).await.is_err() {
             signal_group(pgid, libc::SIGKILL);
