@@ -37,8 +37,13 @@ impl FileKey {
             ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
             ino: m.ino(),
             dev: m.dev(),
-            interpreter: (file.launch == Launch::Python)
-                .then(|| format!("{} shim {:016x}", dirs.python.to_string_lossy(), crate::pyshim::content_hash())),
+            interpreter: (file.launch == Launch::Python).then(|| {
+                format!(
+                    "{} shim {:016x}",
+                    dirs.python.to_string_lossy(),
+                    crate::pyshim::content_hash()
+                )
+            }),
             runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
         })
     }

@@ -57,6 +57,8 @@ pub struct CheckOptions {
     pub python: Option<OsString>,
     /// Deadline of each call; default: the action's `timeout_s`, at most [`DEFAULT_CALL_TIMEOUT`].
     pub timeout: Option<Duration>,
+    /// Also call actions marked gated or destructive (by default they are checked but not called).
+    pub call_all: bool,
 }
 
 struct Findings(Vec<Finding>);
@@ -217,6 +219,15 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     }
     let resolved = Resolved { file, manifest };
     for act in &resolved.manifest.actions {
+        // Why: a sample call of a gated or destructive action could do real harm outside the throwaway world
+        // (a network API, an absolute path); the author opts in.
+        if !opts.call_all && (act.profile.gated || act.profile.hints.destructive) {
+            f.pass(
+                &format!("action {}", act.name),
+                "not called: it is gated or destructive (pass --call-all to call it with sample arguments)",
+            );
+            continue;
+        }
         call_action(&runner, &resolved, act, opts, f).await;
     }
 }

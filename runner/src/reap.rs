@@ -101,7 +101,8 @@ impl Drop for GroupGuard {
 }
 
 /// Children this process started itself and reaps itself (through tokio or a waiting thread), by pid.
-static OWN: std::sync::Mutex<std::collections::BTreeSet<i32>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+static OWN: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// `pid` is a child we started and will reap ourselves: [`reap_orphans`] must leave it alone.
 pub fn own(pid: u32) {

@@ -33,6 +33,9 @@ pub struct CheckArgs {
     /// Deadline of each sample call in seconds (default: the action's timeout_s, at most 30).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
+    /// Also call actions marked gated or destructive (by default they are checked but not called).
+    #[arg(long)]
+    pub call_all: bool,
 }
 
 fn refuse(code: ErrorCode, message: String, hint: &str) -> i32 {
@@ -126,6 +129,7 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     let opts = CheckOptions {
         python: Some(runner.dirs.python.clone()),
         timeout,
+        call_all: a.call_all,
     };
     let report = check::check(&a.path, &opts).await;
     if a.json {

@@ -25,7 +25,10 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
             Probed::Ok(manifest) => {
                 if let Some(why) = &manifest.legacy_profile_error {
                     problems.push(Problem {
-                        message: format!("{}: {why}; every action counts as gated until it is fixed", file.path.display()),
+                        message: format!(
+                            "{}: {why}; every action counts as gated until it is fixed",
+                            file.path.display()
+                        ),
                         tool: file.name.clone(),
                         tier: file.tier,
                         path: file.path.clone(),

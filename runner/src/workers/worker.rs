@@ -184,7 +184,10 @@ impl Worker {
                 tagged.inner.stderr(&chunk);
             }
             if exit.is_none() {
-                exit = timeout_at(until, crate::reap::wait(&mut self.child)).await.ok().and_then(Result::ok);
+                exit = timeout_at(until, crate::reap::wait(&mut self.child))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
             }
         }
         let wrong = tagged.wrong.take();
@@ -263,7 +266,10 @@ impl Worker {
             return;
         }
         signal_group(pgid, libc::SIGTERM);
-        if timeout_at(Instant::now() + grace, crate::reap::wait(&mut self.child)).await.is_err() {
+        if timeout_at(Instant::now() + grace, crate::reap::wait(&mut self.child))
+            .await
+            .is_err()
+        {
             signal_group(pgid, libc::SIGKILL);
             let _ = crate::reap::wait(&mut self.child).await;
         }

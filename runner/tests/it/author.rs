@@ -365,3 +365,33 @@ fn node_counter_through_the_runner() {
     assert_eq!(out["error"]["tool_code"], "empty_text");
     assert_eq!(out["error"]["hint"], "pass a text with at least one word");
 }
+
+/// A gated or destructive action is checked but not called unless the author passes --call-all.
+#[test]
+fn check_calls_gated_actions_only_when_asked() {
+    let w = World::new();
+    let marker = w.tmp.path().join("wiped");
+    let tool = w.tool(
+        &w.tmp.path().to_path_buf(),
+        "wiper.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"wipe","description":"Wipes.","profile":{"gated":true}},
+                {"name":"burn","description":"Burns.","profile":{"hints":{"destructive":true}}}]}"#,
+            &format!("touch {}; echo '\"done\"'", marker.display()),
+        ),
+    );
+    let (code, report) = check_json(&w, &tool);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        !marker.exists(),
+        "check called a gated or destructive action without --call-all"
+    );
+    let passes = findings(&report, "pass");
+    assert!(
+        passes.iter().filter(|m| m.contains("not called")).count() == 2,
+        "{passes:?}"
+    );
+    let o = w.run(&["check", tool.to_str().unwrap(), "--call-all"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(marker.exists(), "--call-all calls them");
+}

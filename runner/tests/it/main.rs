@@ -13,7 +13,7 @@ mod output;
 mod policy_paths;
 mod processes;
 mod protocol_schema;
+mod review;
 mod tasks;
 mod transcripts;
 mod workers;
-mod review;

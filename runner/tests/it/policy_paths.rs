@@ -220,7 +220,10 @@ fn missing_required_credential_stops_the_call_before_the_tool_starts() {
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(last["decision"], "deny", "{last}");
-    assert!(last["reason"].as_str().unwrap().starts_with("credential_missing"), "{last}");
+    assert!(
+        last["reason"].as_str().unwrap().starts_with("credential_missing"),
+        "{last}"
+    );
 }
 
 #[test]
@@ -294,12 +297,22 @@ fn an_unreadable_legacy_profile_gates_everything() {
     assert_eq!(code(&o), 6, "{}{}", stdout(&o), stderr(&o));
     assert_eq!(json(&o)["error"]["key"], "bp_run");
     let o = w.run(&["bp", "run"]);
-    assert_eq!(code(&o), 6, "the cli_main form is gated too: {}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        code(&o),
+        6,
+        "the cli_main form is gated too: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let o = w.run(&["doctor", "--json"]);
     assert_ne!(code(&o), 0);
     let doc = json(&o);
     assert!(
-        doc["problems"].as_array().unwrap().iter().any(|p| p["kind"] == "profile_unreadable"),
+        doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "profile_unreadable"),
         "{doc}"
     );
     perms(&w, json!({"external_tools": {"allow": ["bp_run"]}}));

@@ -80,7 +80,8 @@ fn serve_with_a_finished_task(w: &World) -> (std::process::Child, std::process::
         .unwrap();
     let mut stdin = serve.stdin.take().unwrap();
     let mut out = std::io::BufReader::new(serve.stdout.take().unwrap());
-    let req = serde_json::json!({"id": 1, "tool_name": "task", "action": "submit", "args": {"tool": "bgt", "action": "go"}});
+    let req =
+        serde_json::json!({"id": 1, "tool_name": "task", "action": "submit", "args": {"tool": "bgt", "action": "go"}});
     writeln!(stdin, "{req}").unwrap();
     let mut answer = String::new();
     out.read_line(&mut answer).unwrap();
@@ -117,7 +118,10 @@ fn task_workers_started_by_a_long_lived_caller_are_reaped() {
     let reaped = eventually(30, || !zombie_children_of(serve.id()).contains(&worker));
     drop(stdin);
     let _ = serve.wait();
-    assert!(reaped, "the exited task worker {worker} stays a zombie of the serving process");
+    assert!(
+        reaped,
+        "the exited task worker {worker} stays a zombie of the serving process"
+    );
 }
 
 /// Every orphan re-parented to a long-lived runner (it is the subreaper of its descendants) is reaped: here the
