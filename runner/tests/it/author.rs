@@ -372,7 +372,7 @@ fn check_calls_gated_actions_only_when_asked() {
     let w = World::new();
     let marker = w.tmp.path().join("wiped");
     let tool = w.tool(
-        &w.tmp.path().to_path_buf(),
+        w.tmp.path(),
         "wiper.sh",
         &bash_tool(
             r#"{"protocol":1,"actions":[{"name":"wipe","description":"Wipes.","profile":{"gated":true}},
