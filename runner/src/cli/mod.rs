@@ -117,7 +117,7 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = Cli::parse();
+    let cli = fast_parse().unwrap_or_else(Cli::parse);
     init_logging();
     let dirs = Dirs::resolve(&DirOptions {
         core_dirs: cli.core_dirs,
@@ -156,6 +156,50 @@ pub fn main() -> i32 {
             Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
+    })
+}
+
+/// Runner commands other than `call` (a test keeps this list equal to clap's).
+const COMMANDS: &[&str] = &[
+    "list",
+    "doctor",
+    "refresh",
+    "submit",
+    "task",
+    "use-tool",
+    "mcp",
+    "schemas",
+    "permissions",
+    "share",
+    "new",
+    "check",
+    "help",
+];
+
+/// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
+/// of a one-shot call's own time). Anything else — a global option, a runner command, help — goes to clap.
+fn fast_parse() -> Option<Cli> {
+    let mut args = std::env::args_os().skip(1);
+    let first = args.next()?;
+    let first = first.to_str()?;
+    if first.starts_with('-') || COMMANDS.contains(&first) {
+        return None;
+    }
+    let cmd = if first == "call" {
+        let tool = args.next()?.into_string().ok()?;
+        let action = args.next()?.into_string().ok()?;
+        let rest = args.map(|a| a.into_string().ok()).collect::<Option<Vec<_>>>()?;
+        Cmd::Call { tool, action, rest }
+    } else {
+        Cmd::Tool(std::iter::once(OsString::from(first)).chain(args).collect())
+    };
+    Some(Cli {
+        core_dirs: Vec::new(),
+        data_dir: None,
+        anima_dir: None,
+        python: None,
+        cache_dir: None,
+        cmd: Some(cmd),
     })
 }
 
@@ -331,4 +375,21 @@ fn cli_timeout(r: &crate::call::Resolved, argv: &[String]) -> Duration {
         .reduce(f64::max)
         .unwrap_or(crate::manifest::DEFAULT_TIMEOUT_S);
     Duration::from_secs_f64(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_knows_every_runner_command() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            assert!(
+                name == "call" || COMMANDS.contains(&name),
+                "{name} is missing from COMMANDS"
+            );
+        }
+    }
 }
