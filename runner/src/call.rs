@@ -130,8 +130,10 @@ impl Runner {
 
     /// Find `tool` in the tiers and read its manifest (from the cache when it is unchanged).
     pub async fn resolve(&self, tool: &str) -> Result<Resolved, CallError> {
-        let scan = discover::scan(&self.dirs);
-        let Some(file) = scan.tools.get(tool).cloned() else {
+        let found = discover::scan_for(&self.dirs, tool);
+        let Some(file) = found.tools.get(tool).cloned() else {
+            // Not there: the full scan, for the reason and the names that come close.
+            let scan = discover::scan(&self.dirs);
             let why = scan
                 .problems
                 .iter()

@@ -82,9 +82,19 @@ pub struct Scan {
 
 /// Scan every tier folder of `dirs`.
 pub fn scan(dirs: &Dirs) -> Scan {
+    scan_only(dirs, None)
+}
+
+/// The same rules, looking only at files whose stem is `name`: what a call needs (it reads each folder's names
+/// but looks at no other file, so a call costs the same with 5 tools or 500).
+pub fn scan_for(dirs: &Dirs, name: &str) -> Scan {
+    scan_only(dirs, Some(name))
+}
+
+fn scan_only(dirs: &Dirs, only: Option<&str>) -> Scan {
     let mut scan = Scan::default();
     for (tier, dir) in dirs.tier_dirs() {
-        for file in scan_dir(tier, &dir, &mut scan.problems) {
+        for file in scan_dir(tier, &dir, &mut scan.problems, only) {
             admit(&mut scan, file);
         }
     }
@@ -151,7 +161,7 @@ fn admit(scan: &mut Scan, file: ToolFile) {
     scan.problems.push(problem);
 }
 
-fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile> {
+fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&str>) -> Vec<ToolFile> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -172,6 +182,9 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>) -> Vec<ToolFile
             Some((s, _)) if !s.is_empty() => s.to_owned(),
             _ => file_name.clone(),
         };
+        if only.is_some_and(|n| n != stem) {
+            continue;
+        }
         let mut problem = |kind: &'static str, message: String| {
             problems.push(Problem {
                 tool: stem.clone(),
