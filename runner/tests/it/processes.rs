@@ -198,25 +198,6 @@ fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
-fn zombie_children() -> Vec<i32> {
-    let me = std::process::id() as i32;
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
-        let f: Vec<&str> = after.split_whitespace().collect();
-        if f.first() == Some(&"Z") && f.get(1).and_then(|p| p.parse::<i32>().ok()) == Some(me) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 #[test]
 #[ignore = "run by hundred_concurrent_calls_leak_no_descriptors_and_leave_no_zombies in a process of its own"]
 fn hundred_concurrent_calls_inner() {
@@ -291,7 +272,11 @@ fn hundred_concurrent_calls_inner() {
             .filter_map(|e| std::fs::read_link(e.path()).ok())
             .collect();
         assert_eq!(fds_before, fds_after, "descriptors leaked: {listing:?}");
-        assert_eq!(zombie_children(), Vec::<i32>::new(), "zombies left");
+        assert_eq!(
+            zombie_children_of(std::process::id()),
+            Vec::<i32>::new(),
+            "zombies left"
+        );
         assert!(
             pids_with_cmdline(&format!("sleep {m}"))
                 .iter()

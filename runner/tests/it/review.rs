@@ -40,25 +40,6 @@ fn deadline_holds_when_a_grandchild_left_the_group_holding_stdout() {
     assert!(!o.status.success() || !stdout(&o).is_empty(), "{}", stderr(&o));
 }
 
-/// Children of `parent` that are zombies, from /proc.
-fn zombie_children_of(parent: u32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
-        let f: Vec<&str> = after.split_whitespace().collect();
-        if f.first() == Some(&"Z") && f.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// A `use-tool --serve` process that has submitted one background task, and the task as stored once it completed.
 fn serve_with_a_finished_task(w: &World) -> (std::process::Child, std::process::ChildStdin, serde_json::Value) {
     use std::io::{BufRead, Write};

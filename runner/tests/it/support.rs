@@ -104,23 +104,33 @@ pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// `(state, ppid, pgid)` of a process, from /proc/<pid>/stat.
+pub fn proc_stat(pid: i32) -> Option<(String, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    Some((f.first()?.to_string(), f.get(1)?.parse().ok()?, f.get(2)?.parse().ok()?))
+}
+
+fn all_pids() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+}
+
 /// Processes whose process group is `pgid` (zombies included), from /proc.
 pub fn group_members(pgid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
-            out.push(pid);
-        }
-    }
-    out
+    all_pids()
+        .filter(|p| proc_stat(*p).is_some_and(|(_, _, g)| g == pgid))
+        .collect()
+}
+
+/// Children of `parent` that are zombies, from /proc.
+pub fn zombie_children_of(parent: u32) -> Vec<i32> {
+    all_pids()
+        .filter(|p| proc_stat(*p).is_some_and(|(st, pp, _)| st == "Z" && pp == parent as i32))
+        .collect()
 }
 
 /// Processes whose command line contains `needle`.
