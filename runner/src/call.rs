@@ -162,8 +162,12 @@ impl Runner {
             .hint(hint)
             .with("tool", tool));
         };
-        let env = self.env("probe", 0, &[])?;
-        match probe::manifest(&file, &self.dirs, &env).await.0 {
+        // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
+        let probed = match probe::cached(&file, &self.dirs) {
+            Some(p) => p,
+            None => probe::manifest(&file, &self.dirs, &self.env("probe", 0, &[])?).await.0,
+        };
+        match probed {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
             Probed::Failed {
                 reason,

@@ -91,6 +91,11 @@ pub enum Source {
     Probe,
 }
 
+/// The cached manifest of `file`, when the file is unchanged since it was probed; no process is started.
+pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
+    cache::load(dirs, file, &FileKey::of(file, dirs).ok()?)
+}
+
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
 pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> (Probed, Source) {
     let key = match FileKey::of(file, dirs) {

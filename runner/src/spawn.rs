@@ -180,7 +180,18 @@ impl DirectExec {
 
 /// Start `cmd`. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
 pub fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
-    let child = cmd.spawn()?;
+    // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
+    // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
+    let mut tries = 0;
+    let child = loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5 * tries));
+            }
+            other => break other?,
+        }
+    };
     if let Some(pid) = child.id() {
         crate::reap::own(pid);
     }
