@@ -172,3 +172,48 @@ fn group_of(pid: i32) -> Option<i32> {
     let after = &stat[stat.rfind(')')? + 2..];
     after.split_whitespace().nth(2)?.parse().ok()
 }
+
+/// A module that imports AnimaWorks itself (`from core.integrations._base import get_credential`) works when
+/// ANIMAWORKS_PYTHON is an interpreter that can import it — here a wrapper that puts a stand-in `core` package on
+/// its path, as a venv with AnimaWorks installed would — and fails with a clear import error otherwise.
+#[test]
+fn modules_importing_animaworks_run_under_its_interpreter() {
+    let w = World::new();
+    let site = w.tmp.path().join("site");
+    std::fs::create_dir_all(site.join("core/integrations")).unwrap();
+    std::fs::write(site.join("core/__init__.py"), "").unwrap();
+    std::fs::write(site.join("core/integrations/__init__.py"), "").unwrap();
+    std::fs::write(
+        site.join("core/integrations/_base.py"),
+        "def get_credential(name, tool, key_name='api_key', env_var=None):\n    return 'from-animaworks'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.personal().join("aw_tool.py"),
+        "from core.integrations._base import get_credential\n\
+         def get_tool_schemas():\n    return [{'name': 'aw_tool_key', 'input_schema': {'type': 'object'}}]\n\
+         def dispatch(name, args):\n    return get_credential('x', 'aw_tool')\n",
+    )
+    .unwrap();
+    let o = w.run(&["call", "aw_tool", "key", "--json", "{}"]);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "without AnimaWorks the import fails: {}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("No module named 'core'"), "{}", stdout(&o));
+    let python = w.tool(
+        w.tmp.path(),
+        "animaworks-python",
+        &format!("#!/bin/sh\nPYTHONPATH={} exec python3 \"$@\"\n", site.display()),
+    );
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_PYTHON", &python)
+        .args(["call", "aw_tool", "key", "--json", "{}"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o).trim(), "from-animaworks");
+}
