@@ -114,11 +114,16 @@ impl Runner {
 
     /// Resolve the credentials the tool and the action declared; a missing required one stops the call here.
     pub fn secrets(&self, r: &Resolved, act: Option<&Action>) -> Result<Vec<ResolvedCredential>, CallError> {
-        let decls = r
+        let mut decls = r
             .manifest
             .credentials
             .iter()
-            .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()));
+            .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()))
+            .peekable();
+        // Most tools declare none: skip copying the whole environment on the call path then.
+        if decls.peek().is_none() {
+            return Ok(Vec::new());
+        }
         let caller: HashMap<String, String> = std::env::vars().collect();
         credentials::resolve_all(&self.dirs.data, self.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
             CallError::new(ErrorCode::PermissionDenied, e.to_string())

@@ -231,6 +231,20 @@ fn unusable(err: &PermissionsError) -> Decision {
     )
 }
 
+/// Rules 1–3 of [`decide`], shared by both entry points: the usable permissions and their file, or the refusal.
+fn tool_allowed<'a>(
+    perms: &'a Result<LoadedPermissions, PermissionsError>,
+    tool: &str,
+    tier: Tier,
+) -> Result<(&'a Permissions, &'a Path), Decision> {
+    let loaded = perms.as_ref().map_err(unusable)?;
+    let (p, path) = (&loaded.permissions, loaded.path());
+    match tool_rules(p, path, tool, tier) {
+        d @ Decision::Deny(_) => Err(d),
+        Decision::Allow => Ok((p, path)),
+    }
+}
+
 /// Decides a structured call of `action` of `tool`. Every call path that names an action uses this.
 ///
 /// The rules, in order; the first that refuses decides:
@@ -251,14 +265,10 @@ pub fn decide(
     action: &str,
     gate: &Gate,
 ) -> Decision {
-    let loaded = match perms {
-        Ok(l) => l,
-        Err(e) => return unusable(e),
+    let (p, path) = match tool_allowed(perms, tool, tier) {
+        Ok(v) => v,
+        Err(d) => return d,
     };
-    let (p, path) = (&loaded.permissions, loaded.path());
-    if let d @ Decision::Deny(_) = tool_rules(p, path, tool, tier) {
-        return d;
-    }
     let key = match gate {
         Gate::Open => return Decision::Allow,
         Gate::Gated { gated_as: Some(g) } => g.as_str(),
@@ -347,14 +357,10 @@ pub fn decide_cli(
     argv: &[String],
     profile: LegacyProfile<'_>,
 ) -> Decision {
-    let loaded = match perms {
-        Ok(l) => l,
-        Err(e) => return unusable(e),
+    let (p, path) = match tool_allowed(perms, tool, tier) {
+        Ok(v) => v,
+        Err(d) => return d,
     };
-    let (p, path) = (&loaded.permissions, loaded.path());
-    if let d @ Decision::Deny(_) = tool_rules(p, path, tool, tier) {
-        return d;
-    }
     let keys = match profile {
         LegacyProfile::Absent => Some(Vec::new()),
         LegacyProfile::Known(map) => gated_keys(map),
