@@ -27,7 +27,7 @@ fi
 
 run() { echo; echo "\$ animaworks-tool $*"; "$bin" "$@" || echo "(exit code $?)"; }
 
-run list
+run tools
 run weather forecast --city tokyo --days 2
 run progress_tool count-words --text "the quick brown fox jumps over the lazy dog the end" --steps 3
 run rust-hello greet --who Ada

@@ -238,17 +238,17 @@ def make_tiny_tools(folder: Path, n: int) -> None:
 def bench_list(runs: int, timer: str) -> None:
     w = World(new_root("list"))
     make_tiny_tools(w.common, 200)
-    out = awt(w, "list", "--json")
+    out = awt(w, "tools", "--json")
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)
     n = len(listed["tools"] if isinstance(listed, dict) else listed)
     assert n == 200, f"list shows {n} tools, not 200"
     env = w.env()
-    warm = time_cases([Case("list-warm", [str(AWT), "list"], env)], runs, 5, timer)["list-warm"]
+    warm = time_cases([Case("list-warm", [str(AWT), "tools"], env)], runs, 5, timer)["list-warm"]
     record("2§8b", "list, 200 bash tools, warm cache", f"{warm:.2f} ms", "-", "-", "<=10 ms", warm <= 10)
     cold_runs = max(5, runs // 10)
     prep = f"rm -rf {shlex.quote(str(w.cache))}"
-    cold = time_cases([Case("list-cold", [str(AWT), "list"], env, prepare=prep)], cold_runs, 1, timer)["list-cold"]
+    cold = time_cases([Case("list-cold", [str(AWT), "tools"], env, prepare=prep)], cold_runs, 1, timer)["list-cold"]
     one = time_cases([Case("one-probe", ["bash", str(w.common / "t000.sh"), "--schemas"], env)], runs, 5, timer)["one-probe"]
     record("2§8b", "list, 200 bash tools, cold cache (200 probes)", f"{cold:.0f} ms ({cold / 200:.2f} ms a tool)",
            f"{one:.2f} ms one `bash t.sh --schemas` alone", f"{cold / (200 * one):.2f}x of 200 such probes in series",
@@ -260,7 +260,7 @@ def bench_list(runs: int, timer: str) -> None:
     for i in range(200):
         (slow.common / f"t{i:03d}.sh").write_text(src)
     prep = f"rm -rf {shlex.quote(str(slow.cache))}"
-    t = time_cases([Case("list-cold-slow", [str(AWT), "list"], slow.env(), prepare=prep)], 3, 0, timer)["list-cold-slow"]
+    t = time_cases([Case("list-cold-slow", [str(AWT), "tools"], slow.env(), prepare=prep)], 3, 0, timer)["list-cold-slow"]
     conc = 200 * 50 / t
     record("2§8b", "list, cold cache, 200 tools whose --schemas takes 50 ms", f"{t:.0f} ms",
            "10000 ms = 200 x 50 ms in series", f"{conc:.1f} probes at once on average",
@@ -410,12 +410,12 @@ def bench_legacy_list(runs: int, timer: str, fixtures: Path) -> None:
     fake.write_text(COUNTING_PYTHON.format(log=shlex.quote(str(starts)), python=shlex.quote(PYTHON)))
     fake.chmod(0o755)
     env = w.env(ANIMAWORKS_PYTHON=str(fake))
-    r = subprocess.run([str(AWT), "list", "--json"], env=env, capture_output=True, text=True)
+    r = subprocess.run([str(AWT), "tools", "--json"], env=env, capture_output=True, text=True)
     listed = json.loads(r.stdout)
     n = len(listed["tools"] if isinstance(listed, dict) else listed)
     cold_starts = len(starts.read_text().splitlines()) if starts.exists() else 0
     starts.write_text("")
-    warm = time_cases([Case("list-200-legacy-warm", [str(AWT), "list"], env)], runs, 3, timer)["list-200-legacy-warm"]
+    warm = time_cases([Case("list-200-legacy-warm", [str(AWT), "tools"], env)], runs, 3, timer)["list-200-legacy-warm"]
     warm_starts = len(starts.read_text().splitlines())
     record("3§6", f"list, 200 legacy .py modules, warm cache ({n} listed)", f"{warm_starts} Python starts over all warm runs",
            f"{cold_starts} Python starts on the cold list", "-", "0 Python starts when warm", warm_starts == 0 and n == 200,
@@ -520,7 +520,7 @@ def bench_submit(runs: int, timer: str) -> None:
     # Let the workers finish before the world is removed.
     end = time.monotonic() + 60
     while time.monotonic() < end:
-        out = awt(w, "task", "list", "--json")
+        out = awt(w, "jobs", "list", "--json")
         if '"pending"' not in out.stdout and '"running"' not in out.stdout:
             break
         time.sleep(0.2)
@@ -573,7 +573,7 @@ def bench_mcp(runs: int, timer: str) -> None:
     (w.personal / "ping_tool.py").write_text(TRIVIAL_LEGACY)
     make_tiny_tools(w.common, 200)
     env = w.env(ANIMAWORKS_PYTHON=PYTHON)
-    assert awt(w, "list").returncode == 0
+    assert awt(w, "tools").returncode == 0
     c = McpClient(env)
     try:
         listed = c.request("tools/list", {})

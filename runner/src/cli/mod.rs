@@ -63,8 +63,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Every tool with its tier, path and actions, and every problem.
-    List {
+    /// Every tool with its tier, path and actions, and every problem. (`list` is AnimaWorks' `anima list`.)
+    Tools {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -86,8 +86,8 @@ enum Cmd {
     },
     /// Run an action in the background; prints a task id at once.
     Submit(task::SubmitArgs),
-    /// Watch and control background tasks.
-    Task(task::TaskArgs),
+    /// Watch and control background tasks (`task` is AnimaWorks' own command).
+    Jobs(task::TaskArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
     #[command(name = "use-tool")]
     UseTool(llm::UseToolArgs),
@@ -141,12 +141,12 @@ pub fn main() -> i32 {
                 println!();
                 2
             }
-            Some(Cmd::List { json }) => list::list(&runner, json).await,
+            Some(Cmd::Tools { json }) => list::list(&runner, json).await,
             Some(Cmd::Doctor { json }) => list::doctor(&runner, json).await,
             Some(Cmd::Refresh) => list::refresh(&runner).await,
             Some(Cmd::Call { tool, action, rest }) => structured(&runner, &tool, &action, &rest, true).await,
             Some(Cmd::Submit(a)) => task::submit(&runner, a).await,
-            Some(Cmd::Task(a)) => task::task(&runner, a).await,
+            Some(Cmd::Jobs(a)) => task::task(&runner, a).await,
             Some(Cmd::UseTool(a)) => llm::use_tool(&runner, a).await,
             Some(Cmd::Mcp(a)) => llm::mcp(&runner, a).await,
             Some(Cmd::Schemas(a)) => llm::schemas(&runner, a).await,
@@ -161,11 +161,11 @@ pub fn main() -> i32 {
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
 const COMMANDS: &[&str] = &[
-    "list",
+    "tools",
     "doctor",
     "refresh",
     "submit",
-    "task",
+    "jobs",
     "use-tool",
     "mcp",
     "schemas",

@@ -126,7 +126,7 @@ fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(
             CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
-                .hint("`animaworks-tool task list` shows the tasks of this anima"),
+                .hint("`animaworks-tool jobs list` shows the tasks of this anima"),
         ),
         Err(e) => Err(io_err(&format!("cannot read task {id}"), e)),
     }
@@ -201,7 +201,7 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
                 format!("task {id} is still {} after waiting", t.status.as_str()),
             )
             .hint(format!(
-                "wait again with `animaworks-tool task wait {id}`; the task keeps going"
+                "wait again with `animaworks-tool jobs wait {id}`; the task keeps going"
             ))
             .with("task_id", id)
             .with("status", t.status.as_str());

@@ -133,7 +133,7 @@ fn mark_lost(t: &mut Task) {
     t.error_detail = Some(serde_json::json!({
         "code": "lost",
         "message": t.error.clone(),
-        "hint": "submit the task again; `animaworks-tool task show` has what was recorded",
+        "hint": "submit the task again; `animaworks-tool jobs show` has what was recorded",
         "tool": t.tool, "action": t.action,
     }));
 }
@@ -263,7 +263,7 @@ impl TaskStore for FileStore {
                 "\n## Result\n\n{}{}\n",
                 &r[..cut],
                 if cut < r.len() {
-                    "\n…(cut; `animaworks-tool task show` has all of it)"
+                    "\n…(cut; `animaworks-tool jobs show` has all of it)"
                 } else {
                     ""
                 }

@@ -153,13 +153,13 @@ pub struct Task {
     /// Where a result past the output cap was written.
     #[serde(default)]
     pub output_path: Option<String>,
-    /// `submit`, or `animaworks-pending` for a descriptor taken over by `task run-pending`.
+    /// `submit`, or `animaworks-pending` for a descriptor taken over by `jobs run-pending`.
     #[serde(default)]
     pub source: Option<String>,
 }
 
 impl Task {
-    /// The exit code `task wait` ends with: the same as the call's.
+    /// The exit code `jobs wait` ends with: the same as the call's.
     pub fn exit_code(&self) -> i32 {
         match self.status {
             Status::Completed => 0,

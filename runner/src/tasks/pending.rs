@@ -1,6 +1,6 @@
 //! AnimaWorks' own queue: `<anima dir>/state/background_tasks/pending/<id>.json`, written by the original
 //! `submit` (`{"task_id", "tool_name", "subcommand", "raw_args", "anima_name", "anima_dir", "submitted_at",
-//! "status"}`). `task run-pending` takes each over as one of our tasks with the same id (so the id the original
+//! "status"}`). `jobs run-pending` takes each over as one of our tasks with the same id (so the id the original
 //! printed is the id of the result file), in submit order. A taken descriptor moves to `pending/done/`; one that
 //! cannot run moves to `pending/invalid/` beside a `<name>.reason.txt` — never deleted.
 

@@ -33,7 +33,7 @@ pub fn max_running(data_dir: &Path) -> Result<usize, String> {
     }
 }
 
-/// Start a worker for this anima: `animaworks-tool task worker` in a new session, stdio away from the caller, so
+/// Start a worker for this anima: `animaworks-tool jobs worker` in a new session, stdio away from the caller, so
 /// it outlives the submitting process and its terminal. Returns at once.
 pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     let anima = dirs.anima.as_ref().ok_or_else(|| io::Error::other("no anima dir"))?;
@@ -49,7 +49,7 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     for c in &dirs.core {
         cmd.arg("--core-dir").arg(c);
     }
-    cmd.args(["task", "worker"]);
+    cmd.args(["jobs", "worker"]);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -155,7 +155,7 @@ pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool)
     if let Err(e) = super::queue::spawn_worker(&runner.dirs, &store) {
         let mut checked = checked;
         checked.warnings.push(format!(
-            "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool task` command starts one"
+            "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool jobs` command starts one"
         ));
         return Ok(checked);
     }

@@ -1,4 +1,4 @@
-//! The detached worker (`animaworks-tool task worker`, started by `submit`): claims the oldest pending task while
+//! The detached worker (`animaworks-tool jobs worker`, started by `submit`): claims the oldest pending task while
 //! a slot is free, runs it, records the outcome, and looks for more before it exits. One worker runs one task at
 //! a time, so the task's `pid` is its worker: if the worker dies, the guardian kills the tool's group and the task
 //! is found `lost`.
@@ -30,12 +30,12 @@ pub async fn run(runner: &Runner) -> i32 {
     let store = match super::submit::store_of(runner) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("animaworks-tool task worker: {e}");
+            eprintln!("animaworks-tool jobs worker: {e}");
             return e.code.exit_code();
         }
     };
     let limit = max_running(&runner.dirs.data).unwrap_or_else(|e| {
-        eprintln!("animaworks-tool task worker: {e}; using {DEFAULT_MAX_RUNNING}");
+        eprintln!("animaworks-tool jobs worker: {e}; using {DEFAULT_MAX_RUNNING}");
         DEFAULT_MAX_RUNNING
     });
     let me = ProcessId::of_self();
@@ -49,7 +49,7 @@ pub async fn run(runner: &Runner) -> i32 {
             Ok(None) => return 0,
             Err(e) => {
                 eprintln!(
-                    "animaworks-tool task worker: cannot claim a task in {}: {e}",
+                    "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
                     store.dir.display()
                 );
                 return ErrorCode::Internal.exit_code();
@@ -167,7 +167,7 @@ async fn run_one(
         if t.status.is_final() {
             store.release(&id);
             if let Err(e) = store.notify(&t) {
-                eprintln!("animaworks-tool task worker: cannot write the notification of {id}: {e}");
+                eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
             }
         }
     }

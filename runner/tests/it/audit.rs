@@ -20,7 +20,7 @@ def cli_main(argv=None):\n\
 \x20   print(json.dumps({'via': 'cli_main', 'title': ns.title, 'body': ns.body}))\n";
 
 fn wait_done(w: &World, id: &str) -> serde_json::Value {
-    let o = w.run(&["task", "wait", id]);
+    let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     json(&o)
 }
@@ -53,7 +53,7 @@ fn run_pending_runs_an_animaworks_descriptor_whose_subcommand_is_an_action() {
     std::fs::create_dir_all(&pending).unwrap();
     let d = r#"{"task_id":"0123456789ab","tool_name":"notes","subcommand":"add","raw_args":["add","a title","--body","b"],"anima_name":"alice","submitted_at":1.5,"status":"pending"}"#;
     std::fs::write(pending.join("0123456789ab.json"), d).unwrap();
-    let o = w.run(&["task", "run-pending"]);
+    let o = w.run(&["jobs", "run-pending"]);
     let rep = json(&o);
     assert_eq!(rep["queued"][0]["task_id"], "0123456789ab", "{rep}");
     let r = wait_done(&w, "0123456789ab");

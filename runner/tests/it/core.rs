@@ -16,7 +16,7 @@ pub fn labelled(tool: &str, label: &str) -> String {
 
 /// `list --json`, parsed.
 pub fn list_json(w: &World) -> Value {
-    let o = w.run(&["list", "--json"]);
+    let o = w.run(&["tools", "--json"]);
     assert!(o.status.success(), "list failed: {}", stderr(&o));
     json(&o)
 }

@@ -99,7 +99,7 @@ fn personal_tool_named_like_a_core_tool_never_runs() {
     let o = w.run(&["guard", "wipe"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "wiped", "the core tool ran, not the personal one");
-    let list = json(&w.run(&["list", "--json"]));
+    let list = json(&w.run(&["tools", "--json"]));
     assert!(list["problems"]
         .as_array()
         .unwrap()
@@ -114,7 +114,7 @@ fn a_symlink_counts_in_the_tier_it_stands_in() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let target = w.tool(&elsewhere, "guard.sh", &policy_tool());
     std::os::unix::fs::symlink(&target, w.personal().join("guard.sh")).unwrap();
-    let list = json(&w.run(&["list", "--json"]));
+    let list = json(&w.run(&["tools", "--json"]));
     let t = list["tools"]
         .as_array()
         .unwrap()

@@ -77,7 +77,7 @@ fn task_file(w: &World, id: &str) -> Value {
 }
 
 fn show(w: &World, id: &str) -> Value {
-    let o = w.run(&["task", "show", id]);
+    let o = w.run(&["jobs", "show", id]);
     assert!(o.status.success(), "{}", stderr(&o));
     json(&o)
 }
@@ -120,7 +120,7 @@ fn submit_then_wait_gives_the_result_under_the_printed_id() {
     assert_eq!(receipt["action"], "quick");
     let id = receipt["task_id"].as_str().unwrap();
     assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
-    let o = w.run(&["task", "wait", id]);
+    let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let result = json(&o);
     assert_eq!(result["n"], 7);
@@ -174,7 +174,7 @@ fn sigkilled_worker_is_reported_lost_and_its_tool_dies() {
     assert!(eventually(10, || !alive(tool_pid)), "the tool outlived its worker");
     assert!(w.anima.join(format!("state/background_notifications/{id}.md")).exists());
     // `task wait` on a lost task ends at once with the crashed code.
-    let o = w.run(&["task", "wait", &id]);
+    let o = w.run(&["jobs", "wait", &id]);
     assert_eq!(o.status.code(), Some(11), "{}", stdout(&o));
     assert_eq!(json(&o)["error"]["status"], "lost");
 }
@@ -201,7 +201,7 @@ fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
     }
     let mut last = String::new();
     let all_done = eventually(120, || {
-        let o = w.run(&["task", "list", "--json"]);
+        let o = w.run(&["jobs", "list", "--json"]);
         let list = json(&o);
         let done = list
             .as_array()
@@ -248,7 +248,7 @@ fn limit_of_one_starts_tasks_in_submit_order() {
 fn a_task_past_its_timeout_ends_as_timeout() {
     let w = world();
     let id = submit_ok(&w, &["bg", "sleepy", "--timeout", "1"]);
-    let o = w.run(&["task", "wait", &id]);
+    let o = w.run(&["jobs", "wait", &id]);
     assert_eq!(o.status.code(), Some(7), "{}", stdout(&o));
     assert_eq!(json(&o)["error"]["code"], "timeout");
     let t = task_file(&w, &id);
@@ -280,7 +280,7 @@ fn cancel_ends_the_task_and_every_grandchild() {
     let inner: Vec<i32> = pids.clone();
     assert!(inner.iter().all(|p| alive(*p)), "{inner:?}");
     status_becomes(&w, &id, "running", 10);
-    let o = w.run(&["task", "cancel", &id]);
+    let o = w.run(&["jobs", "cancel", &id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(json(&o)["status"], "cancelled");
     let t = task_file(&w, &id);
@@ -291,7 +291,7 @@ fn cancel_ends_the_task_and_every_grandchild() {
         "survivors: {:?}",
         inner.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
     );
-    let o = w.run(&["task", "wait", &id]);
+    let o = w.run(&["jobs", "wait", &id]);
     assert_eq!(o.status.code(), Some(8));
 }
 
@@ -303,10 +303,10 @@ fn cancel_of_a_pending_task_never_starts_it() {
     status_becomes(&w, &first, "running", 20);
     let second = submit_ok(&w, &["bg", "quick", "--n", "1"]);
     assert_eq!(task_file(&w, &second)["status"], "pending");
-    let o = w.run(&["task", "cancel", &second]);
+    let o = w.run(&["jobs", "cancel", &second]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(task_file(&w, &second)["status"], "cancelled");
-    let o = w.run(&["task", "cancel", &first]);
+    let o = w.run(&["jobs", "cancel", &first]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(task_file(&w, &first)["status"], "cancelled");
     assert!(task_file(&w, &second)["started_at"].is_null());
@@ -332,7 +332,7 @@ fn readers_polling_the_store_never_see_a_broken_file() {
                 );
             }
         }
-        let o = w.run(&["task", "list", "--json"]);
+        let o = w.run(&["jobs", "list", "--json"]);
         assert!(o.status.success(), "{}", stderr(&o));
         let list = json(&o);
         reads += 1;
@@ -397,7 +397,7 @@ fn run_pending_takes_over_animaworks_descriptors_and_sets_bad_ones_aside() {
         r#"{"task_id":"aaaaaaaaaaaa","tool_name":"ghost","raw_args":[]}"#,
     )
     .unwrap();
-    let o = w.run(&["task", "run-pending"]);
+    let o = w.run(&["jobs", "run-pending"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rep = json(&o);
     assert_eq!(rep["queued"][0]["task_id"], "0123456789ab", "{rep}");
@@ -420,13 +420,13 @@ fn prune_deletes_only_old_finished_tasks() {
     let w = world();
     let id = submit_ok(&w, &["bg", "quick", "--n", "1"]);
     status_becomes(&w, &id, "completed", 30);
-    let o = w.run(&["task", "prune", "--older-than", "7d"]);
+    let o = w.run(&["jobs", "prune", "--older-than", "7d"]);
     assert!(o.status.success());
     assert!(json(&o)["pruned"].as_array().unwrap().is_empty());
-    let o = w.run(&["task", "prune", "--older-than", "0s"]);
+    let o = w.run(&["jobs", "prune", "--older-than", "0s"]);
     assert_eq!(json(&o)["pruned"][0], id.as_str());
     assert!(task_json_files(&w).is_empty());
-    let o = w.run(&["task", "prune", "--older-than", "soon"]);
+    let o = w.run(&["jobs", "prune", "--older-than", "soon"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -452,7 +452,7 @@ fn legacy_cli_main_argv_runs_in_the_background_with_json_output() {
     assert_eq!(code, 0, "{receipt}");
     assert_eq!(receipt["action"], "cli");
     let id = receipt["task_id"].as_str().unwrap();
-    let o = w.run(&["task", "wait", id]);
+    let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(json(&o)["greeting"], "hello, Ada");
     let t = task_file(&w, id);

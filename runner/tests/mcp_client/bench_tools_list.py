@@ -12,7 +12,7 @@ for i in range(200):
     open(p, "w").write("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'J'\n" + json.dumps(schemas) + "\nJ\nexit 0; fi\ncat >/dev/null; echo ok\n")
     os.chmod(p, 0o755)
 env = dict(PATH=os.environ["PATH"], HOME=tmp, ANIMAWORKS_DATA_DIR=data, ANIMAWORKS_ANIMA_DIR=anima, ANIMAWORKS_CORE_TOOLS=core)
-subprocess.run([binp, "list"], env=env, capture_output=True, check=True)  # warm the schema cache
+subprocess.run([binp, "tools"], env=env, capture_output=True, check=True)  # warm the schema cache
 p = subprocess.Popen([binp, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 def rpc(obj):
     p.stdin.write((json.dumps(obj) + "\n").encode()); p.stdin.flush()
