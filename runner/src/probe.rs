@@ -21,17 +21,15 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
         stderr_tail,
         spawn: false,
     };
-    let spawn_failed = |e: std::io::Error| {
-        let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
-        Probed::Failed {
-            reason: format!("{msg}; {hint}"),
-            stderr_tail: String::new(),
-            spawn: true,
-        }
-    };
-    let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| spawn::start(&mut c)) {
+    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env, None) {
         Ok(c) => c,
-        Err(e) => return spawn_failed(e),
+        Err(e) => {
+            return Probed::Failed {
+                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+                stderr_tail: String::new(),
+                spawn: true,
+            }
+        }
     };
     let call_id = format!("probe-{}", std::process::id());
     let d = Drive {

@@ -9,11 +9,20 @@ pub const GRACE: Duration = Duration::from_secs(2);
 
 /// Is any process of group `pgid` still there (zombies included)?
 pub fn group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
     // SAFETY: signal 0 only checks for existence.
     unsafe { libc::kill(-pgid, 0) == 0 }
 }
 
+/// Signal every process of group `pgid`. A pgid of 0 or 1 is refused: killpg(0) would signal the runner's own
+/// group, and 1 is init's.
 pub fn signal_group(pgid: i32, sig: i32) {
+    if pgid <= 1 {
+        tracing::error!("refused to signal process group {pgid}");
+        return;
+    }
     // SAFETY: plain kill(2) on a group we created.
     unsafe {
         libc::killpg(pgid, sig);
@@ -22,6 +31,9 @@ pub fn signal_group(pgid: i32, sig: i32) {
 
 /// Reap the members of `pgid` that were re-parented to us (we are their subreaper). Never blocks.
 pub fn reap_members(pgid: i32) {
+    if pgid <= 1 {
+        return;
+    }
     loop {
         let mut status = 0;
         // SAFETY: waitpid on a group we own; WNOHANG never blocks.

@@ -7,6 +7,7 @@
 
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
+use crate::error::{CallError, ErrorCode};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -23,12 +24,47 @@ pub enum Mode<'a> {
     Call,
     /// `TOOL --serve`, a persistent worker.
     Serve,
-    /// A legacy module's `cli_main(argv)`; stdio is the caller's.
-    Cli(&'a [OsString]),
+    /// A legacy module's `cli_main(argv)`: stdio is the caller's when `inherit`, else piped (the output is the
+    /// result, as for a background task).
+    Cli { argv: &'a [OsString], inherit: bool },
+}
+
+/// A started tool process. It leads its own process group, so `pgid` is its pid — never 0, which would signal
+/// the runner's own group.
+#[derive(Debug)]
+pub struct Started {
+    pub child: tokio::process::Child,
+    pub pgid: i32,
+}
+
+/// The one way a tool file becomes a running process: the command, the start, and every spawn error as a
+/// sentence that says what to do.
+pub fn start_tool(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+) -> Result<Started, CallError> {
+    let explain = |e: io::Error| {
+        let (msg, hint) = explain_spawn_error(file, dirs, &e);
+        CallError::new(ErrorCode::SpawnFailed, msg)
+            .hint(hint)
+            .with("tool", file.name.clone())
+    };
+    let mut cmd = command(file, dirs, mode, env, cwd).map_err(explain)?;
+    let child = start(&mut cmd).map_err(explain)?;
+    match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
+        Some(pgid) => Ok(Started { child, pgid }),
+        None => Err(CallError::new(
+            ErrorCode::Internal,
+            format!("{} was started but has no process id", file.path.display()),
+        )),
+    }
 }
 
 /// Build the command for `file` in `mode`. `env` is the whole environment the tool gets.
-pub fn command(
+fn command(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
@@ -42,9 +78,10 @@ pub fn command(
     let (stdin, stdout) = match mode {
         Mode::Schemas => (Stdio::null(), Stdio::piped()),
         Mode::Call | Mode::Serve => (Stdio::piped(), Stdio::piped()),
-        Mode::Cli(_) => (Stdio::inherit(), Stdio::inherit()),
+        Mode::Cli { inherit: true, .. } => (Stdio::inherit(), Stdio::inherit()),
+        Mode::Cli { inherit: false, .. } => (Stdio::null(), Stdio::piped()),
     };
-    let stderr = if matches!(mode, Mode::Cli(_)) {
+    let stderr = if matches!(mode, Mode::Cli { inherit: true, .. }) {
         Stdio::inherit()
     } else {
         Stdio::piped()
@@ -121,7 +158,7 @@ fn mode_args(file: &ToolFile, mode: Mode<'_>) -> Vec<OsString> {
         Mode::Schemas => vec!["--schemas".into()],
         Mode::Call => Vec::new(),
         Mode::Serve => vec!["--serve".into()],
-        Mode::Cli(argv) => {
+        Mode::Cli { argv, .. } => {
             let flag: Option<OsString> = (file.launch == Launch::Python).then(|| "--cli".into());
             flag.into_iter().chain(argv.iter().cloned()).collect()
         }
@@ -179,7 +216,7 @@ impl DirectExec {
 }
 
 /// Start `cmd`. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
-pub fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
+fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     let mut tries = 0;
@@ -199,7 +236,7 @@ pub fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
 }
 
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
-pub fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
+fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
     let path = file.path.display();
     let interp = match file.launch {
         Launch::Python => Some(dirs.python.to_string_lossy().into_owned()),

@@ -3,6 +3,7 @@
 //! [`interpret`] then turns what happened into a result or one of the closed set of errors (protocol.md §5–7).
 
 use crate::error::{CallError, ErrorCode};
+use crate::spawn::Started;
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
 use serde_json::Value;
 use std::io::Write;
@@ -11,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
 use tool_sdk::protocol::{parse_line, Event, Line};
@@ -359,9 +359,9 @@ async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> u
 
 /// Run `child` (already spawned in its own group) to its end. Never returns before every process of its group is
 /// gone.
-pub async fn drive(mut child: Child, d: Drive<'_>, obs: &mut dyn Observer, mut cancel: Cancel) -> Finished {
+pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut cancel: Cancel) -> Finished {
     let started = Instant::now();
-    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let Started { mut child, pgid } = process;
     let mut guard = GroupGuard::new(pgid);
     if let (Some(mut stdin), Some(req)) = (child.stdin.take(), d.request) {
         // Why a task: a tool that never reads stdin must not stall the runner on a full pipe.

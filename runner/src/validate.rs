@@ -64,6 +64,33 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         .with("problems", Value::Array(problems)))
 }
 
+/// Check a result against the action's `output_schema`, when it declares one (protocol.md §5). A mismatch is
+/// `bad_output` naming the JSON pointer, with the result kept in the error.
+pub fn check_output(tool: &str, action: &Action, result: &Value) -> Result<(), CallError> {
+    let Some(schema) = &action.output_schema else {
+        return Ok(());
+    };
+    if quick(schema, result) == Some(true) {
+        return Ok(());
+    }
+    let Ok(validator) = jsonschema::validator_for(schema) else {
+        // Discovery refuses an output_schema that does not compile; nothing to hold the result to.
+        return Ok(());
+    };
+    let Some(first) = validator.iter_errors(result).next() else {
+        return Ok(());
+    };
+    let pointer = first.instance_path().to_string();
+    let at = if pointer.is_empty() { "/ (the result)" } else { &pointer };
+    Err(CallError::new(
+        ErrorCode::BadOutput,
+        format!("{tool}.{}: the result does not match its output_schema: at {at}: {first}", action.name),
+    )
+    .hint("fix the tool's result or its output_schema (`animaworks-tool check` calls every action)")
+    .with("pointer", pointer.clone())
+    .with("result", result.clone()))
+}
+
 /// Keywords that constrain nothing (annotations), which [`quick`] may pass over.
 const ANNOTATIONS: &[&str] = &[
     "description",

@@ -1,6 +1,6 @@
 //! `--help` for tools and actions, generated from their schemas.
 
-use super::args::prop_type;
+use crate::flags::prop_type;
 use crate::call::Resolved;
 use crate::manifest::Action;
 use serde_json::Value;

@@ -62,30 +62,20 @@ fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
     }
 }
 
-/// `use_tool_max_chars` from the runner settings file, when it is there and a number.
-fn configured_max(runner: &Runner) -> Option<usize> {
-    let p = runner.dirs.data.join(crate::policy::env::RUNNER_CONFIG_FILE);
-    let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
-    v.get("use_tool_max_chars")?.as_u64().map(|n| n as usize)
-}
-
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.
 fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
     crate::reap::reap_orphans_periodically();
     let mut r = runner.clone();
-    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::from_settings(
-        &runner.dirs.data,
-    )?));
+    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::new(
+        crate::workers::PoolConfig::from_settings(runner.settings()?),
+    )));
     Ok(r)
 }
 
 pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
-    let limits = match timeout(args.timeout) {
-        Ok(t) => Limits {
-            max_bytes: args
-                .max_chars
-                .or_else(|| configured_max(runner))
-                .unwrap_or(use_tool::DEFAULT_MAX_BYTES),
+    let limits = match timeout(args.timeout).and_then(|t| Ok((t, runner.settings()?.use_tool_max_chars))) {
+        Ok((t, configured)) => Limits {
+            max_bytes: args.max_chars.or(configured).unwrap_or(use_tool::DEFAULT_MAX_BYTES),
             timeout: t,
         },
         Err(e) => {

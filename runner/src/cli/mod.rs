@@ -2,7 +2,6 @@
 //! outcomes to exit codes.
 
 pub mod admin;
-pub mod args;
 pub mod author;
 pub mod help;
 pub mod list;
@@ -15,10 +14,8 @@ use crate::dirs::{DirOptions, Dirs};
 use crate::error::{CallError, ErrorCode};
 use crate::stream::{Cancel, Observer};
 use clap::{Parser, Subcommand};
-use serde_json::Value;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 const AFTER_HELP: &str = "\
 Calling tools:
@@ -246,47 +243,48 @@ pub(crate) fn cancel_on_signals() -> Cancel {
 
 async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String], uniform: bool) -> i32 {
     let json_errors = uniform || !std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let resolved = match runner.resolve(tool).await {
-        Ok(r) => r,
+    match runner.open(tool).await {
+        Ok(t) => structured_on(t, action, words, json_errors).await,
+        Err(e) => fail(&e, json_errors),
+    }
+}
+
+async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[String], json_errors: bool) -> i32 {
+    let asks_help = matches!(action, "--help" | "-h" | "help")
+        || (tool.resolved().manifest.action(action).is_none() && words.iter().any(|w| w == "--help" || w == "-h"));
+    if asks_help {
+        print!("{}", help::tool_help(tool.resolved()));
+        return 0;
+    }
+    let target = match tool.action(action) {
+        Ok(t) => t,
         Err(e) => return fail(&e, json_errors),
     };
-    let act = match runner.action(&resolved, action) {
-        Ok(a) => a.clone(),
-        Err(e) => {
-            if words.iter().any(|w| w == "--help" || w == "-h")
-                || action == "--help"
-                || action == "-h"
-                || action == "help"
-            {
-                print!("{}", help::tool_help(&resolved));
-                return 0;
-            }
-            return fail(&e, json_errors);
-        }
-    };
-    let (args, flags) = match args::parse(&act, words) {
+    let (args, flags) = match target.parse_flags(words) {
         Ok(v) => v,
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        print!("{}", help::action_help(&resolved, &act));
+        print!("{}", help::action_help(target.resolved(), target.action()));
         return 0;
     }
-    if let Err(e) = crate::validate::check_args(tool, &act, &args) {
-        return fail(&e, json_errors);
-    }
-    if let Err(e) = runner.permit(&resolved, &act) {
-        return fail(&e, json_errors);
-    }
+    let timeout = match flags.timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
+        Ok(t) => t,
+        Err(e) => return fail(&e, json_errors),
+    };
     let opts = CallOptions {
-        timeout: flags.timeout.map(Duration::from_secs_f64),
+        timeout,
         max_output: flags.max_output,
-        call_id: None,
+        ..Default::default()
+    };
+    let call = match target.prepare(args, &opts) {
+        Ok(c) => c,
+        Err(e) => return fail(&e, json_errors),
     };
     let cancel = cancel_on_signals();
     if flags.events {
         let mut obs = render::Events::new();
-        let out = runner.run(&resolved, &act, args, &opts, &mut obs, cancel).await;
+        let out = call.run(&mut obs, cancel).await;
         obs.finish(&out);
         return match &out {
             Ok(_) => 0,
@@ -297,9 +295,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
         };
     }
     let mut obs = render::Human::new();
-    let out = runner
-        .run(&resolved, &act, args, &opts, &mut obs as &mut dyn Observer, cancel)
-        .await;
+    let out = call.run(&mut obs as &mut dyn Observer, cancel).await;
     obs.finish();
     match out {
         Ok(v) => {
@@ -327,54 +323,31 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     let tool = words[0].as_str();
     let rest = &words[1..];
     let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let resolved = match runner.resolve(tool).await {
-        Ok(r) => r,
+    let tool = match runner.open(tool).await {
+        Ok(t) => t,
         Err(e) => return fail(&e, json_errors),
     };
-    if resolved.manifest.cli && !rest.is_empty() {
-        if let Err(e) = runner.permit_cli(&resolved, rest) {
-            return fail(&e, json_errors);
-        }
-        let timeout = cli_timeout(&resolved, rest);
-        let argv: Vec<OsString> = rest.iter().map(OsString::from).collect();
-        return match runner.cli(&resolved, &argv, timeout, cancel_on_signals()).await {
+    if tool.resolved().manifest.cli && !rest.is_empty() {
+        let call = match tool.prepare_cli(rest, &CallOptions::default()) {
+            Ok(c) => c,
+            Err(e) => return fail(&e, json_errors),
+        };
+        return match call.run_inherit(cancel_on_signals()).await {
             Ok(code) => code,
             Err(e) => fail(&e, json_errors),
         };
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            print!("{}", help::tool_help(&resolved));
+            print!("{}", help::tool_help(tool.resolved()));
             if rest.is_empty() {
                 2
             } else {
                 0
             }
         }
-        Some(action) => structured(runner, tool, action, &rest[1..], false).await,
+        Some(action) => structured_on(tool, action, &rest[1..], json_errors).await,
     }
-}
-
-/// A `cli_main` call's deadline: the longest timeout of the actions its argv names, else the default.
-fn cli_timeout(r: &crate::call::Resolved, argv: &[String]) -> Duration {
-    let named: Vec<f64> = argv
-        .iter()
-        .filter_map(|w| r.manifest.action(w))
-        .map(|a| a.timeout_s())
-        .collect();
-    let legacy = r.manifest.legacy_profile.as_ref().and_then(|p| {
-        argv.iter()
-            .filter_map(|w| p.get(w).or_else(|| p.get(&w.replace('_', "-"))))
-            .filter_map(|v| v.get("expected_seconds").and_then(Value::as_f64))
-            .map(|e| (3.0 * e).max(crate::manifest::DEFAULT_TIMEOUT_S))
-            .reduce(f64::max)
-    });
-    let secs = named
-        .into_iter()
-        .chain(legacy)
-        .reduce(f64::max)
-        .unwrap_or(crate::manifest::DEFAULT_TIMEOUT_S);
-    Duration::from_secs_f64(secs)
 }
 
 #[cfg(test)]

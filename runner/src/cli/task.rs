@@ -100,7 +100,11 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    if let Err(e) = queue::kick_if_needed(&runner.dirs, &store) {
+    let limit = match runner.settings() {
+        Ok(s) => s.max_running_tasks,
+        Err(e) => return fail(&e),
+    };
+    if let Err(e) = queue::kick_if_needed(&runner.dirs, &store, limit) {
         return fail(&io_err(
             &format!("cannot look at the tasks in {}", store.dir.display()),
             e,

@@ -165,12 +165,25 @@ impl Server {
             ));
         };
         let r = &self.runner;
-        let resolved = r.resolve(&tool).await.map_err(|e| refusal(&e))?;
-        let act = r.action(&resolved, &action).map_err(|e| refusal(&e))?.clone();
+        let target = r
+            .open(&tool)
+            .await
+            .and_then(|t| t.action(&action))
+            .map_err(|e| refusal(&e))?;
         let mut args: Map<String, Value> = req.arguments.unwrap_or_default();
-        use_tool::drop_strict_nulls(&act.input_schema, &mut args);
-        crate::validate::check_args(&tool, &act, &args).map_err(|e| refusal(&e))?;
-        r.permit(&resolved, &act).map_err(|e| refusal(&e))?;
+        use_tool::drop_strict_nulls(&target.action().input_schema, &mut args);
+        let opts = CallOptions {
+            timeout: self.opts.timeout,
+            ..Default::default()
+        };
+        let output_object = target
+            .action()
+            .output_schema
+            .as_ref()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            == Some("object");
+        let call = target.prepare(args, &opts).map_err(|e| refusal(&e))?;
 
         let (cancel_tx, cancel) = Cancel::new();
         let ct = ctx.ct.clone();
@@ -189,11 +202,7 @@ impl Server {
             token: ctx.meta.get_progress_token(),
             tx: ptx,
         };
-        let opts = CallOptions {
-            timeout: self.opts.timeout,
-            ..Default::default()
-        };
-        let out = r.run(&resolved, &act, args, &opts, &mut obs, cancel).await;
+        let out = call.run(&mut obs, cancel).await;
         watcher.abort();
         drop(obs);
         // Progress goes out before the result.
@@ -201,13 +210,8 @@ impl Server {
         Ok(match out {
             Ok(v) => {
                 let mut res = CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]);
-                let declared = act
-                    .output_schema
-                    .as_ref()
-                    .and_then(|o| o.get("type"))
-                    .and_then(Value::as_str)
-                    == Some("object");
-                if declared && v.is_object() {
+                // The pipeline has held the result to its output_schema: it conforms.
+                if output_object && v.is_object() {
                     res.structured_content = Some(v);
                 }
                 res

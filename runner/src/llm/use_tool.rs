@@ -204,17 +204,14 @@ async fn call(
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
-    let resolved = runner.resolve(&req.tool_name).await?;
-    let act = runner.action(&resolved, &req.action)?.clone();
+    let target = runner.open(&req.tool_name).await?.action(&req.action)?;
     let mut args = req.args.clone();
-    drop_strict_nulls(&act.input_schema, &mut args);
-    crate::validate::check_args(&req.tool_name, &act, &args)?;
-    runner.permit(&resolved, &act)?;
+    drop_strict_nulls(&target.action().input_schema, &mut args);
     let opts = CallOptions {
         timeout: limits.timeout,
         ..Default::default()
     };
-    runner.run(&resolved, &act, args, &opts, obs, cancel).await
+    target.prepare(args, &opts)?.run(obs, cancel).await
 }
 
 /// OpenAI's strict mode makes every property required and sends `null` for an absent optional one; such a

@@ -16,6 +16,9 @@ use super::Tier;
 
 /// The audit file, relative to the anima directory.
 pub const AUDIT_FILE: &str = "state/tool_audit.jsonl";
+/// Arguments longer than this (as JSON, after masking) are logged as their start, their length and a SHA-256
+/// digest: one call must not grow the log by megabytes.
+pub const MAX_LOGGED_ARGS: usize = 4096;
 
 /// One line of the audit file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,8 +31,8 @@ pub struct AuditRecord {
     pub tool: String,
     /// The action name, or the argv's first word for a `cli_main` call; `null` when there is none.
     pub action: Option<String>,
-    /// The tool's tier.
-    pub tier: Tier,
+    /// The tool's tier; `null` when no tool of that name was found.
+    pub tier: Option<Tier>,
     /// `"allow"` or `"deny"`.
     pub decision: &'static str,
     /// For a refusal, its kind (`grant_missing`, …) and message; `null` when allowed.
@@ -51,7 +54,7 @@ impl AuditRecord {
         anima: Option<&str>,
         tool: &str,
         action: Option<&str>,
-        tier: Tier,
+        tier: Option<Tier>,
         decision: &Decision,
         duration_ms: u64,
         outcome: &str,
@@ -113,28 +116,63 @@ impl AuditLog {
     /// When the folder or file cannot be created or written, or the kernel wrote only part of the line (then
     /// the file holds a torn line; the error says so).
     pub fn append(&self, record: &AuditRecord, masker: &Masker) -> io::Result<()> {
-        let mut v = serde_json::to_value(record).map_err(io::Error::other)?;
-        masker.mask_value_in_place(&mut v);
-        let mut line = serde_json::to_vec(&v).map_err(io::Error::other)?;
-        line.push(b'\n');
+        let mut f = self.open()?;
+        Self::append_to(&mut f, &self.path, record, masker)
+    }
+
+    /// The file, opened for appending (created 0600 with its folder when missing; never through a FIFO or a
+    /// device). Opening it before a call lets a gated call be refused when its line could not be written.
+    pub fn open(&self) -> io::Result<std::fs::File> {
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut f = OpenOptions::new()
+        let f = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
             .open(&self.path)?;
+        if !f.metadata()?.file_type().is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", self.path.display()),
+            ));
+        }
+        Ok(f)
+    }
+
+    /// Append `record` to a file [`AuditLog::open`] opened.
+    pub fn append_to(f: &mut std::fs::File, path: &Path, record: &AuditRecord, masker: &Masker) -> io::Result<()> {
+        let mut v = serde_json::to_value(record).map_err(io::Error::other)?;
+        masker.mask_value_in_place(&mut v);
+        if let Some(args) = v.get_mut("args") {
+            bound_args(args);
+        }
+        let mut line = serde_json::to_vec(&v).map_err(io::Error::other)?;
+        line.push(b'\n');
         // One write(2), never write_all: a retry after a short write could land after another process's line.
         let n = f.write(&line)?;
         if n != line.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
-                format!("{}: short write ({n} of {} bytes)", self.path.display(), line.len()),
+                format!("{}: short write ({n} of {} bytes)", path.display(), line.len()),
             ));
         }
         Ok(())
     }
+}
+
+/// Arguments past [`MAX_LOGGED_ARGS`] become `{"truncated": <start>, "bytes": <length>, "sha256": <hex>}`.
+fn bound_args(args: &mut Value) {
+    let text = args.to_string();
+    if text.len() <= MAX_LOGGED_ARGS {
+        return;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let cut = (0..=1024).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    *args = serde_json::json!({"truncated": format!("{}…", &text[..cut]), "bytes": text.len(), "sha256": hex});
 }
 
 /// Formats `t` as RFC 3339 in UTC with milliseconds, e.g. `2026-01-02T03:04:05.678Z`. Times before 1970 are
@@ -186,7 +224,7 @@ mod tests {
             Some("alice"),
             "github",
             Some("create_issue"),
-            Tier::Common,
+            Some(Tier::Common),
             &Decision::Allow,
             12,
             "ok",
@@ -209,5 +247,20 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(log.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn long_arguments_are_bounded_with_a_digest() {
+        let d = tempfile::tempdir().unwrap();
+        let log = AuditLog::for_anima(d.path());
+        let big = "x".repeat(2 * 1024 * 1024);
+        let rec = AuditRecord::new(None, "t", None, None, &Decision::Allow, 0, "ok", None, json!({"body": big}));
+        log.append(&rec, &Masker::default()).unwrap();
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(text.len() < 2 * MAX_LOGGED_ARGS, "{} bytes", text.len());
+        let l: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(l["args"]["bytes"], 2 * 1024 * 1024 + 11);
+        assert_eq!(l["args"]["sha256"].as_str().unwrap().len(), 64);
+        assert_eq!(l["tier"], Value::Null);
     }
 }

@@ -3,15 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io;
-use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use std::path::PathBuf;
+
 
 use super::credentials::ResolvedCredential;
 
-/// `<data dir>/animaworks-tool.json`, the runner's operator settings.
-pub const RUNNER_CONFIG_FILE: &str = "animaworks-tool.json";
 
 /// The caller's variables every tool gets (when the caller has them), besides every `LC_*`.
 pub const BASE_VARS: &[&str] = &["PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM"];
@@ -29,48 +26,6 @@ pub struct CallContext {
     pub anima_name: Option<String>,
     /// `ANIMAWORKS_DEADLINE_MS`, milliseconds since the Unix epoch.
     pub deadline_ms: u64,
-}
-
-/// `animaworks-tool.json` exists but its `env_passthrough` cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {reason}", path.display())]
-pub struct EnvConfigError {
-    /// The file at fault.
-    pub path: PathBuf,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// Reads `"env_passthrough": ["NAME", "PREFIX_*", …]` from `<data dir>/animaworks-tool.json`. An absent file
-/// or key means none; other keys of the file are not this function's concern and are ignored.
-///
-/// # Errors
-/// When the file exists but is unreadable, not a JSON object, or `env_passthrough` is not a list of strings.
-pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> {
-    let path = data_dir.join(RUNNER_CONFIG_FILE);
-    let err = |reason: String| EnvConfigError {
-        path: path.clone(),
-        reason,
-    };
-    let text = match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(err(e.to_string())),
-        Ok(_) => std::fs::read_to_string(&path).map_err(|e| err(format!("cannot read: {e}")))?,
-    };
-    let v: Value = serde_json::from_str(&text).map_err(|e| err(format!("invalid JSON: {e}")))?;
-    let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;
-    match obj.get("env_passthrough") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|i| {
-                i.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| err("env_passthrough must hold strings".into()))
-            })
-            .collect(),
-        Some(_) => Err(err("env_passthrough must be a list of variable names".into())),
-    }
 }
 
 /// Does `name` match a passthrough entry: the exact name, or a prefix when the entry ends in `*`?
@@ -249,20 +204,5 @@ mod tests {
             "explicit passthrough is honoured"
         );
         assert_eq!(get(&env, "GITHUB_TOKEN"), None, "undeclared secrets stay out");
-    }
-
-    #[test]
-    fn passthrough_file() {
-        let d = tempfile::tempdir().unwrap();
-        assert!(load_passthrough(d.path()).unwrap().is_empty());
-        let f = d.path().join(RUNNER_CONFIG_FILE);
-        std::fs::write(&f, r#"{"other": 1}"#).unwrap();
-        assert!(load_passthrough(d.path()).unwrap().is_empty());
-        std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
-        assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
-        for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {
-            std::fs::write(&f, bad).unwrap();
-            assert!(load_passthrough(d.path()).is_err(), "{bad}");
-        }
     }
 }

@@ -5,33 +5,9 @@ use super::TaskStore;
 use crate::dirs::Dirs;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Running tasks per anima when `<data dir>/animaworks-tool.json` sets no `"max_running_tasks"`.
-pub const DEFAULT_MAX_RUNNING: usize = 4;
-
-/// `"max_running_tasks"` from `<data dir>/animaworks-tool.json`, else [`DEFAULT_MAX_RUNNING`].
-pub fn max_running(data_dir: &Path) -> Result<usize, String> {
-    let path = data_dir.join("animaworks-tool.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DEFAULT_MAX_RUNNING),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
-    match v.get("max_running_tasks") {
-        None | Some(serde_json::Value::Null) => Ok(DEFAULT_MAX_RUNNING),
-        Some(n) => match n.as_u64() {
-            Some(n) if n >= 1 => Ok(n as usize),
-            _ => Err(format!(
-                "{}: \"max_running_tasks\" must be a whole number of at least 1, not {n}",
-                path.display()
-            )),
-        },
-    }
-}
+pub use crate::settings::DEFAULT_MAX_RUNNING;
 
 /// Start a worker for this anima: `animaworks-tool jobs worker` in a new session, stdio away from the caller, so
 /// it outlives the submitting process and its terminal. Returns at once.
@@ -85,9 +61,8 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
 
 /// After a look at the store: start a worker when tasks wait and a slot is free (a worker that died before
 /// claiming must not leave its tasks pending for ever).
-pub fn kick_if_needed(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
+pub fn kick_if_needed(dirs: &Dirs, store: &FileStore, limit: usize) -> io::Result<()> {
     let c = store.census()?;
-    let limit = max_running(&dirs.data).unwrap_or(DEFAULT_MAX_RUNNING);
     if c.pending > 0 && c.running < limit {
         spawn_worker(dirs, store)?;
     }

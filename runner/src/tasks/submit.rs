@@ -3,10 +3,8 @@
 
 use super::files::FileStore;
 use super::{now_s, Kind, Status, Task, TaskStore};
-use crate::call::Runner;
-use crate::cli::args;
+use crate::call::{CallOptions, Runner};
 use crate::error::{CallError, ErrorCode};
-use crate::policy::Masker;
 use serde_json::Value;
 
 /// A checked task, not stored yet.
@@ -40,55 +38,67 @@ pub async fn check(
     id: Option<String>,
 ) -> Result<Checked, CallError> {
     store_of(runner)?;
-    let resolved = runner.resolve(tool).await?;
+    let opened = runner.open(tool).await?;
     let mut warnings = Vec::new();
     let anima_name = runner.dirs.anima_name().unwrap_or_default();
     let task_id = id.unwrap_or_else(super::new_task_id);
     let first = words.first().map(String::as_str);
+    let manifest = &opened.resolved().manifest;
     // Why the parse: AnimaWorks' own submit (and its pending descriptors) pass a cli_main module's argv, whose
     // first word is usually an action's name (`add "title" --body x`); words that are not that action's flags
     // are that argv, as they are for a foreground `<tool> <argv…>`.
-    let structured = match first.and_then(|a| resolved.manifest.action(a)) {
-        Some(act) => !resolved.manifest.cli || args::parse(act, &words[1..]).is_ok(),
-        None => !resolved.manifest.cli,
+    let structured = match first.and_then(|a| manifest.action(a)) {
+        Some(act) => !manifest.cli || crate::flags::parse(act, &words[1..]).is_ok(),
+        None => !manifest.cli,
     };
-    let (kind, action, raw_args, timeout, max_output, secrets) = if structured {
+    let tool_name = opened.name().to_owned();
+    let (kind, action, raw_args, masked, timeout, max_output) = if structured {
         let Some(action_word) = first else {
             return Err(
                 CallError::new(ErrorCode::Usage, format!("submit {tool}: name the action to run"))
                     .hint(format!("`animaworks-tool {tool} --help` lists its actions")),
             );
         };
-        let act = runner.action(&resolved, action_word)?.clone();
-        let (argmap, flags) = args::parse(&act, &words[1..])?;
+        let target = opened.action(action_word)?;
+        let (argmap, flags) = target.parse_flags(&words[1..])?;
         if flags.help || flags.events {
             return Err(
                 CallError::new(ErrorCode::Usage, "submit takes neither --help nor --events").hint(format!(
                     "`animaworks-tool {tool} {} --help` shows the action's flags",
-                    act.name
+                    target.action().name
                 )),
             );
         }
-        crate::validate::check_args(tool, &act, &argmap)?;
-        runner.permit(&resolved, &act)?;
-        let secrets = runner.secrets(&resolved, Some(&act))?;
-        if !act.profile.background_eligible {
-            let msg = format!("{tool}.{} is not marked background-eligible in its profile", act.name);
+        let timeout = flags
+            .timeout
+            .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
+            .transpose()?;
+        let opts = CallOptions {
+            timeout,
+            max_output: flags.max_output,
+            call_id: Some(task_id.clone()),
+            ..Default::default()
+        };
+        let eligible = target.action().profile.background_eligible;
+        let call = target.prepare(argmap, &opts)?;
+        let name = call.action().name.clone();
+        if !eligible {
+            let msg = format!("{tool}.{name} is not marked background-eligible in its profile");
             if strict {
                 return Err(CallError::new(ErrorCode::PermissionDenied, msg)
                     .hint("drop --strict to submit it anyway, or call it in the foreground")
                     .with("tool", tool)
-                    .with("action", act.name.clone()));
+                    .with("action", name));
             }
             warnings.push(format!("{msg}; submitting anyway"));
         }
         (
             Kind::Action,
-            act.name.clone(),
-            Value::Object(argmap),
+            name,
+            Value::Object(call.args().clone()),
+            call.masked_args(),
             flags.timeout,
             flags.max_output,
-            secrets,
         )
     } else {
         if words.is_empty() {
@@ -102,12 +112,10 @@ pub async fn check(
         if !argv.iter().any(|w| w == "-j") {
             argv.push("-j".into());
         }
-        runner.permit_cli(&resolved, &argv)?;
-        let secrets = runner.secrets(&resolved, None)?;
-        (Kind::Cli, "cli".to_owned(), Value::from(argv), None, None, secrets)
+        let call = opened.prepare_cli(&argv, &CallOptions::default())?;
+        let masked = call.masked_argv();
+        (Kind::Cli, "cli".to_owned(), Value::from(argv), masked, None, None)
     };
-    let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-    let masked = masker.mask_value(&raw_args);
     let private_args = (masked != raw_args).then_some(raw_args);
     let now = now_s();
     let task = Task {
@@ -120,7 +128,7 @@ pub async fn check(
         completed_at: None,
         result: None,
         error: None,
-        tool: resolved.file.name.clone(),
+        tool: tool_name,
         action,
         kind,
         timeout_s: timeout,
@@ -165,7 +173,7 @@ pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool)
 /// A task as stored, after marking lost the tasks whose worker is gone.
 pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
     let store = store_of(runner)?;
-    let _ = super::queue::kick_if_needed(&runner.dirs, &store);
+    let _ = super::queue::kick_if_needed(&runner.dirs, &store, runner.settings()?.max_running_tasks);
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(

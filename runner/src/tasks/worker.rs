@@ -4,17 +4,11 @@
 //! is found `lost`.
 
 use super::files::FileStore;
-use super::queue::{max_running, DEFAULT_MAX_RUNNING};
 use super::{now_s, Kind, ProcessId, Progress, Status, Task, TaskStore};
-use crate::call::{CallOptions, Resolved, Runner};
+use crate::call::{CallOptions, Runner};
 use crate::error::{CallError, ErrorCode};
-use crate::manifest::DEFAULT_TIMEOUT_S;
-use crate::policy::Masker;
-use crate::spawn::{self, Mode};
-use crate::stream::{self, Cancel, Drive, Observer};
+use crate::stream::{Cancel, Observer};
 use serde_json::Value;
-use std::ffi::OsString;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tool_sdk::protocol::Event;
@@ -22,8 +16,6 @@ use tool_sdk::protocol::Event;
 /// How often progress is written at most, and how often a cancel request is looked for.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 pub const CANCEL_POLL: Duration = Duration::from_millis(50);
-/// A legacy argv that names no action with a profile gets AnimaWorks' own background timeout.
-pub const CLI_TASK_TIMEOUT_S: f64 = 30.0 * 60.0;
 
 /// Run tasks until none is pending or no slot is free. Returns the exit code.
 pub async fn run(runner: &Runner) -> i32 {
@@ -34,10 +26,13 @@ pub async fn run(runner: &Runner) -> i32 {
             return e.code.exit_code();
         }
     };
-    let limit = max_running(&runner.dirs.data).unwrap_or_else(|e| {
-        eprintln!("animaworks-tool jobs worker: {e}; using {DEFAULT_MAX_RUNNING}");
-        DEFAULT_MAX_RUNNING
-    });
+    let limit = match runner.settings() {
+        Ok(s) => s.max_running_tasks,
+        Err(e) => {
+            eprintln!("animaworks-tool jobs worker: {e}");
+            return e.code.exit_code();
+        }
+    };
     let me = ProcessId::of_self();
     let stop = stop_on_sigterm();
     loop {
@@ -115,7 +110,11 @@ async fn run_one(
     let (tx, cancel) = Cancel::new();
     let mut stopped = false;
     let outcome = {
-        let work = execute(runner, store, &task, &mut obs, cancel);
+        let args = match store.private_args(&task.task_id) {
+            Ok(Some(v)) => v,
+            _ => task.tool_args.clone(),
+        };
+        let work = execute(runner, &task, args, &mut obs, cancel);
         let watch = async {
             let mut last_write = Instant::now() - PROGRESS_EVERY;
             loop {
@@ -203,129 +202,42 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
     }
 }
 
-async fn execute(
+/// Run one task through the call pipeline, as a foreground call would run: the tool, its arguments and the
+/// permissions are checked again (any of them may have changed since submit). `args` are the unmasked
+/// arguments (an object for an action, the argv list for a legacy `cli_main`).
+pub async fn execute(
     runner: &Runner,
-    store: &FileStore,
     task: &Task,
+    args: Value,
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
-    let args = match store.private_args(&task.task_id) {
-        Ok(Some(v)) => v,
-        _ => task.tool_args.clone(),
+    let tool = runner.open(&task.tool).await?;
+    let timeout = task
+        .timeout_s
+        .map(|s| crate::call::timeout_from_secs(s, "the task's timeout_s"))
+        .transpose()?;
+    let opts = CallOptions {
+        timeout,
+        max_output: task.max_output,
+        call_id: Some(task.task_id.clone()),
+        ..Default::default()
     };
-    // The tool, its arguments and the permissions are checked again: any of them may have changed since submit.
-    let resolved = runner.resolve(&task.tool).await?;
-    let timeout = task.timeout_s.map(Duration::from_secs_f64);
     match task.kind {
         Kind::Action => {
-            let act = runner.action(&resolved, &task.action)?.clone();
+            let target = tool.action(&task.action)?;
             let Value::Object(map) = args else {
                 return Err(CallError::new(
                     ErrorCode::InvalidArguments,
                     "the task's arguments are not a JSON object",
                 ));
             };
-            crate::validate::check_args(&task.tool, &act, &map)?;
-            runner.permit(&resolved, &act)?;
-            let opts = CallOptions {
-                timeout,
-                max_output: task.max_output,
-                call_id: Some(task.task_id.clone()),
-            };
-            runner.run(&resolved, &act, map, &opts, obs, cancel).await
+            target.prepare(map, &opts)?.run(obs, cancel).await
         }
         Kind::Cli => {
             let argv: Vec<String> = serde_json::from_value(args)
                 .map_err(|_| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
-            runner.permit_cli(&resolved, &argv)?;
-            let timeout = timeout.unwrap_or_else(|| cli_timeout(&resolved, &argv));
-            run_cli_captured(
-                runner,
-                &resolved,
-                &argv,
-                timeout,
-                task.max_output,
-                &task.task_id,
-                obs,
-                cancel,
-            )
-            .await
-        }
-    }
-}
-
-/// A legacy argv's deadline: the longest timeout of the actions it names, else AnimaWorks' 30 minutes.
-fn cli_timeout(r: &Resolved, argv: &[String]) -> Duration {
-    let named = argv.iter().filter_map(|w| r.manifest.action(w)).map(|a| a.timeout_s());
-    let legacy = r.manifest.legacy_profile.as_ref().into_iter().flat_map(|p| {
-        argv.iter()
-            .filter_map(|w| p.get(w).or_else(|| p.get(&w.replace('_', "-"))))
-            .filter_map(|v| v.get("expected_seconds").and_then(Value::as_f64))
-            .map(|e| (3.0 * e).max(DEFAULT_TIMEOUT_S))
-            .collect::<Vec<_>>()
-    });
-    Duration::from_secs_f64(named.chain(legacy).reduce(f64::max).unwrap_or(CLI_TASK_TIMEOUT_S))
-}
-
-/// `cli_main(argv)` with stdout captured as the result (value output, protocol.md §5.1) instead of inherited.
-#[allow(clippy::too_many_arguments)]
-async fn run_cli_captured(
-    runner: &Runner,
-    r: &Resolved,
-    argv: &[String],
-    timeout: Duration,
-    max_output: Option<u64>,
-    call_id: &str,
-    obs: &mut dyn Observer,
-    cancel: Cancel,
-) -> Result<Value, CallError> {
-    let deadline_ms = (now_s() * 1000.0) as u64 + timeout.as_millis() as u64;
-    let secrets = runner.secrets(r, None)?;
-    let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-    let env = runner.env(call_id, deadline_ms, &secrets)?;
-    let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let file = &r.file;
-    let mut cmd = spawn::command(
-        file,
-        &runner.dirs,
-        Mode::Cli(&argv_os),
-        &env,
-        runner.dirs.anima.as_deref(),
-    )
-    .map_err(|e| {
-        CallError::new(
-            ErrorCode::SpawnFailed,
-            format!("cannot start {}: {e}", file.path.display()),
-        )
-    })?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = spawn::start(&mut cmd).map_err(|e| {
-        let (msg, hint) = spawn::explain_spawn_error(file, &runner.dirs, &e);
-        CallError::new(ErrorCode::SpawnFailed, msg)
-            .hint(hint)
-            .with("tool", file.name.clone())
-    })?;
-    let max_output = max_output.unwrap_or(runner.max_output);
-    let d = Drive {
-        tool: &file.name,
-        action: "cli",
-        call_id,
-        request: None,
-        events: false,
-        timeout,
-        max_output,
-        spill_dir: runner.dirs.outputs_dir(),
-    };
-    let f = stream::drive(child, d, obs, cancel).await;
-    match stream::interpret(f, &file.name, "cli", timeout, max_output) {
-        Ok(v) => Ok(masker.mask_value(&v)),
-        Err(mut e) => {
-            e.message = masker.mask_str(&e.message);
-            for v in e.details.values_mut() {
-                masker.mask_value_in_place(v);
-            }
-            Err(e)
+            tool.prepare_cli(&argv, &opts)?.run_captured(obs, cancel).await
         }
     }
 }

@@ -10,15 +10,14 @@
 pub mod worker;
 
 use crate::cache::FileKey;
-use crate::call::{mask_error, Masking, Resolved, Runner};
+use crate::dirs::Dirs;
+use crate::discover::ToolFile;
 use crate::error::{CallError, ErrorCode};
-use crate::manifest::Action;
-use crate::policy::credentials::{self, ResolvedCredential};
-use crate::policy::env::RUNNER_CONFIG_FILE;
-use crate::policy::Masker;
+use crate::settings::Settings;
 use crate::stream::{Cancel, Observer};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -27,10 +26,13 @@ use tokio::sync::Notify;
 use tokio::time::{sleep, sleep_until, Instant};
 pub use worker::{Fate, Job, Worker};
 
-/// How long a worker may sit idle before it is stopped, unless `worker_idle_s` says otherwise.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(10);
-/// How many workers one tool may have at once, unless `workers_per_tool` says otherwise.
-pub const DEFAULT_PER_TOOL: usize = 4;
+/// Which process a pooled call needs: the tool file, where it runs, and the worker's environment.
+pub struct WorkerSpec<'a> {
+    pub file: &'a ToolFile,
+    pub dirs: &'a Dirs,
+    pub env: &'a [(OsString, OsString)],
+    pub cwd: Option<&'a Path>,
+}
 
 /// The pool's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,49 +44,19 @@ pub struct PoolConfig {
 impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
-            idle: DEFAULT_IDLE,
-            per_tool: DEFAULT_PER_TOOL,
+            idle: crate::settings::DEFAULT_WORKER_IDLE,
+            per_tool: crate::settings::DEFAULT_WORKERS_PER_TOOL,
         }
     }
 }
 
 impl PoolConfig {
-    /// Read `"worker_idle_s"` and `"workers_per_tool"` from `<data dir>/animaworks-tool.json`; an absent file or
-    /// key means the default. The error names the file and the key.
-    pub fn load(data_dir: &Path) -> Result<PoolConfig, String> {
-        let path = data_dir.join(RUNNER_CONFIG_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PoolConfig::default()),
-            Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
-            Ok(t) => t,
-        };
-        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", path.display()))?;
-        let mut c = PoolConfig::default();
-        match v.get("worker_idle_s") {
-            None | Some(Value::Null) => {}
-            Some(n) => match n.as_f64().filter(|s| s.is_finite() && *s >= 0.0) {
-                Some(s) => c.idle = Duration::from_secs_f64(s),
-                None => {
-                    return Err(format!(
-                        "{}: worker_idle_s must be a number of seconds ≥ 0, not {n}",
-                        path.display()
-                    ))
-                }
-            },
+    /// `worker_idle_s` and `workers_per_tool` of the runner's settings.
+    pub fn from_settings(s: &Settings) -> PoolConfig {
+        PoolConfig {
+            idle: s.worker_idle,
+            per_tool: s.workers_per_tool,
         }
-        match v.get("workers_per_tool") {
-            None | Some(Value::Null) => {}
-            Some(n) => match n.as_u64().filter(|k| *k >= 1) {
-                Some(k) => c.per_tool = k as usize,
-                None => {
-                    return Err(format!(
-                        "{}: workers_per_tool must be an integer ≥ 1, not {n}",
-                        path.display()
-                    ))
-                }
-            },
-        }
-        Ok(c)
     }
 }
 
@@ -139,13 +111,6 @@ impl WorkerPool {
         }
     }
 
-    /// A pool with the limits of `<data dir>/animaworks-tool.json`.
-    pub fn from_settings(data_dir: &Path) -> Result<WorkerPool, CallError> {
-        PoolConfig::load(data_dir).map(WorkerPool::new).map_err(|e| {
-            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                .hint("fix worker_idle_s / workers_per_tool in that file")
-        })
-    }
 
     pub fn config(&self) -> PoolConfig {
         self.inner.config
@@ -161,77 +126,39 @@ impl WorkerPool {
             .collect()
     }
 
-    /// Run one call of a persistent tool on a worker. `request` is the §4 line (newline included).
-    #[allow(clippy::too_many_arguments)]
+    /// Run one call of a persistent tool on a worker. `job.request` is the §4 line (newline included). Masking
+    /// and auditing are the caller's (the call pipeline's).
     pub async fn run(
         &self,
-        runner: &Runner,
-        resolved: &Resolved,
-        act: &Action,
-        call_id: &str,
-        request: Vec<u8>,
-        timeout: Duration,
-        max_output: u64,
+        spec: &WorkerSpec<'_>,
+        job: Job<'_>,
         obs: &mut dyn Observer,
         cancel: Cancel,
     ) -> Result<Value, CallError> {
-        let deadline = Instant::now() + timeout;
-        let tool = resolved.file.name.as_str();
-        let secrets = worker_secrets(runner, resolved, act)?;
-        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-        let env = runner.env("worker", 0, &secrets)?;
-        let version = FileKey::of(&resolved.file, &runner.dirs)
+        let version = FileKey::of(spec.file, spec.dirs)
             .ok()
             .and_then(|k| serde_json::to_string(&k).ok())
             .unwrap_or_default();
         let mut h = std::hash::DefaultHasher::new();
-        env.hash(&mut h);
-        runner.dirs.anima.hash(&mut h);
-        runner.dirs.python.hash(&mut h);
+        spec.env.hash(&mut h);
+        spec.dirs.anima.hash(&mut h);
+        spec.dirs.python.hash(&mut h);
+        spec.cwd.hash(&mut h);
         let key = Key {
-            path: resolved.file.path.clone(),
+            path: spec.file.path.clone(),
             version,
             env: h.finish(),
         };
-        let spawn = || Worker::spawn(&resolved.file, &runner.dirs, &env);
-        let mut lease = match self.checkout(&key, spawn, deadline, cancel.clone()).await {
-            Ok(l) => l,
-            Err(e) => {
-                return Err(mask_error(
-                    e.with("tool", tool).with("action", act.name.clone()),
-                    &masker,
-                ))
-            }
-        };
-        let job = Job {
-            tool,
-            action: &act.name,
-            call_id,
-            request,
-            deadline,
-            timeout,
-            max_output,
-            spill_dir: &runner.dirs.outputs_dir(),
-        };
-        let w = lease.worker.as_mut().expect("a lease holds its worker");
-        let (out, fate) = if masker.is_empty() {
-            w.call(job, obs, cancel).await
-        } else {
-            w.call(
-                job,
-                &mut Masking {
-                    inner: obs,
-                    masker: &masker,
-                },
-                cancel,
-            )
+        let spawn = || Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd);
+        let (tool, action) = (job.tool, job.action);
+        let mut lease = self
+            .checkout(&key, spawn, job.deadline, cancel.clone())
             .await
-        };
+            .map_err(|e| e.with("tool", tool).with("action", action))?;
+        let w = lease.worker.as_mut().expect("a lease holds its worker");
+        let (out, fate) = w.call(job, obs, cancel).await;
         lease.give_back(fate);
-        match out {
-            Ok(v) => Ok(masker.mask_value(&v)),
-            Err(e) => Err(mask_error(e, &masker)),
-        }
+        out
     }
 
     /// An idle worker of `key`, else a new one when the tool is under its limit, else wait for one to be freed.
@@ -389,33 +316,4 @@ async fn stop_idle_later(pool: Weak<Inner>, idle: Duration) {
         st.groups.retain(|_, g| g.busy > 0 || !g.idle.is_empty());
     }
     retire_all(stale);
-}
-
-/// A worker serves every action of its tool, so it gets every secret the tool declares: those of the tool and
-/// of this action must be found (as in a one-shot call); those of other actions are added when they are.
-fn worker_secrets(runner: &Runner, r: &Resolved, act: &Action) -> Result<Vec<ResolvedCredential>, CallError> {
-    runner.secrets(r, Some(act))?;
-    let others: Vec<_> = r
-        .manifest
-        .actions
-        .iter()
-        .flat_map(|a| a.profile.credentials.iter())
-        .map(|d| tool_sdk::protocol::CredentialDecl {
-            required: false,
-            ..d.clone()
-        })
-        .collect();
-    let decls = r
-        .manifest
-        .credentials
-        .iter()
-        .chain(act.profile.credentials.iter())
-        .chain(others.iter());
-    let caller: HashMap<String, String> = std::env::vars().collect();
-    credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
-        CallError::new(ErrorCode::PermissionDenied, e.to_string())
-            .hint("set the credential in one of the places named, then call again")
-            .with("tool", r.file.name.clone())
-            .with("reason", "credential_missing")
-    })
 }

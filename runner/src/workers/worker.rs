@@ -59,21 +59,16 @@ pub struct Worker {
 
 impl Worker {
     /// Start `TOOL --serve` with `env` (the worker's environment, not one call's).
-    pub fn spawn(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Result<Worker, CallError> {
-        let mut cmd = spawn::command(file, dirs, Mode::Serve, env, dirs.anima.as_deref()).map_err(|e| {
-            CallError::new(
-                ErrorCode::SpawnFailed,
-                format!("cannot start {}: {e}", file.path.display()),
-            )
-        })?;
-        let mut child = spawn::start(&mut cmd).map_err(|e| {
-            let (msg, hint) = spawn::explain_spawn_error(file, dirs, &e);
-            CallError::new(ErrorCode::SpawnFailed, msg)
-                .hint(hint)
-                .with("tool", file.name.clone())
-        })?;
-        let pid = child.id().unwrap_or(0);
-        let guard = GroupGuard::new(pid as i32);
+    pub fn spawn(
+        file: &ToolFile,
+        dirs: &Dirs,
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> Result<Worker, CallError> {
+        let spawn::Started { mut child, pgid } =
+            spawn::start_tool(file, dirs, Mode::Serve, env, cwd)?;
+        let pid = pgid as u32;
+        let guard = GroupGuard::new(pgid);
         let (stdin, stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
             _ => {

@@ -248,7 +248,10 @@ async fn a_changed_tool_file_replaces_its_worker() {
 #[test]
 fn pool_settings_come_from_the_runner_config() {
     let w = World::new();
-    assert_eq!(PoolConfig::load(&w.data).unwrap(), PoolConfig::default());
+    let load = |d: &std::path::Path| {
+        animaworks_tool::settings::Settings::load(d).map(|s| PoolConfig::from_settings(&s)).map_err(|e| e.to_string())
+    };
+    assert_eq!(load(&w.data).unwrap(), PoolConfig::default());
     assert_eq!(
         PoolConfig::default(),
         PoolConfig {
@@ -263,20 +266,20 @@ fn pool_settings_come_from_the_runner_config() {
     )
     .unwrap();
     assert_eq!(
-        PoolConfig::load(&w.data).unwrap(),
+        load(&w.data).unwrap(),
         PoolConfig {
             idle: Duration::from_millis(1500),
             per_tool: 2
         }
     );
     std::fs::write(&file, r#"{"workers_per_tool": 0}"#).unwrap();
-    let e = PoolConfig::load(&w.data).unwrap_err();
+    let e = load(&w.data).unwrap_err();
     assert!(
         e.contains("workers_per_tool") && e.contains("animaworks-tool.json"),
         "{e}"
     );
     std::fs::write(&file, r#"{"worker_idle_s": "ten"}"#).unwrap();
-    assert!(PoolConfig::load(&w.data).unwrap_err().contains("worker_idle_s"));
+    assert!(load(&w.data).unwrap_err().contains("worker_idle_s"));
 }
 
 const LEGACY_PID: &str = r#""""Reports the pid of the process that runs it."""

@@ -1,0 +1,159 @@
+//! The audit line of one attempt. Every attempt writes exactly one: a failure before the tool starts (unknown
+//! tool or action, bad arguments, a refusal) where it happens, a prepared call when it ends.
+
+use super::Runner;
+use crate::error::{CallError, ErrorCode};
+use crate::policy::audit::{AuditLog, AuditRecord};
+use crate::policy::gate::{Decision, Refusal, RefusalKind};
+use crate::policy::{Masker, Tier};
+use serde_json::Value;
+use std::fs::File;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Who was called with what: the fields every line of one attempt shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    pub tool: String,
+    pub tier: Option<Tier>,
+    /// The action, or `cli` for a legacy argv.
+    pub action: Option<String>,
+    /// Unmasked; masked when written.
+    pub args: Value,
+    pub started: Instant,
+}
+
+impl Attempt {
+    pub fn new(tool: &str, tier: Option<Tier>, action: Option<&str>, args: Value) -> Attempt {
+        Attempt {
+            tool: tool.to_owned(),
+            tier,
+            action: action.map(str::to_owned),
+            args,
+            started: Instant::now(),
+        }
+    }
+
+    /// Record an attempt that ended before a tool started, and hand its error back.
+    pub fn failed(&self, runner: &Runner, e: CallError, masker: &Masker) -> CallError {
+        let decision = decision_of(&e);
+        let ms = self.started.elapsed().as_millis() as u64;
+        write(
+            runner,
+            None,
+            self,
+            &decision,
+            ms,
+            e.code.as_str(),
+            Some(e.code.exit_code()),
+            masker,
+        );
+        e
+    }
+}
+
+/// The audit file of one prepared call, opened when it was prepared.
+pub(crate) struct Handle {
+    pub file: Option<File>,
+}
+
+impl Handle {
+    /// Open the audit log now. A call whose line cannot be written is refused when its action is gated ("no
+    /// audit, no call"); others run, with a warning.
+    pub fn open(runner: &Runner, gated: bool) -> Result<Handle, CallError> {
+        let log = runner.audit_log();
+        match log.open() {
+            Ok(f) => Ok(Handle { file: Some(f) }),
+            Err(e) if gated => Err(CallError::new(
+                ErrorCode::PermissionDenied,
+                format!("the audit log {} cannot be written: {e}", log.path().display()),
+            )
+            .hint("a gated action runs only when its call can be audited: fix the audit log's folder or file")
+            .with("reason", "audit_unavailable")
+            .with("path", log.path().to_string_lossy().into_owned())),
+            Err(e) => {
+                tracing::warn!("the audit log {} cannot be written: {e}", log.path().display());
+                Ok(Handle { file: None })
+            }
+        }
+    }
+}
+
+/// The decision an error stands for: a refusal of the gate or of a missing credential, else allowed.
+fn decision_of(e: &CallError) -> Decision {
+    if e.code != ErrorCode::PermissionDenied {
+        return Decision::Allow;
+    }
+    let kind = match e.detail("reason").and_then(Value::as_str) {
+        Some("permissions_unusable") => RefusalKind::PermissionsUnusable,
+        Some("tool_denied") => RefusalKind::ToolDenied,
+        Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
+        Some("grant_denied") => RefusalKind::GrantDenied,
+        Some("credential_missing") => RefusalKind::CredentialMissing,
+        _ => RefusalKind::GrantMissing,
+    };
+    Decision::Deny(Refusal {
+        kind,
+        message: e.message.clone(),
+        hint: e.hint.clone().unwrap_or_default(),
+        key: e.detail("key").and_then(Value::as_str).map(str::to_owned),
+        permissions_path: PathBuf::new(),
+    })
+}
+
+/// The line of an attempt that ran (or was refused after it was prepared).
+pub(crate) fn outcome(
+    runner: &Runner,
+    handle: &mut Handle,
+    a: &Attempt,
+    out: Result<Option<i32>, &CallError>,
+    masker: &Masker,
+) {
+    let ms = a.started.elapsed().as_millis() as u64;
+    match out {
+        Ok(exit) => {
+            let outcome = if exit.unwrap_or(0) == 0 { "ok" } else { "exit_nonzero" };
+            write(runner, handle.file.as_mut(), a, &Decision::Allow, ms, outcome, exit, masker)
+        }
+        Err(e) => {
+            let exit = e
+                .detail("exit_code")
+                .and_then(Value::as_i64)
+                .map(|c| c as i32)
+                .or(Some(e.code.exit_code()));
+            write(runner, handle.file.as_mut(), a, &decision_of(e), ms, e.code.as_str(), exit, masker)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write(
+    runner: &Runner,
+    file: Option<&mut File>,
+    a: &Attempt,
+    decision: &Decision,
+    ms: u64,
+    outcome: &str,
+    exit: Option<i32>,
+    masker: &Masker,
+) {
+    let rec = AuditRecord::new(
+        runner.dirs.anima_name().as_deref(),
+        &a.tool,
+        a.action.as_deref(),
+        a.tier,
+        decision,
+        ms,
+        outcome,
+        exit,
+        a.args.clone(),
+    );
+    let log = runner.audit_log();
+    let res = match file {
+        Some(f) => AuditLog::append_to(f, log.path(), &rec, masker),
+        None => log.append(&rec, masker),
+    };
+    if let Err(e) = res {
+        tracing::warn!("could not append to the audit log: {e}");
+    }
+}

@@ -1,0 +1,202 @@
+//! One call, start to end. A call is a value that can only be built by passing every check:
+//!
+//! ```text
+//! runner.open(tool)                 discover + describe            → Tool      (an unknown tool is audited)
+//! tool.action(name)                 pick the action                → Target    (an unknown action is audited)
+//! target.parse_flags(words)         the schema-driven flags (CLI)               (a bad flag is audited)
+//! target.prepare(args, &opts)       validate + permit + secrets + env + masker + audit handle → PreparedCall
+//! call.run(obs, cancel)             one-shot process or pooled worker; mask; output_schema; audit outcome
+//! tool.prepare_cli(argv, &opts)     a legacy cli_main argv: its gates, the same secrets, env and audit → PreparedCli
+//! ```
+//!
+//! Only [`Target::prepare`] and [`Tool::prepare_cli`] make a prepared call, and nothing public runs a tool
+//! without one: every front door (the generated CLI, `call`, legacy argv, `submit`, the task worker,
+//! `run-pending`, `use-tool`, MCP, `check`) keeps only its own concern — parsing its input, rendering its output.
+//! Each attempt writes exactly one audit line: a refusal or failure before the tool starts writes it where it
+//! happens, a prepared call writes it when it ends.
+
+mod audit;
+mod prepare;
+mod run;
+mod target;
+
+pub use prepare::{gate_of, PreparedCall, PreparedCli};
+pub use target::{Target, Tool};
+
+use crate::dirs::Dirs;
+use crate::discover::ToolFile;
+use crate::error::{CallError, ErrorCode};
+use crate::manifest::Manifest;
+use crate::policy::audit::AuditLog;
+use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
+use crate::settings::{Settings, SettingsError};
+use crate::workers::WorkerPool;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Default output cap: 8 MiB (protocol.md §5.3).
+pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+/// The longest deadline a call may have; longer ones are refused where they enter.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86400);
+/// A legacy argv that names no action with a timeout gets AnimaWorks' own background timeout, in the foreground
+/// too (AnimaWorks has no deadline on a foreground `cli_main`; `expected_seconds` is a hint there).
+pub const CLI_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Per-call options a caller may set.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Overrides the action's `timeout_s`.
+    pub timeout: Option<Duration>,
+    /// Overrides the runner's output cap.
+    pub max_output: Option<u64>,
+    /// Use this call id instead of a new one (background tasks reuse their task id).
+    pub call_id: Option<String>,
+    /// The tool's working directory; the anima dir when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+/// A tool that was found and described.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub file: ToolFile,
+    pub manifest: Manifest,
+}
+
+/// The runner: where tools are and how calls are bounded.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub dirs: Dirs,
+    pub max_output: u64,
+    /// Persistent workers for long-lived callers; `None` (the CLI) spawns one process per call.
+    pub pool: Option<Arc<WorkerPool>>,
+    settings: Arc<OnceLock<Result<Settings, SettingsError>>>,
+}
+
+/// A fresh call id: `c-` and 12 hex digits.
+pub fn new_call_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mix = nanos
+        ^ ((std::process::id() as u64) << 32)
+        ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e3779b97f4a7c15);
+    format!("c-{:012x}", mix & 0xffff_ffff_ffff)
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Seconds from a schema, a flag or a setting as a deadline: finite, positive, at most [`MAX_TIMEOUT`].
+pub fn timeout_from_secs(secs: f64, what: &str) -> Result<Duration, CallError> {
+    if secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT.as_secs_f64() {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(CallError::new(
+            ErrorCode::Usage,
+            format!(
+                "{what} must be a number of seconds above 0 and at most {} (7 days), not {secs}",
+                MAX_TIMEOUT.as_secs()
+            ),
+        ))
+    }
+}
+
+impl Runner {
+    pub fn new(dirs: Dirs) -> Runner {
+        let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_OUTPUT);
+        Runner {
+            dirs,
+            max_output,
+            pool: None,
+            settings: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// `<data dir>/animaworks-tool.json`, read once. A file that cannot be used stops every call that needs it.
+    pub fn settings(&self) -> Result<&Settings, CallError> {
+        self.settings
+            .get_or_init(|| Settings::load(&self.dirs.data))
+            .as_ref()
+            .map_err(|e| {
+                CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
+                    .hint("fix that file (README: \"Settings\"), or move it away to use the defaults")
+                    .with("path", e.path.to_string_lossy().into_owned())
+            })
+    }
+
+    /// The environment `--schemas` runs with: the clean base, no secrets.
+    pub(crate) fn probe_env(&self) -> Result<Vec<(OsString, OsString)>, CallError> {
+        self.env_for("probe", 0, &[])
+    }
+
+    /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
+    pub(crate) fn env_for(
+        &self,
+        call_id: &str,
+        deadline_ms: u64,
+        secrets: &[crate::policy::credentials::ResolvedCredential],
+    ) -> Result<Vec<(OsString, OsString)>, CallError> {
+        let passthrough = &self.settings()?.env_passthrough;
+        let ctx = crate::policy::env::CallContext {
+            call_id: call_id.to_owned(),
+            data_dir: self.dirs.data.clone(),
+            anima_dir: self.dirs.anima.clone(),
+            anima_name: self.dirs.anima_name(),
+            deadline_ms,
+        };
+        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, passthrough))
+    }
+
+    /// The whole pipeline in one step, for programs that have the arguments as JSON: open → action → prepare →
+    /// run. Progress and logs go to `obs` as they arrive.
+    pub async fn call(
+        &self,
+        tool: &str,
+        action: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+        opts: &CallOptions,
+        obs: &mut dyn crate::stream::Observer,
+        cancel: crate::stream::Cancel,
+    ) -> Result<serde_json::Value, CallError> {
+        self.open(tool)
+            .await?
+            .action(action)?
+            .prepare(args, opts)?
+            .run(obs, cancel)
+            .await
+    }
+
+    /// The anima's permissions. With no anima, the defaults: every tool, no gated action (fail closed).
+    pub fn permissions(&self) -> Result<LoadedPermissions, PermissionsError> {
+        match &self.dirs.anima {
+            Some(a) => permissions::load(a),
+            None => Ok(LoadedPermissions {
+                permissions: Default::default(),
+                source: permissions::Source::Defaults(PathBuf::from(
+                    "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
+                )),
+            }),
+        }
+    }
+
+    /// Where audit lines go: `$ANIMAWORKS_TOOL_AUDIT_LOG`, else `<anima dir>/state/tool_audit.jsonl`, else
+    /// `<data dir>/state/tool_audit.jsonl`.
+    pub fn audit_log(&self) -> AuditLog {
+        match std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG").filter(|v| !v.is_empty()) {
+            Some(p) => AuditLog::at(PathBuf::from(p)),
+            None => AuditLog::for_anima(self.dirs.anima.as_deref().unwrap_or(&self.dirs.data)),
+        }
+    }
+}

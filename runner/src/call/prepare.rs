@@ -1,0 +1,316 @@
+//! Validate, permit, resolve secrets, build the environment and the masker, open the audit log: what turns a
+//! [`Target`] into a [`PreparedCall`] (or a [`Tool`] and a legacy argv into a [`PreparedCli`]). Nothing else
+//! can make these values, so nothing runs a tool that did not pass here.
+
+use super::audit::{self, Attempt};
+use super::target::{Target, Tool};
+use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
+use crate::error::{CallError, ErrorCode};
+use crate::manifest::Action;
+use crate::policy::credentials::{self, ResolvedCredential};
+use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::Masker;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a prepared call reaches its tool.
+pub(crate) enum Launch {
+    /// A process for this call alone, with this environment.
+    OneShot { env: Vec<(OsString, OsString)> },
+    /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment.
+    Pooled { env: Vec<(OsString, OsString)> },
+}
+
+/// A call that passed every check, ready to run. Dropped without running, it writes no audit line (a `submit`
+/// stores the task; its worker prepares the call again and audits it).
+pub struct PreparedCall<'r> {
+    pub(crate) runner: &'r Runner,
+    pub(crate) resolved: Resolved,
+    pub(crate) action: Action,
+    pub(crate) args: Map<String, Value>,
+    pub(crate) call_id: String,
+    pub(crate) timeout: Duration,
+    pub(crate) deadline_ms: u64,
+    pub(crate) max_output: u64,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) masker: Masker,
+    pub(crate) launch: Launch,
+    pub(crate) attempt: Attempt,
+    pub(crate) audit: audit::Handle,
+}
+
+/// A legacy module's `cli_main(argv)` that passed every check, ready to run.
+pub struct PreparedCli<'r> {
+    pub(crate) runner: &'r Runner,
+    pub(crate) resolved: Resolved,
+    pub(crate) argv: Vec<String>,
+    pub(crate) call_id: String,
+    pub(crate) timeout: Duration,
+    pub(crate) max_output: u64,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) masker: Masker,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) attempt: Attempt,
+    pub(crate) audit: audit::Handle,
+}
+
+impl<'r> Target<'r> {
+    /// Validate `args`, ask the gate, resolve the credentials, build the environment: a call ready to run.
+    /// Every failure here is audited as an attempt.
+    pub fn prepare(self, args: Map<String, Value>, opts: &CallOptions) -> Result<PreparedCall<'r>, CallError> {
+        let runner = self.tool.runner;
+        let resolved = self.tool.resolved;
+        let action = self.action;
+        let tool = resolved.file.name.clone();
+        let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some(&action.name), Value::Object(args.clone()));
+        let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        if let Err(e) = crate::validate::check_args(&tool, &action, &args) {
+            return fail(e, &Masker::default());
+        }
+        let gate = gate_of(&resolved, &action);
+        let d = gate::decide(&runner.permissions(), &tool, resolved.file.tier, &action.name, &gate);
+        if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)) {
+            return fail(e, &Masker::default());
+        }
+        let timeout = match opts.timeout {
+            Some(t) => Ok(t),
+            None => timeout_from_secs(action.timeout_s(), &format!("{tool}.{}: timeout_s", action.name)),
+        };
+        let timeout = match timeout {
+            Ok(t) => t,
+            Err(e) => return fail(e, &Masker::default()),
+        };
+        let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
+        let secrets = match secrets(runner, &resolved, Some(&action), pooled) {
+            Ok(s) => s,
+            Err(e) => return fail(e, &Masker::default()),
+        };
+        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
+        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
+        let launch = if pooled {
+            runner.env_for("worker", 0, &secrets).map(|env| Launch::Pooled { env })
+        } else {
+            runner.env_for(&call_id, deadline_ms, &secrets).map(|env| Launch::OneShot { env })
+        };
+        let launch = match launch {
+            Ok(l) => l,
+            Err(e) => return fail(e, &masker),
+        };
+        let audit = match audit::Handle::open(runner, gate != Gate::Open) {
+            Ok(h) => h,
+            Err(e) => return fail(e, &masker),
+        };
+        Ok(PreparedCall {
+            runner,
+            action,
+            args,
+            call_id,
+            timeout,
+            deadline_ms,
+            max_output: opts.max_output.unwrap_or(runner.max_output),
+            cwd: opts.cwd.clone(),
+            masker,
+            launch,
+            attempt,
+            audit,
+            resolved,
+        })
+    }
+}
+
+impl<'r> Tool<'r> {
+    /// A legacy module's `cli_main(argv)`: every argv word that names a gated subcommand needs its grant; the
+    /// credentials, environment and audit are a call's. Every failure here is audited as an attempt.
+    pub fn prepare_cli(self, argv: &[String], opts: &CallOptions) -> Result<PreparedCli<'r>, CallError> {
+        let runner = self.runner;
+        let resolved = self.resolved;
+        let tool = resolved.file.name.clone();
+        let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
+        let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        if !resolved.manifest.cli {
+            return fail(
+                CallError::new(ErrorCode::Usage, format!("{tool} has no cli_main: name one of its actions"))
+                    .hint(format!("`animaworks-tool {tool} --help` lists them")),
+                &Masker::default(),
+            );
+        }
+        let profile = match (&resolved.manifest.legacy_profile_error, &resolved.manifest.legacy_profile) {
+            (Some(_), _) => LegacyProfile::Unreadable,
+            (None, Some(map)) => LegacyProfile::Known(map),
+            (None, None) => LegacyProfile::Absent,
+        };
+        let gated = match profile {
+            LegacyProfile::Unreadable => true,
+            LegacyProfile::Known(map) => map
+                .values()
+                .any(|v| v.get("gated").and_then(Value::as_bool).unwrap_or(false)),
+            LegacyProfile::Absent => false,
+        };
+        let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
+        if let Err(e) = refusal_to_error(d, &tool, None) {
+            return fail(e, &Masker::default());
+        }
+        let timeout = opts.timeout.map(Ok).unwrap_or_else(|| cli_timeout(&resolved, argv));
+        let timeout = match timeout {
+            Ok(t) => t,
+            Err(e) => return fail(e, &Masker::default()),
+        };
+        let secrets = match secrets(runner, &resolved, None, false) {
+            Ok(s) => s,
+            Err(e) => return fail(e, &Masker::default()),
+        };
+        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
+        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
+        let env = match runner.env_for(&call_id, deadline_ms, &secrets) {
+            Ok(e) => e,
+            Err(e) => return fail(e, &masker),
+        };
+        let audit = match audit::Handle::open(runner, gated) {
+            Ok(h) => h,
+            Err(e) => return fail(e, &masker),
+        };
+        Ok(PreparedCli {
+            runner,
+            argv: argv.to_vec(),
+            call_id,
+            timeout,
+            max_output: opts.max_output.unwrap_or(runner.max_output),
+            cwd: opts.cwd.clone(),
+            masker,
+            env,
+            attempt,
+            audit,
+            resolved,
+        })
+    }
+}
+
+impl PreparedCall<'_> {
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+    pub fn action(&self) -> &Action {
+        &self.action
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    /// The arguments as given (secrets included): never write these anywhere but to the tool.
+    pub fn args(&self) -> &Map<String, Value> {
+        &self.args
+    }
+    /// The arguments with every resolved secret masked: what may be stored or shown.
+    pub fn masked_args(&self) -> Value {
+        self.masker.mask_value(&Value::Object(self.args.clone()))
+    }
+}
+
+impl PreparedCli<'_> {
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    /// The argv with every resolved secret masked.
+    pub fn masked_argv(&self) -> Value {
+        self.masker.mask_value(&Value::from(self.argv.clone()))
+    }
+}
+
+/// How an action is gated. A legacy profile that could not be read gates every action the tool has (fail closed).
+pub fn gate_of(r: &Resolved, act: &Action) -> Gate {
+    match r.manifest.legacy_profile_error {
+        Some(_) => Gate::Unknown,
+        None => Gate::from_profile(&act.profile),
+    }
+}
+
+/// A legacy argv's deadline: the longest timeout of the actions it names (an `EXECUTION_PROFILE`'s
+/// `expected_seconds` counts three times, at least the default), else [`CLI_TIMEOUT`].
+fn cli_timeout(r: &Resolved, argv: &[String]) -> Result<Duration, CallError> {
+    let named = argv.iter().filter_map(|w| r.manifest.action(w)).map(|a| a.timeout_s());
+    let legacy = r.manifest.legacy_profile.as_ref().into_iter().flat_map(|p| {
+        argv.iter()
+            .filter_map(|w| p.get(w).or_else(|| p.get(&w.replace('_', "-"))))
+            .filter_map(|v| v.get("expected_seconds").and_then(Value::as_f64))
+            .map(|e| (3.0 * e).max(crate::manifest::DEFAULT_TIMEOUT_S))
+            .collect::<Vec<_>>()
+    });
+    match named.chain(legacy).reduce(f64::max) {
+        Some(secs) => timeout_from_secs(secs, &format!("{}: the timeout its profile gives", r.file.name)),
+        None => Ok(CLI_TIMEOUT),
+    }
+}
+
+/// Resolve the credentials the tool and the action declared; a missing required one stops the call. A pooled
+/// worker serves every action of its tool, so it also gets the other actions' credentials where they are set.
+fn secrets(
+    runner: &Runner,
+    r: &Resolved,
+    act: Option<&Action>,
+    pooled: bool,
+) -> Result<Vec<ResolvedCredential>, CallError> {
+    let others: Vec<_> = if pooled {
+        r.manifest
+            .actions
+            .iter()
+            .flat_map(|a| a.profile.credentials.iter())
+            .map(|d| tool_sdk::protocol::CredentialDecl {
+                required: false,
+                ..d.clone()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut decls = r
+        .manifest
+        .credentials
+        .iter()
+        .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()))
+        .chain(others.iter())
+        .peekable();
+    // Most tools declare none: skip copying the whole environment on the call path then.
+    if decls.peek().is_none() {
+        return Ok(Vec::new());
+    }
+    let caller: HashMap<String, String> = std::env::vars().collect();
+    credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
+        CallError::new(ErrorCode::PermissionDenied, e.to_string())
+            .hint("set the credential in one of the places named, then call again")
+            .with("tool", r.file.name.clone())
+            .with("reason", "credential_missing")
+    })
+}
+
+fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
+    match d {
+        Decision::Allow => Ok(()),
+        Decision::Deny(r) => {
+            let mut e = CallError::new(ErrorCode::PermissionDenied, r.message)
+                .hint(r.hint)
+                .with("tool", tool)
+                .with("reason", r.kind.as_str())
+                .with("permissions_path", r.permissions_path.to_string_lossy().into_owned());
+            if let Some(a) = action {
+                e = e.with("action", a);
+            }
+            if let Some(k) = r.key {
+                e = e.with("key", k);
+            }
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Running a prepared call: spawn (or borrow a pooled worker), stream, reap; then mask what comes back, hold the
+//! result to the action's `output_schema`, and write the audit line.
+
+use super::audit;
+use super::prepare::{Launch, PreparedCall, PreparedCli};
+use crate::error::{CallError, ErrorCode};
+use crate::policy::Masker;
+use crate::spawn::{self, Mode};
+use crate::stream::{self, Cancel, Drive, Observer};
+use crate::workers::{Job, WorkerSpec};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+
+impl PreparedCall<'_> {
+    /// Run the call. Progress and logs reach `obs` as they arrive, every resolved secret masked.
+    pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        let out = self.execute(obs, cancel).await;
+        let out = match out {
+            Ok(v) => {
+                let v = self.masker.mask_value(&v);
+                crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
+            }
+            Err(e) => Err(mask_error(e, &self.masker)),
+        };
+        audit::outcome(
+            self.runner,
+            &mut self.audit,
+            &self.attempt,
+            out.as_ref().map(|_| Some(0)),
+            &self.masker,
+        );
+        out
+    }
+
+    async fn execute(&self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        let runner = self.runner;
+        let file = &self.resolved.file;
+        let request = tool_sdk::protocol::Request {
+            name: self.action.schema_name.clone(),
+            args: self.args.clone(),
+            context: tool_sdk::protocol::Context {
+                protocol: 1,
+                call_id: self.call_id.clone(),
+                tool: file.name.clone(),
+                action: self.action.name.clone(),
+                anima_name: runner.dirs.anima_name(),
+                anima_dir: runner.dirs.anima.as_ref().map(|p| p.to_string_lossy().into_owned()),
+                data_dir: Some(runner.dirs.data.to_string_lossy().into_owned()),
+                timeout_s: Some(self.timeout.as_secs_f64()),
+                deadline_ms: Some(self.deadline_ms),
+            },
+        };
+        let mut line = serde_json::to_vec(&request).map_err(|e| CallError::new(ErrorCode::Internal, e.to_string()))?;
+        line.push(b'\n');
+        if self.masker.is_empty() {
+            self.launch(line, obs, cancel).await
+        } else {
+            let mut masking = Masking {
+                inner: obs,
+                masker: &self.masker,
+            };
+            self.launch(line, &mut masking, cancel).await
+        }
+    }
+
+    async fn launch(&self, line: Vec<u8>, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        let runner = self.runner;
+        let file = &self.resolved.file;
+        let spill_dir = runner.dirs.outputs_dir();
+        match &self.launch {
+            Launch::Pooled { env } => {
+                let pool = runner.pool.as_ref().expect("a pooled call was prepared on a runner with a pool");
+                let spec = WorkerSpec {
+                    file,
+                    dirs: &runner.dirs,
+                    env,
+                    cwd: self.cwd.as_deref().or(runner.dirs.anima.as_deref()),
+                };
+                let job = Job {
+                    tool: &file.name,
+                    action: &self.action.name,
+                    call_id: &self.call_id,
+                    request: line,
+                    deadline: tokio::time::Instant::now() + self.timeout,
+                    timeout: self.timeout,
+                    max_output: self.max_output,
+                    spill_dir: &spill_dir,
+                };
+                pool.run(&spec, job, obs, cancel).await
+            }
+            Launch::OneShot { env } => {
+                let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
+                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd)?;
+                let d = Drive {
+                    tool: &file.name,
+                    action: &self.action.name,
+                    call_id: &self.call_id,
+                    request: Some(line),
+                    events: self.resolved.manifest.events,
+                    timeout: self.timeout,
+                    max_output: self.max_output,
+                    spill_dir,
+                };
+                let finished = stream::drive(process, d, obs, cancel).await;
+                stream::interpret(finished, &file.name, &self.action.name, self.timeout, self.max_output)
+            }
+        }
+    }
+}
+
+impl PreparedCli<'_> {
+    /// Run `cli_main(argv)` with the caller's stdio; the deadline holds. Returns the module's exit code.
+    pub async fn run_inherit(mut self, cancel: Cancel) -> Result<i32, CallError> {
+        let out = self.drive(true, &mut stream::Quiet, cancel).await.and_then(|f| match f.ending {
+            stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
+            _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
+        });
+        let out = out.map_err(|e| mask_error(e, &self.masker));
+        audit::outcome(
+            self.runner,
+            &mut self.audit,
+            &self.attempt,
+            out.as_ref().map(|c| Some(*c)),
+            &self.masker,
+        );
+        out
+    }
+
+    /// Run `cli_main(argv)` with its stdout captured as the result (value output, protocol.md §5.1), as a
+    /// background task does.
+    pub async fn run_captured(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        let mut masking = Masking {
+            inner: obs,
+            masker: &self.masker,
+        };
+        let out = match self.drive(false, &mut masking, cancel).await {
+            Ok(f) => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
+            Err(e) => Err(e),
+        };
+        let out = match out {
+            Ok(v) => Ok(self.masker.mask_value(&v)),
+            Err(e) => Err(mask_error(e, &self.masker)),
+        };
+        audit::outcome(
+            self.runner,
+            &mut self.audit,
+            &self.attempt,
+            out.as_ref().map(|_| Some(0)),
+            &self.masker,
+        );
+        out
+    }
+
+    async fn drive(&self, inherit: bool, obs: &mut dyn Observer, cancel: Cancel) -> Result<stream::Finished, CallError> {
+        let runner = self.runner;
+        let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
+        let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
+        let mode = Mode::Cli { argv: &argv, inherit };
+        let process = spawn::start_tool(&self.resolved.file, &runner.dirs, mode, &self.env, cwd)?;
+        let d = Drive {
+            tool: &self.resolved.file.name,
+            action: "cli",
+            call_id: &self.call_id,
+            request: None,
+            events: false,
+            timeout: self.timeout,
+            max_output: self.max_output,
+            spill_dir: runner.dirs.outputs_dir(),
+        };
+        Ok(stream::drive(process, d, obs, cancel).await)
+    }
+}
+
+/// Mask every resolved secret in an error: message, hint and every detail.
+pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
+    if m.is_empty() {
+        return e;
+    }
+    e.message = m.mask_str(&e.message);
+    e.hint = e.hint.map(|h| m.mask_str(&h));
+    for v in e.details.values_mut() {
+        m.mask_value_in_place(v);
+    }
+    e
+}
+
+/// Passes events on with every resolved secret masked.
+pub(crate) struct Masking<'a> {
+    pub(crate) inner: &'a mut dyn Observer,
+    pub(crate) masker: &'a Masker,
+}
+
+impl Observer for Masking<'_> {
+    fn event(&mut self, event: &tool_sdk::protocol::Event, raw: &[u8]) {
+        let text = String::from_utf8_lossy(raw);
+        let masked = self.masker.mask_str(&text);
+        if masked == text {
+            self.inner.event(event, raw);
+        } else if let Ok(ev) = serde_json::from_str(&masked) {
+            self.inner.event(&ev, masked.as_bytes());
+        }
+    }
+    fn unknown(&mut self, raw: &[u8]) {
+        let masked = self.masker.mask_str(&String::from_utf8_lossy(raw));
+        self.inner.unknown(masked.as_bytes());
+    }
+    fn stderr(&mut self, chunk: &[u8]) {
+        let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
+        self.inner.stderr(masked.as_bytes());
+    }
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
+}

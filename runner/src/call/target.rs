@@ -1,0 +1,180 @@
+//! Discover and describe: from a name to a [`Tool`] (its file and manifest), and from an action name to a
+//! [`Target`] that can be prepared.
+
+use super::audit::Attempt;
+use super::{Resolved, Runner};
+use crate::cache::Probed;
+use crate::discover;
+use crate::error::{CallError, ErrorCode};
+use crate::flags::RunnerFlags;
+use crate::manifest::Action;
+use crate::policy::Masker;
+use crate::probe;
+use serde_json::{Map, Value};
+
+/// A tool found and described, on its way to a call.
+#[derive(Debug, Clone)]
+pub struct Tool<'r> {
+    pub(crate) runner: &'r Runner,
+    pub(crate) resolved: Resolved,
+}
+
+/// One action of a tool: what [`Target::prepare`] turns into a call.
+#[derive(Debug, Clone)]
+pub struct Target<'r> {
+    pub(crate) tool: Tool<'r>,
+    pub(crate) action: Action,
+}
+
+impl Runner {
+    /// Find `tool` in the tiers and read its manifest (from the cache when it is unchanged). For describing a
+    /// tool; a call starts with [`Runner::open`].
+    pub async fn resolve(&self, tool: &str) -> Result<Resolved, CallError> {
+        let found = discover::scan_for(&self.dirs, tool);
+        let Some(file) = found.tools.get(tool).cloned() else {
+            return Err(self.unknown_tool(tool));
+        };
+        // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
+        let probed = match probe::cached(&file, &self.dirs) {
+            Some(p) => p,
+            None => probe::manifest(&file, &self.dirs, &self.probe_env()?).await.0,
+        };
+        match probed {
+            Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
+            Probed::Failed {
+                reason,
+                stderr_tail,
+                spawn,
+            } => {
+                let mut e = CallError::new(
+                    if spawn {
+                        ErrorCode::SpawnFailed
+                    } else {
+                        ErrorCode::UnknownAction
+                    },
+                    format!("{tool} ({}) cannot be called: {reason}", file.path.display()),
+                )
+                .hint("fix the tool; after installing a missing dependency run `animaworks-tool refresh`")
+                .with("tool", tool);
+                if !stderr_tail.is_empty() {
+                    e = e.with("stderr_tail", stderr_tail);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn unknown_tool(&self, tool: &str) -> CallError {
+        // Not there: the full scan, for the reason and the names that come close.
+        let scan = discover::scan(&self.dirs);
+        let why = scan
+            .problems
+            .iter()
+            .find(|p| p.tool == tool)
+            .map(|p| format!(": {}", p.message))
+            .unwrap_or_default();
+        let mut close: Vec<&str> = scan
+            .tools
+            .keys()
+            .filter(|k| k.contains(tool) || tool.contains(k.as_str()))
+            .map(String::as_str)
+            .collect();
+        close.truncate(5);
+        let hint = if close.is_empty() {
+            "`animaworks-tool tools` shows every tool".to_owned()
+        } else {
+            format!("did you mean {}? `animaworks-tool tools` shows every tool", close.join(", "))
+        };
+        CallError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?} in any tier{why}"))
+            .hint(hint)
+            .with("tool", tool)
+    }
+
+    /// The first step of a call: find and describe `tool`. A tool that cannot be found or described is audited
+    /// as an attempt.
+    pub async fn open(&self, tool: &str) -> Result<Tool<'_>, CallError> {
+        match self.resolve(tool).await {
+            Ok(resolved) => Ok(Tool { runner: self, resolved }),
+            Err(e) => {
+                let tier = discover::scan_for(&self.dirs, tool).tools.get(tool).map(|f| f.tier);
+                Err(Attempt::new(tool, tier, None, Value::Null).failed(self, e, &Masker::default()))
+            }
+        }
+    }
+
+    /// A tool described elsewhere (`check` probes a file outside the tiers).
+    pub fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
+        Tool { runner: self, resolved }
+    }
+}
+
+impl<'r> Tool<'r> {
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+
+    pub fn name(&self) -> &str {
+        &self.resolved.file.name
+    }
+
+    pub(crate) fn attempt(&self, action: Option<&str>, args: Value) -> Attempt {
+        Attempt::new(self.name(), Some(self.resolved.file.tier), action, args)
+    }
+
+    /// Pick `action` (either spelling). An unknown action is audited as an attempt.
+    pub fn action(self, action: &str) -> Result<Target<'r>, CallError> {
+        match self.resolved.manifest.action(action) {
+            Some(a) => {
+                let action = a.clone();
+                Ok(Target { tool: self, action })
+            }
+            None => {
+                let e = self.unknown_action(action);
+                Err(self
+                    .attempt(Some(action), Value::Null)
+                    .failed(self.runner, e, &Masker::default()))
+            }
+        }
+    }
+
+    fn unknown_action(&self, action: &str) -> CallError {
+        let r = &self.resolved;
+        let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
+        CallError::new(
+            ErrorCode::UnknownAction,
+            format!(
+                "tool {} has no action {action:?}; its actions: {}",
+                r.file.name,
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        )
+        .hint(format!("`animaworks-tool {} --help` lists them", r.file.name))
+        .with("tool", r.file.name.clone())
+        .with("action", action)
+    }
+}
+
+impl<'r> Target<'r> {
+    pub fn action(&self) -> &Action {
+        &self.action
+    }
+
+    pub fn resolved(&self) -> &Resolved {
+        &self.tool.resolved
+    }
+
+    /// The arguments and runner flags of the generated CLI (`--param value…`, `--json`, `--timeout`, …). A
+    /// word that does not parse is audited as an attempt.
+    pub fn parse_flags(&self, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
+        crate::flags::parse(&self.action, words).map_err(|e| {
+            let shown = Value::from(words.to_vec());
+            self.tool
+                .attempt(Some(&self.action.name), shown)
+                .failed(self.tool.runner, e, &Masker::default())
+        })
+    }
+}
