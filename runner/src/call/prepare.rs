@@ -67,13 +67,15 @@ impl<'r> Target<'r> {
         let tool = resolved.file.name.clone();
         let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some(&action.name), Value::Object(args.clone()));
         let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        // A refused attempt is logged with its arguments, which may hold a declared secret.
+        let early = || lenient_masker(runner, &resolved, Some(&action));
         if let Err(e) = crate::validate::check_args(&tool, &action, &args) {
-            return fail(e, &Masker::default());
+            return fail(e, &early());
         }
         let gate = gate_of(&resolved, &action);
         let d = gate::decide(&runner.permissions(), &tool, resolved.file.tier, &action.name, &gate);
         if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)) {
-            return fail(e, &Masker::default());
+            return fail(e, &early());
         }
         let timeout = match opts.timeout {
             Some(t) => Ok(t),
@@ -81,12 +83,12 @@ impl<'r> Target<'r> {
         };
         let timeout = match timeout {
             Ok(t) => t,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(e, &early()),
         };
         let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
         let secrets = match secrets(runner, &resolved, Some(&action), pooled) {
             Ok(s) => s,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(e, &early()),
         };
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
@@ -152,7 +154,7 @@ impl<'r> Tool<'r> {
         };
         let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
         if let Err(e) = refusal_to_error(d, &tool, None) {
-            return fail(e, &Masker::default());
+            return fail(e, &lenient_masker(runner, &resolved, None));
         }
         let timeout = opts.timeout.map(Ok).unwrap_or_else(|| cli_timeout(&resolved, argv));
         let timeout = match timeout {
@@ -293,6 +295,29 @@ fn secrets(
             .with("tool", r.file.name.clone())
             .with("reason", "credential_missing")
     })
+}
+
+/// A masker of every credential the tool and action declare that can be found, for a line written before the
+/// call's own credentials were resolved (or when one of them is missing).
+pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&Action>) -> Masker {
+    let decls: Vec<_> = r
+        .manifest
+        .credentials
+        .iter()
+        .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()))
+        .map(|d| tool_sdk::protocol::CredentialDecl {
+            required: false,
+            ..d.clone()
+        })
+        .collect();
+    if decls.is_empty() {
+        return Masker::default();
+    }
+    let caller: HashMap<String, String> = std::env::vars().collect();
+    match credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls.iter()) {
+        Ok(found) => Masker::new(found.iter().map(|s| s.value.as_str())),
+        Err(_) => Masker::default(),
+    }
 }
 
 fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {

@@ -172,9 +172,10 @@ impl<'r> Target<'r> {
     pub fn parse_flags(&self, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
         crate::flags::parse(&self.action, words).map_err(|e| {
             let shown = Value::from(words.to_vec());
+            let masker = super::prepare::lenient_masker(self.tool.runner, &self.tool.resolved, Some(&self.action));
             self.tool
                 .attempt(Some(&self.action.name), shown)
-                .failed(self.tool.runner, e, &Masker::default())
+                .failed(self.tool.runner, e, &masker)
         })
     }
 }

@@ -372,7 +372,7 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
     let report = tasks::pending::take_over(runner, store)
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
-    for (file, reason) in &report.invalid {
+    for (file, reason, _) in &report.invalid {
         eprintln!("animaworks-tool: set aside {}: {reason}", file.display());
     }
     if !report.queued.is_empty() {
@@ -383,7 +383,7 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
     let invalid: Vec<Value> = report
         .invalid
         .iter()
-        .map(|(f, r)| json!({"file": f.to_string_lossy(), "reason": r}))
+        .map(|(f, r, e)| json!({"file": f.to_string_lossy(), "reason": r, "error": e}))
         .collect();
     say!("{}", json!({"queued": report.queued, "invalid": invalid}));
     Ok(0)

@@ -108,6 +108,9 @@ pub fn error_answer(e: &CallError) -> Answer {
         obj.insert("suggestion".into(), h.clone().into());
     }
     obj.insert("code".into(), e.code.as_str().into());
+    if let Some(k) = e.detail("key") {
+        obj.insert("key".into(), k.clone());
+    }
     Answer::Error(Value::Object(obj), e.code)
 }
 

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 pub struct Report {
     /// Receipts of the tasks queued.
     pub queued: Vec<Value>,
-    /// Descriptor file and the reason it was set aside.
-    pub invalid: Vec<(PathBuf, String)>,
+    /// Each descriptor set aside: its file, why, and the runner's error object when a check refused it.
+    pub invalid: Vec<(PathBuf, String, Option<serde_json::Value>)>,
 }
 
 struct Descriptor {
@@ -124,17 +124,20 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
             .map_err(|e| format!("cannot read it: {e}"))
             .and_then(|b| parse(&b))
         {
-            Err(reason) => Err(reason),
+            Err(reason) => Err((reason, None)),
             Ok(d) => {
                 if store.get(&d.task_id).ok().flatten().is_some() {
-                    Err(format!("a task {} exists already", d.task_id))
+                    Err((format!("a task {} exists already", d.task_id), None))
                 } else {
                     match submit::check(runner, &d.tool, &d.words, false, Some(d.task_id.clone())).await {
-                        Err(e) => Err(format!(
-                            "{}: {}{}",
-                            e.code,
-                            e.message,
-                            e.hint.map(|h| format!(" (hint: {h})")).unwrap_or_default()
+                        Err(e) => Err((
+                            format!(
+                                "{}: {}{}",
+                                e.code,
+                                e.message,
+                                e.hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default()
+                            ),
+                            e.to_json().get("error").cloned(),
                         )),
                         Ok(mut c) => {
                             c.task.source = Some("animaworks-pending".into());
@@ -143,7 +146,7 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
                             }
                             submit::enqueue(store, &c)
                                 .map(|_| c.task.receipt())
-                                .map_err(|e| e.message)
+                                .map_err(|e| (e.message.clone(), e.to_json().get("error").cloned()))
                         }
                     }
                 }
@@ -156,10 +159,10 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
                 fs::rename(&mine, done.join(&name))?;
                 report.queued.push(receipt);
             }
-            Err(reason) => {
+            Err((reason, error)) => {
                 let original = pending.join(&name);
                 move_aside(&mine, &pending, &reason)?;
-                report.invalid.push((original, reason));
+                report.invalid.push((original, reason, error));
             }
         }
     }

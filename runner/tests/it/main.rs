@@ -10,6 +10,7 @@ mod core;
 mod legacy_tools;
 mod llm;
 mod output;
+mod pipeline;
 mod policy_paths;
 mod processes;
 mod protocol_schema;
