@@ -4,21 +4,28 @@
 //! layer over this library.
 //!
 //! ## The path of one call
-//! 1. **discover** ([`discover`]): the tier folders are scanned (core, common, personal); the name picks one file.
-//! 2. **describe** ([`probe`], [`cache`], [`manifest`]): its `--schemas` comes from the cache when the file is
-//!    unchanged, else the tool is probed once and the answer stored.
-//! 3. **validate** ([`validate`]): the arguments are checked against the action's `input_schema`.
-//! 4. **permit** ([`policy`]): permissions and gates decide; credentials are resolved; a clean environment is built.
-//! 5. **spawn** ([`spawn`]): the one place a file becomes a process — its own group, registered with the
-//!    [`guardian`] so it dies with the runner.
-//! 6. **stream** ([`stream`]): the request goes in; stdout and stderr are drained concurrently; events reach the
-//!    caller's [`stream::Observer`] as they arrive; the deadline and cancellation are watched.
-//! 7. **reap** ([`reap`]): SIGTERM to the group, a grace period, SIGKILL, and every member reaped.
+//! A call is a value that only the pipeline in [`call`] can build; every entry point (the generated CLI, `call`,
+//! a legacy argv, `submit`, the task worker, `run-pending`, `use-tool`, MCP, `check`) goes through it:
+//! 1. **discover + describe** ([`Runner::open`]): the tier folders are searched ([`discover`]) and the tool's
+//!    `--schemas` read from the [`cache`] when the file is unchanged, else probed once ([`probe`], [`manifest`]).
+//! 2. **pick the action** ([`call::Tool::action`]); the generated CLI parses its flags with
+//!    [`call::Target::parse_flags`] ([`flags`]).
+//! 3. **prepare** ([`call::Target::prepare`], or [`call::Tool::prepare_cli`] for a legacy `cli_main` argv): the
+//!    arguments are checked against the `input_schema` ([`validate`]), the gate decides ([`policy::gate`]),
+//!    credentials are resolved ([`policy::credentials`]), a clean environment is built ([`policy::env`]) from the
+//!    [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
+//! 4. **spawn** ([`spawn::start_tool`]): the one place a file becomes a process — its own group, registered with
+//!    the [`guardian`] so it dies with the runner — or a persistent worker of the [`workers`] pool.
+//! 5. **stream** ([`stream::drive`]): the request goes in; stdout and stderr are drained concurrently; events
+//!    reach the caller's [`stream::Observer`] as they arrive; the deadline and cancellation are watched.
+//! 6. **reap** ([`reap`]): SIGTERM to the group, a grace period, SIGKILL, and every member reaped.
+//! 7. **outcome** ([`call::PreparedCall::run`]): the exit becomes a result or an error ([`stream::interpret`]),
+//!    secrets are masked, the result is held to the `output_schema`, and one audit line is written.
 //!
-//! [`call::Runner::call`] runs these steps; every entry point (CLI, `use-tool`, MCP, background tasks) uses it.
+//! Every attempt writes exactly one audit line, including an unknown tool or action, bad arguments and refusals.
 //!
 //! ## Around it
-//! - [`workers`]: long-lived callers keep persistent tool processes (protocol.md §9) under [`Runner::run`].
+//! - [`workers`]: long-lived callers keep persistent tool processes (protocol.md §9); a prepared call borrows one.
 //! - [`tasks`]: background tasks — a file store, a detached worker, AnimaWorks' pending queue.
 //! - [`llm`]: AnimaWorks' `use_tool`, the MCP server, provider schemas, the catalogue they share.
 //! - [`check`], [`scaffold`]: `check` and `new` for tool authors; [`pyshim`]: the embedded Python shim.

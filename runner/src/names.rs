@@ -22,11 +22,7 @@ pub const RESERVED: &[&str] = &[
     "version",
 ];
 
-fn is_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
+pub use tool_sdk::names::{canon, is_name, is_provider_name, same_spelling};
 
 /// Why a tool name is refused, or `None` when it is fine.
 pub fn tool_name_problem(name: &str) -> Option<String> {
@@ -57,15 +53,6 @@ pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
     None
 }
 
-/// `^[a-zA-Z0-9_-]{1,64}$`
-pub fn is_provider_name(s: &str) -> bool {
-    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// The spelling-insensitive form of an action name: `create-issue` and `create_issue` are one action.
-pub fn canon(name: &str) -> String {
-    name.replace('-', "_")
-}
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,7 @@
     doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
 )]
 
+pub mod names;
 pub mod protocol;
 
 #[cfg(feature = "sdk")]

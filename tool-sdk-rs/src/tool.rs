@@ -1,5 +1,6 @@
 //! Declaring a tool: [`Tool`], [`Action`], [`NoArgs`], and credential builders.
 
+use crate::names::{canon, is_name, same_spelling};
 use std::fmt::Write as _;
 
 use schemars::generate::SchemaSettings;
@@ -189,8 +190,8 @@ impl Tool {
         self.actions
             .iter()
             .filter(|a| {
-                let n = normalize(name);
-                let a = normalize(&a.decl.name);
+                let n = canon(name);
+                let a = canon(&a.decl.name);
                 n.len() > a.len() + 1 && n.ends_with(&a) && n.as_bytes()[n.len() - a.len() - 1] == b'_'
             })
             .max_by_key(|a| a.decl.name.len())
@@ -445,23 +446,6 @@ fn schema_for<T: JsonSchema>(settings: SchemaSettings) -> Value {
         map.remove("title");
     }
     schema
-}
-
-fn is_name(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn normalize(s: &str) -> String {
-    s.replace('-', "_")
-}
-
-fn same_spelling(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .all(|(x, y)| x == y || (x == b'-' || x == b'_') && (y == b'-' || y == b'_'))
 }
 
 fn strip_prefix_spelling<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

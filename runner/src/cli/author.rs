@@ -17,7 +17,7 @@ pub struct NewArgs {
     /// The language of the tool.
     #[arg(long, value_enum)]
     pub lang: Lang,
-    /// Write here instead of the personal tier (<anima dir>/tools).
+    /// Write here instead of the personal tier (`<anima dir>/tools`).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

@@ -20,7 +20,7 @@ pub struct UseToolArgs {
     #[arg(long)]
     pub serve: bool,
     /// Cap on the answer text in UTF-8 bytes (the original counts bytes). Default: "use_tool_max_chars" in
-    /// <data dir>/animaworks-tool.json, else 50000.
+    /// `<data dir>/animaworks-tool.json`, else 50000.
     #[arg(long, value_name = "BYTES")]
     pub max_chars: Option<usize>,
     /// Deadline of every call in seconds (default: each action's timeout_s).

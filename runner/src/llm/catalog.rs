@@ -1,5 +1,5 @@
 //! What an LLM may see: every callable tool and, of each, the actions the permissions allow (a gated action
-//! without its grant is left out, as [`Runner::permit`] would refuse it).
+//! without its grant is left out, as the call pipeline's gate would refuse it).
 
 use crate::cache::Probed;
 use crate::call::{Resolved, Runner};

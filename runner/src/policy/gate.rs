@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::permissions::{LoadedPermissions, Permissions, PermissionsError};
 use super::Tier;
+use crate::names::same_spelling;
 
 /// How an action is gated, as its profile says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,19 +126,15 @@ impl Decision {
     }
 }
 
-/// `-` and `_` are one letter for action names (protocol §3).
-fn norm(s: &str) -> String {
-    s.replace('-', "_")
-}
-
 /// Does `list` hold `<tool>_<key>` in either spelling of `key`? The tool part must match as written.
 fn holds_grant(list: &[String], tool: &str, key: &str) -> bool {
-    let want = norm(key);
+    // `-` and `_` are one letter for action names (protocol §3).
+    let want = crate::names::canon(key);
     list.iter().any(|entry| {
         entry
             .strip_prefix(tool)
             .and_then(|r| r.strip_prefix('_'))
-            .is_some_and(|rest| norm(rest) == want)
+            .is_some_and(|rest| crate::names::canon(rest) == want)
     })
 }
 
@@ -155,7 +152,7 @@ fn refusal(kind: RefusalKind, key: Option<String>, path: &Path, message: String,
 fn tool_rules(p: &Permissions, path: &Path, tool: &str, tier: Tier) -> Decision {
     let t = &p.external_tools;
     // Deny matches in either spelling: a refusal must not be dodged by renaming `my-tool` to `my_tool`.
-    if t.deny.iter().any(|d| d == tool || norm(d) == norm(tool)) {
+    if t.deny.iter().any(|d| d == tool || same_spelling(d, tool)) {
         return refusal(
             RefusalKind::ToolDenied,
             Some(tool.to_string()),
@@ -371,7 +368,7 @@ pub fn decide_cli(
             Some(keys) => {
                 for cand in word_candidates(word) {
                     for (key, grant) in keys {
-                        if norm(cand) == norm(key) {
+                        if same_spelling(cand, key) {
                             let what = format!("subcommand '{key}' (argv word \"{word}\")");
                             if let d @ Decision::Deny(_) = grant_rule(p, path, tool, grant, &what) {
                                 return d;

@@ -1,6 +1,6 @@
 //! Background tasks: `submit` checks a call like a foreground one, writes a `pending` task and starts a detached
 //! worker; the worker claims tasks in submit order while fewer than the per-anima limit run, runs each through
-//! [`Runner::run`](crate::Runner::run) (or a legacy `cli_main` with captured output) with the task id as the call
+//! the call pipeline ([`worker::execute`]: a prepared call, or a legacy `cli_main` with captured output) with the task id as the call
 //! id, streams progress into the task, and writes the outcome and an AnimaWorks notification.
 //!
 //! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is

@@ -1,6 +1,6 @@
 //! Persistent workers (protocol.md §9) for long-lived callers: the MCP server, `use-tool --serve`, the library.
 //!
-//! A [`WorkerPool`] set on a [`Runner`](crate::Runner) makes [`Runner::run`](crate::Runner::run) hand calls of
+//! A [`WorkerPool`] set on a [`Runner`](crate::Runner) makes a [`PreparedCall`](crate::call::PreparedCall) hand calls of
 //! tools that declare `"persistent": true` and `"events": true` to a kept `TOOL --serve` process instead of
 //! spawning one per call. Workers are keyed by tool file, file version and environment: a changed file or a
 //! changed secret gets a new worker, never a stale one. Each worker takes one call at a time; concurrent calls to
