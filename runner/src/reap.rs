@@ -9,39 +9,28 @@ pub const GRACE: Duration = Duration::from_secs(2);
 
 /// Is any process of group `pgid` still there (zombies included)?
 pub fn group_alive(pgid: i32) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-pgid, 0) == 0 }
+    group(pgid).is_some_and(|g| rustix::process::test_kill_process_group(g).is_ok())
+}
+
+/// A group id that may be signalled: never 0 (the runner's own group) nor 1 (init's).
+fn group(pgid: i32) -> Option<rustix::process::Pid> {
+    (pgid > 1).then(|| rustix::process::Pid::from_raw(pgid)).flatten()
 }
 
 /// Signal every process of group `pgid`. A pgid of 0 or 1 is refused: killpg(0) would signal the runner's own
 /// group, and 1 is init's.
 pub fn signal_group(pgid: i32, sig: i32) {
-    if pgid <= 1 {
-        tracing::error!("refused to signal process group {pgid}");
+    let (Some(g), Some(sig)) = (group(pgid), rustix::process::Signal::from_named_raw(sig)) else {
+        tracing::error!("refused to send signal {sig} to process group {pgid}");
         return;
-    }
-    // SAFETY: plain kill(2) on a group we created.
-    unsafe {
-        libc::killpg(pgid, sig);
-    }
+    };
+    let _ = rustix::process::kill_process_group(g, sig);
 }
 
 /// Reap the members of `pgid` that were re-parented to us (we are their subreaper). Never blocks.
 pub fn reap_members(pgid: i32) {
-    if pgid <= 1 {
-        return;
-    }
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid on a group we own; WNOHANG never blocks.
-        let r = unsafe { libc::waitpid(-pgid, &mut status, libc::WNOHANG) };
-        if r <= 0 {
-            break;
-        }
-    }
+    let Some(g) = group(pgid) else { return };
+    while let Ok(Some(_)) = rustix::process::waitpgid(g, rustix::process::WaitOptions::NOHANG) {}
 }
 
 /// Wait until no process of the group is left, reaping as we go; false when `limit` passed first.
@@ -141,7 +130,8 @@ pub async fn wait(child: &mut tokio::process::Child) -> std::io::Result<std::pro
 /// touches a child we started ourselves. Long-lived callers run it after each call.
 pub fn reap_orphans() {
     for _ in 0..4096 {
-        // SAFETY: waitid with WNOWAIT only peeks; siginfo is plain data.
+        // SAFETY: waitid with WNOWAIT only peeks; siginfo is plain data. (Raw libc: rustix's waitid does not give
+        // the pid of the child it saw.)
         let pid = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) != 0 {
@@ -153,9 +143,9 @@ pub fn reap_orphans() {
             // Nothing exited, or the first exited child is ours to reap elsewhere (its owner will, shortly).
             return;
         }
-        let mut status = 0;
-        // SAFETY: reaps exactly the adopted child just seen.
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+        }
     }
 }
 

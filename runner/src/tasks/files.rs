@@ -9,7 +9,6 @@ use super::{Census, ProcessId, Status, Task, TaskStore};
 use serde_json::Value;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -24,8 +23,7 @@ struct Lock(File);
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        // SAFETY: flock on a file we own.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
     }
 }
 
@@ -71,11 +69,10 @@ impl FileStore {
             .truncate(false)
             .open(self.dir.join(".lock"))?;
         loop {
-            // SAFETY: flock on a file we own.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Lock(f));
-            }
-            let e = io::Error::last_os_error();
+            let e = match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(Lock(f)),
+                Err(e) => io::Error::from(e),
+            };
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }

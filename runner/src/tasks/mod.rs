@@ -234,9 +234,8 @@ pub fn now_s() -> f64 {
 /// A task id: 12 hex digits, as AnimaWorks' `uuid4().hex[:12]`.
 pub fn new_task_id() -> String {
     let mut b = [0u8; 6];
-    // SAFETY: getrandom writes at most len bytes into the buffer.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
+    let n = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    if n.ok() != Some(b.len()) {
         let seed = crate::call::new_call_id();
         return seed.trim_start_matches("c-").to_owned();
     }

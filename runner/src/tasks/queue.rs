@@ -38,14 +38,9 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     if let Some(a) = dirs.anima.as_ref().filter(|a| a.is_dir()) {
         cmd.current_dir(a);
     }
-    // SAFETY: setsid is async-signal-safe.
+    // SAFETY: setsid is async-signal-safe, the only call between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(|| rustix::process::setsid().map(|_| ()).map_err(io::Error::from));
     }
     let mut child = cmd.spawn()?;
     let pid = child.id();

@@ -284,7 +284,8 @@ fn every_entry_point_runs_a_granted_action_audits_it_once_and_masks_the_secret()
 fn a_tool_error_that_says_its_secret_is_masked_in_message_hint_and_stderr_on_every_entry_point() {
     let w = world();
     grant(&w, &[]);
-    let entries: Vec<(&str, fn(&World) -> Seen)> = vec![
+    type Case = (&'static str, fn(&World) -> Seen);
+    let entries: Vec<Case> = vec![
         ("generated CLI", |w| run_cli(w, &["gt", "leak", "--note", SECRET])),
         ("call", |w| run_cli(w, &["call", "gt", "leak", "--json", &json!({"note": SECRET}).to_string()])),
         ("submit", |w| submit(w, &["submit", "gt", "leak", "--note", SECRET])),
