@@ -291,8 +291,9 @@ impl Runner {
         exit: Option<i32>,
         args: Value,
         m: &Masker,
+        sandbox: Option<Value>,
     ) {
-        let rec = AuditRecord::new(
+        let mut rec = AuditRecord::new(
             self.dirs.anima_name().as_deref(),
             &r.file.name,
             action,
@@ -303,6 +304,7 @@ impl Runner {
             exit,
             args,
         );
+        rec.sandbox = sandbox;
         if let Err(e) = self.audit_log().append(&rec, m) {
             tracing::warn!("could not append to the audit log: {e}");
         }
@@ -319,6 +321,7 @@ impl Runner {
                 Some(ErrorCode::PermissionDenied.exit_code()),
                 Value::Null,
                 &Masker::default(),
+                None,
             );
         }
     }
@@ -331,15 +334,21 @@ impl Runner {
         out: &Result<Value, CallError>,
         args: Value,
         m: &Masker,
+        sandbox: Option<Value>,
     ) {
         let (outcome, exit) = match out {
             Ok(_) => ("ok", 0),
             Err(e) => (e.code.as_str(), e.code.exit_code()),
         };
-        // The only refusal after the gate: a required credential that is set nowhere.
+        // The refusals after the gate: a required credential that is set nowhere, a sandbox that cannot be.
         let decision = match out {
             Err(e) if e.code == ErrorCode::PermissionDenied => Decision::Deny(Refusal {
-                kind: RefusalKind::CredentialMissing,
+                kind: match e.details.get("reason").and_then(Value::as_str) {
+                    Some("sandbox_not_granted") => RefusalKind::SandboxNotGranted,
+                    Some("sandbox_unsupported") => RefusalKind::SandboxUnsupported,
+                    Some("sandbox_invalid" | "sandbox_grants_invalid") => RefusalKind::SandboxInvalid,
+                    _ => RefusalKind::CredentialMissing,
+                },
                 message: e.message.clone(),
                 hint: e.hint.clone().unwrap_or_default(),
                 key: None,
@@ -356,6 +365,7 @@ impl Runner {
             Some(exit),
             args,
             m,
+            sandbox,
         );
     }
 
@@ -372,15 +382,16 @@ impl Runner {
         let started = std::time::Instant::now();
         let audit_args = Value::Object(args.clone());
         let mut masker = Masker::default();
+        let mut sandbox = None;
         let out = self
-            .run_inner(resolved, act, args, opts, obs, cancel, &mut masker)
+            .run_inner(resolved, act, args, opts, obs, cancel, &mut masker, &mut sandbox)
             .await;
-        self.audit_outcome(resolved, &act.name, started, &out, audit_args, &masker);
+        self.audit_outcome(resolved, &act.name, started, &out, audit_args, &masker, sandbox);
         out
     }
 
-    // Why the out-parameter: the masker is made half-way (once the secrets are known) and the audit line needs it
-    // whether the call succeeded or not.
+    // Why the out-parameters: the masker is made half-way (once the secrets are known), the sandbox once it is
+    // planned, and the audit line needs both whether the call succeeded or not.
     #[allow(clippy::too_many_arguments)]
     async fn run_inner(
         &self,
@@ -391,8 +402,15 @@ impl Runner {
         obs: &mut dyn Observer,
         cancel: Cancel,
         masker: &mut Masker,
+        sandbox: &mut Option<Value>,
     ) -> Result<Value, CallError> {
         let tool = resolved.file.name.as_str();
+        let plan = crate::sandbox::for_process(
+            &self.dirs,
+            &resolved.file,
+            crate::sandbox::Needs::Call(act.profile.sandbox.as_ref()),
+        )?;
+        *sandbox = Some(plan.summary());
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let timeout = opts.timeout.unwrap_or_else(|| Duration::from_secs_f64(act.timeout_s()));
         let deadline_ms = now_ms() + timeout.as_millis() as u64;
@@ -427,7 +445,7 @@ impl Runner {
                 .await;
         }
         let env = self.env(&call_id, deadline_ms, &secrets)?;
-        let child = self.spawn(&resolved.file, Mode::Call, &env)?;
+        let child = self.spawn(&resolved.file, Mode::Call, &env, Some(&plan))?;
         let d = Drive {
             tool,
             action: &act.name,
@@ -454,6 +472,7 @@ impl Runner {
         file: &ToolFile,
         mode: Mode<'_>,
         env: &[(OsString, OsString)],
+        plan: Option<&crate::sandbox::Plan>,
     ) -> Result<tokio::process::Child, CallError> {
         let cwd = self.dirs.anima.clone();
         let explain = |e: std::io::Error| {
@@ -462,7 +481,7 @@ impl Runner {
                 .hint(hint)
                 .with("tool", file.name.clone())
         };
-        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref()).map_err(explain)?;
+        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref(), plan).map_err(explain)?;
         spawn::start(&mut cmd).map_err(explain)
     }
 
@@ -478,7 +497,8 @@ impl Runner {
         let deadline_ms = now_ms() + timeout.as_millis() as u64;
         let secrets = self.secrets(resolved, None)?;
         let env = self.env(&call_id, deadline_ms, &secrets)?;
-        let child = self.spawn(&resolved.file, Mode::Cli(argv), &env)?;
+        let plan = crate::sandbox::for_process(&self.dirs, &resolved.file, crate::sandbox::Needs::serve(&resolved.manifest))?;
+        let child = self.spawn(&resolved.file, Mode::Cli(argv), &env, Some(&plan))?;
         let d = Drive {
             tool: &resolved.file.name,
             action: "cli",
@@ -517,6 +537,7 @@ impl Runner {
             exit,
             argv_json,
             &masker,
+            Some(plan.summary()),
         );
         match f.ending {
             stream::Ending::Exited(s) => {

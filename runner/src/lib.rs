@@ -43,6 +43,7 @@ pub mod policy;
 pub mod probe;
 pub mod pyshim;
 pub mod reap;
+pub mod sandbox;
 pub mod scaffold;
 pub mod spawn;
 pub mod stream;

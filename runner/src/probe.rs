@@ -29,7 +29,18 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             spawn: true,
         }
     };
-    let child = match spawn::command(file, dirs, Mode::Schemas, env, None).and_then(|mut c| spawn::start(&mut c)) {
+    let plan = match crate::sandbox::for_process(dirs, file, crate::sandbox::Needs::Probe) {
+        Ok(p) => p,
+        // Not cached (like a spawn failure): the settings can be fixed without touching the tool.
+        Err(e) => {
+            return Probed::Failed {
+                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+                stderr_tail: String::new(),
+                spawn: true,
+            }
+        }
+    };
+    let child = match spawn::command(file, dirs, Mode::Schemas, env, None, Some(&plan)).and_then(|mut c| spawn::start(&mut c)) {
         Ok(c) => c,
         Err(e) => return spawn_failed(e),
     };

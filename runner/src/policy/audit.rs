@@ -42,6 +42,9 @@ pub struct AuditRecord {
     pub exit_code: Option<i32>,
     /// The arguments (an object for structured calls, the argv list for `cli_main` calls), masked.
     pub args: Value,
+    /// The sandbox the tool ran in (README "Sandbox"): `{"mode": "off"}`, or what the kernel enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 impl AuditRecord {
@@ -74,6 +77,7 @@ impl AuditRecord {
             outcome: outcome.to_string(),
             exit_code,
             args,
+            sandbox: None,
         }
     }
 }

@@ -286,12 +286,14 @@ async fn run_cli_captured(
     let env = runner.env(call_id, deadline_ms, &secrets)?;
     let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let file = &r.file;
+    let plan = crate::sandbox::for_process(&runner.dirs, file, crate::sandbox::Needs::serve(&r.manifest))?;
     let mut cmd = spawn::command(
         file,
         &runner.dirs,
         Mode::Cli(&argv_os),
         &env,
         runner.dirs.anima.as_deref(),
+        Some(&plan),
     )
     .map_err(|e| {
         CallError::new(

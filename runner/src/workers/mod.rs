@@ -193,7 +193,14 @@ impl WorkerPool {
             version,
             env: h.finish(),
         };
-        let spawn = || Worker::spawn(&resolved.file, &runner.dirs, &env);
+        let spawn = || {
+            let plan = crate::sandbox::for_process(
+                &runner.dirs,
+                &resolved.file,
+                crate::sandbox::Needs::serve(&resolved.manifest),
+            )?;
+            Worker::spawn(&resolved.file, &runner.dirs, &env, plan)
+        };
         let mut lease = match self.checkout(&key, spawn, deadline, cancel.clone()).await {
             Ok(l) => l,
             Err(e) => {

@@ -55,12 +55,19 @@ pub struct Worker {
     tail: Arc<Mutex<Tail>>,
     guard: GroupGuard,
     pub idle_since: Instant,
+    /// Its sandbox (and private temp dir), kept as long as the worker lives.
+    _sandbox: crate::sandbox::Plan,
 }
 
 impl Worker {
     /// Start `TOOL --serve` with `env` (the worker's environment, not one call's).
-    pub fn spawn(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Result<Worker, CallError> {
-        let mut cmd = spawn::command(file, dirs, Mode::Serve, env, dirs.anima.as_deref()).map_err(|e| {
+    pub fn spawn(
+        file: &ToolFile,
+        dirs: &Dirs,
+        env: &[(OsString, OsString)],
+        sandbox: crate::sandbox::Plan,
+    ) -> Result<Worker, CallError> {
+        let mut cmd = spawn::command(file, dirs, Mode::Serve, env, dirs.anima.as_deref(), Some(&sandbox)).map_err(|e| {
             CallError::new(
                 ErrorCode::SpawnFailed,
                 format!("cannot start {}: {e}", file.path.display()),
@@ -107,6 +114,7 @@ impl Worker {
             tail,
             guard,
             idle_since: Instant::now(),
+            _sandbox: sandbox,
         })
     }
 
