@@ -15,11 +15,46 @@ use super::seccomp::{self, SockFilter};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// A PID namespace to enter, with the user namespace maps when one is needed first.
+/// A PID namespace to enter, with the user namespace maps when one is needed first, and the paths to make
+/// read-only in a mount namespace of its own.
 pub struct PidNs {
     pub user: bool,
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
+    pub ro_binds: Vec<ReadOnlyBind>,
+}
+
+/// A path to bind-mount read-only over itself, with the flags of the mount it is on (a remount inside a user
+/// namespace must keep them).
+pub struct ReadOnlyBind {
+    path: std::ffi::CString,
+    flags: libc::c_ulong,
+}
+
+impl ReadOnlyBind {
+    pub fn new(p: &std::path::Path) -> Option<ReadOnlyBind> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: path is a valid C string, st a zeroed struct.
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        for (st_flag, ms) in [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ] {
+            if st.f_flag & st_flag != 0 {
+                flags |= ms;
+            }
+        }
+        Some(ReadOnlyBind { path, flags })
+    }
 }
 
 /// Everything the child needs, ready before the fork.
@@ -74,7 +109,9 @@ unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
 }
 
 unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
-    let flags = libc::CLONE_NEWPID | if ns.user { libc::CLONE_NEWUSER } else { 0 };
+    let flags = libc::CLONE_NEWPID
+        | if ns.user { libc::CLONE_NEWUSER } else { 0 }
+        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS };
     if libc::unshare(flags) != 0 {
         return Err(err());
     }
@@ -82,6 +119,20 @@ unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
         write_file(b"/proc/self/setgroups\0", b"deny")?;
         write_file(b"/proc/self/uid_map\0", &ns.uid_map)?;
         write_file(b"/proc/self/gid_map\0", &ns.gid_map)?;
+    }
+    if !ns.ro_binds.is_empty() {
+        // Nothing mounted here may reach the runner's mount namespace.
+        if libc::mount(std::ptr::null(), b"/\0".as_ptr().cast(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            return Err(err());
+        }
+        for b in &ns.ro_binds {
+            let p = b.path.as_ptr();
+            if libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0
+                || libc::mount(std::ptr::null(), p, std::ptr::null(), b.flags, std::ptr::null()) != 0
+            {
+                return Err(err());
+            }
+        }
     }
     let mut p = [0i32; 2];
     if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {

@@ -257,6 +257,8 @@ struct Inner {
     net: NetPlan,
     protected_read: Protected,
     protected_write: Protected,
+    /// The runner's files in the anima's state/, bind-mounted read-only in the tool's mount namespace.
+    ro_binds: Vec<PathBuf>,
     tmp: tempfile::TempDir,
     support: kernel::Support,
     pid_ns: bool,
@@ -462,7 +464,16 @@ pub fn plan(
     let grant_exec: Vec<PathBuf> = canon(grant_exec).into_iter().chain(grant_read.iter().cloned()).collect();
     let net_granted = grants.net_for(tool, tier);
 
-    let (protected_read, protected_write) = protected(dirs, home.as_deref());
+    let support = kernel::support();
+    let pid_ns = settings.pid_namespace && support.pid_namespace;
+    // With a mount namespace, the runner's files in the anima's state/ are made read-only by bind mounts, so
+    // Landlock can give a tool the whole anima dir (new files in state/ included); without one, they are cut out
+    // of the Landlock grant (nothing new can then be created directly in state/).
+    let ro_binds = if pid_ns { runner_state_files(dirs) } else { Vec::new() };
+    let (protected_read, mut protected_write) = protected(dirs, home.as_deref());
+    for p in &ro_binds {
+        protected_write.paths.remove(p);
+    }
     let mut read = Vec::new();
     let mut write = Vec::new();
     let mut exec = Vec::new();
@@ -540,7 +551,6 @@ pub fn plan(
         net = net.union(want);
     }
 
-    let support = kernel::support();
     let mut missing = Vec::new();
     if !support.landlock_fs() {
         missing.push("Landlock (files)");
@@ -561,7 +571,6 @@ pub fn plan(
         }
         warnings.push(format!("{what}; running it less confined (\"unsupported\": \"warn\")"));
     }
-    let pid_ns = settings.pid_namespace && support.pid_namespace;
     Ok(Plan {
         inner: Some(Inner {
             read,
@@ -570,6 +579,7 @@ pub fn plan(
             net,
             protected_read,
             protected_write,
+            ro_binds,
             tmp,
             support,
             pid_ns,
@@ -612,6 +622,27 @@ fn covered(
                 }
             })
         })
+}
+
+/// The runner's files in the anima's `state/` (audit log, task store), made to exist so that they can be
+/// mounted over; canonical paths.
+fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
+    let Some(anima) = dirs.anima.as_deref().and_then(rules::canonical) else {
+        return Vec::new();
+    };
+    let state = anima.join("state");
+    let mut out = Vec::new();
+    for d in ["background_tasks", "background_notifications"] {
+        if std::fs::create_dir_all(state.join(d)).is_ok() {
+            out.extend(rules::canonical(&state.join(d)));
+        }
+    }
+    let audit = anima.join(crate::policy::audit::AUDIT_FILE);
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&audit).is_ok() {
+        out.extend(rules::canonical(&audit));
+    }
+    out
 }
 
 /// The runner's state, as canonical paths: (never read, never written).
@@ -793,6 +824,7 @@ impl Plan {
                 user: s.needs_user_namespace,
                 uid_map: format!("{u} {u} 1").into_bytes(),
                 gid_map: format!("{g} {g} 1").into_bytes(),
+                ro_binds: i.ro_binds.iter().filter_map(|p| child::ReadOnlyBind::new(p)).collect(),
             }
         });
         Ok(Some(child::Confined {
@@ -835,6 +867,7 @@ impl Plan {
             if let Some(pre) = prefix_of(p, i.home.as_deref(), &i.data) {
                 rules::grant(&mut b, &pre, EXEC, &i.protected_read)?;
             }
+            rules::grant(&mut b, p, EXEC, &i.protected_read)?;
         }
         rules::grant(&mut b, &i.tool, EXEC, &i.protected_read)?;
         if let Some(dir) = i.tool.parent() {

@@ -17,3 +17,4 @@ mod review;
 mod tasks;
 mod transcripts;
 mod workers;
+mod sandbox;

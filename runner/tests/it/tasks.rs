@@ -182,7 +182,7 @@ fn sigkilled_worker_is_reported_lost_and_its_tool_dies() {
 #[test]
 fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 4}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 4}"#);
     let children: Vec<_> = (0..50)
         .map(|_| {
             w.cmd()
@@ -234,7 +234,7 @@ fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
 #[test]
 fn limit_of_one_starts_tasks_in_submit_order() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 1}"#);
     let ids: Vec<String> = (0..5).map(|_| submit_ok(&w, &["bg", "marked"])).collect();
     assert!(eventually(60, || ids
         .iter()
@@ -298,7 +298,7 @@ fn cancel_ends_the_task_and_every_grandchild() {
 #[test]
 fn cancel_of_a_pending_task_never_starts_it() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 1}"#);
     let first = submit_ok(&w, &["bg", "sleepy"]);
     status_becomes(&w, &first, "running", 20);
     let second = submit_ok(&w, &["bg", "quick", "--n", "1"]);
