@@ -216,6 +216,22 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 "describe it: people and LLMs choose actions by it",
             );
         }
+        match &a.profile.sandbox {
+            None => f.warn(
+                &format!("action {}", a.name),
+                "declares no sandbox: where tools are confined it gets the default for AnimaWorks tools (its anima's folder, the shared folders, the network if permitted)",
+                "declare what it needs in its profile's \"sandbox\" (protocol.md §2.4): least privilege",
+            ),
+            Some(d) => {
+                let problems = crate::sandbox::validate(d);
+                if problems.is_empty() {
+                    f.pass(&format!("action {}", a.name), "sandbox declaration is valid");
+                }
+                for p in problems {
+                    f.fail(&format!("action {}", a.name), p, "see protocol.md §2.4 for the fields and placeholders");
+                }
+            }
+        }
     }
     let resolved = Resolved { file, manifest };
     for act in &resolved.manifest.actions {
