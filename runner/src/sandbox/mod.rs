@@ -754,7 +754,7 @@ fn prefix_of(program: &Path, home: Option<&Path>, data: &Path) -> Option<PathBuf
     } else {
         dir
     };
-    let too_wide = |q: &Path| p == Path::new("/") || home.is_some_and(|h| h.starts_with(q)) || data.starts_with(q);
+    let too_wide = |q: &Path| q == Path::new("/") || home.is_some_and(|h| h.starts_with(q)) || data.starts_with(q);
     if too_wide(p) {
         (!too_wide(dir)).then(|| dir.to_path_buf())
     } else {
