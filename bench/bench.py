@@ -426,6 +426,32 @@ def bench_legacy_list(runs: int, timer: str, fixtures: Path) -> None:
 # ---------------------------------------------------------------------------------------------- issue 4 §7
 
 
+def bench_sandbox(runs: int, timer: str) -> None:
+    """Issue 13 §4: the same tiny compiled personal tool called unconfined, sandboxed (Landlock, seccomp,
+    capabilities dropped, PID and mount namespaces), and sandboxed without the namespaces, side by side."""
+    spec = {"protocol": 1, "actions": [{"name": "go", "profile": {"sandbox": {"read": ["$ANIMA_DIR"]}}}]}
+    worlds = {
+        "unconfined": {"sandbox": {"personal": "off"}},
+        "sandboxed": {},
+        "sandboxed, no namespaces": {"sandbox": {"pid_namespace": False}},
+    }
+    cases = []
+    for label, settings in worlds.items():
+        w = World(new_root("sandbox"))
+        (w.data / "animaworks-tool.json").write_text(json.dumps(settings))
+        build_tiny(w.personal / "tiny", spec)
+        r = awt(w, "call", "tiny", "go", "--json", "{}")
+        assert r.returncode == 0, r
+        audit = json.loads((w.anima / "state" / "tool_audit.jsonl").read_text().splitlines()[-1])
+        log(f"{label}: audit sandbox {audit.get('sandbox')}")
+        cases.append(Case(label, [str(AWT), "call", "tiny", "go", "--json", "{}"], w.env()))
+    m = time_cases(cases, runs, 20, timer)
+    for label in ("sandboxed", "sandboxed, no namespaces"):
+        d = m[label] - m["unconfined"]
+        record("13§4", f"a call {label} (tiny compiled personal tool)", f"{m[label]:.2f} ms",
+               f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms", "<= +1 ms", d <= 1.0)
+
+
 def build_tiny(dest: Path, schemas: dict) -> None:
     env = dict(os.environ, TINY_SCHEMAS=json.dumps(schemas))
     sh(["rustc", "--edition", "2021", "-O", str(BENCH / "tools" / "tiny.rs"), "-o", str(dest)], env=env)
@@ -615,7 +641,7 @@ def machine() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy", "submit", "mcp"])
+    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox"])
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", 200)))
     # Default: the interleaved Python loop, which times A and B truly side by side and feeds each its own stdin;
     # hyperfine (if installed) is the cross-check.
@@ -631,7 +657,7 @@ def main() -> None:
     if a.timer == "hyperfine" and not shutil.which("hyperfine"):
         log("hyperfine is not installed; using the Python loop")
         a.timer = "python"
-    which = ["call", "list", "stream", "legacy", "policy", "submit", "mcp"] if "all" in a.which else a.which
+    which = ["call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox"] if "all" in a.which else a.which
     m = machine()
     log(f"machine: {m}; timer: {a.timer}; runs: {a.runs}")
     for name in which:

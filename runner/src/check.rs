@@ -216,8 +216,37 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 "describe it: people and LLMs choose actions by it",
             );
         }
+        match &a.profile.sandbox {
+            None => f.warn(
+                &format!("action {}", a.name),
+                "declares no sandbox: where tools are confined it gets the default for AnimaWorks tools (its anima's folder, the shared folders, the network if permitted)",
+                "declare what it needs in its profile's \"sandbox\" (protocol.md §2.4): least privilege",
+            ),
+            Some(d) => {
+                let problems = crate::sandbox::validate(d);
+                if problems.is_empty() {
+                    f.pass(&format!("action {}", a.name), "sandbox declaration is valid");
+                }
+                for p in problems {
+                    f.fail(&format!("action {}", a.name), p, "see protocol.md §2.4 for the fields and placeholders");
+                }
+            }
+        }
     }
     let resolved = Resolved { file, manifest };
+    if opts.call_all {
+        // The throwaway anima grants what the author asked to call: the call still goes through the gate.
+        let grants: Vec<String> = resolved
+            .manifest
+            .actions
+            .iter()
+            .map(|a| format!("{}_{}", resolved.file.name, a.gate_name()))
+            .collect();
+        if let Some(anima) = &runner.dirs.anima {
+            let perms = serde_json::json!({"version": 1, "external_tools": {"allow_all": true, "allow": grants}});
+            let _ = std::fs::write(anima.join("permissions.json"), perms.to_string());
+        }
+    }
     for act in &resolved.manifest.actions {
         // Why: a sample call of a gated or destructive action could do real harm outside the throwaway world
         // (a network API, an absolute path); the author opts in.

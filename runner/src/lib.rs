@@ -52,6 +52,7 @@ pub mod policy;
 pub mod probe;
 pub mod pyshim;
 pub mod reap;
+pub mod sandbox;
 pub mod scaffold;
 pub mod settings;
 pub mod spawn;

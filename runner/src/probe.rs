@@ -21,7 +21,18 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
         stderr_tail,
         spawn: false,
     };
-    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env, None) {
+    let plan = match crate::sandbox::for_process(dirs, file, crate::sandbox::Needs::Probe) {
+        Ok(p) => p,
+        // Not cached (like a spawn failure): the settings can be fixed without touching the tool.
+        Err(e) => {
+            return Probed::Failed {
+                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+                stderr_tail: String::new(),
+                spawn: true,
+            }
+        }
+    };
+    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env, None, Some(&plan)) {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {

@@ -45,6 +45,7 @@ pub fn start_tool(
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
@@ -52,7 +53,7 @@ pub fn start_tool(
             .hint(hint)
             .with("tool", file.name.clone())
     };
-    let mut cmd = command(file, dirs, mode, env, cwd).map_err(explain)?;
+    let mut cmd = command(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
     let child = start(&mut cmd).map_err(explain)?;
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
@@ -63,16 +64,20 @@ pub fn start_tool(
     }
 }
 
-/// Build the command for `file` in `mode`. `env` is the whole environment the tool gets.
+/// Build the command for `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when
+/// given, confines the process (README "Sandbox").
 fn command(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
 ) -> io::Result<Command> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
+    let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
+    let env = &crate::sandbox::with_env(env, sandbox);
     let mut cmd = Command::new(&program);
     cmd.args(&argv);
     let (stdin, stdout) = match mode {
@@ -96,7 +101,8 @@ fn command(
     // group guard in `reap` handles the rest of the group.
     cmd.kill_on_drop(true);
     crate::guardian::start()?;
-    // SAFETY: only async-signal-safe calls (prctl, getpid, write) between fork and exec.
+    // SAFETY: only async-signal-safe calls (prctl, getpid, write, and the sandbox's system calls) between fork
+    // and exec.
     unsafe {
         let d = DirectExec::new(&program, &argv, env)?;
         cmd.pre_exec(move || {
@@ -104,10 +110,14 @@ fn command(
             let d: &DirectExec = &d;
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             crate::guardian::register_self();
-            libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
-            let e = io::Error::last_os_error();
+            let group = libc::getpid();
+            let entered = confined.as_ref().map_or(Ok(()), |c| crate::sandbox::child::enter(c));
+            if entered.is_ok() {
+                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+            }
+            let e = entered.err().unwrap_or_else(io::Error::last_os_error);
             // The process never became the tool: the guardian must not remember its group.
-            crate::guardian::unregister(libc::getpid());
+            crate::guardian::unregister(group);
             Err(e)
         });
     }

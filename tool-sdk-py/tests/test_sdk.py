@@ -136,3 +136,17 @@ def test_decorator_returns_function_unchanged() -> None:
             "import animaworks_tool_sdk as s\nassert sorted(s.__all__) == sorted(n for n in s.__all__ if hasattr(s, n))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base_env(Path("/tmp"), PYTHONPATH=str(SDK_SRC)))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_sandbox_declaration_reaches_the_profile() -> None:
+    code = ("import json\nfrom animaworks_tool_sdk import action\nfrom animaworks_tool_sdk._action import REGISTRY\n"
+            "@action(sandbox={'read': ['$ANIMA_DIR/notes'], 'net': ['api.example.com:443']})\n"
+            "def fetch(q: str) -> str:\n    return q\n"
+            "print(json.dumps(REGISTRY[-1].profile))\n"
+            "for bad in ({'nope': []}, {'read': 'x'}, {'net': 'yes'}, {'net': ['no-port']}):\n"
+            "    try:\n        action(sandbox=bad)\n    except TypeError:\n        pass\n"
+            "    else:\n        raise SystemExit(f'accepted {bad}')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base_env(Path("/tmp"), PYTHONPATH=str(SDK_SRC)))
+    assert proc.returncode == 0, proc.stderr
+    import json
+    assert json.loads(proc.stdout) == {"sandbox": {"read": ["$ANIMA_DIR/notes"], "net": ["api.example.com:443"]}}

@@ -28,7 +28,7 @@ pub use context::Context;
 #[cfg(feature = "sdk")]
 pub use error::ToolError;
 #[cfg(feature = "sdk")]
-pub use protocol::{CredentialDecl as Credential, Hints, Level};
+pub use protocol::{CredentialDecl as Credential, Hints, Level, Net, Sandbox};
 #[cfg(feature = "sdk")]
 pub use schemars::{self, JsonSchema};
 #[cfg(feature = "sdk")]

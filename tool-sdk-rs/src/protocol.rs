@@ -81,6 +81,49 @@ pub struct Profile {
     pub credentials: Vec<CredentialDecl>,
     #[serde(default)]
     pub hints: Hints,
+    /// What the action may touch when the runner confines it (§2.4). `None`: the tool declared nothing and gets
+    /// the runner's default for undeclared tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+}
+
+/// An action's declared needs (§2.4). Paths may start with a placeholder: `$ANIMA_DIR`, `$DATA_DIR`, `$TMP`,
+/// `$TOOL_DIR`, `$HOME`. Everything not declared (beyond the runner's baseline) is refused by the kernel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// Folders or files the action reads (and lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Folders or files the action writes, creates and removes in (reading them too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
+    /// The network: `false` (none, the default), `true` (any), or `"host:port"` entries.
+    #[serde(default, skip_serializing_if = "Net::is_none")]
+    pub net: Net,
+    /// Programs (files or folders) the action runs, besides the system's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exec: Vec<String>,
+}
+
+/// `"net"` of a [`Sandbox`]: `false`, `true`, or a list of `"host:port"` (`"*:443"` for any host).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Net {
+    All(bool),
+    Only(Vec<String>),
+}
+
+impl Default for Net {
+    fn default() -> Self {
+        Net::All(false)
+    }
+}
+
+impl Net {
+    /// No network at all.
+    pub fn is_none(&self) -> bool {
+        matches!(self, Net::All(false)) || matches!(self, Net::Only(v) if v.is_empty())
+    }
 }
 
 /// MCP-style annotations.

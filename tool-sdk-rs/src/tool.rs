@@ -354,6 +354,13 @@ impl Action {
         self
     }
 
+    /// What the action may touch when the runner confines it (protocol.md §2.4): e.g.
+    /// `Sandbox { read: vec!["$ANIMA_DIR/notes".into()], net: Net::Only(vec!["api.example.com:443".into()]), ..Default::default() }`.
+    pub fn sandbox(mut self, sandbox: crate::protocol::Sandbox) -> Self {
+        self.decl.profile.sandbox = Some(sandbox);
+        self
+    }
+
     /// Sets all four hints at once.
     pub fn hints(mut self, hints: Hints) -> Self {
         self.decl.profile.hints = hints;

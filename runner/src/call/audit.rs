@@ -21,6 +21,8 @@ pub(crate) struct Attempt {
     /// Unmasked; masked when written.
     pub args: Value,
     pub started: Instant,
+    /// The sandbox planned for it, once it is known (README "Sandbox").
+    pub sandbox: Option<Value>,
 }
 
 impl Attempt {
@@ -31,6 +33,7 @@ impl Attempt {
             action: action.map(str::to_owned),
             args,
             started: Instant::now(),
+            sandbox: None,
         }
     }
 
@@ -90,6 +93,9 @@ fn decision_of(e: &CallError) -> Decision {
         Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
         Some("grant_denied") => RefusalKind::GrantDenied,
         Some("credential_missing") => RefusalKind::CredentialMissing,
+        Some("sandbox_not_granted") => RefusalKind::SandboxNotGranted,
+        Some("sandbox_unsupported") => RefusalKind::SandboxUnsupported,
+        Some("sandbox_invalid" | "sandbox_grants_invalid") => RefusalKind::SandboxInvalid,
         _ => RefusalKind::GrantMissing,
     };
     Decision::Deny(Refusal {
@@ -137,7 +143,7 @@ fn write(
     exit: Option<i32>,
     masker: &Masker,
 ) {
-    let rec = AuditRecord::new(
+    let mut rec = AuditRecord::new(
         runner.dirs.anima_name().as_deref(),
         &a.tool,
         a.action.as_deref(),
@@ -148,6 +154,7 @@ fn write(
         exit,
         a.args.clone(),
     );
+    rec.sandbox = a.sandbox.clone();
     let log = runner.audit_log();
     let res = match file {
         Some(f) => AuditLog::append_to(f, log.path(), &rec, masker),

@@ -38,6 +38,8 @@ pub struct PreparedCall<'r> {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) masker: Masker,
     pub(crate) launch: Launch,
+    /// The sandbox of a one-shot process (a pooled worker has its own, planned when it starts).
+    pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
     pub(crate) audit: audit::Handle,
 }
@@ -53,6 +55,7 @@ pub struct PreparedCli<'r> {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) masker: Masker,
     pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
     pub(crate) audit: audit::Handle,
 }
@@ -65,17 +68,17 @@ impl<'r> Target<'r> {
         let resolved = self.tool.resolved;
         let action = self.action;
         let tool = resolved.file.name.clone();
-        let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some(&action.name), Value::Object(args.clone()));
-        let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        let mut attempt = Attempt::new(&tool, Some(resolved.file.tier), Some(&action.name), Value::Object(args.clone()));
+        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
         // A refused attempt is logged with its arguments, which may hold a declared secret.
         let early = || lenient_masker(runner, &resolved, Some(&action));
         if let Err(e) = crate::validate::check_args(&tool, &action, &args) {
-            return fail(e, &early());
+            return fail(&attempt, e, &early());
         }
         let gate = gate_of(&resolved, &action);
         let d = gate::decide(&runner.permissions(), &tool, resolved.file.tier, &action.name, &gate);
         if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)) {
-            return fail(e, &early());
+            return fail(&attempt, e, &early());
         }
         let timeout = match opts.timeout {
             Some(t) => Ok(t),
@@ -83,12 +86,22 @@ impl<'r> Target<'r> {
         };
         let timeout = match timeout {
             Ok(t) => t,
-            Err(e) => return fail(e, &early()),
+            Err(e) => return fail(&attempt, e, &early()),
         };
+        let sandbox = crate::sandbox::for_process(
+            &runner.dirs,
+            &resolved.file,
+            crate::sandbox::Needs::Call(action.profile.sandbox.as_ref()),
+        );
+        let sandbox = match sandbox {
+            Ok(p) => p,
+            Err(e) => return fail(&attempt, e, &early()),
+        };
+        attempt.sandbox = Some(sandbox.summary());
         let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
         let secrets = match secrets(runner, &resolved, Some(&action), pooled) {
             Ok(s) => s,
-            Err(e) => return fail(e, &early()),
+            Err(e) => return fail(&attempt, e, &early()),
         };
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
@@ -100,11 +113,11 @@ impl<'r> Target<'r> {
         };
         let launch = match launch {
             Ok(l) => l,
-            Err(e) => return fail(e, &masker),
+            Err(e) => return fail(&attempt, e, &masker),
         };
         let audit = match audit::Handle::open(runner, gate != Gate::Open) {
             Ok(h) => h,
-            Err(e) => return fail(e, &masker),
+            Err(e) => return fail(&attempt, e, &masker),
         };
         Ok(PreparedCall {
             runner,
@@ -117,6 +130,7 @@ impl<'r> Target<'r> {
             cwd: opts.cwd.clone(),
             masker,
             launch,
+            sandbox,
             attempt,
             audit,
             resolved,
@@ -131,10 +145,11 @@ impl<'r> Tool<'r> {
         let runner = self.runner;
         let resolved = self.resolved;
         let tool = resolved.file.name.clone();
-        let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
-        let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        let mut attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
+        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
         if !resolved.manifest.cli {
             return fail(
+                &attempt,
                 CallError::new(ErrorCode::Usage, format!("{tool} has no cli_main: name one of its actions"))
                     .hint(format!("`animaworks-tool {tool} --help` lists them")),
                 &Masker::default(),
@@ -154,27 +169,37 @@ impl<'r> Tool<'r> {
         };
         let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
         if let Err(e) = refusal_to_error(d, &tool, None) {
-            return fail(e, &lenient_masker(runner, &resolved, None));
+            return fail(&attempt, e, &lenient_masker(runner, &resolved, None));
         }
         let timeout = opts.timeout.map(Ok).unwrap_or_else(|| cli_timeout(&resolved, argv));
         let timeout = match timeout {
             Ok(t) => t,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(&attempt, e, &Masker::default()),
         };
         let secrets = match secrets(runner, &resolved, None, false) {
             Ok(s) => s,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(&attempt, e, &Masker::default()),
         };
+        let sandbox = crate::sandbox::for_process(
+            &runner.dirs,
+            &resolved.file,
+            crate::sandbox::Needs::serve(&resolved.manifest),
+        );
+        let sandbox = match sandbox {
+            Ok(p) => p,
+            Err(e) => return fail(&attempt, e, &Masker::default()),
+        };
+        attempt.sandbox = Some(sandbox.summary());
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
         let env = match runner.env_for(&call_id, deadline_ms, &secrets) {
             Ok(e) => e,
-            Err(e) => return fail(e, &masker),
+            Err(e) => return fail(&attempt, e, &masker),
         };
         let audit = match audit::Handle::open(runner, gated) {
             Ok(h) => h,
-            Err(e) => return fail(e, &masker),
+            Err(e) => return fail(&attempt, e, &masker),
         };
         Ok(PreparedCli {
             runner,
@@ -185,6 +210,7 @@ impl<'r> Tool<'r> {
             cwd: opts.cwd.clone(),
             masker,
             env,
+            sandbox,
             attempt,
             audit,
             resolved,

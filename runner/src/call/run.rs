@@ -76,6 +76,7 @@ impl PreparedCall<'_> {
                     dirs: &runner.dirs,
                     env,
                     cwd: self.cwd.as_deref().or(runner.dirs.anima.as_deref()),
+                    manifest: &self.resolved.manifest,
                 };
                 let job = Job {
                     tool: &file.name,
@@ -91,7 +92,7 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd)?;
+                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd, Some(&self.sandbox))?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -157,7 +158,7 @@ impl PreparedCli<'_> {
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
         let mode = Mode::Cli { argv: &argv, inherit };
-        let process = spawn::start_tool(&self.resolved.file, &runner.dirs, mode, &self.env, cwd)?;
+        let process = spawn::start_tool(&self.resolved.file, &runner.dirs, mode, &self.env, cwd, Some(&self.sandbox))?;
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",

@@ -130,5 +130,29 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
             a.gate_name()
         );
     }
+    let _ = writeln!(s, "\n{}", sandbox_line(a.profile.sandbox.as_ref()));
     s
+}
+
+/// What the action declared it may touch (protocol.md §2.4), for a person.
+fn sandbox_line(d: Option<&tool_sdk::protocol::Sandbox>) -> String {
+    use tool_sdk::protocol::Net;
+    let Some(d) = d else {
+        return "Sandbox: none declared (where tools are confined: the default for AnimaWorks tools — the anima's \
+                folder, the shared folders, the network if permitted)"
+            .into();
+    };
+    let list = |v: &[String]| if v.is_empty() { "-".to_owned() } else { v.join(", ") };
+    let net = match &d.net {
+        Net::All(true) => "any".to_owned(),
+        Net::All(false) => "none".to_owned(),
+        Net::Only(v) => list(v),
+    };
+    format!(
+        "Sandbox (declared): read {}; write {}; exec {}; network {}",
+        list(&d.read),
+        list(&d.write),
+        list(&d.exec),
+        net
+    )
 }

@@ -28,6 +28,7 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
                     "gated": a.profile.gated,
                     "timeout_s": a.timeout_s(),
                     "background_eligible": a.profile.background_eligible,
+                    "sandbox": a.profile.sandbox,
                 })).collect::<Vec<_>>(),
             })
         })
@@ -100,20 +101,56 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
     0
 }
 
+/// What `doctor` says of the sandbox: the kernel's support, the modes in force, a settings error.
+fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
+    use crate::sandbox::{kernel, Settings};
+    let k = kernel::support();
+    let (settings, err) = match Settings::load(&runner.dirs.data) {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(e)),
+    };
+    let v = json!({
+        "landlock_abi": k.landlock_abi,
+        "seccomp": k.seccomp,
+        "pid_namespace": k.pid_namespace,
+        "needs_user_namespace": k.needs_user_namespace,
+        "settings": settings,
+        "report": kernel::report(&k),
+    });
+    (v, err)
+}
+
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
+    let (sandbox, settings_error) = sandbox_report(runner);
+    let ok = problems.is_empty() && settings_error.is_none();
     if as_json {
         println!(
             "{}",
-            json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems})
+            json!({"ok": ok, "tools": tools.len(), "problems": problems, "sandbox": sandbox, "sandbox_error": settings_error})
         );
-    } else if problems.is_empty() {
-        println!("ok: {} tools, no problems", tools.len());
     } else {
-        println!("{} problems ({} tools callable):", problems.len(), tools.len());
-        print_problems(&problems);
+        if problems.is_empty() {
+            println!("ok: {} tools, no problems", tools.len());
+        } else {
+            println!("{} problems ({} tools callable):", problems.len(), tools.len());
+            print_problems(&problems);
+        }
+        println!("sandbox:");
+        for line in sandbox["report"].as_array().into_iter().flatten() {
+            println!("  {}", line.as_str().unwrap_or(""));
+        }
+        if let Some(s) = sandbox["settings"].as_object() {
+            println!(
+                "  modes: core {}, common {}, personal {}; where the kernel falls short: {}",
+                s["core"], s["common"], s["personal"], s["unsupported"]
+            );
+        }
+        if let Some(e) = &settings_error {
+            println!("  [sandbox_settings] {e}");
+        }
     }
-    if problems.is_empty() {
+    if ok {
         0
     } else {
         1

@@ -45,6 +45,9 @@ pub struct AuditRecord {
     pub exit_code: Option<i32>,
     /// The arguments (an object for structured calls, the argv list for `cli_main` calls), masked.
     pub args: Value,
+    /// The sandbox the tool ran in (README "Sandbox"): `{"mode": "off"}`, or what the kernel enforced; `null`
+    /// when the attempt ended before one was planned.
+    pub sandbox: Option<Value>,
 }
 
 impl AuditRecord {
@@ -77,6 +80,7 @@ impl AuditRecord {
             outcome: outcome.to_string(),
             exit_code,
             args,
+            sandbox: None,
         }
     }
 }

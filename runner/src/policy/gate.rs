@@ -72,6 +72,12 @@ pub enum RefusalKind {
     GrantMissing,
     /// A credential the action requires is set nowhere (the call stops before the tool starts).
     CredentialMissing,
+    /// The action declares a sandbox need the anima's permissions do not grant.
+    SandboxNotGranted,
+    /// The kernel cannot enforce the sandbox and the settings say to refuse.
+    SandboxUnsupported,
+    /// The action's sandbox declaration, or the anima's sandbox grants, are malformed.
+    SandboxInvalid,
 }
 
 impl RefusalKind {
@@ -84,6 +90,9 @@ impl RefusalKind {
             RefusalKind::GrantDenied => "grant_denied",
             RefusalKind::GrantMissing => "grant_missing",
             RefusalKind::CredentialMissing => "credential_missing",
+            RefusalKind::SandboxNotGranted => "sandbox_not_granted",
+            RefusalKind::SandboxUnsupported => "sandbox_unsupported",
+            RefusalKind::SandboxInvalid => "sandbox_invalid",
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct Permissions {
     /// Whether the anima may create tools (default: personal yes, shared no).
     #[serde(deserialize_with = "map_only")]
     pub tool_creation: ToolCreation,
+    /// Runner extension: the anima's sandbox grants and per-tier modes (README "Sandbox").
+    #[serde(skip_serializing_if = "crate::sandbox::Grants::is_default")]
+    pub sandbox: crate::sandbox::Grants,
 }
 
 impl Default for Permissions {
@@ -51,6 +54,7 @@ impl Default for Permissions {
             commands: RuleSet::default(),
             external_tools: RuleSet::default(),
             tool_creation: ToolCreation::default(),
+            sandbox: Default::default(),
         }
     }
 }

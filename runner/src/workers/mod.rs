@@ -32,6 +32,8 @@ pub struct WorkerSpec<'a> {
     pub dirs: &'a Dirs,
     pub env: &'a [(OsString, OsString)],
     pub cwd: Option<&'a Path>,
+    /// What the worker's sandbox is planned from: every action it may serve.
+    pub manifest: &'a crate::manifest::Manifest,
 }
 
 /// The pool's limits.
@@ -149,7 +151,10 @@ impl WorkerPool {
             version,
             env: h.finish(),
         };
-        let spawn = || Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd);
+        let spawn = || {
+            let plan = crate::sandbox::for_process(spec.dirs, spec.file, crate::sandbox::Needs::serve(spec.manifest))?;
+            Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, plan)
+        };
         let (tool, action) = (job.tool, job.action);
         let mut lease = self
             .checkout(&key, spawn, job.deadline, cancel.clone())

@@ -55,6 +55,8 @@ pub struct Worker {
     tail: Arc<Mutex<Tail>>,
     guard: GroupGuard,
     pub idle_since: Instant,
+    /// Its sandbox (and private temp dir), kept as long as the worker lives.
+    _sandbox: crate::sandbox::Plan,
 }
 
 impl Worker {
@@ -64,9 +66,10 @@ impl Worker {
         dirs: &Dirs,
         env: &[(OsString, OsString)],
         cwd: Option<&Path>,
+        sandbox: crate::sandbox::Plan,
     ) -> Result<Worker, CallError> {
         let spawn::Started { mut child, pgid } =
-            spawn::start_tool(file, dirs, Mode::Serve, env, cwd)?;
+            spawn::start_tool(file, dirs, Mode::Serve, env, cwd, Some(&sandbox))?;
         let pid = pgid as u32;
         let guard = GroupGuard::new(pgid);
         let (stdin, stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
@@ -102,6 +105,7 @@ impl Worker {
             tail,
             guard,
             idle_since: Instant::now(),
+            _sandbox: sandbox,
         })
     }
 

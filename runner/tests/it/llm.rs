@@ -151,7 +151,7 @@ fn use_tool_cuts_long_output_with_the_original_marker() {
     );
     let (_, out) = use_tool(&w, &["--max-chars", "10"], &req);
     assert!(out.starts_with("xxxxxxxxxx\n\n[Output truncated"), "{out}");
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"use_tool_max_chars": 100000}"#).unwrap();
+    w.settings(r#"{"use_tool_max_chars": 100000}"#);
     let (_, out) = use_tool(&w, &[], &req);
     assert_eq!(out.len(), 60_000);
 }

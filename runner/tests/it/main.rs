@@ -18,3 +18,4 @@ mod review;
 mod tasks;
 mod transcripts;
 mod workers;
+mod sandbox;

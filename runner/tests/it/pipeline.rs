@@ -242,7 +242,7 @@ fn assert_one_audit_line(w: &World, before: usize, entry: &str, decision: &str) 
     keys.sort();
     assert_eq!(
         keys,
-        ["action", "anima", "args", "decision", "duration_ms", "exit_code", "outcome", "reason", "tier", "time", "tool"],
+        ["action", "anima", "args", "decision", "duration_ms", "exit_code", "outcome", "reason", "sandbox", "tier", "time", "tool"],
         "{entry}: {l}"
     );
     assert_eq!(l["decision"], decision, "{entry}: {l}");

@@ -120,6 +120,17 @@ fn rust_wire_types_validate() {
         serde_json::from_value(json!({"actions":[{"name":"a","profile":{"gated":true,"hints":{"read_only":true}}}]}))
             .unwrap();
     assert_valid("schemasFull", &serde_json::to_value(&doc).unwrap());
+    let sandbox = json!({"read": ["$ANIMA_DIR/notes", "/usr/share/dict"], "write": ["$TMP"], "net": ["api.example.com:443"], "exec": ["$TOOL_DIR/bin"]});
+    let doc: SchemasDoc =
+        serde_json::from_value(json!({"actions":[{"name":"a","profile":{"sandbox": sandbox}}]})).unwrap();
+    let back = serde_json::to_value(&doc).unwrap();
+    assert_eq!(back["actions"][0]["profile"]["sandbox"], sandbox, "the sandbox declaration round-trips");
+    assert_valid("schemasFull", &back);
+    for net in [json!(true), json!(false)] {
+        let doc: SchemasDoc =
+            serde_json::from_value(json!({"actions":[{"name":"a","profile":{"sandbox": {"net": net}}}]})).unwrap();
+        assert_valid("schemasFull", &serde_json::to_value(&doc).unwrap());
+    }
 }
 
 #[test]
@@ -134,6 +145,16 @@ fn the_schema_refuses_what_the_protocol_forbids() {
         &json!({"error": {"code": "no_such_code", "message": "x"}}),
     );
     assert_valid("event", &json!({"type": "from_the_future", "anything": 1}));
+    for bad in [
+        json!({"read": ["relative/path"]}),
+        json!({"write": ["$TMP/../etc"]}),
+        json!({"read": ["$NOPE/x"]}),
+        json!({"net": ["no-port"]}),
+        json!({"net": ["host:70000"]}),
+        json!({"net": "yes"}),
+    ] {
+        assert_invalid("profile", &json!({"sandbox": bad}));
+    }
 }
 
 /// protocol.md §6's table, the code and every error the runner can print agree.

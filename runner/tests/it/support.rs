@@ -24,7 +24,26 @@ impl World {
         for d in [&core, &data.join("common_tools"), &anima.join("tools")] {
             std::fs::create_dir_all(d).unwrap();
         }
-        World { tmp, core, data, anima }
+        let w = World { tmp, core, data, anima };
+        w.settings("{}");
+        w
+    }
+
+    /// A world whose tools run in the sandbox (the default settings). Every other world turns it off: those
+    /// tests are about the runner, and their tools leave markers in places a sandbox refuses.
+    pub fn sandboxed() -> World {
+        let w = World::new();
+        std::fs::remove_file(w.data.join("animaworks-tool.json")).unwrap();
+        w
+    }
+
+    /// Write `<data dir>/animaworks-tool.json` (a JSON object), with the sandbox off unless it says otherwise.
+    pub fn settings(&self, json: &str) {
+        let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+        if v.get("sandbox").is_none() {
+            v["sandbox"] = serde_json::json!({"common": "off", "personal": "off"});
+        }
+        std::fs::write(self.data.join("animaworks-tool.json"), v.to_string()).unwrap();
     }
 
     pub fn common(&self) -> PathBuf {

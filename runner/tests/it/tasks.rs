@@ -152,7 +152,10 @@ fn submit_then_wait_gives_the_result_under_the_printed_id() {
         t["result"].is_string() && t["created_at"].is_f64() && t["completed_at"].is_f64(),
         "{t}"
     );
-    let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{id}.md"))).unwrap();
+    // The notification is written just after the task is final.
+    let note_path = w.anima.join(format!("state/background_notifications/{id}.md"));
+    assert!(eventually(10, || note_path.exists()), "no notification");
+    let note = std::fs::read_to_string(note_path).unwrap();
     assert!(note.contains(id) && note.contains("completed"), "{note}");
 }
 
@@ -182,7 +185,7 @@ fn sigkilled_worker_is_reported_lost_and_its_tool_dies() {
 #[test]
 fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 4}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 4}"#);
     let children: Vec<_> = (0..50)
         .map(|_| {
             w.cmd()
@@ -234,7 +237,7 @@ fn fifty_submits_at_once_never_run_more_than_the_limit_and_all_finish() {
 #[test]
 fn limit_of_one_starts_tasks_in_submit_order() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 1}"#);
     let ids: Vec<String> = (0..5).map(|_| submit_ok(&w, &["bg", "marked"])).collect();
     assert!(eventually(60, || ids
         .iter()
@@ -298,7 +301,7 @@ fn cancel_ends_the_task_and_every_grandchild() {
 #[test]
 fn cancel_of_a_pending_task_never_starts_it() {
     let w = world();
-    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"max_running_tasks": 1}"#).unwrap();
+    w.settings(r#"{"max_running_tasks": 1}"#);
     let first = submit_ok(&w, &["bg", "sleepy"]);
     status_becomes(&w, &first, "running", 20);
     let second = submit_ok(&w, &["bg", "quick", "--n", "1"]);

@@ -232,6 +232,30 @@ def _build(func: Callable[..., Any], name: str | None, description: str | None, 
     )
 
 
+def _check_sandbox(sandbox: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(sandbox, dict):
+        raise TypeError("@action(sandbox=...): a dict with read, write, net, exec")
+    unknown = set(sandbox) - {"read", "write", "net", "exec"}
+    if unknown:
+        raise TypeError(f"@action(sandbox=...): unknown key(s) {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    for key in ("read", "write", "exec"):
+        paths = sandbox.get(key) or []
+        if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
+            raise TypeError(f"@action(sandbox=...): {key} must be a list of paths")
+        if paths:
+            out[key] = list(paths)
+    net = sandbox.get("net", False)
+    if isinstance(net, bool):
+        if net:
+            out["net"] = True
+    elif isinstance(net, (list, tuple)) and all(isinstance(h, str) and ":" in h for h in net):
+        out["net"] = list(net)
+    else:
+        raise TypeError("@action(sandbox=...): net must be true, false or a list of 'host:port'")
+    return out
+
+
 @overload
 def action(func: F, /) -> F: ...
 
@@ -250,6 +274,7 @@ def action(
     gated_as: str | None = None,
     hints: dict[str, bool] | None = None,
     credentials: list[dict[str, Any]] | None = None,
+    sandbox: dict[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -268,6 +293,7 @@ def action(
     gated_as: str | None = None,
     hints: dict[str, bool] | None = None,
     credentials: list[dict[str, Any]] | None = None,
+    sandbox: dict[str, Any] | None = None,
 ) -> Any:
     """Register a function as an action and return it unchanged (``@action`` or ``@action(...)``).
 
@@ -275,7 +301,9 @@ def action(
     the parameters), its input schema derived from the type hints unless ``input_schema`` is given. A
     parameter annotated ``Context`` receives the call's context instead of an argument. The profile fields
     (``expected_seconds``, ``timeout_s``, ``background_eligible``, ``gated``, ``gated_as``, ``hints`` — keys
-    ``read_only``, ``destructive``, ``idempotent``, ``open_world`` — and ``credentials``) are protocol §2.1's.
+    ``read_only``, ``destructive``, ``idempotent``, ``open_world`` — and ``credentials``) are protocol §2.1's;
+    ``sandbox`` (``{"read": [...], "write": [...], "net": False | True | ["host:port"], "exec": [...]}``, paths
+    with ``$ANIMA_DIR``, ``$DATA_DIR``, ``$TMP``, ``$TOOL_DIR``, ``$HOME``) is §2.4's: what the action may touch.
     A signature that cannot be described raises ``TypeError`` here, at import, naming the function.
     """
     values = dict(expected_seconds=expected_seconds, timeout_s=timeout_s, background_eligible=background_eligible,
@@ -288,6 +316,8 @@ def action(
         profile["hints"] = dict(hints)
     if credentials:
         profile["credentials"] = list(credentials)
+    if sandbox is not None:
+        profile["sandbox"] = _check_sandbox(sandbox)
 
     def register(f: F) -> F:
         act = _build(f, name, description, input_schema, output_schema, profile)
