@@ -9,6 +9,7 @@ pub mod list;
 pub mod llm;
 pub mod render;
 pub mod task;
+pub mod version;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -36,7 +37,7 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
 #[derive(Parser, Debug)]
 #[command(
     name = "animaworks-tool",
-    version,
+    version = version::LINE,
     about = "Run tools written in any language: three tiers, validated arguments, gates, timeouts, live progress.",
     after_help = AFTER_HELP,
     allow_external_subcommands = true
@@ -103,6 +104,11 @@ enum Cmd {
     Permissions(admin::PermissionsArgs),
     /// Copy a personal tool into the common tier (needs tool_creation.shared).
     Share(admin::ShareArgs),
+    /// The runner's version and the tool protocol versions it speaks.
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
     #[command(external_subcommand)]
     Tool(Vec<OsString>),
 }
@@ -113,7 +119,7 @@ pub fn main() -> i32 {
     // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
     if !matches!(
         std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
-        Some("--version" | "-V" | "--help" | "-h" | "help") | None
+        Some("--version" | "-V" | "--help" | "-h" | "help" | "version") | None
     ) {
         let _ = crate::guardian::start();
     }
@@ -154,6 +160,7 @@ pub fn main() -> i32 {
             Some(Cmd::Check(a)) => author::check(&runner, a).await,
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
+            Some(Cmd::Version { json }) => version::version(json),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })
@@ -174,6 +181,7 @@ const COMMANDS: &[&str] = &[
     "new",
     "check",
     "help",
+    "version",
 ];
 
 /// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
