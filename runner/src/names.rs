@@ -20,9 +20,11 @@ pub const RESERVED: &[&str] = &[
     "share",
     "help",
     "version",
+    "completions",
+    "man",
 ];
 
-fn is_name(s: &str) -> bool {
+pub fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')

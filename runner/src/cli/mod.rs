@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod args;
 pub mod author;
+pub mod complete;
 pub mod help;
 pub mod list;
 pub mod llm;
@@ -104,6 +105,13 @@ enum Cmd {
     Permissions(admin::PermissionsArgs),
     /// Copy a personal tool into the common tier (needs tool_creation.shared).
     Share(admin::ShareArgs),
+    /// Print a shell's completion script (tools, actions and flags come from the schema cache).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: String,
+    },
+    /// Print the man page (roff): `animaworks-tool man > ~/.local/share/man/man1/animaworks-tool.1`.
+    Man,
     /// The runner's version and the tool protocol versions it speaks.
     Version {
         #[arg(long)]
@@ -115,6 +123,7 @@ enum Cmd {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    complete::answer_if_asked();
     // Why first: forked before anything is allocated, the guardian shares almost no written pages with the
     // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
     if !matches!(
@@ -161,9 +170,16 @@ pub fn main() -> i32 {
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Version { json }) => version::version(json),
+            Some(Cmd::Completions { shell }) => complete::completions(&shell),
+            Some(Cmd::Man) => complete::man(),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })
+}
+
+/// The command tree clap parses (tools are external subcommands in it).
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
@@ -182,6 +198,8 @@ const COMMANDS: &[&str] = &[
     "check",
     "help",
     "version",
+    "completions",
+    "man",
 ];
 
 /// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
