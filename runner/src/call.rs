@@ -145,27 +145,8 @@ impl Runner {
                 .find(|p| p.tool == tool)
                 .map(|p| format!(": {}", p.message))
                 .unwrap_or_default();
-            let mut close: Vec<&str> = scan
-                .tools
-                .keys()
-                .filter(|k| k.contains(tool) || tool.contains(k.as_str()))
-                .map(String::as_str)
-                .collect();
-            close.truncate(5);
-            let hint = if close.is_empty() {
-                "`animaworks-tool list` shows every tool".to_owned()
-            } else {
-                format!(
-                    "did you mean {}? `animaworks-tool list` shows every tool",
-                    close.join(", ")
-                )
-            };
-            return Err(CallError::new(
-                ErrorCode::UnknownTool,
-                format!("no tool named {tool:?} in any tier{why}"),
-            )
-            .hint(hint)
-            .with("tool", tool));
+            let names: Vec<&str> = scan.tools.keys().map(String::as_str).collect();
+            return Err(crate::suggest::unknown_tool(tool, &why, &names, &self.dirs));
         };
         // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
         let probed = match probe::cached(&file, &self.dirs) {
@@ -201,21 +182,7 @@ impl Runner {
     pub fn action<'a>(&self, r: &'a Resolved, action: &str) -> Result<&'a Action, CallError> {
         r.manifest.action(action).ok_or_else(|| {
             let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
-            CallError::new(
-                ErrorCode::UnknownAction,
-                format!(
-                    "tool {} has no action {action:?}; its actions: {}",
-                    r.file.name,
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            )
-            .hint(format!("`animaworks-tool {} --help` lists them", r.file.name))
-            .with("tool", r.file.name.clone())
-            .with("action", action)
+            crate::suggest::unknown_action(&r.file.name, action, &names)
         })
     }
 

@@ -46,6 +46,7 @@ pub mod reap;
 pub mod scaffold;
 pub mod spawn;
 pub mod stream;
+pub mod suggest;
 pub mod tasks;
 pub mod validate;
 pub mod workers;

@@ -60,6 +60,8 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
             "see `animaworks-tool {tool} {} --help` for the arguments",
             action.name
         ))
+        .with("tool", tool)
+        .with("action", action.name.clone())
         .with("pointer", first["pointer"].clone())
         .with("problems", Value::Array(problems)))
 }

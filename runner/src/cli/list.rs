@@ -4,6 +4,14 @@ use crate::call::Runner;
 use crate::discover::Problem;
 use serde_json::{json, Value};
 
+/// A line on stdout; a closed pipe (`| head`) ends nothing but the output.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 /// Scan the tiers and read every manifest (cache misses probed in parallel); see [`crate::llm::catalog::manifests`].
 pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
     let (resolved, problems, probed) = crate::llm::catalog::manifests(runner).await;
@@ -37,11 +45,11 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
 
 fn print_problems(problems: &[Problem]) {
     for p in problems {
-        println!("  [{}] {}", p.kind, p.message);
+        say!("  [{}] {}", p.kind, p.message);
         if let Some(t) = &p.stderr_tail {
             let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
             for l in &lines[lines.len().saturating_sub(3)..] {
-                println!("      | {l}");
+                say!("      | {l}");
             }
         }
     }
@@ -50,13 +58,13 @@ fn print_problems(problems: &[Problem]) {
 pub async fn list(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
     if as_json {
-        println!("{}", json!({"tools": tools, "problems": problems}));
+        say!("{}", json!({"tools": tools, "problems": problems}));
         return 0;
     }
     if tools.is_empty() {
-        println!("No tools found. Tier folders searched:");
+        say!("No tools found. Tier folders searched:");
         for (tier, dir) in runner.dirs.tier_dirs() {
-            println!("  {tier:<8} {}", dir.display());
+            say!("  {tier:<8} {}", dir.display());
         }
     } else {
         let w = tools
@@ -65,7 +73,7 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
             .max()
             .unwrap_or(4)
             .max(4);
-        println!("{:w$}  {:8}  {:32}  PATH", "TOOL", "TIER", "ACTIONS");
+        say!("{:w$}  {:8}  {:32}  PATH", "TOOL", "TIER", "ACTIONS");
         for t in &tools {
             let actions: Vec<&str> = t["actions"]
                 .as_array()
@@ -81,7 +89,7 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
                     format!("{acts} (cli)")
                 };
             }
-            println!(
+            say!(
                 "{:w$}  {:8}  {:32}  {}",
                 t["name"].as_str().unwrap_or(""),
                 t["tier"].as_str().unwrap_or(""),
@@ -91,32 +99,59 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
         }
     }
     if !problems.is_empty() {
-        println!(
-            "\nProblems ({}; `animaworks-tool doctor` exits non-zero while there are any):",
-            problems.len()
+        say!(
+            "\n{} (`animaworks-tool doctor` exits non-zero while there are any):",
+            plural(problems.len(), "Problem", "Problems")
         );
         print_problems(&problems);
+    }
+    if let Some((n, _)) = tier_note(runner) {
+        say!("\nnote: {n}");
     }
     0
 }
 
+/// "1 problem", "2 problems".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The personal-tier note, and whether it is a problem: an anima dir that was named but does not exist is a
+/// mistake (a typo, a forgotten export); no anima dir at all is a setup without personal tools.
+fn tier_note(runner: &Runner) -> Option<(String, bool)> {
+    let note = crate::suggest::personal_tier_note(&runner.dirs)?;
+    let missing = runner.dirs.anima.as_ref().is_some_and(|a| !a.is_dir());
+    Some((note, missing))
+}
+
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
+    let note = tier_note(runner);
+    let bad = !problems.is_empty() || note.as_ref().is_some_and(|n| n.1);
     if as_json {
-        println!(
+        say!(
             "{}",
-            json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems})
+            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>()})
         );
-    } else if problems.is_empty() {
-        println!("ok: {} tools, no problems", tools.len());
     } else {
-        println!("{} problems ({} tools callable):", problems.len(), tools.len());
-        print_problems(&problems);
+        if problems.is_empty() {
+            say!("{}: {}, no problems", if bad { "not ok" } else { "ok" }, plural(tools.len(), "tool", "tools"));
+        } else {
+            say!(
+                "{} ({} callable):",
+                plural(problems.len(), "problem", "problems"),
+                plural(tools.len(), "tool", "tools")
+            );
+            print_problems(&problems);
+        }
+        if let Some((n, _)) = &note {
+            say!("note: {n}");
+        }
     }
-    if problems.is_empty() {
-        0
-    } else {
+    if bad {
         1
+    } else {
+        0
     }
 }
 
@@ -129,10 +164,11 @@ pub async fn refresh(runner: &Runner) -> i32 {
         return crate::ErrorCode::Internal.exit_code();
     }
     let (tools, problems, probed) = catalog(runner).await;
-    println!(
-        "refreshed: probed {probed} tools, {} callable, {} problems",
+    say!(
+        "refreshed: probed {}, {} callable, {}",
+        plural(probed, "tool", "tools"),
         tools.len(),
-        problems.len()
+        plural(problems.len(), "problem", "problems")
     );
     0
 }

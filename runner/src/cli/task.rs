@@ -108,17 +108,58 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
     }
     let out = match a.cmd {
         TaskCmd::List { status, json } => list(&store, &status, json),
-        TaskCmd::Show { id } => get(&store, &id).map(|t| {
+        TaskCmd::Show { id } => full_id(&store, &id).and_then(|id| get(&store, &id)).map(|t| {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
-        TaskCmd::Cancel { id } => cancel(&store, &id).await,
+        TaskCmd::Wait { id, timeout } => match full_id(&store, &id) {
+            Ok(id) => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
+            Err(e) => Err(e),
+        },
+        TaskCmd::Cancel { id } => match full_id(&store, &id) {
+            Ok(id) => cancel(&store, &id).await,
+            Err(e) => Err(e),
+        },
         TaskCmd::Prune { older_than } => prune(&store, &older_than),
         TaskCmd::RunPending => run_pending(runner, &store).await,
         TaskCmd::Worker => unreachable!(),
     };
     out.unwrap_or_else(|e| fail(&e))
+}
+
+/// The full id of a task given by its id or a unique prefix of it (as git takes commits).
+fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
+    if matches!(store.get(id), Ok(Some(_))) {
+        return Ok(id.to_owned());
+    }
+    let ids: Vec<String> = std::fs::read_dir(&store.dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
+        .filter(|i| tasks::valid_task_id(i))
+        .collect();
+    let matching: Vec<&String> = ids.iter().filter(|i| !id.is_empty() && i.starts_with(id)).collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => {
+            let near = crate::suggest::close(id, ids.iter().map(String::as_str));
+            let mean = crate::suggest::did_you_mean(&near).map(|d| format!("{d} ")).unwrap_or_default();
+            Err(
+                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+                    .hint(format!("{mean}`animaworks-tool jobs list` shows the tasks of this anima")),
+            )
+        }
+        many => Err(CallError::new(
+            ErrorCode::Usage,
+            format!(
+                "task id prefix {id:?} is ambiguous: {}{}",
+                many.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                if many.len() > 5 { ", …" } else { "" }
+            ),
+        )
+        .hint("give more of the id")),
+    }
 }
 
 fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {

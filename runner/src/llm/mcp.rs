@@ -116,6 +116,12 @@ impl Server {
         tools
     }
 
+    /// The offered tool name closest to a mistyped one.
+    async fn closest_name(&self, name: &str) -> Option<String> {
+        let offered = self.tools().await;
+        crate::suggest::closest(name, offered.iter().map(|t| t.name.as_ref())).map(str::to_owned)
+    }
+
     async fn lookup(&self, name: &str) -> Option<(String, String)> {
         if let Some(v) = self.names.lock().expect("names lock").get(name).cloned() {
             return Some(v);
@@ -156,13 +162,9 @@ impl Server {
             )]));
         }
         let Some((tool, action)) = self.lookup(&req.name).await else {
-            return Err(refusal(
-                &CallError::new(
-                    ErrorCode::UnknownTool,
-                    format!("no permitted tool named {:?}", req.name),
-                )
-                .hint("tools/list shows every tool this server offers"),
-            ));
+            let near = self.closest_name(&req.name).await;
+            let e = CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name));
+            return Err(refusal(&near.map_or(e.clone(), |n| e.with("did_you_mean", n))));
         };
         let r = &self.runner;
         let resolved = r.resolve(&tool).await.map_err(|e| refusal(&e))?;
@@ -226,6 +228,7 @@ impl Server {
 
 /// A runner refusal as a JSON-RPC error; `data` is the runner's error object (protocol.md §6).
 pub fn refusal(e: &CallError) -> ErrorData {
+    let e = &crate::suggest::for_llm(e, crate::suggest::Reader::Mcp);
     let code = match e.code {
         ErrorCode::PermissionDenied => rmcp::model::ErrorCode(PERMISSION_DENIED),
         ErrorCode::Internal => rmcp::model::ErrorCode::INTERNAL_ERROR,

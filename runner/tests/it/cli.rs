@@ -89,3 +89,94 @@ fn completions_prints_a_script_for_each_shell_and_refuses_others() {
     assert!(o.status.success());
     assert!(stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH animaworks-tool"), "{}", stdout(&o));
 }
+
+#[test]
+fn mistyped_tools_actions_and_flags_get_the_closest_name() {
+    let w = World::new();
+    hello(&w);
+    let o = w.run(&["helo", "greet"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = json(&o);
+    assert_eq!(e["error"]["did_you_mean"], "hello", "{e}");
+    assert!(e["error"]["hint"].as_str().unwrap().contains("did you mean \"hello\""), "{e}");
+    let o = w.run(&["hello", "gret"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json(&o)["error"]["did_you_mean"], "greet");
+    let o = w.run(&["hello", "greet", "--wh", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(json(&o)["error"]["hint"].as_str().unwrap().contains("did you mean \"--who\""));
+    // A runner command is a candidate too.
+    let o = w.run(&["doctr"]);
+    assert!(json(&o)["error"]["hint"].as_str().unwrap().contains("\"doctor\""), "{}", stdout(&o));
+}
+
+#[test]
+fn an_unknown_tool_and_doctor_say_when_the_personal_tier_was_not_searched() {
+    let w = World::new();
+    hello(&w);
+    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(["hello", "greet"]).output().unwrap();
+    let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(m.contains("personal tier was not searched") && m.contains("ANIMAWORKS_ANIMA_DIR"), "{m}");
+    let gone = w.tmp.path().join("animas").join("bob");
+    let o = w.cmd().env("ANIMAWORKS_ANIMA_DIR", &gone).args(["hello", "greet"]).output().unwrap();
+    let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(m.contains(&format!("{} does not exist", gone.display())), "{m}");
+    let o = w.cmd().env("ANIMAWORKS_ANIMA_DIR", &gone).arg("doctor").output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "a named anima dir that is missing is a problem");
+    assert!(stdout(&o).contains("does not exist"), "{}", stdout(&o));
+    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").arg("doctor").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("personal tier was not searched"), "{}", stdout(&o));
+    // Plurals.
+    assert!(stdout(&o).contains("ok: 0 tools, no problems"), "{}", stdout(&o));
+    let o = w.run(&["doctor"]);
+    assert!(stdout(&o).contains("ok: 1 tool, no problems"), "{}", stdout(&o));
+}
+
+#[test]
+fn hints_for_an_llm_name_the_meta_tools_and_the_closest_name_never_a_shell_command() {
+    let w = World::new();
+    hello(&w);
+    let ask = |req: &str| -> Value {
+        let mut c = w.cmd();
+        c.arg("use-tool").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(req.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        json(&o)
+    };
+    for (req, near) in [
+        (r#"{"tool_name":"helo","action":"greet"}"#, "hello"),
+        (r#"{"tool_name":"hello","action":"gret"}"#, "greet"),
+        (r#"{"tool_name":"hello","action":"greet","args":{"who":3}}"#, ""),
+    ] {
+        let a = ask(req);
+        let s = a["suggestion"].as_str().unwrap_or_else(|| panic!("no suggestion: {a}"));
+        assert!(s.contains(r#""tool_name":"help""#), "{s}");
+        assert!(!s.contains("animaworks-tool") && !s.contains('`'), "{s}");
+        assert!(s.contains(near), "{s}");
+    }
+}
+
+#[test]
+fn a_task_is_found_by_a_unique_prefix_of_its_id() {
+    let w = World::new();
+    hello(&w);
+    let o = w.run(&["submit", "hello", "greet", "--who", "x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let o = w.run(&["jobs", "wait", &id[..6]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = w.run(&["jobs", "show", &id[..5]]);
+    assert_eq!(json(&o)["task_id"], id.as_str());
+    // Two ids with that prefix: ambiguous, both named.
+    let dir = w.anima.join("state/background_tasks");
+    let twin = format!("{}ffffff", &id[..6]);
+    std::fs::copy(dir.join(format!("{id}.json")), dir.join(format!("{twin}.json"))).unwrap();
+    let o = w.run(&["jobs", "show", &id[..6]]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("ambiguous") && stderr(&o).contains(&twin), "{}", stderr(&o));
+    let o = w.run(&["jobs", "show", "zzzz"]);
+    assert_eq!(o.status.code(), Some(2));
+}
