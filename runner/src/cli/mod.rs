@@ -332,7 +332,10 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
             render::print_result(&v);
             0
         }
-        Err(e) => fail(&e, json_errors),
+        Err(e) => {
+            render::print_call_error(&e, json_errors);
+            e.code.exit_code()
+        }
     }
 }
 

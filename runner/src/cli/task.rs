@@ -7,6 +7,7 @@ use crate::tasks::files::FileStore;
 use crate::tasks::{self, now_s, queue, submit as checks, ProcessId, Status, Task, TaskStore};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 /// A line on stdout; a closed pipe (`| head`) is not an error worth a panic.
@@ -52,7 +53,7 @@ pub enum TaskCmd {
     /// Wait for a task to end; progress goes to stderr; exits with the task's outcome (the codes of a call).
     Wait {
         id: String,
-        /// Give up waiting after this many seconds (exit 7, the task keeps running).
+        /// Give up waiting after this many seconds (exit 124, the task keeps running).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
     },
@@ -70,8 +71,12 @@ pub enum TaskCmd {
     Worker,
 }
 
+/// `jobs wait --timeout` ran out (the task goes on): an exit code of its own, apart from a call's codes (a task
+/// that itself timed out exits 7), as timeout(1) does.
+pub const WAIT_TIMED_OUT: i32 = 124;
+
 fn fail(e: &CallError) -> i32 {
-    render::print_error(e, true);
+    render::print_error(e, !std::io::stdout().is_terminal());
     e.code.exit_code()
 }
 
@@ -86,9 +91,21 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     for w in &checked.warnings {
-        eprintln!("animaworks-tool: warning: {w}");
+        render::warn(w);
     }
     say!("{}", checked.task.receipt());
+    if std::io::stderr().is_terminal() {
+        let id = &checked.task.task_id;
+        eprintln!(
+            "{}",
+            render::paint(
+                "2",
+                &format!(
+                    "follow it: `animaworks-tool jobs wait {id}` (progress, then the result) · `jobs show {id}` · `jobs cancel {id}`"
+                )
+            )
+        );
+    }
     0
 }
 
@@ -212,10 +229,12 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
     Ok(0)
 }
 
+/// Follow a task to its end with the display of a foreground call (its progress events come from the task file).
 async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
     let started = Instant::now();
     let mut shown: Option<tasks::Progress> = None;
     let mut pause = Duration::from_millis(20);
+    let mut display = render::Human::new();
     loop {
         let mut t = get(store, id)?;
         if t.status == Status::Running && !ProcessId::of_task(&t).is_some_and(|p| p.alive()) {
@@ -224,29 +243,37 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
         }
         if t.progress.is_some() && t.progress != shown {
             if let Some(p) = &t.progress {
-                let of = p.total.map(|x| format!("/{x}")).unwrap_or_default();
-                eprintln!(
-                    "[{id}] {}{of}{}",
-                    p.progress,
-                    p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
-                );
+                let event = tool_sdk::protocol::Event::Progress {
+                    progress: p.progress,
+                    total: p.total,
+                    message: p.message.clone(),
+                    call_id: None,
+                };
+                crate::stream::Observer::event(&mut display, &event, b"");
             }
             shown = t.progress.clone();
         }
         if t.status.is_final() {
+            display.finish();
             return Ok(outcome(&t));
         }
         if limit.is_some_and(|l| started.elapsed() >= l) {
-            let e = CallError::new(
-                ErrorCode::Timeout,
-                format!("task {id} is still {} after waiting", t.status.as_str()),
-            )
-            .hint(format!(
-                "wait again with `animaworks-tool jobs wait {id}`; the task keeps going"
-            ))
-            .with("task_id", id)
-            .with("status", t.status.as_str());
-            return Err(e);
+            display.finish();
+            let waited = started.elapsed().as_secs_f64();
+            let hint = format!("wait again with `animaworks-tool jobs wait {id}`; the task keeps going");
+            let message = format!("task {id} is still {} after waiting {waited:.1} s", t.status.as_str());
+            let out_tty = std::io::stdout().is_terminal();
+            if !out_tty || !std::io::stderr().is_terminal() {
+                say!(
+                    "{}",
+                    json!({"error": {"code": "wait_timeout", "message": message, "hint": hint, "task_id": id, "status": t.status.as_str()}})
+                );
+            }
+            if !out_tty || std::io::stderr().is_terminal() {
+                eprintln!("animaworks-tool: {} {message}", render::paint("33", "wait_timeout:"));
+                eprintln!("  {}", render::paint("2", &format!("hint: {hint}")));
+            }
+            return Ok(WAIT_TIMED_OUT);
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -273,13 +300,22 @@ fn outcome(t: &Task) -> i32 {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("the task did not complete");
-            eprintln!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
-            let mut detail = detail.clone();
-            if let Some(o) = detail.as_object_mut() {
-                o.insert("task_id".into(), t.task_id.clone().into());
-                o.insert("status".into(), t.status.as_str().into());
+            let terminal = std::io::stdout().is_terminal();
+            if !terminal || !std::io::stderr().is_terminal() {
+                let mut detail = detail.clone();
+                if let Some(o) = detail.as_object_mut() {
+                    o.insert("task_id".into(), t.task_id.clone().into());
+                    o.insert("status".into(), t.status.as_str().into());
+                }
+                say!("{}", json!({"error": detail}));
             }
-            say!("{}", json!({"error": detail}));
+            if !terminal || std::io::stderr().is_terminal() {
+                let head = format!("task {} {}:", t.task_id, t.status.as_str());
+                eprintln!("animaworks-tool: {} {msg}", render::paint("31", &head));
+                if let Some(h) = detail.get("hint").and_then(Value::as_str) {
+                    eprintln!("  {}", render::paint("2", &format!("hint: {h}")));
+                }
+            }
             t.exit_code()
         }
     }

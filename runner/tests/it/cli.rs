@@ -180,3 +180,179 @@ fn a_task_is_found_by_a_unique_prefix_of_its_id() {
     let o = w.run(&["jobs", "show", "zzzz"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A full-form tool with events whose action `go` runs `body` (bash) after reading the request.
+fn events_tool(w: &World, name: &str, body: &str) {
+    let schemas = r#"{"protocol":1,"events":true,"actions":[{"name":"go","input_schema":{"type":"object"},"profile":{"background_eligible":true}}]}"#;
+    w.tool(&w.personal(), name, &bash_tool(schemas, body));
+}
+
+/// What a person sees: escape sequences removed, each redraw (`\r`) and line a separate entry.
+fn screen_lines(term: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = term.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain.split(['\r', '\n']).map(str::to_owned).filter(|l| !l.trim().is_empty()).collect()
+}
+
+fn has_sgr(term: &str) -> bool {
+    let b = term.as_bytes();
+    (0..b.len()).any(|i| {
+        b[i] == 0x1b && b.get(i + 1) == Some(&b'[') && {
+            let rest = &b[i + 2..];
+            let end = rest.iter().position(|c| c.is_ascii_alphabetic());
+            end.is_some_and(|e| rest[e] == b'm')
+        }
+    })
+}
+
+const PROGRESS_THEN_LOG: &str = r#"echo '{"type":"progress","progress":1,"total":3,"message":"first step of a long job whose message is much wider than the terminal it is shown on, on and on and on"}'
+echo '{"type":"log","level":"warning","message":"a log line"}'
+echo 'raw stderr' >&2
+echo '{"type":"progress","progress":3,"total":3}'
+echo '{"type":"result","result":"done"}'"#;
+
+#[test]
+fn on_a_terminal_the_bar_comes_back_after_a_log_line_and_fits_the_width() {
+    let w = World::new();
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["prog", "go"]);
+    let (code, out, term) = run_in_pty(&mut c, 40, |_| {});
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "done\n");
+    let lines = screen_lines(&term);
+    let log = lines.iter().position(|l| l.contains("[warning] a log line")).unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        lines.get(log + 1).is_some_and(|l| l.contains("1/3")),
+        "the bar is not drawn again right after the log line: {lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("raw stderr")), "{lines:?}");
+    for l in lines.iter().filter(|l| l.contains("/3")) {
+        assert!(l.chars().count() <= 40, "a bar line is wider than the terminal: {l:?}");
+    }
+    assert!(has_sgr(&term), "colour on a terminal: {term:?}");
+}
+
+#[test]
+fn no_color_gets_no_colour_and_term_dumb_no_escape_codes() {
+    let w = World::new();
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").env("NO_COLOR", "1").args(["prog", "go"]);
+    let (code, _, term) = run_in_pty(&mut c, 80, |_| {});
+    assert_eq!(code, Some(0));
+    assert!(!has_sgr(&term), "NO_COLOR: {term:?}");
+    assert!(term.contains("a log line"));
+    let mut c = w.cmd();
+    c.env("TERM", "dumb").args(["prog", "go"]);
+    let (code, _, term) = run_in_pty(&mut c, 80, |_| {});
+    assert_eq!(code, Some(0));
+    assert!(!term.contains('\x1b'), "TERM=dumb: {term:?}");
+    assert!(term.contains("progress 1/3") && term.contains("[warning] a log line"), "{term:?}");
+    // A pipe: plain lines only.
+    let o = w.run(&["prog", "go"]);
+    assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
+    assert!(stderr(&o).contains("progress 3/3"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_call_that_sends_nothing_shows_a_spinner_with_the_elapsed_time() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "quiet",
+        &format!(
+            "for i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":\"late\"}}'",
+            go.display()
+        ),
+    );
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["quiet", "go"]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let s = seen.clone();
+    let go2 = go.clone();
+    let (code, out, term) = run_in_pty(&mut c, 80, move |b| {
+        let mut all = s.lock().unwrap();
+        all.push_str(&String::from_utf8_lossy(b));
+        if all.contains("waiting for the tool") {
+            let _ = std::fs::write(&go2, "");
+        }
+    });
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "late\n");
+    let lines = screen_lines(&term);
+    assert!(
+        lines.iter().any(|l| l.contains("waiting for the tool") && l.contains("s ")),
+        "{lines:?}"
+    );
+    assert!(go.exists(), "the tool was released by the spinner, not by its own timeout");
+}
+
+#[test]
+fn jobs_wait_shows_the_display_of_a_foreground_call() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "slow",
+        &format!(
+            "echo '{{\"type\":\"progress\",\"progress\":1,\"total\":2,\"message\":\"half way\"}}'\nfor i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":\"finished\"}}'",
+            go.display()
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["jobs", "wait", &id]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let s = seen.clone();
+    let go2 = go.clone();
+    let (code, out, term) = run_in_pty(&mut c, 80, move |b| {
+        let mut all = s.lock().unwrap();
+        all.push_str(&String::from_utf8_lossy(b));
+        if all.contains("half way") {
+            let _ = std::fs::write(&go2, "");
+        }
+    });
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "finished\n");
+    let lines = screen_lines(&term);
+    assert!(lines.iter().any(|l| l.contains("[") && l.contains("1/2 half way")), "{lines:?}");
+}
+
+#[test]
+fn jobs_wait_that_runs_out_has_its_own_exit_code() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "slow",
+        &format!(
+            "for i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":1}}'",
+            go.display()
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let o = w.run(&["jobs", "wait", &id, "--timeout", "0.01"]);
+    assert_eq!(o.status.code(), Some(124), "{}", stderr(&o));
+    assert_eq!(json(&o)["error"]["code"], "wait_timeout");
+    std::fs::write(&go, "").unwrap();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+}
