@@ -13,6 +13,30 @@ use std::io::Write;
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 
+/// `use-tool --help`: the request and answer formats and the meta tools.
+pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --serve, one per line, and its "id" is echoed):
+  {"tool_name": "<tool>", "action": "<action>", "args": {...}}
+
+Answer:
+  success   the result as text: a string as it is, null as "(no output)", other JSON indented;
+            past the cap it is cut and ends with "[Output truncated because it exceeded 50KB. ...]"
+  failure   {"status": "error", "error_type": "InvalidArguments|PermissionDenied|UnknownTool|Timeout|
+            Cancelled|ToolExecutionError", "message": ..., "suggestion"?: ..., "code": "<runner code>"}
+            (the exit status is the runner code's; see animaworks-tool --help)
+  --serve   one line per answer: {"status": "ok", "result": TEXT} or the error object
+
+Meta tools (names no tool can take):
+  {"tool_name": "help", "action": "list"}                                  the compact catalogue
+  {"tool_name": "help", "action": "describe", "args": {"tool": T}}         one tool's full schemas
+  {"tool_name": "help", "action": "describe", "args": {"tool": T, "action": A}}
+  {"tool_name": "help", "action": "search", "args": {"query": "words"}}    catalogue lines that match
+  {"tool_name": "task", "action": "submit", "args": {"tool": T, "action": A, "args": {...}}}
+                                                                           run in the background (needs an anima)
+  {"tool_name": "task", "action": "show", "args": {"task_id": ID}}         follow it
+
+Example:
+  echo '{"tool_name": "help", "action": "list"}' | animaworks-tool use-tool"#;
+
 #[derive(Args, Debug)]
 pub struct UseToolArgs {
     /// Read one request per line and answer one JSON line per request: {"status":"ok","result":TEXT} or the

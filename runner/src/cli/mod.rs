@@ -41,7 +41,8 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
     version = version::LINE,
     about = "Run tools written in any language: three tiers, validated arguments, gates, timeouts, live progress.",
     after_help = AFTER_HELP,
-    allow_external_subcommands = true
+    allow_external_subcommands = true,
+    disable_help_subcommand = true
 )]
 struct Cli {
     /// A core tools folder (repeatable). Default: $ANIMAWORKS_CORE_TOOLS (colon-separated), else <data dir>/core_tools.
@@ -91,7 +92,7 @@ enum Cmd {
     /// Watch and control background tasks (`task` is AnimaWorks' own command).
     Jobs(task::TaskArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
-    #[command(name = "use-tool")]
+    #[command(name = "use-tool", after_help = llm::USE_TOOL_HELP)]
     UseTool(llm::UseToolArgs),
     /// Serve every permitted action as an MCP server over stdio.
     Mcp(llm::McpArgs),
@@ -112,6 +113,12 @@ enum Cmd {
     },
     /// Print the man page (roff): `animaworks-tool man > ~/.local/share/man/man1/animaworks-tool.1`.
     Man,
+    /// Help on a tool or action (`help <tool> [<action>]`, from its schema) or on a runner command.
+    Help {
+        /// A tool and action, or a runner command and subcommand.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        topic: Vec<String>,
+    },
     /// The runner's version and the tool protocol versions it speaks.
     Version {
         #[arg(long)]
@@ -170,6 +177,7 @@ pub fn main() -> i32 {
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Version { json }) => version::version(json),
+            Some(Cmd::Help { topic }) => help::help(&runner, &topic).await,
             Some(Cmd::Completions { shell }) => complete::completions(&shell),
             Some(Cmd::Man) => complete::man(),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
@@ -361,6 +369,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
         Err(e) => return fail(&e, json_errors),
     };
     if resolved.manifest.cli && !rest.is_empty() {
+        help::cli_argv_notes(&resolved, rest);
         if let Err(e) = runner.permit_cli(&resolved, rest) {
             return fail(&e, json_errors);
         }

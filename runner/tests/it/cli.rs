@@ -356,3 +356,47 @@ fn jobs_wait_that_runs_out_has_its_own_exit_code() {
     std::fs::write(&go, "").unwrap();
     assert!(w.run(&["jobs", "wait", &id]).status.success());
 }
+
+#[test]
+fn action_help_teaches_ranges_enums_formats_defaults_and_examples() {
+    let w = World::new();
+    let schemas = r#"[{"name":"rich_go","description":"Go.","input_schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":5,"default":2},"when":{"type":"string","format":"date-time","examples":["2024-01-01T00:00:00Z"]},"tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3},"bare":{"type":"string"}},"required":["bare"]}}]"#;
+    w.tool(&w.personal(), "rich", &bash_tool(schemas, "echo '\"x\"'"));
+    let o = w.run(&["rich", "go", "--help"]);
+    assert!(o.status.success());
+    let h = stdout(&o);
+    for want in [
+        "1 ≤ n ≤ 5",
+        "default: 2",
+        "format: date-time",
+        "e.g. \"2024-01-01T00:00:00Z\"",
+        "at most 3 items",
+        "each: one of: \"a\", \"b\"",
+        "  --bare <string>\n      [required]",
+        "Call options (after the action)",
+        "Global options (before the tool's name)",
+    ] {
+        assert!(h.contains(want), "{want:?} missing from:\n{h}");
+    }
+    // `help <tool> [<action>]` is the same help.
+    assert_eq!(stdout(&w.run(&["help", "rich", "go"])), h);
+    assert_eq!(stdout(&w.run(&["help", "rich"])), stdout(&w.run(&["rich", "--help"])));
+    assert!(stdout(&w.run(&["help", "jobs", "wait"])).contains("--timeout"));
+    assert_eq!(w.run(&["help", "rihc"]).status.code(), Some(3));
+    let u = stdout(&w.run(&["use-tool", "--help"]));
+    assert!(u.contains(r#"{"tool_name": "help", "action": "describe""#) && u.contains("\"status\": \"error\""), "{u}");
+}
+
+#[test]
+fn a_cli_main_module_says_the_call_options_do_not_apply_and_points_to_call() {
+    let w = World::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
+    std::fs::copy(&example, w.personal().join("legacy_notes.py")).unwrap();
+    let h = stdout(&w.run(&["help", "legacy_notes"]));
+    assert!(h.contains("do not apply") && h.contains("animaworks-tool call legacy_notes <action> --json"), "{h}");
+    let o = w.run(&["legacy_notes", "add", "--json", r#"{"title":"y"}"#]);
+    assert!(stderr(&o).contains("animaworks-tool call legacy_notes"), "{}", stderr(&o));
+    // The module's own -j/--json switch is no mistake.
+    let o = w.run(&["legacy_notes", "list", "--json"]);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}
