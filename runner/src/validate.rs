@@ -50,7 +50,8 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         action.name,
         first["expected"].as_str().unwrap_or_default(),
         if problems.len() > 1 {
-            format!(" (and {} more problems)", problems.len() - 1)
+            let more = problems.len() - 1;
+            format!(" (and {more} more problem{})", if more == 1 { "" } else { "s" })
         } else {
             String::new()
         }

@@ -37,7 +37,7 @@ pub fn completions(shell: &str) -> i32 {
     let shells = Shells::builtins();
     let Some(sh) = shells.completer(shell) else {
         let names: Vec<&str> = shells.names().collect();
-        eprintln!(
+        tell!(
             "animaworks-tool: no completions for shell {shell:?}; one of: {}",
             names.join(", ")
         );
@@ -57,7 +57,7 @@ pub fn completions(shell: &str) -> i32 {
     };
     let mut buf = Vec::new();
     if let Err(e) = sh.write_registration(VAR, "animaworks-tool", "animaworks-tool", &me, &mut buf) {
-        eprintln!("animaworks-tool: {e}");
+        tell!("animaworks-tool: {e}");
         return crate::ErrorCode::Internal.exit_code();
     }
     let _ = std::io::stdout().lock().write_all(&buf);
@@ -68,7 +68,7 @@ pub fn completions(shell: &str) -> i32 {
 pub fn man() -> i32 {
     let mut buf = Vec::new();
     if let Err(e) = clap_mangen::Man::new(super::command()).render(&mut buf) {
-        eprintln!("animaworks-tool: {e}");
+        tell!("animaworks-tool: {e}");
         return crate::ErrorCode::Internal.exit_code();
     }
     let _ = std::io::stdout().lock().write_all(&buf);

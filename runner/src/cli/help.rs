@@ -252,7 +252,7 @@ pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
 pub fn cli_argv_notes(r: &Resolved, argv: &[String]) {
     let tool = &r.file.name;
     if matches!(argv, [h] if h == "-h" || h == "--help") {
-        eprintln!(
+        tell!(
             "{}",
             super::render::paint(
                 "2",

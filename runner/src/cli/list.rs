@@ -4,14 +4,6 @@ use crate::call::Runner;
 use crate::discover::Problem;
 use serde_json::{json, Value};
 
-/// A line on stdout; a closed pipe (`| head`) ends nothing but the output.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 /// Scan the tiers and read every manifest (cache misses probed in parallel); see [`crate::llm::catalog::manifests`].
 pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
     let (resolved, problems, probed) = crate::llm::catalog::manifests(runner).await;
@@ -157,7 +149,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
 
 pub async fn refresh(runner: &Runner) -> i32 {
     if let Err(e) = crate::cache::clear(&runner.dirs) {
-        eprintln!(
+        tell!(
             "animaworks-tool: cannot clear the schema cache at {}: {e}",
             runner.dirs.cache.display()
         );

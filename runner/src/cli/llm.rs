@@ -113,7 +113,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
             timeout: t,
         },
         Err(e) => {
-            eprintln!("animaworks-tool use-tool: {}", e.message);
+            tell!("animaworks-tool use-tool: {}", e.message);
             return e.code.exit_code();
         }
     };
@@ -122,7 +122,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
         return match with_workers(runner) {
             Ok(r) => serve(&r, &limits, cancel).await,
             Err(e) => {
-                eprintln!("animaworks-tool use-tool: {e}");
+                tell!("animaworks-tool use-tool: {e}");
                 e.code.exit_code()
             }
         };
@@ -165,7 +165,7 @@ async fn serve(runner: &Runner, limits: &Limits, cancel: Cancel) -> i32 {
             Ok(Some(l)) => l,
             Ok(None) => return 0,
             Err(e) => {
-                eprintln!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
+                tell!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
                 return ErrorCode::Internal.exit_code();
             }
         };
@@ -191,14 +191,14 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
     let t = match timeout(args.timeout) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {}", e.message);
+            tell!("animaworks-tool mcp: {}", e.message);
             return e.code.exit_code();
         }
     };
     let runner = match with_workers(runner) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {e}");
+            tell!("animaworks-tool mcp: {e}");
             return e.code.exit_code();
         }
     };
@@ -213,7 +213,7 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
     {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {e}");
+            tell!("animaworks-tool mcp: {e}");
             ErrorCode::Internal.exit_code()
         }
     }
@@ -271,10 +271,10 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
     let r = providers::render(args.format, &entries);
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r.tools).unwrap_or_default());
     for (name, why) in &r.not_strict {
-        eprintln!("not strict: {name}: {why}");
+        tell!("not strict: {name}: {why}");
     }
     for (name, why) in &r.skipped {
-        eprintln!("left out: {name}: {why}");
+        tell!("left out: {name}: {why}");
     }
     0
 }

@@ -1,6 +1,31 @@
 //! The command line: a thin layer over the library. Parses words, calls [`crate::Runner`], prints, and maps
 //! outcomes to exit codes.
 
+/// A line on stdout. A closed pipe (`… | head -c1`) ends the output, never the runner with a panic (Rust ignores
+/// SIGPIPE, so `say!` would panic there; the runner must ignore it, as it writes into tools' pipes).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// A line on stderr; a closed stderr is no reason to panic either.
+macro_rules! tell {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 pub mod admin;
 pub mod args;
 pub mod author;
@@ -10,6 +35,7 @@ pub mod list;
 pub mod llm;
 pub mod render;
 pub mod task;
+pub mod usage;
 pub mod version;
 
 use crate::call::{CallOptions, Runner};
@@ -139,8 +165,8 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = fast_parse().unwrap_or_else(Cli::parse);
-    init_logging();
+    let cli = fast_parse().unwrap_or_else(|| Cli::try_parse().unwrap_or_else(|e| usage::clap_error(e)));
+    init_logging(matches!(cli.cmd, Some(Cmd::Mcp(_))));
     let dirs = Dirs::resolve(&DirOptions {
         core_dirs: cli.core_dirs,
         data_dir: cli.data_dir,
@@ -152,7 +178,7 @@ pub fn main() -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("animaworks-tool: cannot start: {e}");
+            tell!("animaworks-tool: cannot start: {e}");
             return ErrorCode::Internal.exit_code();
         }
     };
@@ -160,7 +186,7 @@ pub fn main() -> i32 {
         match cli.cmd {
             None => {
                 let _ = <Cli as clap::CommandFactory>::command().print_help();
-                println!();
+                say!();
                 2
             }
             Some(Cmd::Tools { json }) => list::list(&runner, json).await,
@@ -237,19 +263,27 @@ fn fast_parse() -> Option<Cli> {
     })
 }
 
-/// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`;
-/// `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more.
-fn init_logging() {
+/// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`, one
+/// line each, coloured only on a terminal; `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more. The MCP
+/// server's records carry the time, and the MCP library's own (which dump Rust structures) only at `error`.
+fn init_logging(server: bool) {
     let fmt = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .without_time();
+        .with_ansi(render::color());
+    let filter = std::env::var("ANIMAWORKS_TOOL_LOG").ok();
+    if server {
+        let filter = filter.unwrap_or_else(|| "warn,rmcp=error".into());
+        let _ = fmt.with_env_filter(tracing_subscriber::EnvFilter::new(filter)).try_init();
+        return;
+    }
+    let fmt = fmt.without_time();
     // Why two forms: parsing a filter costs time on every call; the plain level does not.
-    let _ = match std::env::var("ANIMAWORKS_TOOL_LOG") {
-        Ok(filter) => fmt
+    let _ = match filter {
+        Some(filter) => fmt
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .try_init(),
-        Err(_) => fmt.with_max_level(tracing::Level::WARN).try_init(),
+        None => fmt.with_max_level(tracing::Level::WARN).try_init(),
     };
 }
 
@@ -292,7 +326,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
                 || action == "-h"
                 || action == "help"
             {
-                print!("{}", help::tool_help(&resolved));
+                say_raw!("{}", help::tool_help(&resolved));
                 return 0;
             }
             return fail(&e, json_errors);
@@ -303,7 +337,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        print!("{}", help::action_help(&resolved, &act));
+        say_raw!("{}", help::action_help(&resolved, &act));
         return 0;
     }
     if let Err(e) = crate::validate::check_args(tool, &act, &args) {
@@ -382,7 +416,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            print!("{}", help::tool_help(&resolved));
+            say_raw!("{}", help::tool_help(&resolved));
             if rest.is_empty() {
                 2
             } else {

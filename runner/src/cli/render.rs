@@ -20,7 +20,8 @@ pub fn color() -> bool {
 
 /// Whether stderr can take a live display: a terminal that understands cursor movement (not `TERM=dumb`).
 pub fn live_terminal() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+    static LIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LIVE.get_or_init(|| std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb"))
 }
 
 /// `text` in an SGR style (`31` red, `33` yellow, `2` dim) when stderr takes colour.

@@ -10,14 +10,6 @@ use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// A line on stdout; a closed pipe (`| head`) is not an error worth a panic.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 /// `submit <tool> <action> [--param …|--json …]` or `submit <tool> <argv…>` for cli_main modules.
 #[derive(Args, Debug)]
 pub struct SubmitArgs {
@@ -96,7 +88,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
     say!("{}", checked.task.receipt());
     if std::io::stderr().is_terminal() {
         let id = &checked.task.task_id;
-        eprintln!(
+        tell!(
             "{}",
             render::paint(
                 "2",
@@ -207,7 +199,17 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
         say!("{}", serde_json::to_string(&shown).unwrap_or_default());
         return Ok(0);
     }
+    if shown.is_empty() {
+        if want.is_empty() {
+            say!("no tasks");
+        } else {
+            let names: Vec<&str> = want.iter().map(|s| s.as_str()).collect();
+            say!("no tasks that are {}", names.join(" or "));
+        }
+        return Ok(0);
+    }
     let now = now_s();
+    say!("{:<12}  {:<9}  {:<30}  {:>10}  PROGRESS", "TASK", "STATUS", "TOOL", "CREATED");
     for t in &shown {
         let progress = t
             .progress
@@ -219,11 +221,11 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
             })
             .unwrap_or_default();
         say!(
-            "{}  {:<9}  {:<30}  {:>6}s ago{progress}",
+            "{:<12}  {:<9}  {:<30}  {:>10}{progress}",
             t.task_id,
             t.status.as_str(),
             t.tool_name,
-            (now - t.created_at).max(0.0) as u64
+            format!("{}s ago", (now - t.created_at).max(0.0) as u64)
         );
     }
     Ok(0)
@@ -270,8 +272,8 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
                 );
             }
             if !out_tty || std::io::stderr().is_terminal() {
-                eprintln!("animaworks-tool: {} {message}", render::paint("33", "wait_timeout:"));
-                eprintln!("  {}", render::paint("2", &format!("hint: {hint}")));
+                tell!("animaworks-tool: {} {message}", render::paint("33", "wait_timeout:"));
+                tell!("  {}", render::paint("2", &format!("hint: {hint}")));
             }
             return Ok(WAIT_TIMED_OUT);
         }
@@ -311,9 +313,9 @@ fn outcome(t: &Task) -> i32 {
             }
             if !terminal || std::io::stderr().is_terminal() {
                 let head = format!("task {} {}:", t.task_id, t.status.as_str());
-                eprintln!("animaworks-tool: {} {msg}", render::paint("31", &head));
+                tell!("animaworks-tool: {} {msg}", render::paint("31", &head));
                 if let Some(h) = detail.get("hint").and_then(Value::as_str) {
-                    eprintln!("  {}", render::paint("2", &format!("hint: {h}")));
+                    tell!("  {}", render::paint("2", &format!("hint: {h}")));
                 }
             }
             t.exit_code()
@@ -343,14 +345,14 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
     }
     let t = get(store, id).unwrap_or(t);
     if t.status.is_final() {
-        eprintln!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
+        tell!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
         say!("{}", t.receipt());
         return Ok(0);
     }
     let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
-        eprintln!(
+        tell!(
             "animaworks-tool: task {id}'s worker is gone; the task is {}",
             t.status.as_str()
         );
@@ -446,11 +448,11 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
     for (file, reason) in &report.invalid {
-        eprintln!("animaworks-tool: set aside {}: {reason}", file.display());
+        tell!("animaworks-tool: set aside {}: {reason}", file.display());
     }
     if !report.queued.is_empty() {
         if let Err(e) = queue::spawn_worker(&runner.dirs, store) {
-            eprintln!("animaworks-tool: warning: cannot start a worker: {e}");
+            tell!("animaworks-tool: warning: cannot start a worker: {e}");
         }
     }
     let invalid: Vec<Value> = report

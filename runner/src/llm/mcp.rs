@@ -97,7 +97,7 @@ impl Server {
                 names.insert(a.schema_name.clone(), (e.name().to_owned(), a.name.clone()));
                 match serde_json::from_value::<Tool>(providers::mcp_tool(e, a)) {
                     Ok(t) => tools.push(t),
-                    Err(err) => eprintln!("animaworks-tool mcp: {} left out: {err}", a.schema_name),
+                    Err(err) => tracing::warn!("{} left out: {err}", a.schema_name),
                 }
             }
         }
@@ -229,6 +229,7 @@ impl Server {
 /// A runner refusal as a JSON-RPC error; `data` is the runner's error object (protocol.md §6).
 pub fn refusal(e: &CallError) -> ErrorData {
     let e = &crate::suggest::for_llm(e, crate::suggest::Reader::Mcp);
+    tracing::warn!("refused: {e}");
     let code = match e.code {
         ErrorCode::PermissionDenied => rmcp::model::ErrorCode(PERMISSION_DENIED),
         ErrorCode::Internal => rmcp::model::ErrorCode::INTERNAL_ERROR,

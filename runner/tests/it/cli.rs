@@ -400,3 +400,176 @@ fn a_cli_main_module_says_the_call_options_do_not_apply_and_points_to_call() {
     let o = w.run(&["legacy_notes", "list", "--json"]);
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
+
+/// Run the runner with stdout and stderr on a pipe whose reading end is already closed (`… 2>&1 | head -c0`):
+/// every write fails with EPIPE. Returns the exit status.
+fn into_closed_pipe(w: &World, args: &[&str], stdin: Option<&str>) -> std::process::ExitStatus {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two ints with fresh fds, owned below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds were just created and are owned here.
+    let (read, write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+    drop(read);
+    let mut c = w.cmd();
+    c.args(args).stdout(write.try_clone().unwrap()).stderr(write);
+    if let Some(text) = stdin {
+        let p = w.tmp.path().join(format!("stdin-{}", args.join("-").replace('/', "_")));
+        std::fs::write(&p, text).unwrap();
+        c.stdin(std::fs::File::open(&p).unwrap());
+    }
+    c.status().unwrap()
+}
+
+#[test]
+fn no_command_panics_on_a_closed_pipe() {
+    let w = World::new();
+    hello(&w);
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
+    let id = json(&w.run(&["submit", "hello", "greet", "--who", "x"]))["task_id"].as_str().unwrap().to_owned();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+    let scratch = w.tmp.path().join("scratch");
+    let scratch = scratch.to_str().unwrap();
+    let hello_path = w.personal().join("hello");
+    let hello_path = hello_path.to_str().unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let cases: Vec<(&str, Vec<&str>, Option<&str>)> = vec![
+        ("tools", vec!["tools"], None),
+        ("tools", vec!["tools", "--json"], None),
+        ("doctor", vec!["doctor"], None),
+        ("refresh", vec!["refresh"], None),
+        ("call", vec!["call", "hello", "greet", "--who", "x"], None),
+        ("call", vec!["call", "hello", "nope"], None),
+        ("call", vec!["call", "prog", "go", "--events"], None),
+        ("submit", vec!["submit", "hello", "greet", "--who", "y"], None),
+        ("jobs", vec!["jobs", "list"], None),
+        ("jobs", vec!["jobs", "show", &id], None),
+        ("jobs", vec!["jobs", "wait", &id], None),
+        ("jobs", vec!["jobs", "prune", "--older-than", "1w"], None),
+        ("use-tool", vec!["use-tool"], Some(r#"{"tool_name":"hello","action":"greet","args":{"who":"z"}}"#)),
+        ("use-tool", vec!["use-tool", "--serve"], Some("{\"tool_name\":\"help\",\"action\":\"list\"}\n")),
+        ("mcp", vec!["mcp"], Some(init)),
+        ("schemas", vec!["schemas"], None),
+        ("schemas", vec!["schemas", "--stats"], None),
+        ("new", vec!["new", "fresh", "--lang", "bash", "--dir", scratch], None),
+        ("check", vec!["check", hello_path], None),
+        ("permissions", vec!["permissions", "show"], None),
+        ("share", vec!["share", "hello"], None),
+        ("completions", vec!["completions", "bash"], None),
+        ("man", vec!["man"], None),
+        ("help", vec!["help"], None),
+        ("help", vec!["help", "hello", "greet"], None),
+        ("version", vec!["version"], None),
+        ("", vec!["--help"], None),
+        ("", vec!["--version"], None),
+        ("", vec!["hello", "greet", "--who", "x"], None),
+        ("", vec!["hello", "--help"], None),
+        ("", vec!["hello", "greet", "--help"], None),
+        ("", vec!["prog", "go"], None),
+        ("", vec!["helo"], None),
+        ("", vec!["jobs", "lst"], None),
+    ];
+    for (_, args, stdin) in &cases {
+        let st = into_closed_pipe(&w, args, *stdin);
+        assert_ne!(st.code(), Some(101), "{args:?} panicked on a closed pipe");
+        assert!(st.code().is_some(), "{args:?} died by a signal: {st:?}");
+    }
+    // Every runner command is covered.
+    let help = stdout(&w.run(&["--help"]));
+    let commands = help.split("Commands:").nth(1).unwrap().split("\n\n").next().unwrap();
+    for line in commands.lines().filter(|l| l.starts_with("  ")) {
+        let name = line.split_whitespace().next().unwrap();
+        assert!(cases.iter().any(|c| c.0 == name), "no closed-pipe case for {name}");
+    }
+}
+
+#[test]
+fn call_answers_every_usage_error_with_json_on_stdout() {
+    let w = World::new();
+    hello(&w);
+    for args in [
+        &["call", "hello"][..],
+        &["call"],
+        &["--anima-dir", "x", "call"],
+        &["call", "hello", "greet", "--bogus", "1"],
+        &["call", "hello", "greet", "stray"],
+    ] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(json(&o)["error"]["code"], "usage", "{args:?}");
+    }
+}
+
+#[test]
+fn a_failure_on_a_terminal_is_said_once() {
+    let w = World::new();
+    hello(&w);
+    w.tool(
+        &w.personal(),
+        "boom",
+        &bash_tool(HELLO.replace("hello_greet", "boom_greet").as_str(), "echo boom-marker >&2; exit 3"),
+    );
+    // `call` on a terminal: the JSON object, not also the sentence.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["call", "hello", "nope"]);
+    let (code, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(code, Some(4));
+    assert_eq!(term.matches("has no action").count(), 1, "{term}");
+    assert!(term.contains("{\"error\""), "{term}");
+    // The tool form on a terminal: the sentence, not the JSON.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["hello", "nope"]);
+    let (_, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(term.matches("has no action").count(), 1, "{term}");
+    assert!(!term.contains("{\"error\""), "{term}");
+    // A tool's stderr shown live is not repeated as a tail.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["boom", "greet", "--who", "x"]);
+    let (code, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(code, Some(11), "{term}");
+    assert_eq!(term.matches("boom-marker").count(), 1, "{term}");
+}
+
+#[test]
+fn jobs_list_has_a_header_and_says_when_there_are_no_tasks() {
+    let w = World::new();
+    hello(&w);
+    assert_eq!(stdout(&w.run(&["jobs", "list"])), "no tasks\n");
+    let o = w.run(&["submit", "hello", "greet", "--who", "x"]);
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+    let list = stdout(&w.run(&["jobs", "list"]));
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(lines[0].starts_with("TASK") && lines[0].contains("STATUS"), "{list}");
+    assert!(lines[1].starts_with(&id) && lines[1].contains("completed"), "{list}");
+    assert_eq!(stdout(&w.run(&["jobs", "list", "--status", "running"])), "no tasks that are running\n");
+}
+
+#[test]
+fn the_mcp_server_logs_one_line_records_without_escape_codes() {
+    let w = World::new();
+    hello(&w);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hello_gret","arguments":{}}}
+"#;
+    let mut child = w
+        .cmd()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(init.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(!err.contains('\x1b'), "{err}");
+    assert!(!err.contains("ErrorData {") && !err.contains("Object {"), "a Debug dump: {err}");
+    let refused: Vec<&str> = err.lines().filter(|l| l.contains("hello_gret")).collect();
+    assert_eq!(refused.len(), 1, "{err}");
+    assert!(refused[0].contains("WARN") && refused[0].contains("did you mean \"hello_greet\""), "{err}");
+    assert!(stdout(&o).contains("hello_greet"), "{}", stdout(&o));
+}

@@ -157,6 +157,16 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
 pub fn run_in_pty(
     cmd: &mut Command,
     cols: u16,
+    on_output: impl FnMut(&[u8]) + Send + 'static,
+) -> (Option<i32>, String, String) {
+    run_in_pty_with(cmd, cols, false, on_output)
+}
+
+/// [`run_in_pty`], with stdout on the terminal too when `stdout_too` (then the returned stdout is empty).
+pub fn run_in_pty_with(
+    cmd: &mut Command,
+    cols: u16,
+    stdout_too: bool,
     mut on_output: impl FnMut(&[u8]) + Send + 'static,
 ) -> (Option<i32>, String, String) {
     use std::io::Read;
@@ -173,12 +183,15 @@ pub fn run_in_pty(
     assert_eq!(rc, 0, "openpty failed");
     // SAFETY: both fds were just opened by openpty and are owned here.
     let (master, slave) = unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
-    cmd.stderr(slave.try_clone().unwrap())
-        .stdin(slave)
-        .stdout(Stdio::piped());
+    let out = if stdout_too {
+        Stdio::from(slave.try_clone().unwrap())
+    } else {
+        Stdio::piped()
+    };
+    cmd.stderr(slave.try_clone().unwrap()).stdin(slave).stdout(out);
     let child = cmd.spawn().unwrap();
     // Our copies of the slave end are in `cmd`; replacing them leaves the child's only, so the reader ends.
-    cmd.stdin(Stdio::null()).stderr(Stdio::null());
+    cmd.stdin(Stdio::null()).stderr(Stdio::null()).stdout(Stdio::null());
     let reader = std::thread::spawn(move || {
         let mut master = master;
         let mut all = Vec::new();
