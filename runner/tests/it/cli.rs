@@ -573,3 +573,84 @@ fn the_mcp_server_logs_one_line_records_without_escape_codes() {
     assert!(refused[0].contains("WARN") && refused[0].contains("did you mean \"hello_greet\""), "{err}");
     assert!(stdout(&o).contains("hello_greet"), "{}", stdout(&o));
 }
+
+#[test]
+fn new_python_tool_is_executable_with_a_shebang_and_a_neutral_description() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let o = w.run(&["new", "made", "--lang", "python"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = w.personal().join("made.py");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("#!/usr/bin/env python3\n"), "{text}");
+    assert!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o111 != 0);
+    let list = json(&w.run(&["tools", "--json"]));
+    let d = list["tools"][0]["description"].as_str().unwrap().to_owned();
+    assert!(!d.contains("animaworks-tool") && !d.contains("SDK") && !d.contains("sdk"), "{d}");
+    // As the SDK's help says: ./made.py --schemas (with the SDK importable).
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src");
+    let o = std::process::Command::new(&path)
+        .arg("--schemas")
+        .env("PYTHONPATH", sdk)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"echo\""), "{}", stdout(&o));
+}
+
+#[test]
+fn check_reports_protocol_1_for_a_short_form_tool_and_warns_of_unchecked_formats() {
+    let w = World::new();
+    let schemas = r#"[{"name":"fmt_go","description":"Go.","input_schema":{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"site":{"type":"array","items":{"type":"string","format":"uri"}}}}}]"#;
+    let p = w.tool(&w.personal(), "fmt", &bash_tool(schemas, "echo '\"ok\"'"));
+    let o = w.run(&["check", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("protocol 1,"), "{out}");
+    assert!(
+        out.contains("warn action go: \"format\" is not checked")
+            && out.contains("\"date-time\" at /properties/when")
+            && out.contains("\"uri\" at /properties/site/items"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_readme_five_minute_bash_tool_handles_quotes() {
+    if std::process::Command::new("jq").arg("--version").output().is_err() {
+        eprintln!("skipped: jq is not installed (.ci/run installs it)");
+        return;
+    }
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme.find("tools/hello.sh\" <<'EOF'\n").expect("the README's bash tool") + "tools/hello.sh\" <<'EOF'\n".len();
+    let script = &readme[start..start + readme[start..].find("\nEOF\n").unwrap() + 1];
+    let w = World::new();
+    w.tool(&w.personal(), "hello.sh", script);
+    let who = "Ada \"the\" O'Brien \\ {x}";
+    let o = w.run(&["hello", "greet", "--who", who]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["greeting"], format!("hello, {who}"));
+}
+
+#[test]
+fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defined() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for doc in ["README.md", "protocol.md", "bench/README.md", "tool-sdk-rs/README.md", "tool-sdk-py/README.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for bad in ["/work/", "/root/", "/home/runner"] {
+            assert!(!text.contains(bad), "{doc} names a path of one machine: {bad}");
+        }
+    }
+    // [`Name`] is an intra-doc link only rustdoc resolves; on a code host each needs a definition.
+    let sdk = std::fs::read_to_string(root.join("tool-sdk-rs/README.md")).unwrap();
+    let mut rest = sdk.as_str();
+    while let Some(i) = rest.find("[`") {
+        let after = &rest[i..];
+        let end = after.find("`]").unwrap() + 2;
+        let label = &after[..end];
+        if !after[end..].starts_with('(') && !after[end..].starts_with(':') {
+            assert!(sdk.contains(&format!("\n{label}: ")), "{label} has no link definition in tool-sdk-rs/README.md");
+        }
+        rest = &after[end..];
+    }
+}
