@@ -523,6 +523,35 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
     }
 }
 
+/// Every `format` keyword of a schema, as `"date-time" at /properties/when` (nesting bounded).
+fn formats_in(schema: &Value, at: String, out: &mut Vec<String>, depth: usize) {
+    let Value::Object(m) = schema else { return };
+    if depth > 32 || out.len() >= 20 {
+        return;
+    }
+    if let Some(Value::String(f)) = m.get("format") {
+        out.push(format!("{f:?} at {}", if at.is_empty() { "/" } else { &at }));
+    }
+    for (k, v) in m {
+        match (k.as_str(), v) {
+            ("properties" | "patternProperties" | "$defs" | "definitions", Value::Object(props)) => {
+                for (name, sub) in props {
+                    formats_in(sub, format!("{at}/{k}/{name}"), out, depth + 1);
+                }
+            }
+            ("items" | "additionalProperties" | "not" | "contains" | "propertyNames", sub) => {
+                formats_in(sub, format!("{at}/{k}"), out, depth + 1)
+            }
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(subs)) => {
+                for (i, sub) in subs.iter().enumerate() {
+                    formats_in(sub, format!("{at}/{k}/{i}"), out, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,34 +584,5 @@ mod tests {
             sample(&json!({"type": "integer", "exclusiveMinimum": 5}), &json!({}), 0),
             json!(6)
         );
-    }
-}
-
-/// Every `format` keyword of a schema, as `"date-time" at /properties/when` (nesting bounded).
-fn formats_in(schema: &Value, at: String, out: &mut Vec<String>, depth: usize) {
-    let Value::Object(m) = schema else { return };
-    if depth > 32 || out.len() >= 20 {
-        return;
-    }
-    if let Some(Value::String(f)) = m.get("format") {
-        out.push(format!("{f:?} at {}", if at.is_empty() { "/" } else { &at }));
-    }
-    for (k, v) in m {
-        match (k.as_str(), v) {
-            ("properties" | "patternProperties" | "$defs" | "definitions", Value::Object(props)) => {
-                for (name, sub) in props {
-                    formats_in(sub, format!("{at}/{k}/{name}"), out, depth + 1);
-                }
-            }
-            ("items" | "additionalProperties" | "not" | "contains" | "propertyNames", sub) => {
-                formats_in(sub, format!("{at}/{k}"), out, depth + 1)
-            }
-            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(subs)) => {
-                for (i, sub) in subs.iter().enumerate() {
-                    formats_in(sub, format!("{at}/{k}/{i}"), out, depth + 1);
-                }
-            }
-            _ => {}
-        }
     }
 }

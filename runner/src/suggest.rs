@@ -203,7 +203,10 @@ mod tests {
         let e = unknown_tool("helo", "", &["hello"], &Dirs::resolve(&Default::default()));
         let u = for_llm(&e, Reader::UseTool);
         let h = u.hint.unwrap();
-        assert!(h.contains("\"hello\"") && h.contains(r#"{"tool_name":"help","action":"list","args":{}}"#), "{h}");
+        assert!(
+            h.contains("\"hello\"") && h.contains(r#"{"tool_name":"help","action":"list","args":{}}"#),
+            "{h}"
+        );
         assert!(!h.contains("animaworks-tool"), "{h}");
         let e = unknown_action("hello", "gret", &["greet"]);
         let h = for_llm(&e, Reader::UseTool).hint.unwrap();

@@ -213,7 +213,9 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             valid.extend(RUNNER_FLAGS.iter().map(|f| format!("--{f}")));
             let flag = format!("--{name}");
             let near = crate::suggest::close(&flag, valid.iter().map(String::as_str));
-            let mean = crate::suggest::did_you_mean(&near).map(|d| format!("{d} ")).unwrap_or_default();
+            let mean = crate::suggest::did_you_mean(&near)
+                .map(|d| format!("{d} "))
+                .unwrap_or_default();
             return Err(usage(
                 format!("unknown option {flag} for {}; valid: {}", action.name, valid.join(", ")),
                 format!("{mean}see `animaworks-tool <tool> {} --help`", action.name),
@@ -322,7 +324,11 @@ mod tests {
         let e = parse(&action(), &w(&["--count", "x"])).unwrap_err();
         assert!(e.message.contains("--count expects an integer"), "{}", e.message);
         let e = parse(&action(), &w(&["--titel", "x"])).unwrap_err();
-        assert!(e.hint.as_deref().unwrap().contains("did you mean \"--title\"?"), "{:?}", e.hint);
+        assert!(
+            e.hint.as_deref().unwrap().contains("did you mean \"--title\"?"),
+            "{:?}",
+            e.hint
+        );
         let e = parse(&action(), &w(&["--nope", "1"])).unwrap_err();
         assert!(
             e.message.contains("unknown option --nope") && e.message.contains("--title"),

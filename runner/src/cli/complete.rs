@@ -130,7 +130,9 @@ pub fn command(dirs: &Dirs) -> Command {
         let ids = ids.clone();
         c.mut_arg("id", move |a| {
             a.add(ArgValueCandidates::new(move || {
-                ids.iter().map(|(id, about)| CompletionCandidate::new(id).help(Some(about.into()))).collect()
+                ids.iter()
+                    .map(|(id, about)| CompletionCandidate::new(id).help(Some(about.into())))
+                    .collect()
             }))
         })
     };
@@ -213,8 +215,18 @@ fn action_command(a: &Action) -> Command {
             .value_name("JSON|@FILE|-")
             .help("all arguments as one JSON object"),
     )
-    .arg(Arg::new("r:timeout").long("timeout").value_name("SECONDS").help("deadline"))
-    .arg(Arg::new("r:max-output").long("max-output").value_name("BYTES").help("output cap"))
+    .arg(
+        Arg::new("r:timeout")
+            .long("timeout")
+            .value_name("SECONDS")
+            .help("deadline"),
+    )
+    .arg(
+        Arg::new("r:max-output")
+            .long("max-output")
+            .value_name("BYTES")
+            .help("output cap"),
+    )
     .arg(
         Arg::new("r:events")
             .long("events")
@@ -274,7 +286,7 @@ fn task_ids(dirs: &Dirs) -> Vec<(String, String)> {
             Some((meta.modified().ok()?, id, about))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.truncate(100);
     found.into_iter().map(|(_, id, about)| (id, about)).collect()
 }

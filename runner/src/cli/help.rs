@@ -113,7 +113,11 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
                     notes.extend(constraints(items).into_iter().map(|c| format!("each: {c}")));
                 }
                 let _ = writeln!(s, "  {shown}");
-                if let Some(d) = schema.get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
+                if let Some(d) = schema
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .filter(|d| !d.trim().is_empty())
+                {
                     for l in d.trim().lines() {
                         let _ = writeln!(s, "      {l}");
                     }
@@ -161,10 +165,17 @@ pub fn constraints(schema: &Value) -> Vec<String> {
         out.push(format!("always {}", shown(c)));
     }
     if let Some(e) = schema.get("enum").and_then(Value::as_array) {
-        out.push(format!("one of: {}", e.iter().map(shown).collect::<Vec<_>>().join(", ")));
+        out.push(format!(
+            "one of: {}",
+            e.iter().map(shown).collect::<Vec<_>>().join(", ")
+        ));
     }
-    let low = num("minimum").map(|m| format!("{m} ≤ n")).or(num("exclusiveMinimum").map(|m| format!("{m} < n")));
-    let high = num("maximum").map(|m| format!("n ≤ {m}")).or(num("exclusiveMaximum").map(|m| format!("n < {m}")));
+    let low = num("minimum")
+        .map(|m| format!("{m} ≤ n"))
+        .or(num("exclusiveMinimum").map(|m| format!("{m} < n")));
+    let high = num("maximum")
+        .map(|m| format!("n ≤ {m}"))
+        .or(num("exclusiveMaximum").map(|m| format!("n < {m}")));
     match (low, high) {
         (Some(l), Some(h)) => out.push(format!("{l}{}", h.trim_start_matches('n'))),
         (Some(l), None) => out.push(l),
@@ -199,8 +210,15 @@ pub fn constraints(schema: &Value) -> Vec<String> {
     if let Some(d) = schema.get("default") {
         out.push(format!("default: {}", shown(d)));
     }
-    if let Some(e) = schema.get("examples").and_then(Value::as_array).filter(|e| !e.is_empty()) {
-        out.push(format!("e.g. {}", e.iter().take(3).map(shown).collect::<Vec<_>>().join(", ")));
+    if let Some(e) = schema
+        .get("examples")
+        .and_then(Value::as_array)
+        .filter(|e| !e.is_empty())
+    {
+        out.push(format!(
+            "e.g. {}",
+            e.iter().take(3).map(shown).collect::<Vec<_>>().join(", ")
+        ));
     }
     out
 }
@@ -221,7 +239,12 @@ pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
                 None => break,
             }
         }
-        let _ = write!(out, "{}", sub.bin_name(format!("animaworks-tool {}", words.join(" "))).render_long_help());
+        let _ = write!(
+            out,
+            "{}",
+            sub.bin_name(format!("animaworks-tool {}", words.join(" ")))
+                .render_long_help()
+        );
         return 0;
     }
     let r = match runner.resolve(first).await {

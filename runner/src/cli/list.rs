@@ -127,7 +127,11 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         );
     } else {
         if problems.is_empty() {
-            say!("{}: {}, no problems", if bad { "not ok" } else { "ok" }, plural(tools.len(), "tool", "tools"));
+            say!(
+                "{}: {}, no problems",
+                if bad { "not ok" } else { "ok" },
+                plural(tools.len(), "tool", "tools")
+            );
         } else {
             say!(
                 "{} ({} callable):",

@@ -274,7 +274,9 @@ fn init_logging(server: bool) {
     let filter = std::env::var("ANIMAWORKS_TOOL_LOG").ok();
     if server {
         let filter = filter.unwrap_or_else(|| "warn,rmcp=error".into());
-        let _ = fmt.with_env_filter(tracing_subscriber::EnvFilter::new(filter)).try_init();
+        let _ = fmt
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init();
         return;
     }
     let fmt = fmt.without_time();

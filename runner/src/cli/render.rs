@@ -35,7 +35,11 @@ pub fn paint(code: &str, text: &str) -> String {
 
 /// A warning on stderr, in yellow on a terminal.
 pub fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "animaworks-tool: {} {message}", paint("33", "warning:"));
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "animaworks-tool: {} {message}",
+        paint("33", "warning:")
+    );
 }
 
 /// Control characters of a tool's text as visible escapes, so an event cannot move the cursor or recolour the
@@ -233,7 +237,8 @@ impl Observer for Human {
                                     live.bar.set_length(1000);
                                     live.counted = true;
                                 }
-                                live.bar.set_position(((progress / t).clamp(0.0, 1.0) * 1000.0).round() as u64);
+                                live.bar
+                                    .set_position(((progress / t).clamp(0.0, 1.0) * 1000.0).round() as u64);
                             }
                             _ => {
                                 if live.counted {

@@ -153,10 +153,13 @@ fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
         [one] => Ok((*one).clone()),
         [] => {
             let near = crate::suggest::close(id, ids.iter().map(String::as_str));
-            let mean = crate::suggest::did_you_mean(&near).map(|d| format!("{d} ")).unwrap_or_default();
+            let mean = crate::suggest::did_you_mean(&near)
+                .map(|d| format!("{d} "))
+                .unwrap_or_default();
             Err(
-                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
-                    .hint(format!("{mean}`animaworks-tool jobs list` shows the tasks of this anima")),
+                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display())).hint(format!(
+                    "{mean}`animaworks-tool jobs list` shows the tasks of this anima"
+                )),
             )
         }
         many => Err(CallError::new(
@@ -209,7 +212,13 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
         return Ok(0);
     }
     let now = now_s();
-    say!("{:<12}  {:<9}  {:<30}  {:>10}  PROGRESS", "TASK", "STATUS", "TOOL", "CREATED");
+    say!(
+        "{:<12}  {:<9}  {:<30}  {:>10}  PROGRESS",
+        "TASK",
+        "STATUS",
+        "TOOL",
+        "CREATED"
+    );
     for t in &shown {
         let progress = t
             .progress

@@ -22,9 +22,7 @@ fn command_word(args: &[String]) -> Option<&str> {
 
 pub fn clap_error(e: clap::Error) -> ! {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
-        || command_word(&args) != Some("call")
-    {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || command_word(&args) != Some("call") {
         e.exit()
     }
     let text = e.render().to_string();
@@ -48,7 +46,10 @@ mod tests {
     #[test]
     fn the_command_word_is_found_behind_global_options() {
         let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(super::command_word(&w(&["--anima-dir", "x", "call", "t"])), Some("call"));
+        assert_eq!(
+            super::command_word(&w(&["--anima-dir", "x", "call", "t"])),
+            Some("call")
+        );
         assert_eq!(super::command_word(&w(&["--bogus", "call"])), Some("call"));
         assert_eq!(super::command_word(&w(&["tools"])), Some("tools"));
     }

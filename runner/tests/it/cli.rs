@@ -7,11 +7,7 @@ use serde_json::Value;
 const HELLO: &str = r#"[{"name":"hello_greet","description":"Say hello.","input_schema":{"type":"object","properties":{"who":{"type":"string","description":"Who to greet"},"times":{"type":"integer","minimum":1,"maximum":5,"default":1},"tone":{"enum":["warm","cold"]}},"required":["who"]}}]"#;
 
 fn hello(w: &World) {
-    w.tool(
-        &w.personal(),
-        "hello",
-        &bash_tool(HELLO, r#"echo '{"greeting":"hi"}'"#),
-    );
+    w.tool(&w.personal(), "hello", &bash_tool(HELLO, r#"echo '{"greeting":"hi"}'"#));
 }
 
 #[test]
@@ -49,7 +45,10 @@ fn complete(w: &World, index: usize, words: &[&str]) -> Vec<String> {
 fn completion_offers_tools_actions_flags_and_enum_values_from_the_cache_without_starting_a_tool() {
     let w = World::new();
     let marker = w.tmp.path().join("started");
-    let body = format!("#!/usr/bin/env bash\ntouch {}\nif [ \"$1\" = --schemas ]; then echo '{HELLO}'; exit 0; fi\necho '{{}}'\n", marker.display());
+    let body = format!(
+        "#!/usr/bin/env bash\ntouch {}\nif [ \"$1\" = --schemas ]; then echo '{HELLO}'; exit 0; fi\necho '{{}}'\n",
+        marker.display()
+    );
     w.tool(&w.personal(), "hello", &body);
     // Not cached yet: the name only, and no process.
     let c = complete(&w, 1, &["animaworks-tool", "hel"]);
@@ -68,7 +67,10 @@ fn completion_offers_tools_actions_flags_and_enum_values_from_the_cache_without_
         complete(&w, 4, &["animaworks-tool", "hello", "greet", "--tone", ""]),
         vec!["warm", "cold"]
     );
-    assert_eq!(complete(&w, 3, &["animaworks-tool", "call", "hello", "g"]), vec!["greet"]);
+    assert_eq!(
+        complete(&w, 3, &["animaworks-tool", "call", "hello", "g"]),
+        vec!["greet"]
+    );
     let cmds = complete(&w, 1, &["animaworks-tool", "jo"]);
     assert_eq!(cmds, vec!["jobs"]);
     assert!(!marker.exists(), "completion started the tool");
@@ -87,7 +89,11 @@ fn completions_prints_a_script_for_each_shell_and_refuses_others() {
     assert!(stderr(&o).contains("bash"), "{}", stderr(&o));
     let o = w.run(&["man"]);
     assert!(o.status.success());
-    assert!(stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH animaworks-tool"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH animaworks-tool"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -98,33 +104,70 @@ fn mistyped_tools_actions_and_flags_get_the_closest_name() {
     assert_eq!(o.status.code(), Some(3));
     let e = json(&o);
     assert_eq!(e["error"]["did_you_mean"], "hello", "{e}");
-    assert!(e["error"]["hint"].as_str().unwrap().contains("did you mean \"hello\""), "{e}");
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("did you mean \"hello\""),
+        "{e}"
+    );
     let o = w.run(&["hello", "gret"]);
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(json(&o)["error"]["did_you_mean"], "greet");
     let o = w.run(&["hello", "greet", "--wh", "x"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(json(&o)["error"]["hint"].as_str().unwrap().contains("did you mean \"--who\""));
+    assert!(json(&o)["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("did you mean \"--who\""));
     // A runner command is a candidate too.
     let o = w.run(&["doctr"]);
-    assert!(json(&o)["error"]["hint"].as_str().unwrap().contains("\"doctor\""), "{}", stdout(&o));
+    assert!(
+        json(&o)["error"]["hint"].as_str().unwrap().contains("\"doctor\""),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
 fn an_unknown_tool_and_doctor_say_when_the_personal_tier_was_not_searched() {
     let w = World::new();
     hello(&w);
-    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(["hello", "greet"]).output().unwrap();
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .args(["hello", "greet"])
+        .output()
+        .unwrap();
     let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
-    assert!(m.contains("personal tier was not searched") && m.contains("ANIMAWORKS_ANIMA_DIR"), "{m}");
+    assert!(
+        m.contains("personal tier was not searched") && m.contains("ANIMAWORKS_ANIMA_DIR"),
+        "{m}"
+    );
     let gone = w.tmp.path().join("animas").join("bob");
-    let o = w.cmd().env("ANIMAWORKS_ANIMA_DIR", &gone).args(["hello", "greet"]).output().unwrap();
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_ANIMA_DIR", &gone)
+        .args(["hello", "greet"])
+        .output()
+        .unwrap();
     let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
     assert!(m.contains(&format!("{} does not exist", gone.display())), "{m}");
-    let o = w.cmd().env("ANIMAWORKS_ANIMA_DIR", &gone).arg("doctor").output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "a named anima dir that is missing is a problem");
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_ANIMA_DIR", &gone)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a named anima dir that is missing is a problem"
+    );
     assert!(stdout(&o).contains("does not exist"), "{}", stdout(&o));
-    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").arg("doctor").output().unwrap();
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .arg("doctor")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(stdout(&o).contains("personal tier was not searched"), "{}", stdout(&o));
     // Plurals.
@@ -139,7 +182,9 @@ fn hints_for_an_llm_name_the_meta_tools_and_the_closest_name_never_a_shell_comma
     hello(&w);
     let ask = |req: &str| -> Value {
         let mut c = w.cmd();
-        c.arg("use-tool").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        c.arg("use-tool")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
         let mut child = c.spawn().unwrap();
         use std::io::Write;
         child.stdin.take().unwrap().write_all(req.as_bytes()).unwrap();
@@ -176,7 +221,11 @@ fn a_task_is_found_by_a_unique_prefix_of_its_id() {
     std::fs::copy(dir.join(format!("{id}.json")), dir.join(format!("{twin}.json"))).unwrap();
     let o = w.run(&["jobs", "show", &id[..6]]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("ambiguous") && stderr(&o).contains(&twin), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ambiguous") && stderr(&o).contains(&twin),
+        "{}",
+        stderr(&o)
+    );
     let o = w.run(&["jobs", "show", "zzzz"]);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -205,7 +254,11 @@ fn screen_lines(term: &str) -> Vec<String> {
         }
         plain.push(c);
     }
-    plain.split(['\r', '\n']).map(str::to_owned).filter(|l| !l.trim().is_empty()).collect()
+    plain
+        .split(['\r', '\n'])
+        .map(str::to_owned)
+        .filter(|l| !l.trim().is_empty())
+        .collect()
 }
 
 fn has_sgr(term: &str) -> bool {
@@ -235,7 +288,10 @@ fn on_a_terminal_the_bar_comes_back_after_a_log_line_and_fits_the_width() {
     assert_eq!(code, Some(0), "{term}");
     assert_eq!(out, "done\n");
     let lines = screen_lines(&term);
-    let log = lines.iter().position(|l| l.contains("[warning] a log line")).unwrap_or_else(|| panic!("{lines:?}"));
+    let log = lines
+        .iter()
+        .position(|l| l.contains("[warning] a log line"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
     assert!(
         lines.get(log + 1).is_some_and(|l| l.contains("1/3")),
         "the bar is not drawn again right after the log line: {lines:?}"
@@ -262,7 +318,10 @@ fn no_color_gets_no_colour_and_term_dumb_no_escape_codes() {
     let (code, _, term) = run_in_pty(&mut c, 80, |_| {});
     assert_eq!(code, Some(0));
     assert!(!term.contains('\x1b'), "TERM=dumb: {term:?}");
-    assert!(term.contains("progress 1/3") && term.contains("[warning] a log line"), "{term:?}");
+    assert!(
+        term.contains("progress 1/3") && term.contains("[warning] a log line"),
+        "{term:?}"
+    );
     // A pipe: plain lines only.
     let o = w.run(&["prog", "go"]);
     assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
@@ -297,10 +356,15 @@ fn a_call_that_sends_nothing_shows_a_spinner_with_the_elapsed_time() {
     assert_eq!(out, "late\n");
     let lines = screen_lines(&term);
     assert!(
-        lines.iter().any(|l| l.contains("waiting for the tool") && l.contains("s ")),
+        lines
+            .iter()
+            .any(|l| l.contains("waiting for the tool") && l.contains("s ")),
         "{lines:?}"
     );
-    assert!(go.exists(), "the tool was released by the spinner, not by its own timeout");
+    assert!(
+        go.exists(),
+        "the tool was released by the spinner, not by its own timeout"
+    );
 }
 
 #[test]
@@ -333,7 +397,10 @@ fn jobs_wait_shows_the_display_of_a_foreground_call() {
     assert_eq!(code, Some(0), "{term}");
     assert_eq!(out, "finished\n");
     let lines = screen_lines(&term);
-    assert!(lines.iter().any(|l| l.contains("[") && l.contains("1/2 half way")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("[") && l.contains("1/2 half way")),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -384,7 +451,10 @@ fn action_help_teaches_ranges_enums_formats_defaults_and_examples() {
     assert!(stdout(&w.run(&["help", "jobs", "wait"])).contains("--timeout"));
     assert_eq!(w.run(&["help", "rihc"]).status.code(), Some(3));
     let u = stdout(&w.run(&["use-tool", "--help"]));
-    assert!(u.contains(r#"{"tool_name": "help", "action": "describe""#) && u.contains("\"status\": \"error\""), "{u}");
+    assert!(
+        u.contains(r#"{"tool_name": "help", "action": "describe""#) && u.contains("\"status\": \"error\""),
+        "{u}"
+    );
 }
 
 #[test]
@@ -393,9 +463,16 @@ fn a_cli_main_module_says_the_call_options_do_not_apply_and_points_to_call() {
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
     std::fs::copy(&example, w.personal().join("legacy_notes.py")).unwrap();
     let h = stdout(&w.run(&["help", "legacy_notes"]));
-    assert!(h.contains("do not apply") && h.contains("animaworks-tool call legacy_notes <action> --json"), "{h}");
+    assert!(
+        h.contains("do not apply") && h.contains("animaworks-tool call legacy_notes <action> --json"),
+        "{h}"
+    );
     let o = w.run(&["legacy_notes", "add", "--json", r#"{"title":"y"}"#]);
-    assert!(stderr(&o).contains("animaworks-tool call legacy_notes"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("animaworks-tool call legacy_notes"),
+        "{}",
+        stderr(&o)
+    );
     // The module's own -j/--json switch is no mistake.
     let o = w.run(&["legacy_notes", "list", "--json"]);
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
@@ -427,7 +504,10 @@ fn no_command_panics_on_a_closed_pipe() {
     hello(&w);
     events_tool(&w, "prog", PROGRESS_THEN_LOG);
     assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
-    let id = json(&w.run(&["submit", "hello", "greet", "--who", "x"]))["task_id"].as_str().unwrap().to_owned();
+    let id = json(&w.run(&["submit", "hello", "greet", "--who", "x"]))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(w.run(&["jobs", "wait", &id]).status.success());
     let scratch = w.tmp.path().join("scratch");
     let scratch = scratch.to_str().unwrap();
@@ -447,8 +527,16 @@ fn no_command_panics_on_a_closed_pipe() {
         ("jobs", vec!["jobs", "show", &id], None),
         ("jobs", vec!["jobs", "wait", &id], None),
         ("jobs", vec!["jobs", "prune", "--older-than", "1w"], None),
-        ("use-tool", vec!["use-tool"], Some(r#"{"tool_name":"hello","action":"greet","args":{"who":"z"}}"#)),
-        ("use-tool", vec!["use-tool", "--serve"], Some("{\"tool_name\":\"help\",\"action\":\"list\"}\n")),
+        (
+            "use-tool",
+            vec!["use-tool"],
+            Some(r#"{"tool_name":"hello","action":"greet","args":{"who":"z"}}"#),
+        ),
+        (
+            "use-tool",
+            vec!["use-tool", "--serve"],
+            Some("{\"tool_name\":\"help\",\"action\":\"list\"}\n"),
+        ),
         ("mcp", vec!["mcp"], Some(init)),
         ("schemas", vec!["schemas"], None),
         ("schemas", vec!["schemas", "--stats"], None),
@@ -508,7 +596,10 @@ fn a_failure_on_a_terminal_is_said_once() {
     w.tool(
         &w.personal(),
         "boom",
-        &bash_tool(HELLO.replace("hello_greet", "boom_greet").as_str(), "echo boom-marker >&2; exit 3"),
+        &bash_tool(
+            HELLO.replace("hello_greet", "boom_greet").as_str(),
+            "echo boom-marker >&2; exit 3",
+        ),
     );
     // `call` on a terminal: the JSON object, not also the sentence.
     let mut c = w.cmd();
@@ -543,7 +634,10 @@ fn jobs_list_has_a_header_and_says_when_there_are_no_tasks() {
     let lines: Vec<&str> = list.lines().collect();
     assert!(lines[0].starts_with("TASK") && lines[0].contains("STATUS"), "{list}");
     assert!(lines[1].starts_with(&id) && lines[1].contains("completed"), "{list}");
-    assert_eq!(stdout(&w.run(&["jobs", "list", "--status", "running"])), "no tasks that are running\n");
+    assert_eq!(
+        stdout(&w.run(&["jobs", "list", "--status", "running"])),
+        "no tasks that are running\n"
+    );
 }
 
 #[test]
@@ -567,10 +661,16 @@ fn the_mcp_server_logs_one_line_records_without_escape_codes() {
     let o = child.wait_with_output().unwrap();
     let err = stderr(&o);
     assert!(!err.contains('\x1b'), "{err}");
-    assert!(!err.contains("ErrorData {") && !err.contains("Object {"), "a Debug dump: {err}");
+    assert!(
+        !err.contains("ErrorData {") && !err.contains("Object {"),
+        "a Debug dump: {err}"
+    );
     let refused: Vec<&str> = err.lines().filter(|l| l.contains("hello_gret")).collect();
     assert_eq!(refused.len(), 1, "{err}");
-    assert!(refused[0].contains("WARN") && refused[0].contains("did you mean \"hello_greet\""), "{err}");
+    assert!(
+        refused[0].contains("WARN") && refused[0].contains("did you mean \"hello_greet\""),
+        "{err}"
+    );
     assert!(stdout(&o).contains("hello_greet"), "{}", stdout(&o));
 }
 
@@ -586,7 +686,10 @@ fn new_python_tool_is_executable_with_a_shebang_and_a_neutral_description() {
     assert!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o111 != 0);
     let list = json(&w.run(&["tools", "--json"]));
     let d = list["tools"][0]["description"].as_str().unwrap().to_owned();
-    assert!(!d.contains("animaworks-tool") && !d.contains("SDK") && !d.contains("sdk"), "{d}");
+    assert!(
+        !d.contains("animaworks-tool") && !d.contains("SDK") && !d.contains("sdk"),
+        "{d}"
+    );
     // As the SDK's help says: ./made.py --schemas (with the SDK importable).
     let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src");
     let o = std::process::Command::new(&path)
@@ -621,8 +724,12 @@ fn the_readme_five_minute_bash_tool_handles_quotes() {
         eprintln!("skipped: jq is not installed (.ci/run installs it)");
         return;
     }
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let start = readme.find("tools/hello.sh\" <<'EOF'\n").expect("the README's bash tool") + "tools/hello.sh\" <<'EOF'\n".len();
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme
+        .find("tools/hello.sh\" <<'EOF'\n")
+        .expect("the README's bash tool")
+        + "tools/hello.sh\" <<'EOF'\n".len();
     let script = &readme[start..start + readme[start..].find("\nEOF\n").unwrap() + 1];
     let w = World::new();
     w.tool(&w.personal(), "hello.sh", script);
@@ -635,7 +742,13 @@ fn the_readme_five_minute_bash_tool_handles_quotes() {
 #[test]
 fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defined() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for doc in ["README.md", "protocol.md", "bench/README.md", "tool-sdk-rs/README.md", "tool-sdk-py/README.md"] {
+    for doc in [
+        "README.md",
+        "protocol.md",
+        "bench/README.md",
+        "tool-sdk-rs/README.md",
+        "tool-sdk-py/README.md",
+    ] {
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
         for bad in ["/work/", "/root/", "/home/runner"] {
             assert!(!text.contains(bad), "{doc} names a path of one machine: {bad}");
@@ -649,7 +762,10 @@ fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defin
         let end = after.find("`]").unwrap() + 2;
         let label = &after[..end];
         if !after[end..].starts_with('(') && !after[end..].starts_with(':') {
-            assert!(sdk.contains(&format!("\n{label}: ")), "{label} has no link definition in tool-sdk-rs/README.md");
+            assert!(
+                sdk.contains(&format!("\n{label}: ")),
+                "{label} has no link definition in tool-sdk-rs/README.md"
+            );
         }
         rest = &after[end..];
     }
