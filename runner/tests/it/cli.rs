@@ -770,3 +770,18 @@ fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defin
         rest = &after[end..];
     }
 }
+
+#[test]
+fn submit_on_a_terminal_says_how_to_follow_the_task() {
+    let w = World::new();
+    hello(&w);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["submit", "hello", "greet", "--who", "x"]);
+    let (code, out, term) = run_in_pty(&mut c, 200, |_| {});
+    assert_eq!(code, Some(0), "{term}");
+    let id = serde_json::from_str::<Value>(&out).unwrap()["task_id"].as_str().unwrap().to_owned();
+    assert!(term.contains(&format!("animaworks-tool jobs wait {id}")), "{term}");
+    // In a pipe, only the receipt.
+    let o = w.run(&["submit", "hello", "greet", "--who", "y"]);
+    assert!(!stderr(&o).contains("jobs wait"), "{}", stderr(&o));
+}
