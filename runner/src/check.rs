@@ -232,6 +232,18 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 }
             }
         }
+        let mut formats = Vec::new();
+        formats_in(&a.input_schema, String::new(), &mut formats, 0);
+        if !formats.is_empty() {
+            f.warn(
+                &format!("action {}", a.name),
+                format!(
+                    "\"format\" is not checked by the runner (an annotation in JSON Schema 2020-12): {}",
+                    formats.join(", ")
+                ),
+                "check these values in the tool itself, or add a \"pattern\" the runner checks",
+            );
+        }
     }
     let resolved = Resolved { file, manifest };
     if opts.call_all {
@@ -536,6 +548,35 @@ fn sample(s: &Value, root: &Value, depth: usize) -> Value {
                 t.push('x');
             }
             Value::String(t.chars().take(max).collect())
+        }
+    }
+}
+
+/// Every `format` keyword of a schema, as `"date-time" at /properties/when` (nesting bounded).
+fn formats_in(schema: &Value, at: String, out: &mut Vec<String>, depth: usize) {
+    let Value::Object(m) = schema else { return };
+    if depth > 32 || out.len() >= 20 {
+        return;
+    }
+    if let Some(Value::String(f)) = m.get("format") {
+        out.push(format!("{f:?} at {}", if at.is_empty() { "/" } else { &at }));
+    }
+    for (k, v) in m {
+        match (k.as_str(), v) {
+            ("properties" | "patternProperties" | "$defs" | "definitions", Value::Object(props)) => {
+                for (name, sub) in props {
+                    formats_in(sub, format!("{at}/{k}/{name}"), out, depth + 1);
+                }
+            }
+            ("items" | "additionalProperties" | "not" | "contains" | "propertyNames", sub) => {
+                formats_in(sub, format!("{at}/{k}"), out, depth + 1)
+            }
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(subs)) => {
+                for (i, sub) in subs.iter().enumerate() {
+                    formats_in(sub, format!("{at}/{k}/{i}"), out, depth + 1);
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -211,13 +211,14 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
         let Some((key, schema)) = lookup else {
             let mut valid: Vec<String> = props.keys().map(|k| format!("--{}", k.replace('_', "-"))).collect();
             valid.extend(RUNNER_FLAGS.iter().map(|f| format!("--{f}")));
+            let flag = format!("--{name}");
+            let near = crate::suggest::close(&flag, valid.iter().map(String::as_str));
+            let mean = crate::suggest::did_you_mean(&near)
+                .map(|d| format!("{d} "))
+                .unwrap_or_default();
             return Err(usage(
-                format!(
-                    "unknown option --{name} for {}; valid: {}",
-                    action.name,
-                    valid.join(", ")
-                ),
-                format!("see `animaworks-tool <tool> {} --help`", action.name),
+                format!("unknown option {flag} for {}; valid: {}", action.name, valid.join(", ")),
+                format!("{mean}see `animaworks-tool <tool> {} --help`", action.name),
             ));
         };
         let ty = prop_type(&schema);
@@ -322,6 +323,12 @@ mod tests {
     fn errors_name_the_flag() {
         let e = parse(&action(), &w(&["--count", "x"])).unwrap_err();
         assert!(e.message.contains("--count expects an integer"), "{}", e.message);
+        let e = parse(&action(), &w(&["--titel", "x"])).unwrap_err();
+        assert!(
+            e.hint.as_deref().unwrap().contains("did you mean \"--title\"?"),
+            "{:?}",
+            e.hint
+        );
         let e = parse(&action(), &w(&["--nope", "1"])).unwrap_err();
         assert!(
             e.message.contains("unknown option --nope") && e.message.contains("--title"),

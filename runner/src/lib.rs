@@ -57,6 +57,7 @@ pub mod scaffold;
 pub mod settings;
 pub mod spawn;
 pub mod stream;
+pub mod suggest;
 pub mod tasks;
 pub mod validate;
 pub mod workers;

@@ -117,6 +117,8 @@ pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
                     }
                 })
                 .collect(),
+            // The short form is protocol 1 (protocol.md §2.2); `Default` would say 0.
+            protocol: 1,
             ..Default::default()
         },
     };

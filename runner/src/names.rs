@@ -20,6 +20,8 @@ pub const RESERVED: &[&str] = &[
     "share",
     "help",
     "version",
+    "completions",
+    "man",
 ];
 
 pub use tool_sdk::names::{canon, is_name, is_provider_name, same_spelling};

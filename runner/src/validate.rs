@@ -50,7 +50,8 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         action.name,
         first["expected"].as_str().unwrap_or_default(),
         if problems.len() > 1 {
-            format!(" (and {} more problems)", problems.len() - 1)
+            let more = problems.len() - 1;
+            format!(" (and {more} more problem{})", if more == 1 { "" } else { "s" })
         } else {
             String::new()
         }
@@ -60,6 +61,8 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
             "see `animaworks-tool {tool} {} --help` for the arguments",
             action.name
         ))
+        .with("tool", tool)
+        .with("action", action.name.clone())
         .with("pointer", first["pointer"].clone())
         .with("problems", Value::Array(problems)))
 }

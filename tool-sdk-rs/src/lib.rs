@@ -1,3 +1,12 @@
+// Why the link definitions first: README.md ends with links to source files (so it renders on a code host);
+// in Markdown the first definition of a label wins, so rustdoc uses these intra-doc links instead.
+#![cfg_attr(
+    feature = "sdk",
+    doc = "[`protocol`]: crate::protocol\n[`Action::new`]: crate::Action::new\n[`NoArgs`]: crate::NoArgs\n\
+           [`Action::with_input_schema`]: crate::Action::with_input_schema\n[`Tool::credential`]: crate::Tool::credential\n\
+           [`Credential::new`]: crate::Credential::new\n[`Tool::check`]: crate::Tool::check\n[`Context`]: crate::Context\n\
+           [`ToolError`]: crate::ToolError\n[`testing`]: crate::testing\n"
+)]
 #![cfg_attr(feature = "sdk", doc = include_str!("../README.md"))]
 #![cfg_attr(
     not(feature = "sdk"),

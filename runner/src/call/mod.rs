@@ -196,7 +196,15 @@ impl Runner {
     pub fn audit_log(&self) -> AuditLog {
         match std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG").filter(|v| !v.is_empty()) {
             Some(p) => AuditLog::at(PathBuf::from(p)),
-            None => AuditLog::for_anima(self.dirs.anima.as_deref().unwrap_or(&self.dirs.data)),
+            // A named anima dir that does not exist is not created by its first audit line (a typo in
+            // ANIMAWORKS_ANIMA_DIR must stay visible); the data dir's log takes the line.
+            None => AuditLog::for_anima(
+                self.dirs
+                    .anima
+                    .as_deref()
+                    .filter(|a| a.is_dir())
+                    .unwrap_or(&self.dirs.data),
+            ),
         }
     }
 }

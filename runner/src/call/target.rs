@@ -73,21 +73,8 @@ impl Runner {
             .find(|p| p.tool == tool)
             .map(|p| format!(": {}", p.message))
             .unwrap_or_default();
-        let mut close: Vec<&str> = scan
-            .tools
-            .keys()
-            .filter(|k| k.contains(tool) || tool.contains(k.as_str()))
-            .map(String::as_str)
-            .collect();
-        close.truncate(5);
-        let hint = if close.is_empty() {
-            "`animaworks-tool tools` shows every tool".to_owned()
-        } else {
-            format!("did you mean {}? `animaworks-tool tools` shows every tool", close.join(", "))
-        };
-        CallError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?} in any tier{why}"))
-            .hint(hint)
-            .with("tool", tool)
+        let names: Vec<&str> = scan.tools.keys().map(String::as_str).collect();
+        crate::suggest::unknown_tool(tool, &why, &names, &self.dirs)
     }
 
     /// The first step of a call: find and describe `tool`. A tool that cannot be found or described is audited
@@ -140,21 +127,7 @@ impl<'r> Tool<'r> {
     fn unknown_action(&self, action: &str) -> CallError {
         let r = &self.resolved;
         let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
-        CallError::new(
-            ErrorCode::UnknownAction,
-            format!(
-                "tool {} has no action {action:?}; its actions: {}",
-                r.file.name,
-                if names.is_empty() {
-                    "none".into()
-                } else {
-                    names.join(", ")
-                }
-            ),
-        )
-        .hint(format!("`animaworks-tool {} --help` lists them", r.file.name))
-        .with("tool", r.file.name.clone())
-        .with("action", action)
+        crate::suggest::unknown_action(&r.file.name, action, &names)
     }
 }
 

@@ -52,7 +52,7 @@ pub fn permissions(runner: &Runner, args: PermissionsArgs) -> i32 {
     match args.cmd {
         PermissionsCmd::Show => match permissions::load(dir) {
             Ok(loaded) => {
-                print!("{}", permissions::render(&loaded));
+                say_raw!("{}", permissions::render(&loaded));
                 0
             }
             Err(e) => fail(
@@ -69,13 +69,13 @@ pub fn permissions(runner: &Runner, args: PermissionsArgs) -> i32 {
             };
             if let Source::Json(p) = &loaded.source {
                 if !force {
-                    println!("nothing to migrate: {} is already the policy", p.display());
+                    say!("nothing to migrate: {} is already the policy", p.display());
                     return 0;
                 }
             }
             match permissions::write_json(dir, &loaded.permissions, force) {
                 Ok(p) => {
-                    println!("wrote {} (from {})", p.display(), loaded.source.path().display());
+                    say!("wrote {} (from {})", p.display(), loaded.source.path().display());
                     0
                 }
                 Err(e) => fail(CallError::new(ErrorCode::Usage, e.to_string()).hint("pass --force to overwrite")),
@@ -165,7 +165,7 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
     };
     match copy() {
         Ok(()) => {
-            println!("shared {name}: {} -> {}", file.path.display(), target.display());
+            say!("shared {name}: {} -> {}", file.path.display(), target.display());
             0
         }
         Err(e) => fail(CallError::new(

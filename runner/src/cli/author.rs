@@ -39,9 +39,9 @@ pub struct CheckArgs {
 }
 
 fn refuse(code: ErrorCode, message: String, hint: &str) -> i32 {
-    eprintln!("animaworks-tool: {message}");
+    tell!("animaworks-tool: {message}");
     if !hint.is_empty() {
-        eprintln!("  hint: {hint}");
+        tell!("  hint: {hint}");
     }
     code.exit_code()
 }
@@ -102,11 +102,11 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
     match scaffold::write(&a.name, a.lang, &dir, in_tier) {
         Ok(w) => {
             for f in &w.files {
-                println!("wrote {}", f.display());
+                say!("wrote {}", f.display());
             }
-            println!("next:");
+            say!("next:");
             for n in &w.next {
-                println!("  {n}");
+                say!("  {n}");
             }
             0
         }
@@ -133,7 +133,7 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     };
     let report = check::check(&a.path, &opts).await;
     if a.json {
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        say!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
         for f in &report.findings {
             let tag = match f.level {
@@ -142,15 +142,15 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
                 Level::Fail => "FAIL",
             };
             match &f.hint {
-                Some(h) if f.level != Level::Pass => println!("{tag} {}: {} (hint: {h})", f.subject, f.message),
-                _ => println!("{tag} {}: {}", f.subject, f.message),
+                Some(h) if f.level != Level::Pass => say!("{tag} {}: {} (hint: {h})", f.subject, f.message),
+                _ => say!("{tag} {}: {}", f.subject, f.message),
             }
         }
         let fails = report.findings.iter().filter(|f| f.level == Level::Fail).count();
         if report.passed {
-            println!("{}: passes the conformance check", report.path.display());
+            say!("{}: passes the conformance check", report.path.display());
         } else {
-            println!(
+            say!(
                 "{}: {fails} problem{} found",
                 report.path.display(),
                 if fails == 1 { "" } else { "s" }

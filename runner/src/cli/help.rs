@@ -4,7 +4,8 @@ use crate::flags::prop_type;
 use crate::call::Resolved;
 use crate::manifest::Action;
 use serde_json::Value;
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
 
 pub fn tool_help(r: &Resolved) -> String {
     let m = &r.manifest;
@@ -21,13 +22,7 @@ pub fn tool_help(r: &Resolved) -> String {
         let _ = writeln!(s, "\n{d}");
     }
     if m.cli {
-        let _ = writeln!(
-            s,
-            "\nThis is an AnimaWorks module with its own CLI: `animaworks-tool {} <argv…>` passes the argv to its\n\
-             cli_main unchanged (try `animaworks-tool {} -h`). The structured form is\n\
-             `animaworks-tool call {} <action> --json '{{…}}'`.",
-            r.file.name, r.file.name, r.file.name
-        );
+        let _ = writeln!(s, "\n{}", cli_note(&r.file.name));
     }
     let _ = writeln!(
         s,
@@ -49,6 +44,21 @@ pub fn tool_help(r: &Resolved) -> String {
     );
     s
 }
+
+/// What a module with `cli_main` does with its argv, and where JSON input goes instead.
+pub fn cli_note(tool: &str) -> String {
+    format!(
+        "This is an AnimaWorks module with its own CLI: `animaworks-tool {tool} <argv…>` passes the argv to its\n\
+         cli_main unchanged (`animaworks-tool {tool} -h` is the module's own help), so the runner's call options\n\
+         (--json, --timeout, --max-output, --events) do not apply there: they go to the module as they are.\n\
+         For JSON input and the runner's options use `animaworks-tool call {tool} <action> --json '{{…}}'`."
+    )
+}
+
+const GLOBAL_OPTIONS: &str = "\nGlobal options (before the tool's name):\n  \
+    --anima-dir DIR   the calling anima (personal tools, permissions)   --data-dir DIR   the data dir\n  \
+    --core-dir DIR    a core tools folder (repeatable)                   --cache-dir DIR  the schema cache\n  \
+    --python PATH     the Python for .py tools\n";
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
@@ -89,26 +99,32 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
                     "object" => format!("{flag} <json object>"),
                     t => format!("{flag} <{t}>"),
                 };
+                let shown = if crate::flags::RUNNER_FLAGS.contains(&flag.trim_start_matches('-')) {
+                    format!("{name} (a runner option's name: give it in --json)")
+                } else {
+                    shown
+                };
                 let mut notes = Vec::new();
                 if required.contains(&name.as_str()) {
                     notes.push("required".to_owned());
                 }
-                if let Some(d) = schema.get("default") {
-                    notes.push(format!("default: {d}"));
+                notes.extend(constraints(schema));
+                if let Some(items) = schema.get("items").filter(|_| ty == "array") {
+                    notes.extend(constraints(items).into_iter().map(|c| format!("each: {c}")));
                 }
-                if let Some(e) = schema.get("enum").and_then(Value::as_array) {
-                    notes.push(format!(
-                        "one of: {}",
-                        e.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
-                    ));
+                let _ = writeln!(s, "  {shown}");
+                if let Some(d) = schema
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .filter(|d| !d.trim().is_empty())
+                {
+                    for l in d.trim().lines() {
+                        let _ = writeln!(s, "      {l}");
+                    }
                 }
-                let desc = schema.get("description").and_then(Value::as_str).unwrap_or("");
-                let notes = if notes.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", notes.join("; "))
-                };
-                let _ = writeln!(s, "  {shown}\n      {desc}{notes}");
+                if !notes.is_empty() {
+                    let _ = writeln!(s, "      [{}]", notes.join("; "));
+                }
             }
         }
         _ => {
@@ -117,11 +133,12 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
     }
     let _ = writeln!(
         s,
-        "\nRunner options:\n  --json JSON|@FILE|-   all arguments as one JSON object (flags override its keys)\n  \
+        "\nCall options (after the action):\n  --json JSON|@FILE|-   all arguments as one JSON object (flags override its keys)\n  \
          --timeout SECONDS     deadline (this action: {} s)\n  --max-output BYTES    output cap\n  \
          --events              print the raw event stream as JSON lines",
         a.timeout_s()
     );
+    s.push_str(GLOBAL_OPTIONS);
     if a.profile.gated {
         let _ = writeln!(
             s,
@@ -155,4 +172,162 @@ fn sandbox_line(d: Option<&tool_sdk::protocol::Sandbox>) -> String {
         list(&d.exec),
         net
     )
+}
+
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(t) => format!("{t:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// What a schema says a value must be, in words: enum, range, length, pattern, format, default, examples.
+pub fn constraints(schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let num = |k: &str| schema.get(k).filter(|v| v.is_number()).map(|v| v.to_string());
+    if let Some(c) = schema.get("const") {
+        out.push(format!("always {}", shown(c)));
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        out.push(format!(
+            "one of: {}",
+            e.iter().map(shown).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let low = num("minimum")
+        .map(|m| format!("{m} ≤ n"))
+        .or(num("exclusiveMinimum").map(|m| format!("{m} < n")));
+    let high = num("maximum")
+        .map(|m| format!("n ≤ {m}"))
+        .or(num("exclusiveMaximum").map(|m| format!("n < {m}")));
+    match (low, high) {
+        (Some(l), Some(h)) => out.push(format!("{l}{}", h.trim_start_matches('n'))),
+        (Some(l), None) => out.push(l),
+        (None, Some(h)) => out.push(h),
+        _ => {}
+    }
+    if let Some(m) = num("multipleOf") {
+        out.push(format!("a multiple of {m}"));
+    }
+    for (lo, hi, what) in [
+        ("minLength", "maxLength", "characters"),
+        ("minItems", "maxItems", "items"),
+        ("minProperties", "maxProperties", "keys"),
+    ] {
+        match (num(lo), num(hi)) {
+            (Some(l), Some(h)) if l == h => out.push(format!("exactly {l} {what}")),
+            (Some(l), Some(h)) => out.push(format!("{l} to {h} {what}")),
+            (Some(l), None) => out.push(format!("at least {l} {what}")),
+            (None, Some(h)) => out.push(format!("at most {h} {what}")),
+            _ => {}
+        }
+    }
+    if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+        out.push("no duplicates".into());
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        out.push(format!("matches /{p}/"));
+    }
+    if let Some(f) = schema.get("format").and_then(Value::as_str) {
+        out.push(format!("format: {f}"));
+    }
+    if let Some(d) = schema.get("default") {
+        out.push(format!("default: {}", shown(d)));
+    }
+    if let Some(e) = schema
+        .get("examples")
+        .and_then(Value::as_array)
+        .filter(|e| !e.is_empty())
+    {
+        out.push(format!(
+            "e.g. {}",
+            e.iter().take(3).map(shown).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    out
+}
+
+/// `help [<tool> [<action>] | <command>…]`: a tool's or action's help (the runner's own, also for a module with
+/// cli_main), a runner command's help, or the overview.
+pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let mut cmd = super::command();
+    let Some(first) = words.first() else {
+        let _ = write!(out, "{}", cmd.render_long_help());
+        return 0;
+    };
+    if let Some(mut sub) = cmd.find_subcommand(first).cloned() {
+        for w in &words[1..] {
+            match sub.find_subcommand(w).cloned() {
+                Some(s) => sub = s,
+                None => break,
+            }
+        }
+        let _ = write!(
+            out,
+            "{}",
+            sub.bin_name(format!("animaworks-tool {}", words.join(" ")))
+                .render_long_help()
+        );
+        return 0;
+    }
+    let r = match runner.resolve(first).await {
+        Ok(r) => r,
+        Err(e) => {
+            drop(out);
+            super::render::print_error(&e, false);
+            return e.code.exit_code();
+        }
+    };
+    let text = match words.get(1) {
+        None => tool_help(&r),
+        Some(a) => match r.manifest.action(a).ok_or_else(|| {
+            let names: Vec<&str> = r.manifest.actions.iter().map(|x| x.name.as_str()).collect();
+            crate::suggest::unknown_action(&r.file.name, a, &names)
+        }) {
+            Ok(act) => action_help(&r, act),
+            Err(e) => {
+                drop(out);
+                super::render::print_error(&e, false);
+                return e.code.exit_code();
+            }
+        },
+    };
+    let _ = write!(out, "{text}");
+    0
+}
+
+/// Before a module's own CLI runs: `-h`/`--help` gets a note that the argv is the module's, and a runner call
+/// option in the argv (which the module would take as its own) gets a warning pointing to `call`.
+pub fn cli_argv_notes(r: &Resolved, argv: &[String]) {
+    let tool = &r.file.name;
+    if matches!(argv, [h] if h == "-h" || h == "--help") {
+        tell!(
+            "{}",
+            super::render::paint(
+                "2",
+                &format!("(animaworks-tool: the help below is {tool}'s own; `animaworks-tool help {tool}` is the runner's view)")
+            )
+        );
+        return;
+    }
+    // AnimaWorks modules commonly have a `-j/--json` switch of their own; what gives the runner's option away is
+    // a JSON object (or @file) after it. `--events` is the runner's alone.
+    let jsonish = |v: &str| v.trim_start().starts_with('{') || v.starts_with('@');
+    let used: Vec<&str> = argv
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w.as_str() {
+            "--events" => Some("events"),
+            "--json" if argv.get(i + 1).is_some_and(|v| jsonish(v)) => Some("json"),
+            w if w.strip_prefix("--json=").is_some_and(jsonish) => Some("json"),
+            _ => None,
+        })
+        .collect();
+    if let Some(f) = used.first() {
+        super::render::warn(&format!(
+            "{tool} has its own CLI, which gets --{f} as it is (the runner's call options do not apply to it); \
+             for JSON arguments use `animaworks-tool call {tool} <action> --json '{{…}}'`"
+        ));
+    }
 }

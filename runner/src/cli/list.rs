@@ -38,11 +38,11 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
 
 fn print_problems(problems: &[Problem]) {
     for p in problems {
-        println!("  [{}] {}", p.kind, p.message);
+        say!("  [{}] {}", p.kind, p.message);
         if let Some(t) = &p.stderr_tail {
             let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
             for l in &lines[lines.len().saturating_sub(3)..] {
-                println!("      | {l}");
+                say!("      | {l}");
             }
         }
     }
@@ -51,13 +51,13 @@ fn print_problems(problems: &[Problem]) {
 pub async fn list(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
     if as_json {
-        println!("{}", json!({"tools": tools, "problems": problems}));
+        say!("{}", json!({"tools": tools, "problems": problems}));
         return 0;
     }
     if tools.is_empty() {
-        println!("No tools found. Tier folders searched:");
+        say!("No tools found. Tier folders searched:");
         for (tier, dir) in runner.dirs.tier_dirs() {
-            println!("  {tier:<8} {}", dir.display());
+            say!("  {tier:<8} {}", dir.display());
         }
     } else {
         let w = tools
@@ -66,7 +66,7 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
             .max()
             .unwrap_or(4)
             .max(4);
-        println!("{:w$}  {:8}  {:32}  PATH", "TOOL", "TIER", "ACTIONS");
+        say!("{:w$}  {:8}  {:32}  PATH", "TOOL", "TIER", "ACTIONS");
         for t in &tools {
             let actions: Vec<&str> = t["actions"]
                 .as_array()
@@ -82,7 +82,7 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
                     format!("{acts} (cli)")
                 };
             }
-            println!(
+            say!(
                 "{:w$}  {:8}  {:32}  {}",
                 t["name"].as_str().unwrap_or(""),
                 t["tier"].as_str().unwrap_or(""),
@@ -92,11 +92,14 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
         }
     }
     if !problems.is_empty() {
-        println!(
-            "\nProblems ({}; `animaworks-tool doctor` exits non-zero while there are any):",
-            problems.len()
+        say!(
+            "\n{} (`animaworks-tool doctor` exits non-zero while there are any):",
+            plural(problems.len(), "Problem", "Problems")
         );
         print_problems(&problems);
+    }
+    if let Some((n, _)) = tier_note(runner) {
+        say!("\nnote: {n}");
     }
     0
 }
@@ -120,56 +123,82 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
     (v, err)
 }
 
+/// "1 problem", "2 problems".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The personal-tier note, and whether it is a problem: an anima dir that was named but does not exist is a
+/// mistake (a typo, a forgotten export); no anima dir at all is a setup without personal tools.
+fn tier_note(runner: &Runner) -> Option<(String, bool)> {
+    let note = crate::suggest::personal_tier_note(&runner.dirs)?;
+    let missing = runner.dirs.anima.as_ref().is_some_and(|a| !a.is_dir());
+    Some((note, missing))
+}
+
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (tools, problems, _) = catalog(runner).await;
     let (sandbox, settings_error) = sandbox_report(runner);
-    let ok = problems.is_empty() && settings_error.is_none();
+    let note = tier_note(runner);
+    let bad = !problems.is_empty() || settings_error.is_some() || note.as_ref().is_some_and(|n| n.1);
     if as_json {
-        println!(
+        say!(
             "{}",
-            json!({"ok": ok, "tools": tools.len(), "problems": problems, "sandbox": sandbox, "sandbox_error": settings_error})
+            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "sandbox": sandbox, "sandbox_error": settings_error})
         );
     } else {
         if problems.is_empty() {
-            println!("ok: {} tools, no problems", tools.len());
+            say!(
+                "{}: {}, no problems",
+                if bad { "not ok" } else { "ok" },
+                plural(tools.len(), "tool", "tools")
+            );
         } else {
-            println!("{} problems ({} tools callable):", problems.len(), tools.len());
+            say!(
+                "{} ({} callable):",
+                plural(problems.len(), "problem", "problems"),
+                plural(tools.len(), "tool", "tools")
+            );
             print_problems(&problems);
         }
-        println!("sandbox:");
+        if let Some((n, _)) = &note {
+            say!("note: {n}");
+        }
+        say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {
-            println!("  {}", line.as_str().unwrap_or(""));
+            say!("  {}", line.as_str().unwrap_or(""));
         }
         if let Some(s) = sandbox["settings"].as_object() {
-            println!(
+            say!(
                 "  modes: core {}, common {}, personal {}; where the kernel falls short: {}",
                 s["core"], s["common"], s["personal"], s["unsupported"]
             );
         }
         if let Some(e) = &settings_error {
-            println!("  [sandbox_settings] {e}");
+            say!("  [sandbox_settings] {e}");
         }
     }
-    if ok {
-        0
-    } else {
+    if bad {
         1
+    } else {
+        0
     }
 }
 
 pub async fn refresh(runner: &Runner) -> i32 {
     if let Err(e) = crate::cache::clear(&runner.dirs) {
-        eprintln!(
+        tell!(
             "animaworks-tool: cannot clear the schema cache at {}: {e}",
             runner.dirs.cache.display()
         );
         return crate::ErrorCode::Internal.exit_code();
     }
     let (tools, problems, probed) = catalog(runner).await;
-    println!(
-        "refreshed: probed {probed} tools, {} callable, {} problems",
+    say!(
+        "refreshed: probed {}, {} callable, {}",
+        plural(probed, "tool", "tools"),
         tools.len(),
-        problems.len()
+        plural(problems.len(), "problem", "problems")
     );
     0
 }

@@ -13,6 +13,30 @@ use std::io::Write;
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 
+/// `use-tool --help`: the request and answer formats and the meta tools.
+pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --serve, one per line, and its "id" is echoed):
+  {"tool_name": "<tool>", "action": "<action>", "args": {...}}
+
+Answer:
+  success   the result as text: a string as it is, null as "(no output)", other JSON indented;
+            past the cap it is cut and ends with "[Output truncated because it exceeded 50KB. ...]"
+  failure   {"status": "error", "error_type": "InvalidArguments|PermissionDenied|UnknownTool|Timeout|
+            Cancelled|ToolExecutionError", "message": ..., "suggestion"?: ..., "code": "<runner code>"}
+            (the exit status is the runner code's; see animaworks-tool --help)
+  --serve   one line per answer: {"status": "ok", "result": TEXT} or the error object
+
+Meta tools (names no tool can take):
+  {"tool_name": "help", "action": "list"}                                  the compact catalogue
+  {"tool_name": "help", "action": "describe", "args": {"tool": T}}         one tool's full schemas
+  {"tool_name": "help", "action": "describe", "args": {"tool": T, "action": A}}
+  {"tool_name": "help", "action": "search", "args": {"query": "words"}}    catalogue lines that match
+  {"tool_name": "task", "action": "submit", "args": {"tool": T, "action": A, "args": {...}}}
+                                                                           run in the background (needs an anima)
+  {"tool_name": "task", "action": "show", "args": {"task_id": ID}}         follow it
+
+Example:
+  echo '{"tool_name": "help", "action": "list"}' | animaworks-tool use-tool"#;
+
 #[derive(Args, Debug)]
 pub struct UseToolArgs {
     /// Read one request per line and answer one JSON line per request: {"status":"ok","result":TEXT} or the
@@ -79,7 +103,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
             timeout: t,
         },
         Err(e) => {
-            eprintln!("animaworks-tool use-tool: {}", e.message);
+            tell!("animaworks-tool use-tool: {}", e.message);
             return e.code.exit_code();
         }
     };
@@ -88,7 +112,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
         return match with_workers(runner) {
             Ok(r) => serve(&r, &limits, cancel).await,
             Err(e) => {
-                eprintln!("animaworks-tool use-tool: {e}");
+                tell!("animaworks-tool use-tool: {e}");
                 e.code.exit_code()
             }
         };
@@ -131,7 +155,7 @@ async fn serve(runner: &Runner, limits: &Limits, cancel: Cancel) -> i32 {
             Ok(Some(l)) => l,
             Ok(None) => return 0,
             Err(e) => {
-                eprintln!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
+                tell!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
                 return ErrorCode::Internal.exit_code();
             }
         };
@@ -157,14 +181,14 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
     let t = match timeout(args.timeout) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {}", e.message);
+            tell!("animaworks-tool mcp: {}", e.message);
             return e.code.exit_code();
         }
     };
     let runner = match with_workers(runner) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {e}");
+            tell!("animaworks-tool mcp: {e}");
             return e.code.exit_code();
         }
     };
@@ -179,7 +203,7 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
     {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("animaworks-tool mcp: {e}");
+            tell!("animaworks-tool mcp: {e}");
             ErrorCode::Internal.exit_code()
         }
     }
@@ -237,10 +261,10 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
     let r = providers::render(args.format, &entries);
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r.tools).unwrap_or_default());
     for (name, why) in &r.not_strict {
-        eprintln!("not strict: {name}: {why}");
+        tell!("not strict: {name}: {why}");
     }
     for (name, why) in &r.skipped {
-        eprintln!("left out: {name}: {why}");
+        tell!("left out: {name}: {why}");
     }
     0
 }

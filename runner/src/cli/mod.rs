@@ -1,13 +1,41 @@
 //! The command line: a thin layer over the library. Parses words, calls [`crate::Runner`], prints, and maps
 //! outcomes to exit codes.
 
+/// A line on stdout. A closed pipe (`… | head -c1`) ends the output, never the runner with a panic (Rust ignores
+/// SIGPIPE, so `say!` would panic there; the runner must ignore it, as it writes into tools' pipes).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// A line on stderr; a closed stderr is no reason to panic either.
+macro_rules! tell {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 pub mod admin;
 pub mod author;
+pub mod complete;
 pub mod help;
 pub mod list;
 pub mod llm;
 pub mod render;
 pub mod task;
+pub mod usage;
+pub mod version;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -33,10 +61,11 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
 #[derive(Parser, Debug)]
 #[command(
     name = "animaworks-tool",
-    version,
+    version = version::LINE,
     about = "Run tools written in any language: three tiers, validated arguments, gates, timeouts, live progress.",
     after_help = AFTER_HELP,
-    allow_external_subcommands = true
+    allow_external_subcommands = true,
+    disable_help_subcommand = true
 )]
 struct Cli {
     /// A core tools folder (repeatable). Default: $ANIMAWORKS_CORE_TOOLS (colon-separated), else <data dir>/core_tools.
@@ -86,7 +115,7 @@ enum Cmd {
     /// Watch and control background tasks (`task` is AnimaWorks' own command).
     Jobs(task::TaskArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
-    #[command(name = "use-tool")]
+    #[command(name = "use-tool", after_help = llm::USE_TOOL_HELP)]
     UseTool(llm::UseToolArgs),
     /// Serve every permitted action as an MCP server over stdio.
     Mcp(llm::McpArgs),
@@ -100,22 +129,41 @@ enum Cmd {
     Permissions(admin::PermissionsArgs),
     /// Copy a personal tool into the common tier (needs tool_creation.shared).
     Share(admin::ShareArgs),
+    /// Print a shell's completion script (tools, actions and flags come from the schema cache).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: String,
+    },
+    /// Print the man page (roff): `animaworks-tool man > ~/.local/share/man/man1/animaworks-tool.1`.
+    Man,
+    /// Help on a tool or action (`help <tool> [<action>]`, from its schema) or on a runner command.
+    Help {
+        /// A tool and action, or a runner command and subcommand.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        topic: Vec<String>,
+    },
+    /// The runner's version and the tool protocol versions it speaks.
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
     #[command(external_subcommand)]
     Tool(Vec<OsString>),
 }
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    complete::answer_if_asked();
     // Why first: forked before anything is allocated, the guardian shares almost no written pages with the
     // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
     if !matches!(
         std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
-        Some("--version" | "-V" | "--help" | "-h" | "help") | None
+        Some("--version" | "-V" | "--help" | "-h" | "help" | "version") | None
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = fast_parse().unwrap_or_else(Cli::parse);
-    init_logging();
+    let cli = fast_parse().unwrap_or_else(|| Cli::try_parse().unwrap_or_else(|e| usage::clap_error(e)));
+    init_logging(matches!(cli.cmd, Some(Cmd::Mcp(_))));
     let dirs = Dirs::resolve(&DirOptions {
         core_dirs: cli.core_dirs,
         data_dir: cli.data_dir,
@@ -127,7 +175,7 @@ pub fn main() -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("animaworks-tool: cannot start: {e}");
+            tell!("animaworks-tool: cannot start: {e}");
             return ErrorCode::Internal.exit_code();
         }
     };
@@ -135,7 +183,7 @@ pub fn main() -> i32 {
         match cli.cmd {
             None => {
                 let _ = <Cli as clap::CommandFactory>::command().print_help();
-                println!();
+                say!();
                 2
             }
             Some(Cmd::Tools { json }) => list::list(&runner, json).await,
@@ -151,9 +199,18 @@ pub fn main() -> i32 {
             Some(Cmd::Check(a)) => author::check(&runner, a).await,
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
+            Some(Cmd::Version { json }) => version::version(json),
+            Some(Cmd::Help { topic }) => help::help(&runner, &topic).await,
+            Some(Cmd::Completions { shell }) => complete::completions(&shell),
+            Some(Cmd::Man) => complete::man(),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
     })
+}
+
+/// The command tree clap parses (tools are external subcommands in it).
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
@@ -171,6 +228,9 @@ const COMMANDS: &[&str] = &[
     "new",
     "check",
     "help",
+    "version",
+    "completions",
+    "man",
 ];
 
 /// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
@@ -200,19 +260,29 @@ fn fast_parse() -> Option<Cli> {
     })
 }
 
-/// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`;
-/// `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more.
-fn init_logging() {
+/// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`, one
+/// line each, coloured only on a terminal; `ANIMAWORKS_TOOL_LOG=debug` (any tracing filter) shows more. The MCP
+/// server's records carry the time, and the MCP library's own (which dump Rust structures) only at `error`.
+fn init_logging(server: bool) {
     let fmt = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .without_time();
+        .with_ansi(render::color());
+    let filter = std::env::var("ANIMAWORKS_TOOL_LOG").ok();
+    if server {
+        let filter = filter.unwrap_or_else(|| "warn,rmcp=error".into());
+        let _ = fmt
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init();
+        return;
+    }
+    let fmt = fmt.without_time();
     // Why two forms: parsing a filter costs time on every call; the plain level does not.
-    let _ = match std::env::var("ANIMAWORKS_TOOL_LOG") {
-        Ok(filter) => fmt
+    let _ = match filter {
+        Some(filter) => fmt
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .try_init(),
-        Err(_) => fmt.with_max_level(tracing::Level::WARN).try_init(),
+        None => fmt.with_max_level(tracing::Level::WARN).try_init(),
     };
 }
 
@@ -253,7 +323,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
     let asks_help = matches!(action, "--help" | "-h" | "help")
         || (tool.resolved().manifest.action(action).is_none() && words.iter().any(|w| w == "--help" || w == "-h"));
     if asks_help {
-        print!("{}", help::tool_help(tool.resolved()));
+        say_raw!("{}", help::tool_help(tool.resolved()));
         return 0;
     }
     let target = match tool.action(action) {
@@ -265,7 +335,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        print!("{}", help::action_help(target.resolved(), target.action()));
+        say_raw!("{}", help::action_help(target.resolved(), target.action()));
         return 0;
     }
     let timeout = match flags.timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
@@ -302,7 +372,10 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
             render::print_result(&v);
             0
         }
-        Err(e) => fail(&e, json_errors),
+        Err(e) => {
+            render::print_call_error(&e, json_errors);
+            e.code.exit_code()
+        }
     }
 }
 
@@ -328,6 +401,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
         Err(e) => return fail(&e, json_errors),
     };
     if tool.resolved().manifest.cli && !rest.is_empty() {
+        help::cli_argv_notes(tool.resolved(), rest);
         let call = match tool.prepare_cli(rest, &CallOptions::default()) {
             Ok(c) => c,
             Err(e) => return fail(&e, json_errors),
@@ -339,7 +413,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            print!("{}", help::tool_help(tool.resolved()));
+            say_raw!("{}", help::tool_help(tool.resolved()));
             if rest.is_empty() {
                 2
             } else {

@@ -4,19 +4,81 @@
 
 use crate::error::CallError;
 use crate::stream::Observer;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tool_sdk::protocol::{Event, Level};
 
+/// Whether stderr gets colour: a terminal that is not `TERM=dumb`, and no `NO_COLOR` (no-color.org).
+pub fn color() -> bool {
+    static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *COLOR.get_or_init(|| live_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()))
+}
+
+/// Whether stderr can take a live display: a terminal that understands cursor movement (not `TERM=dumb`).
+pub fn live_terminal() -> bool {
+    static LIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LIVE.get_or_init(|| std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb"))
+}
+
+/// `text` in an SGR style (`31` red, `33` yellow, `2` dim) when stderr takes colour.
+pub fn paint(code: &str, text: &str) -> String {
+    if color() {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A warning on stderr, in yellow on a terminal.
+pub fn warn(message: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "animaworks-tool: {} {message}",
+        paint("33", "warning:")
+    );
+}
+
+/// Control characters of a tool's text as visible escapes, so an event cannot move the cursor or recolour the
+/// terminal, and a message stays on its line.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' => " ".to_owned(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// How long a call may run without any event before a spinner shows it is alive.
+pub const SPINNER_AFTER: Duration = Duration::from_millis(1000);
+
+/// Progress, logs and the tool's stderr while a call runs. On a terminal (not `TERM=dumb`): an indicatif bar or
+/// spinner, cut to the terminal's width, redrawn below every log line; a spinner with the elapsed time appears
+/// when a call sends nothing for [`SPINNER_AFTER`]. Elsewhere: plain lines, no escape codes.
 pub struct Human {
-    tty: bool,
-    bar_shown: bool,
-    last_progress: Option<std::time::Instant>,
+    live: Option<Live>,
+    last_progress: Option<Instant>,
+}
+
+struct Live {
+    bar: ProgressBar,
+    /// Set once the bar is drawn (by a progress event, or by the spinner's timer).
+    drawn: Arc<AtomicBool>,
+    /// Dropped when the call ends: wakes the spinner's timer thread so it ends at once.
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    /// The tool's stderr up to its last newline: a half line is held so the bar is not drawn into it.
+    pending: Vec<u8>,
+    counted: bool,
 }
 
 /// Progress is shown at most this often (the last step of a known total always shows): a tool may report
 /// millions of steps, and a line each would cost more than the tool's work.
-const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 impl Default for Human {
     fn default() -> Self {
@@ -24,31 +86,126 @@ impl Default for Human {
     }
 }
 
+fn spinner_style() -> ProgressStyle {
+    let t = if color() {
+        "{spinner:.cyan} {elapsed:.dim} {wide_msg}"
+    } else {
+        "{spinner} {elapsed} {wide_msg}"
+    };
+    ProgressStyle::with_template(t).unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
+fn bar_style() -> ProgressStyle {
+    let t = if color() {
+        "{elapsed:.dim} [{bar:24.cyan}] {wide_msg}"
+    } else {
+        "{elapsed} [{bar:24}] {wide_msg}"
+    };
+    ProgressStyle::with_template(t)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
 impl Human {
+    /// The display for one call. The spinner's timer starts now.
     pub fn new() -> Human {
         Human {
-            tty: std::io::stderr().is_terminal(),
-            bar_shown: false,
+            live: live_terminal().then(Live::start),
             last_progress: None,
         }
     }
 
-    fn clear_bar(&mut self, err: &mut impl Write) {
-        if self.bar_shown {
-            let _ = write!(err, "\r\x1b[2K");
-            self.bar_shown = false;
+    /// Clear the display (the result or error follows on a clean line).
+    pub fn finish(&mut self) {
+        if let Some(live) = &mut self.live {
+            live.stop.take();
+            if !live.pending.is_empty() {
+                let rest = std::mem::take(&mut live.pending);
+                live.above(|err| {
+                    let _ = err.write_all(&rest);
+                    let _ = writeln!(err);
+                });
+            }
+            live.bar.finish_and_clear();
         }
     }
 
-    pub fn finish(&mut self) {
-        let mut err = std::io::stderr().lock();
-        self.clear_bar(&mut err);
+    fn line(&mut self, text: &str) {
+        match &self.live {
+            Some(live) => live.above(|err| {
+                let _ = writeln!(err, "{text}");
+            }),
+            None => {
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+        }
+    }
+}
+
+impl Drop for Human {
+    fn drop(&mut self) {
+        if let Some(live) = &mut self.live {
+            live.stop.take();
+            live.bar.finish_and_clear();
+        }
+    }
+}
+
+impl Live {
+    fn start() -> Live {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()).with_style(spinner_style());
+        let drawn = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (b, d) = (bar.clone(), drawn.clone());
+        // Why a thread and not a task: the display must not depend on the caller's runtime, and the thread only
+        // waits (it ends as soon as the call does).
+        let _ = std::thread::Builder::new().name("spinner".into()).spawn(move || {
+            if stopped.recv_timeout(SPINNER_AFTER) == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                && !d.swap(true, Ordering::SeqCst)
+            {
+                b.set_message("waiting for the tool…");
+                b.set_draw_target(ProgressDrawTarget::stderr());
+                b.enable_steady_tick(Duration::from_millis(100));
+                let _ = stopped.recv();
+            }
+        });
+        Live {
+            bar,
+            drawn,
+            stop: Some(stop),
+            pending: Vec::new(),
+            counted: false,
+        }
+    }
+
+    fn show(&self) {
+        if !self.drawn.swap(true, Ordering::SeqCst) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.bar.enable_steady_tick(Duration::from_millis(100));
+        }
+    }
+
+    /// Write above the bar: it is cleared, the text written, and the bar drawn again below it.
+    fn above(&self, f: impl FnOnce(&mut std::io::StderrLock)) {
+        if self.drawn.load(Ordering::SeqCst) {
+            self.bar.suspend(|| f(&mut std::io::stderr().lock()));
+        } else {
+            f(&mut std::io::stderr().lock());
+        }
+    }
+}
+
+fn level_name(level: &Level) -> (&'static str, &'static str) {
+    match level {
+        Level::Debug => ("debug", "2"),
+        Level::Info => ("info", "36"),
+        Level::Warning => ("warning", "33"),
+        Level::Error => ("error", "31"),
     }
 }
 
 impl Observer for Human {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
-        let mut err = std::io::stderr().lock();
         match event {
             Event::Progress {
                 progress,
@@ -57,7 +214,7 @@ impl Observer for Human {
                 ..
             } => {
                 let last_step = total.is_some_and(|t| *progress >= t);
-                let now = std::time::Instant::now();
+                let now = Instant::now();
                 if !last_step
                     && self
                         .last_progress
@@ -66,54 +223,79 @@ impl Observer for Human {
                     return;
                 }
                 self.last_progress = Some(now);
-                let msg = message.as_deref().unwrap_or("");
+                let msg = message.as_deref().map(printable).unwrap_or_default();
                 let count = match total {
                     Some(t) => format!("{progress}/{t}"),
                     None => format!("{progress}"),
                 };
-                if self.tty {
-                    let bar = match total {
-                        Some(t) if *t > 0.0 => {
-                            let filled = ((progress / t).clamp(0.0, 1.0) * 24.0).round() as usize;
-                            format!("[{}{}] ", "#".repeat(filled), " ".repeat(24 - filled))
+                match &mut self.live {
+                    Some(live) => {
+                        match total {
+                            Some(t) if *t > 0.0 => {
+                                if !live.counted {
+                                    live.bar.set_style(bar_style());
+                                    live.bar.set_length(1000);
+                                    live.counted = true;
+                                }
+                                live.bar
+                                    .set_position(((progress / t).clamp(0.0, 1.0) * 1000.0).round() as u64);
+                            }
+                            _ => {
+                                if live.counted {
+                                    live.bar.set_style(spinner_style());
+                                    live.counted = false;
+                                }
+                            }
                         }
-                        _ => String::new(),
-                    };
-                    let _ = write!(err, "\r\x1b[2K{bar}{count} {msg}");
-                    self.bar_shown = true;
-                } else {
-                    let _ = writeln!(err, "progress {count} {msg}");
+                        live.bar.set_message(format!("{count} {msg}"));
+                        live.show();
+                    }
+                    None => {
+                        let _ = writeln!(std::io::stderr().lock(), "progress {count} {msg}");
+                    }
                 }
             }
             Event::Log { level, message, .. } => {
-                self.clear_bar(&mut err);
-                let l = match level {
-                    Level::Debug => "debug",
-                    Level::Info => "info",
-                    Level::Warning => "warning",
-                    Level::Error => "error",
+                let (name, code) = level_name(level);
+                let text = if self.live.is_some() {
+                    format!("{} {}", paint(code, &format!("[{name}]")), printable(message))
+                } else {
+                    format!("[{name}] {message}")
                 };
-                let _ = writeln!(err, "[{l}] {message}");
+                self.line(&text);
             }
             Event::Partial { data, .. } => {
-                self.clear_bar(&mut err);
-                match data {
-                    Value::String(s) => {
-                        let _ = writeln!(err, "{s}");
-                    }
-                    other => {
-                        let _ = writeln!(err, "{other}");
-                    }
-                }
+                let text = match data {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                self.line(&text);
             }
             _ => {}
         }
     }
 
     fn stderr(&mut self, chunk: &[u8]) {
-        let mut err = std::io::stderr().lock();
-        self.clear_bar(&mut err);
-        let _ = err.write_all(chunk);
+        let Some(live) = &mut self.live else {
+            let _ = std::io::stderr().lock().write_all(chunk);
+            return;
+        };
+        live.pending.extend_from_slice(chunk);
+        let Some(end) = live.pending.iter().rposition(|b| *b == b'\n') else {
+            // A long line with no end yet goes out as it is, rather than held without bound.
+            if live.pending.len() > 64 * 1024 {
+                let all = std::mem::take(&mut live.pending);
+                live.above(|err| {
+                    let _ = err.write_all(&all);
+                    let _ = writeln!(err);
+                });
+            }
+            return;
+        };
+        let lines: Vec<u8> = live.pending.drain(..=end).collect();
+        live.above(|err| {
+            let _ = err.write_all(&lines);
+        });
     }
 }
 
@@ -206,20 +388,37 @@ pub fn print_result(v: &Value) {
     };
 }
 
-/// Print a failed call: a sentence on stderr, and the `{"error": …}` object on stdout for programs.
+/// Print a failed call: a sentence on stderr, and the `{"error": …}` object on stdout for programs. When both
+/// would land on the same terminal, the JSON object alone says it (once).
 pub fn print_error(e: &CallError, json_on_stdout: bool) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "animaworks-tool: {}: {}", e.code, e.message);
-    if let Some(h) = &e.hint {
-        let _ = writeln!(err, "  hint: {h}");
-    }
-    if let Some(Value::String(t)) = e.detail("stderr_tail") {
-        if std::io::stderr().is_terminal() {
+    print_error_with(e, json_on_stdout, true)
+}
+
+/// [`print_error`] after a call whose stderr was already shown live: its stderr tail is not repeated.
+pub fn print_call_error(e: &CallError, json_on_stdout: bool) {
+    print_error_with(e, json_on_stdout, false)
+}
+
+fn print_error_with(e: &CallError, json_on_stdout: bool, tail: bool) {
+    let err_tty = std::io::stderr().is_terminal();
+    let sentence = !(json_on_stdout && err_tty && std::io::stdout().is_terminal());
+    if sentence {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "animaworks-tool: {} {}",
+            paint("31", &format!("{}:", e.code)),
+            e.message
+        );
+        if let Some(h) = &e.hint {
+            let _ = writeln!(err, "  {}", paint("2", &format!("hint: {h}")));
+        }
+        if let (true, true, Some(Value::String(t))) = (tail, err_tty, e.detail("stderr_tail")) {
             let lines: Vec<&str> = t.lines().collect();
             let start = lines.len().saturating_sub(10);
             let _ = writeln!(err, "  stderr (last lines):");
             for l in &lines[start..] {
-                let _ = writeln!(err, "    {l}");
+                let _ = writeln!(err, "    {}", printable(l));
             }
         }
     }

@@ -7,15 +7,8 @@ use crate::tasks::files::FileStore;
 use crate::tasks::{self, now_s, queue, submit as checks, ProcessId, Status, Task, TaskStore};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
-
-/// A line on stdout; a closed pipe (`| head`) is not an error worth a panic.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
 
 /// `submit <tool> <action> [--param …|--json …]` or `submit <tool> <argv…>` for cli_main modules.
 #[derive(Args, Debug)]
@@ -52,7 +45,7 @@ pub enum TaskCmd {
     /// Wait for a task to end; progress goes to stderr; exits with the task's outcome (the codes of a call).
     Wait {
         id: String,
-        /// Give up waiting after this many seconds (exit 7, the task keeps running).
+        /// Give up waiting after this many seconds (exit 124, the task keeps running).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
     },
@@ -70,8 +63,12 @@ pub enum TaskCmd {
     Worker,
 }
 
+/// `jobs wait --timeout` ran out (the task goes on): an exit code of its own, apart from a call's codes (a task
+/// that itself timed out exits 7), as timeout(1) does.
+pub const WAIT_TIMED_OUT: i32 = 124;
+
 fn fail(e: &CallError) -> i32 {
-    render::print_error(e, true);
+    render::print_error(e, !std::io::stdout().is_terminal());
     e.code.exit_code()
 }
 
@@ -86,9 +83,21 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     for w in &checked.warnings {
-        eprintln!("animaworks-tool: warning: {w}");
+        render::warn(w);
     }
     say!("{}", checked.task.receipt());
+    if std::io::stderr().is_terminal() {
+        let id = &checked.task.task_id;
+        tell!(
+            "{}",
+            render::paint(
+                "2",
+                &format!(
+                    "follow it: `animaworks-tool jobs wait {id}` (progress, then the result) · `jobs show {id}` · `jobs cancel {id}`"
+                )
+            )
+        );
+    }
     0
 }
 
@@ -112,17 +121,61 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
     }
     let out = match a.cmd {
         TaskCmd::List { status, json } => list(&store, &status, json),
-        TaskCmd::Show { id } => get(&store, &id).map(|t| {
+        TaskCmd::Show { id } => full_id(&store, &id).and_then(|id| get(&store, &id)).map(|t| {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
-        TaskCmd::Cancel { id } => cancel(&store, &id).await,
+        TaskCmd::Wait { id, timeout } => match full_id(&store, &id) {
+            Ok(id) => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
+            Err(e) => Err(e),
+        },
+        TaskCmd::Cancel { id } => match full_id(&store, &id) {
+            Ok(id) => cancel(&store, &id).await,
+            Err(e) => Err(e),
+        },
         TaskCmd::Prune { older_than } => prune(&store, &older_than),
         TaskCmd::RunPending => run_pending(runner, &store).await,
         TaskCmd::Worker => unreachable!(),
     };
     out.unwrap_or_else(|e| fail(&e))
+}
+
+/// The full id of a task given by its id or a unique prefix of it (as git takes commits).
+fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
+    if matches!(store.get(id), Ok(Some(_))) {
+        return Ok(id.to_owned());
+    }
+    let ids: Vec<String> = std::fs::read_dir(&store.dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
+        .filter(|i| tasks::valid_task_id(i))
+        .collect();
+    let matching: Vec<&String> = ids.iter().filter(|i| !id.is_empty() && i.starts_with(id)).collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => {
+            let near = crate::suggest::close(id, ids.iter().map(String::as_str));
+            let mean = crate::suggest::did_you_mean(&near)
+                .map(|d| format!("{d} "))
+                .unwrap_or_default();
+            Err(
+                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display())).hint(format!(
+                    "{mean}`animaworks-tool jobs list` shows the tasks of this anima"
+                )),
+            )
+        }
+        many => Err(CallError::new(
+            ErrorCode::Usage,
+            format!(
+                "task id prefix {id:?} is ambiguous: {}{}",
+                many.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                if many.len() > 5 { ", …" } else { "" }
+            ),
+        )
+        .hint("give more of the id")),
+    }
 }
 
 fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {
@@ -153,7 +206,23 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
         say!("{}", serde_json::to_string(&shown).unwrap_or_default());
         return Ok(0);
     }
+    if shown.is_empty() {
+        if want.is_empty() {
+            say!("no tasks");
+        } else {
+            let names: Vec<&str> = want.iter().map(|s| s.as_str()).collect();
+            say!("no tasks that are {}", names.join(" or "));
+        }
+        return Ok(0);
+    }
     let now = now_s();
+    say!(
+        "{:<12}  {:<9}  {:<30}  {:>10}  PROGRESS",
+        "TASK",
+        "STATUS",
+        "TOOL",
+        "CREATED"
+    );
     for t in &shown {
         let progress = t
             .progress
@@ -165,20 +234,22 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
             })
             .unwrap_or_default();
         say!(
-            "{}  {:<9}  {:<30}  {:>6}s ago{progress}",
+            "{:<12}  {:<9}  {:<30}  {:>10}{progress}",
             t.task_id,
             t.status.as_str(),
             t.tool_name,
-            (now - t.created_at).max(0.0) as u64
+            format!("{}s ago", (now - t.created_at).max(0.0) as u64)
         );
     }
     Ok(0)
 }
 
+/// Follow a task to its end with the display of a foreground call (its progress events come from the task file).
 async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
     let started = Instant::now();
     let mut shown: Option<tasks::Progress> = None;
     let mut pause = Duration::from_millis(20);
+    let mut display = render::Human::new();
     loop {
         let mut t = get(store, id)?;
         if t.status == Status::Running && !ProcessId::of_task(&t).is_some_and(|p| p.alive()) {
@@ -187,29 +258,37 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
         }
         if t.progress.is_some() && t.progress != shown {
             if let Some(p) = &t.progress {
-                let of = p.total.map(|x| format!("/{x}")).unwrap_or_default();
-                eprintln!(
-                    "[{id}] {}{of}{}",
-                    p.progress,
-                    p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
-                );
+                let event = tool_sdk::protocol::Event::Progress {
+                    progress: p.progress,
+                    total: p.total,
+                    message: p.message.clone(),
+                    call_id: None,
+                };
+                crate::stream::Observer::event(&mut display, &event, b"");
             }
             shown = t.progress.clone();
         }
         if t.status.is_final() {
+            display.finish();
             return Ok(outcome(&t));
         }
         if limit.is_some_and(|l| started.elapsed() >= l) {
-            let e = CallError::new(
-                ErrorCode::Timeout,
-                format!("task {id} is still {} after waiting", t.status.as_str()),
-            )
-            .hint(format!(
-                "wait again with `animaworks-tool jobs wait {id}`; the task keeps going"
-            ))
-            .with("task_id", id)
-            .with("status", t.status.as_str());
-            return Err(e);
+            display.finish();
+            let waited = started.elapsed().as_secs_f64();
+            let hint = format!("wait again with `animaworks-tool jobs wait {id}`; the task keeps going");
+            let message = format!("task {id} is still {} after waiting {waited:.1} s", t.status.as_str());
+            let out_tty = std::io::stdout().is_terminal();
+            if !out_tty || !std::io::stderr().is_terminal() {
+                say!(
+                    "{}",
+                    json!({"error": {"code": "wait_timeout", "message": message, "hint": hint, "task_id": id, "status": t.status.as_str()}})
+                );
+            }
+            if !out_tty || std::io::stderr().is_terminal() {
+                tell!("animaworks-tool: {} {message}", render::paint("33", "wait_timeout:"));
+                tell!("  {}", render::paint("2", &format!("hint: {hint}")));
+            }
+            return Ok(WAIT_TIMED_OUT);
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -236,13 +315,22 @@ fn outcome(t: &Task) -> i32 {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("the task did not complete");
-            eprintln!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
-            let mut detail = detail.clone();
-            if let Some(o) = detail.as_object_mut() {
-                o.insert("task_id".into(), t.task_id.clone().into());
-                o.insert("status".into(), t.status.as_str().into());
+            let terminal = std::io::stdout().is_terminal();
+            if !terminal || !std::io::stderr().is_terminal() {
+                let mut detail = detail.clone();
+                if let Some(o) = detail.as_object_mut() {
+                    o.insert("task_id".into(), t.task_id.clone().into());
+                    o.insert("status".into(), t.status.as_str().into());
+                }
+                say!("{}", json!({"error": detail}));
             }
-            say!("{}", json!({"error": detail}));
+            if !terminal || std::io::stderr().is_terminal() {
+                let head = format!("task {} {}:", t.task_id, t.status.as_str());
+                tell!("animaworks-tool: {} {msg}", render::paint("31", &head));
+                if let Some(h) = detail.get("hint").and_then(Value::as_str) {
+                    tell!("  {}", render::paint("2", &format!("hint: {h}")));
+                }
+            }
             t.exit_code()
         }
     }
@@ -270,14 +358,14 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
     }
     let t = get(store, id).unwrap_or(t);
     if t.status.is_final() {
-        eprintln!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
+        tell!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
         say!("{}", t.receipt());
         return Ok(0);
     }
     let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
-        eprintln!(
+        tell!(
             "animaworks-tool: task {id}'s worker is gone; the task is {}",
             t.status.as_str()
         );
@@ -373,11 +461,11 @@ async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallErro
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
     for (file, reason, _) in &report.invalid {
-        eprintln!("animaworks-tool: set aside {}: {reason}", file.display());
+        tell!("animaworks-tool: set aside {}: {reason}", file.display());
     }
     if !report.queued.is_empty() {
         if let Err(e) = queue::spawn_worker(&runner.dirs, store) {
-            eprintln!("animaworks-tool: warning: cannot start a worker: {e}");
+            tell!("animaworks-tool: warning: cannot start a worker: {e}");
         }
     }
     let invalid: Vec<Value> = report

@@ -97,7 +97,7 @@ impl Server {
                 names.insert(a.schema_name.clone(), (e.name().to_owned(), a.name.clone()));
                 match serde_json::from_value::<Tool>(providers::mcp_tool(e, a)) {
                     Ok(t) => tools.push(t),
-                    Err(err) => eprintln!("animaworks-tool mcp: {} left out: {err}", a.schema_name),
+                    Err(err) => tracing::warn!("{} left out: {err}", a.schema_name),
                 }
             }
         }
@@ -114,6 +114,12 @@ impl Server {
         // timeout under load) is not cached, so the next listing must try again.
         *self.listed.lock().expect("listed lock") = (probed == 0).then(|| (snap, tools.clone()));
         tools
+    }
+
+    /// The offered tool name closest to a mistyped one.
+    async fn closest_name(&self, name: &str) -> Option<String> {
+        let offered = self.tools().await;
+        crate::suggest::closest(name, offered.iter().map(|t| t.name.as_ref())).map(str::to_owned)
     }
 
     async fn lookup(&self, name: &str) -> Option<(String, String)> {
@@ -156,13 +162,12 @@ impl Server {
             )]));
         }
         let Some((tool, action)) = self.lookup(&req.name).await else {
-            return Err(refusal(
-                &CallError::new(
-                    ErrorCode::UnknownTool,
-                    format!("no permitted tool named {:?}", req.name),
-                )
-                .hint("tools/list shows every tool this server offers"),
-            ));
+            let near = self.closest_name(&req.name).await;
+            let e = CallError::new(
+                ErrorCode::UnknownTool,
+                format!("no permitted tool named {:?}", req.name),
+            );
+            return Err(refusal(&near.map_or(e.clone(), |n| e.with("did_you_mean", n))));
         };
         let r = &self.runner;
         let target = r
@@ -230,6 +235,8 @@ impl Server {
 
 /// A runner refusal as a JSON-RPC error; `data` is the runner's error object (protocol.md §6).
 pub fn refusal(e: &CallError) -> ErrorData {
+    let e = &crate::suggest::for_llm(e, crate::suggest::Reader::Mcp);
+    tracing::warn!("refused: {e}");
     let code = match e.code {
         ErrorCode::PermissionDenied => rmcp::model::ErrorCode(PERMISSION_DENIED),
         ErrorCode::Internal => rmcp::model::ErrorCode::INTERNAL_ERROR,

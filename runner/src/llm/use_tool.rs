@@ -100,6 +100,7 @@ pub fn error_type(code: ErrorCode) -> &'static str {
 
 /// The error object an LLM reads for a failed call.
 pub fn error_answer(e: &CallError) -> Answer {
+    let e = &crate::suggest::for_llm(e, crate::suggest::Reader::UseTool);
     let mut obj = Map::new();
     obj.insert("status".into(), "error".into());
     obj.insert("error_type".into(), error_type(e.code).into());

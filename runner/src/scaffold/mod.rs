@@ -116,7 +116,8 @@ pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Writte
     match lang {
         Lang::Python | Lang::Bash | Lang::Node => {
             let (template, mode) = match lang {
-                Lang::Python => (PYTHON, 0o644),
+                // Executable with a shebang, so `./<name>.py --schemas` works as the SDK's help says.
+                Lang::Python => (PYTHON, 0o755),
                 Lang::Bash => (BASH, 0o755),
                 _ => (NODE, 0o755),
             };

@@ -6,6 +6,7 @@ mod support;
 mod audit;
 mod author;
 mod cache;
+mod cli;
 mod core;
 mod legacy_tools;
 mod llm;

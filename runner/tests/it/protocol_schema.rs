@@ -155,6 +155,10 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     ] {
         assert_invalid("profile", &json!({"sandbox": bad}));
     }
+    assert_invalid(
+        "runnerError",
+        &json!({"error": {"code": "unknown_tool", "message": "x", "did_you_mean": ["a"]}}),
+    );
 }
 
 /// protocol.md §6's table, the code and every error the runner can print agree.
@@ -167,7 +171,8 @@ fn error_codes_match_protocol_md() {
         let e = CallError::new(code, "m")
             .hint("h")
             .with("tool", "t")
-            .with("duration_ms", 3u64);
+            .with("duration_ms", 3u64)
+            .with("did_you_mean", "t2");
         assert_valid("runnerError", &e.to_json());
     }
 }

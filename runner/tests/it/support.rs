@@ -169,3 +169,67 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     }
     out
 }
+
+/// Run `cmd` with its stderr (and stdin) on a fresh pseudo-terminal of `cols` columns, stdout piped; returns
+/// the exit code, stdout, and everything the terminal received. `on_output` sees the terminal's bytes as they
+/// arrive (to react to what is shown: a test waits for a sign, never for a time).
+pub fn run_in_pty(
+    cmd: &mut Command,
+    cols: u16,
+    on_output: impl FnMut(&[u8]) + Send + 'static,
+) -> (Option<i32>, String, String) {
+    run_in_pty_with(cmd, cols, false, on_output)
+}
+
+/// [`run_in_pty`], with stdout on the terminal too when `stdout_too` (then the returned stdout is empty).
+pub fn run_in_pty_with(
+    cmd: &mut Command,
+    cols: u16,
+    stdout_too: bool,
+    mut on_output: impl FnMut(&[u8]) + Send + 'static,
+) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: 24,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two fds into the given ints; the winsize is read only.
+    let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &ws) };
+    assert_eq!(rc, 0, "openpty failed");
+    // SAFETY: both fds were just opened by openpty and are owned here.
+    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
+    let out = if stdout_too {
+        Stdio::from(slave.try_clone().unwrap())
+    } else {
+        Stdio::piped()
+    };
+    cmd.stderr(slave.try_clone().unwrap()).stdin(slave).stdout(out);
+    let child = cmd.spawn().unwrap();
+    // Our copies of the slave end are in `cmd`; replacing them leaves the child's only, so the reader ends.
+    cmd.stdin(Stdio::null()).stderr(Stdio::null()).stdout(Stdio::null());
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once the child's side is closed.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            on_output(&buf[..n]);
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    });
+    let out = child.wait_with_output().unwrap();
+    let term = reader.join().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&term).into_owned(),
+    )
+}

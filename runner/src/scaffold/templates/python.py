@@ -1,4 +1,8 @@
-"""{{name}}: a tool for animaworks-tool, on tool-sdk-py (the runner provides the SDK; nothing to install)."""
+#!/usr/bin/env python3
+"""Echo a text back, a number of times."""
+# The docstring above is the tool's description, which an LLM reads: say what {{name}} does.
+# A tool for animaworks-tool on tool-sdk-py: the runner provides the SDK to .py tools; to run this file directly
+# (./{{name}}.py --schemas), install it with `pip install ./tool-sdk-py` from the animaworks-tool repository.
 from __future__ import annotations
 
 from typing import Annotated

@@ -1,0 +1,787 @@
+//! The command line people touch first (issue 11): version, completions, suggestions, the live display, help,
+//! output contracts.
+
+use crate::support::*;
+use serde_json::Value;
+
+const HELLO: &str = r#"[{"name":"hello_greet","description":"Say hello.","input_schema":{"type":"object","properties":{"who":{"type":"string","description":"Who to greet"},"times":{"type":"integer","minimum":1,"maximum":5,"default":1},"tone":{"enum":["warm","cold"]}},"required":["who"]}}]"#;
+
+fn hello(w: &World) {
+    w.tool(&w.personal(), "hello", &bash_tool(HELLO, r#"echo '{"greeting":"hi"}'"#));
+}
+
+#[test]
+fn version_prints_the_runner_and_protocol_versions() {
+    let w = World::new();
+    for args in [&["--version"][..], &["version"], &["-V"]] {
+        let o = w.run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            out.starts_with(&format!("animaworks-tool {} ", env!("CARGO_PKG_VERSION"))) && out.contains("protocol 1"),
+            "{args:?}: {out}"
+        );
+    }
+    let v: Value = json(&w.run(&["version", "--json"]));
+    assert_eq!(v["protocols"], serde_json::json!([1]));
+}
+
+/// Candidates the shell would get for the word at `index` of `words` (clap_complete's bash protocol).
+fn complete(w: &World, index: usize, words: &[&str]) -> Vec<String> {
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_TOOL_COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", index.to_string())
+        .env("_CLAP_IFS", "\n")
+        .arg("--")
+        .args(words)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn completion_offers_tools_actions_flags_and_enum_values_from_the_cache_without_starting_a_tool() {
+    let w = World::new();
+    let marker = w.tmp.path().join("started");
+    let body = format!(
+        "#!/usr/bin/env bash\ntouch {}\nif [ \"$1\" = --schemas ]; then echo '{HELLO}'; exit 0; fi\necho '{{}}'\n",
+        marker.display()
+    );
+    w.tool(&w.personal(), "hello", &body);
+    // Not cached yet: the name only, and no process.
+    let c = complete(&w, 1, &["animaworks-tool", "hel"]);
+    assert!(c.contains(&"hello".to_owned()), "{c:?}");
+    assert!(!complete(&w, 2, &["animaworks-tool", "hello", ""]).contains(&"greet".to_owned()));
+    assert!(!marker.exists(), "completion started the tool");
+    // Once called (so cached): actions, flags, enum values, under `call` too.
+    assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
+    std::fs::remove_file(&marker).unwrap();
+    assert!(complete(&w, 2, &["animaworks-tool", "hello", ""]).contains(&"greet".to_owned()));
+    let flags = complete(&w, 3, &["animaworks-tool", "hello", "greet", "--"]);
+    for f in ["--who", "--times", "--tone", "--json", "--timeout", "--events"] {
+        assert!(flags.contains(&f.to_owned()), "{f} missing from {flags:?}");
+    }
+    assert_eq!(
+        complete(&w, 4, &["animaworks-tool", "hello", "greet", "--tone", ""]),
+        vec!["warm", "cold"]
+    );
+    assert_eq!(
+        complete(&w, 3, &["animaworks-tool", "call", "hello", "g"]),
+        vec!["greet"]
+    );
+    let cmds = complete(&w, 1, &["animaworks-tool", "jo"]);
+    assert_eq!(cmds, vec!["jobs"]);
+    assert!(!marker.exists(), "completion started the tool");
+}
+
+#[test]
+fn completions_prints_a_script_for_each_shell_and_refuses_others() {
+    let w = World::new();
+    for sh in ["bash", "zsh", "fish"] {
+        let o = w.run(&["completions", sh]);
+        assert!(o.status.success(), "{sh}: {}", stderr(&o));
+        assert!(stdout(&o).contains("ANIMAWORKS_TOOL_COMPLETE"), "{sh}: {}", stdout(&o));
+    }
+    let o = w.run(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bash"), "{}", stderr(&o));
+    let o = w.run(&["man"]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH animaworks-tool"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn mistyped_tools_actions_and_flags_get_the_closest_name() {
+    let w = World::new();
+    hello(&w);
+    let o = w.run(&["helo", "greet"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = json(&o);
+    assert_eq!(e["error"]["did_you_mean"], "hello", "{e}");
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("did you mean \"hello\""),
+        "{e}"
+    );
+    let o = w.run(&["hello", "gret"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(json(&o)["error"]["did_you_mean"], "greet");
+    let o = w.run(&["hello", "greet", "--wh", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(json(&o)["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("did you mean \"--who\""));
+    // A runner command is a candidate too.
+    let o = w.run(&["doctr"]);
+    assert!(
+        json(&o)["error"]["hint"].as_str().unwrap().contains("\"doctor\""),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn an_unknown_tool_and_doctor_say_when_the_personal_tier_was_not_searched() {
+    let w = World::new();
+    hello(&w);
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .args(["hello", "greet"])
+        .output()
+        .unwrap();
+    let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        m.contains("personal tier was not searched") && m.contains("ANIMAWORKS_ANIMA_DIR"),
+        "{m}"
+    );
+    let gone = w.tmp.path().join("animas").join("bob");
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_ANIMA_DIR", &gone)
+        .args(["hello", "greet"])
+        .output()
+        .unwrap();
+    let m = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(m.contains(&format!("{} does not exist", gone.display())), "{m}");
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_ANIMA_DIR", &gone)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a named anima dir that is missing is a problem: {}", stdout(&o)
+    );
+    assert!(stdout(&o).contains("does not exist"), "{}", stdout(&o));
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("personal tier was not searched"), "{}", stdout(&o));
+    // Plurals.
+    assert!(stdout(&o).contains("ok: 0 tools, no problems"), "{}", stdout(&o));
+    let o = w.run(&["doctor"]);
+    assert!(stdout(&o).contains("ok: 1 tool, no problems"), "{}", stdout(&o));
+}
+
+#[test]
+fn hints_for_an_llm_name_the_meta_tools_and_the_closest_name_never_a_shell_command() {
+    let w = World::new();
+    hello(&w);
+    let ask = |req: &str| -> Value {
+        let mut c = w.cmd();
+        c.arg("use-tool")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(req.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        json(&o)
+    };
+    for (req, near) in [
+        (r#"{"tool_name":"helo","action":"greet"}"#, "hello"),
+        (r#"{"tool_name":"hello","action":"gret"}"#, "greet"),
+        (r#"{"tool_name":"hello","action":"greet","args":{"who":3}}"#, ""),
+    ] {
+        let a = ask(req);
+        let s = a["suggestion"].as_str().unwrap_or_else(|| panic!("no suggestion: {a}"));
+        assert!(s.contains(r#""tool_name":"help""#), "{s}");
+        assert!(!s.contains("animaworks-tool") && !s.contains('`'), "{s}");
+        assert!(s.contains(near), "{s}");
+    }
+}
+
+#[test]
+fn a_task_is_found_by_a_unique_prefix_of_its_id() {
+    let w = World::new();
+    hello(&w);
+    let o = w.run(&["submit", "hello", "greet", "--who", "x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let o = w.run(&["jobs", "wait", &id[..6]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = w.run(&["jobs", "show", &id[..5]]);
+    assert_eq!(json(&o)["task_id"], id.as_str());
+    // Two ids with that prefix: ambiguous, both named.
+    let dir = w.anima.join("state/background_tasks");
+    let twin = format!("{}ffffff", &id[..6]);
+    std::fs::copy(dir.join(format!("{id}.json")), dir.join(format!("{twin}.json"))).unwrap();
+    let o = w.run(&["jobs", "show", &id[..6]]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("ambiguous") && stderr(&o).contains(&twin),
+        "{}",
+        stderr(&o)
+    );
+    let o = w.run(&["jobs", "show", "zzzz"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// A full-form tool with events whose action `go` runs `body` (bash) after reading the request.
+fn events_tool(w: &World, name: &str, body: &str) {
+    let schemas = r#"{"protocol":1,"events":true,"actions":[{"name":"go","input_schema":{"type":"object"},"profile":{"background_eligible":true}}]}"#;
+    w.tool(&w.personal(), name, &bash_tool(schemas, body));
+}
+
+/// What a person sees: escape sequences removed, each redraw (`\r`) and line a separate entry.
+fn screen_lines(term: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = term.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+        .split(['\r', '\n'])
+        .map(str::to_owned)
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+fn has_sgr(term: &str) -> bool {
+    let b = term.as_bytes();
+    (0..b.len()).any(|i| {
+        b[i] == 0x1b && b.get(i + 1) == Some(&b'[') && {
+            let rest = &b[i + 2..];
+            let end = rest.iter().position(|c| c.is_ascii_alphabetic());
+            end.is_some_and(|e| rest[e] == b'm')
+        }
+    })
+}
+
+const PROGRESS_THEN_LOG: &str = r#"echo '{"type":"progress","progress":1,"total":3,"message":"first step of a long job whose message is much wider than the terminal it is shown on, on and on and on"}'
+echo '{"type":"log","level":"warning","message":"a log line"}'
+echo 'raw stderr' >&2
+echo '{"type":"progress","progress":3,"total":3}'
+echo '{"type":"result","result":"done"}'"#;
+
+#[test]
+fn on_a_terminal_the_bar_comes_back_after_a_log_line_and_fits_the_width() {
+    let w = World::new();
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["prog", "go"]);
+    let (code, out, term) = run_in_pty(&mut c, 40, |_| {});
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "done\n");
+    let lines = screen_lines(&term);
+    let log = lines
+        .iter()
+        .position(|l| l.contains("[warning] a log line"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        lines.get(log + 1).is_some_and(|l| l.contains("1/3")),
+        "the bar is not drawn again right after the log line: {lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("raw stderr")), "{lines:?}");
+    for l in lines.iter().filter(|l| l.contains("/3")) {
+        assert!(l.chars().count() <= 40, "a bar line is wider than the terminal: {l:?}");
+    }
+    assert!(has_sgr(&term), "colour on a terminal: {term:?}");
+}
+
+#[test]
+fn no_color_gets_no_colour_and_term_dumb_no_escape_codes() {
+    let w = World::new();
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").env("NO_COLOR", "1").args(["prog", "go"]);
+    let (code, _, term) = run_in_pty(&mut c, 80, |_| {});
+    assert_eq!(code, Some(0));
+    assert!(!has_sgr(&term), "NO_COLOR: {term:?}");
+    assert!(term.contains("a log line"));
+    let mut c = w.cmd();
+    c.env("TERM", "dumb").args(["prog", "go"]);
+    let (code, _, term) = run_in_pty(&mut c, 80, |_| {});
+    assert_eq!(code, Some(0));
+    assert!(!term.contains('\x1b'), "TERM=dumb: {term:?}");
+    assert!(
+        term.contains("progress 1/3") && term.contains("[warning] a log line"),
+        "{term:?}"
+    );
+    // A pipe: plain lines only.
+    let o = w.run(&["prog", "go"]);
+    assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
+    assert!(stderr(&o).contains("progress 3/3"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_call_that_sends_nothing_shows_a_spinner_with_the_elapsed_time() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "quiet",
+        &format!(
+            "for i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":\"late\"}}'",
+            go.display()
+        ),
+    );
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["quiet", "go"]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let s = seen.clone();
+    let go2 = go.clone();
+    let (code, out, term) = run_in_pty(&mut c, 80, move |b| {
+        let mut all = s.lock().unwrap();
+        all.push_str(&String::from_utf8_lossy(b));
+        if all.contains("waiting for the tool") {
+            let _ = std::fs::write(&go2, "");
+        }
+    });
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "late\n");
+    let lines = screen_lines(&term);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("waiting for the tool") && l.contains("s ")),
+        "{lines:?}"
+    );
+    assert!(
+        go.exists(),
+        "the tool was released by the spinner, not by its own timeout"
+    );
+}
+
+#[test]
+fn jobs_wait_shows_the_display_of_a_foreground_call() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "slow",
+        &format!(
+            "echo '{{\"type\":\"progress\",\"progress\":1,\"total\":2,\"message\":\"half way\"}}'\nfor i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":\"finished\"}}'",
+            go.display()
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["jobs", "wait", &id]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let s = seen.clone();
+    let go2 = go.clone();
+    let (code, out, term) = run_in_pty(&mut c, 80, move |b| {
+        let mut all = s.lock().unwrap();
+        all.push_str(&String::from_utf8_lossy(b));
+        if all.contains("half way") {
+            let _ = std::fs::write(&go2, "");
+        }
+    });
+    assert_eq!(code, Some(0), "{term}");
+    assert_eq!(out, "finished\n");
+    let lines = screen_lines(&term);
+    assert!(
+        lines.iter().any(|l| l.contains("[") && l.contains("1/2 half way")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn jobs_wait_that_runs_out_has_its_own_exit_code() {
+    let w = World::new();
+    let go = w.tmp.path().join("go-on");
+    events_tool(
+        &w,
+        "slow",
+        &format!(
+            "for i in $(seq 1 1200); do [ -e {} ] && break; sleep 0.05; done\necho '{{\"type\":\"result\",\"result\":1}}'",
+            go.display()
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let o = w.run(&["jobs", "wait", &id, "--timeout", "0.01"]);
+    assert_eq!(o.status.code(), Some(124), "{}", stderr(&o));
+    assert_eq!(json(&o)["error"]["code"], "wait_timeout");
+    std::fs::write(&go, "").unwrap();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+}
+
+#[test]
+fn action_help_teaches_ranges_enums_formats_defaults_and_examples() {
+    let w = World::new();
+    let schemas = r#"[{"name":"rich_go","description":"Go.","input_schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":5,"default":2},"when":{"type":"string","format":"date-time","examples":["2024-01-01T00:00:00Z"]},"tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3},"bare":{"type":"string"}},"required":["bare"]}}]"#;
+    w.tool(&w.personal(), "rich", &bash_tool(schemas, "echo '\"x\"'"));
+    let o = w.run(&["rich", "go", "--help"]);
+    assert!(o.status.success());
+    let h = stdout(&o);
+    for want in [
+        "1 ≤ n ≤ 5",
+        "default: 2",
+        "format: date-time",
+        "e.g. \"2024-01-01T00:00:00Z\"",
+        "at most 3 items",
+        "each: one of: \"a\", \"b\"",
+        "  --bare <string>\n      [required]",
+        "Call options (after the action)",
+        "Global options (before the tool's name)",
+    ] {
+        assert!(h.contains(want), "{want:?} missing from:\n{h}");
+    }
+    // `help <tool> [<action>]` is the same help.
+    assert_eq!(stdout(&w.run(&["help", "rich", "go"])), h);
+    assert_eq!(stdout(&w.run(&["help", "rich"])), stdout(&w.run(&["rich", "--help"])));
+    assert!(stdout(&w.run(&["help", "jobs", "wait"])).contains("--timeout"));
+    assert_eq!(w.run(&["help", "rihc"]).status.code(), Some(3));
+    let u = stdout(&w.run(&["use-tool", "--help"]));
+    assert!(
+        u.contains(r#"{"tool_name": "help", "action": "describe""#) && u.contains("\"status\": \"error\""),
+        "{u}"
+    );
+}
+
+#[test]
+fn a_cli_main_module_says_the_call_options_do_not_apply_and_points_to_call() {
+    let w = World::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
+    std::fs::copy(&example, w.personal().join("legacy_notes.py")).unwrap();
+    let h = stdout(&w.run(&["help", "legacy_notes"]));
+    assert!(
+        h.contains("do not apply") && h.contains("animaworks-tool call legacy_notes <action> --json"),
+        "{h}"
+    );
+    let o = w.run(&["legacy_notes", "add", "--json", r#"{"title":"y"}"#]);
+    assert!(
+        stderr(&o).contains("animaworks-tool call legacy_notes"),
+        "{}",
+        stderr(&o)
+    );
+    // The module's own -j/--json switch is no mistake.
+    let o = w.run(&["legacy_notes", "list", "--json"]);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}
+
+/// Run the runner with stdout and stderr on a pipe whose reading end is already closed (`… 2>&1 | head -c0`):
+/// every write fails with EPIPE. Returns the exit status.
+fn into_closed_pipe(w: &World, args: &[&str], stdin: Option<&str>) -> std::process::ExitStatus {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two ints with fresh fds, owned below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds were just created and are owned here.
+    let (read, write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+    drop(read);
+    let mut c = w.cmd();
+    c.args(args).stdout(write.try_clone().unwrap()).stderr(write);
+    if let Some(text) = stdin {
+        let p = w.tmp.path().join(format!("stdin-{}", args.join("-").replace('/', "_")));
+        std::fs::write(&p, text).unwrap();
+        c.stdin(std::fs::File::open(&p).unwrap());
+    }
+    c.status().unwrap()
+}
+
+#[test]
+fn no_command_panics_on_a_closed_pipe() {
+    let w = World::new();
+    hello(&w);
+    events_tool(&w, "prog", PROGRESS_THEN_LOG);
+    assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
+    let id = json(&w.run(&["submit", "hello", "greet", "--who", "x"]))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+    let scratch = w.tmp.path().join("scratch");
+    let scratch = scratch.to_str().unwrap();
+    let hello_path = w.personal().join("hello");
+    let hello_path = hello_path.to_str().unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let cases: Vec<(&str, Vec<&str>, Option<&str>)> = vec![
+        ("tools", vec!["tools"], None),
+        ("tools", vec!["tools", "--json"], None),
+        ("doctor", vec!["doctor"], None),
+        ("refresh", vec!["refresh"], None),
+        ("call", vec!["call", "hello", "greet", "--who", "x"], None),
+        ("call", vec!["call", "hello", "nope"], None),
+        ("call", vec!["call", "prog", "go", "--events"], None),
+        ("submit", vec!["submit", "hello", "greet", "--who", "y"], None),
+        ("jobs", vec!["jobs", "list"], None),
+        ("jobs", vec!["jobs", "show", &id], None),
+        ("jobs", vec!["jobs", "wait", &id], None),
+        ("jobs", vec!["jobs", "prune", "--older-than", "1w"], None),
+        (
+            "use-tool",
+            vec!["use-tool"],
+            Some(r#"{"tool_name":"hello","action":"greet","args":{"who":"z"}}"#),
+        ),
+        (
+            "use-tool",
+            vec!["use-tool", "--serve"],
+            Some("{\"tool_name\":\"help\",\"action\":\"list\"}\n"),
+        ),
+        ("mcp", vec!["mcp"], Some(init)),
+        ("schemas", vec!["schemas"], None),
+        ("schemas", vec!["schemas", "--stats"], None),
+        ("new", vec!["new", "fresh", "--lang", "bash", "--dir", scratch], None),
+        ("check", vec!["check", hello_path], None),
+        ("permissions", vec!["permissions", "show"], None),
+        ("share", vec!["share", "hello"], None),
+        ("completions", vec!["completions", "bash"], None),
+        ("man", vec!["man"], None),
+        ("help", vec!["help"], None),
+        ("help", vec!["help", "hello", "greet"], None),
+        ("version", vec!["version"], None),
+        ("", vec!["--help"], None),
+        ("", vec!["--version"], None),
+        ("", vec!["hello", "greet", "--who", "x"], None),
+        ("", vec!["hello", "--help"], None),
+        ("", vec!["hello", "greet", "--help"], None),
+        ("", vec!["prog", "go"], None),
+        ("", vec!["helo"], None),
+        ("", vec!["jobs", "lst"], None),
+    ];
+    for (_, args, stdin) in &cases {
+        let st = into_closed_pipe(&w, args, *stdin);
+        assert_ne!(st.code(), Some(101), "{args:?} panicked on a closed pipe");
+        assert!(st.code().is_some(), "{args:?} died by a signal: {st:?}");
+    }
+    // Every runner command is covered.
+    let help = stdout(&w.run(&["--help"]));
+    let commands = help.split("Commands:").nth(1).unwrap().split("\n\n").next().unwrap();
+    for line in commands.lines().filter(|l| l.starts_with("  ")) {
+        let name = line.split_whitespace().next().unwrap();
+        assert!(cases.iter().any(|c| c.0 == name), "no closed-pipe case for {name}");
+    }
+}
+
+#[test]
+fn call_answers_every_usage_error_with_json_on_stdout() {
+    let w = World::new();
+    hello(&w);
+    for args in [
+        &["call", "hello"][..],
+        &["call"],
+        &["--anima-dir", "x", "call"],
+        &["call", "hello", "greet", "--bogus", "1"],
+        &["call", "hello", "greet", "stray"],
+    ] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(json(&o)["error"]["code"], "usage", "{args:?}");
+    }
+}
+
+#[test]
+fn a_failure_on_a_terminal_is_said_once() {
+    let w = World::new();
+    hello(&w);
+    w.tool(
+        &w.personal(),
+        "boom",
+        &bash_tool(
+            HELLO.replace("hello_greet", "boom_greet").as_str(),
+            "echo boom-marker >&2; exit 3",
+        ),
+    );
+    // `call` on a terminal: the JSON object, not also the sentence.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["call", "hello", "nope"]);
+    let (code, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(code, Some(4));
+    assert_eq!(term.matches("has no action").count(), 1, "{term}");
+    assert!(term.contains("{\"error\""), "{term}");
+    // The tool form on a terminal: the sentence, not the JSON.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["hello", "nope"]);
+    let (_, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(term.matches("has no action").count(), 1, "{term}");
+    assert!(!term.contains("{\"error\""), "{term}");
+    // A tool's stderr shown live is not repeated as a tail.
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["boom", "greet", "--who", "x"]);
+    let (code, _, term) = run_in_pty_with(&mut c, 200, true, |_| {});
+    assert_eq!(code, Some(11), "{term}");
+    assert_eq!(term.matches("boom-marker").count(), 1, "{term}");
+}
+
+#[test]
+fn jobs_list_has_a_header_and_says_when_there_are_no_tasks() {
+    let w = World::new();
+    hello(&w);
+    assert_eq!(stdout(&w.run(&["jobs", "list"])), "no tasks\n");
+    let o = w.run(&["submit", "hello", "greet", "--who", "x"]);
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    assert!(w.run(&["jobs", "wait", &id]).status.success());
+    let list = stdout(&w.run(&["jobs", "list"]));
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(lines[0].starts_with("TASK") && lines[0].contains("STATUS"), "{list}");
+    assert!(lines[1].starts_with(&id) && lines[1].contains("completed"), "{list}");
+    assert_eq!(
+        stdout(&w.run(&["jobs", "list", "--status", "running"])),
+        "no tasks that are running\n"
+    );
+}
+
+#[test]
+fn the_mcp_server_logs_one_line_records_without_escape_codes() {
+    let w = World::new();
+    hello(&w);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hello_gret","arguments":{}}}
+"#;
+    let mut child = w
+        .cmd()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(init.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(!err.contains('\x1b'), "{err}");
+    assert!(
+        !err.contains("ErrorData {") && !err.contains("Object {"),
+        "a Debug dump: {err}"
+    );
+    let refused: Vec<&str> = err.lines().filter(|l| l.contains("hello_gret")).collect();
+    assert_eq!(refused.len(), 1, "{err}");
+    assert!(
+        refused[0].contains("WARN") && refused[0].contains("did you mean \"hello_greet\""),
+        "{err}"
+    );
+    assert!(stdout(&o).contains("hello_greet"), "{}", stdout(&o));
+}
+
+#[test]
+fn new_python_tool_is_executable_with_a_shebang_and_a_neutral_description() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let o = w.run(&["new", "made", "--lang", "python"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = w.personal().join("made.py");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("#!/usr/bin/env python3\n"), "{text}");
+    assert!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o111 != 0);
+    let list = json(&w.run(&["tools", "--json"]));
+    let d = list["tools"][0]["description"].as_str().unwrap().to_owned();
+    assert!(
+        !d.contains("animaworks-tool") && !d.contains("SDK") && !d.contains("sdk"),
+        "{d}"
+    );
+    // As the SDK's help says: ./made.py --schemas (with the SDK importable).
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src");
+    let o = std::process::Command::new(&path)
+        .arg("--schemas")
+        .env("PYTHONPATH", sdk)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"echo\""), "{}", stdout(&o));
+}
+
+#[test]
+fn check_reports_protocol_1_for_a_short_form_tool_and_warns_of_unchecked_formats() {
+    let w = World::new();
+    let schemas = r#"[{"name":"fmt_go","description":"Go.","input_schema":{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"site":{"type":"array","items":{"type":"string","format":"uri"}}}}}]"#;
+    let p = w.tool(&w.personal(), "fmt", &bash_tool(schemas, "echo '\"ok\"'"));
+    let o = w.run(&["check", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("protocol 1,"), "{out}");
+    assert!(
+        out.contains("warn action go: \"format\" is not checked")
+            && out.contains("\"date-time\" at /properties/when")
+            && out.contains("\"uri\" at /properties/site/items"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_readme_five_minute_bash_tool_handles_quotes() {
+    if std::process::Command::new("jq").arg("--version").output().is_err() {
+        eprintln!("skipped: jq is not installed (.ci/run installs it)");
+        return;
+    }
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme
+        .find("tools/hello.sh\" <<'EOF'\n")
+        .expect("the README's bash tool")
+        + "tools/hello.sh\" <<'EOF'\n".len();
+    let script = &readme[start..start + readme[start..].find("\nEOF\n").unwrap() + 1];
+    let w = World::new();
+    w.tool(&w.personal(), "hello.sh", script);
+    let who = "Ada \"the\" O'Brien \\ {x}";
+    let o = w.run(&["hello", "greet", "--who", who]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["greeting"], format!("hello, {who}"));
+}
+
+#[test]
+fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defined() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for doc in [
+        "README.md",
+        "protocol.md",
+        "bench/README.md",
+        "tool-sdk-rs/README.md",
+        "tool-sdk-py/README.md",
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for bad in ["/work/", "/root/", "/home/runner"] {
+            assert!(!text.contains(bad), "{doc} names a path of one machine: {bad}");
+        }
+    }
+    // [`Name`] is an intra-doc link only rustdoc resolves; on a code host each needs a definition.
+    let sdk = std::fs::read_to_string(root.join("tool-sdk-rs/README.md")).unwrap();
+    let mut rest = sdk.as_str();
+    while let Some(i) = rest.find("[`") {
+        let after = &rest[i..];
+        let end = after.find("`]").unwrap() + 2;
+        let label = &after[..end];
+        if !after[end..].starts_with('(') && !after[end..].starts_with(':') {
+            assert!(
+                sdk.contains(&format!("\n{label}: ")),
+                "{label} has no link definition in tool-sdk-rs/README.md"
+            );
+        }
+        rest = &after[end..];
+    }
+}
+
+#[test]
+fn submit_on_a_terminal_says_how_to_follow_the_task() {
+    let w = World::new();
+    hello(&w);
+    let mut c = w.cmd();
+    c.env("TERM", "xterm").args(["submit", "hello", "greet", "--who", "x"]);
+    let (code, out, term) = run_in_pty(&mut c, 200, |_| {});
+    assert_eq!(code, Some(0), "{term}");
+    let id = serde_json::from_str::<Value>(&out).unwrap()["task_id"].as_str().unwrap().to_owned();
+    assert!(term.contains(&format!("animaworks-tool jobs wait {id}")), "{term}");
+    // In a pipe, only the receipt.
+    let o = w.run(&["submit", "hello", "greet", "--who", "y"]);
+    assert!(!stderr(&o).contains("jobs wait"), "{}", stderr(&o));
+}
