@@ -95,7 +95,7 @@ fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
 
 /// The cached result for this exact file version, if any.
 pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
-    let bytes = std::fs::read(entry_path(dirs, file)).ok()?;
+    let bytes = crate::fsread::read(&entry_path(dirs, file), crate::fsread::CACHE_ENTRY).ok()?;
     let entry: Entry = serde_json::from_slice(&bytes).ok()?;
     (entry.key == *key && entry.path == file.path).then_some(entry.probed)
 }

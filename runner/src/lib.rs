@@ -35,6 +35,7 @@ pub mod cli;
 pub mod dirs;
 pub mod discover;
 pub mod error;
+pub mod fsread;
 pub mod guardian;
 pub mod llm;
 pub mod manifest;

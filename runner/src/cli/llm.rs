@@ -65,7 +65,7 @@ fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
 /// `use_tool_max_chars` from the runner settings file, when it is there and a number.
 fn configured_max(runner: &Runner) -> Option<usize> {
     let p = runner.dirs.data.join(crate::policy::env::RUNNER_CONFIG_FILE);
-    let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+    let v: Value = serde_json::from_slice(&crate::fsread::read(&p, crate::fsread::SMALL).ok()?).ok()?;
     v.get("use_tool_max_chars")?.as_u64().map(|n| n as usize)
 }
 

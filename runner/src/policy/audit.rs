@@ -124,6 +124,7 @@ impl AuditLog {
             .append(true)
             .create(true)
             .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK)
             .open(&self.path)?;
         // One write(2), never write_all: a retry after a short write could land after another process's line.
         let n = f.write(&line)?;

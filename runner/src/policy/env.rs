@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -52,10 +51,10 @@ pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> 
         path: path.clone(),
         reason,
     };
-    let text = match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(err(e.to_string())),
-        Ok(_) => std::fs::read_to_string(&path).map_err(|e| err(format!("cannot read: {e}")))?,
+    let Some(text) = crate::fsread::read_to_string_if_present(&path, crate::fsread::SMALL)
+        .map_err(|e| err(format!("cannot read: {e}")))?
+    else {
+        return Ok(Vec::new());
     };
     let v: Value = serde_json::from_str(&text).map_err(|e| err(format!("invalid JSON: {e}")))?;
     let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;

@@ -89,7 +89,7 @@ impl FileStore {
     }
 
     fn read(path: &Path) -> io::Result<Option<Task>> {
-        match fs::read(path) {
+        match crate::fsread::read(path, crate::fsread::TASK) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
@@ -226,7 +226,7 @@ impl TaskStore for FileStore {
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
-        match fs::read(self.side(id, "args")) {
+        match crate::fsread::read(&self.side(id, "args"), crate::fsread::TASK) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),

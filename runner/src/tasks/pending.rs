@@ -100,7 +100,7 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
     for e in rd.flatten() {
         let p = e.path();
         if p.is_file() && p.extension().is_some_and(|x| x == "json") {
-            let at = fs::read(&p)
+            let at = crate::fsread::read(&p, crate::fsread::SMALL)
                 .ok()
                 .and_then(|b| parse(&b).ok())
                 .map(|d| d.submitted_at)
@@ -120,7 +120,7 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
         if fs::rename(&file, &mine).is_err() {
             continue;
         }
-        let outcome = match fs::read(&mine)
+        let outcome = match crate::fsread::read(&mine, crate::fsread::SMALL)
             .map_err(|e| format!("cannot read it: {e}"))
             .and_then(|b| parse(&b))
         {

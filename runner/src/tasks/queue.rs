@@ -4,6 +4,7 @@ use super::files::FileStore;
 use super::TaskStore;
 use crate::dirs::Dirs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -14,7 +15,7 @@ pub const DEFAULT_MAX_RUNNING: usize = 4;
 /// `"max_running_tasks"` from `<data dir>/animaworks-tool.json`, else [`DEFAULT_MAX_RUNNING`].
 pub fn max_running(data_dir: &Path) -> Result<usize, String> {
     let path = data_dir.join("animaworks-tool.json");
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::fsread::read_to_string(&path, crate::fsread::SMALL) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DEFAULT_MAX_RUNNING),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
@@ -53,6 +54,8 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead).
+        .custom_flags(libc::O_NONBLOCK)
         .open(store.log_path());
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {

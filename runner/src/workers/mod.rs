@@ -53,7 +53,7 @@ impl PoolConfig {
     /// key means the default. The error names the file and the key.
     pub fn load(data_dir: &Path) -> Result<PoolConfig, String> {
         let path = data_dir.join(RUNNER_CONFIG_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::fsread::read_to_string(&path, crate::fsread::SMALL) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PoolConfig::default()),
             Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
             Ok(t) => t,

@@ -7,6 +7,7 @@ mod audit;
 mod author;
 mod cache;
 mod core;
+mod hardening;
 mod legacy_tools;
 mod llm;
 mod output;
