@@ -436,12 +436,12 @@ impl Runner {
             events: resolved.manifest.events,
             timeout,
             max_output,
-            spill_dir: self.dirs.outputs_dir(),
+            spill: crate::spill::SpillTo::dir(self.dirs.outputs_dir()).masked(masker),
         };
         let finished = if masker.is_empty() {
             stream::drive(child, d, obs, cancel).await
         } else {
-            stream::drive(child, d, &mut Masking { inner: obs, masker }, cancel).await
+            stream::drive(child, d, &mut Masking::new(obs, masker), cancel).await
         };
         match stream::interpret(finished, tool, &act.name, timeout, max_output) {
             Ok(v) => Ok(masker.mask_value(&v)),
@@ -487,7 +487,7 @@ impl Runner {
             events: false,
             timeout,
             max_output: self.max_output,
-            spill_dir: self.dirs.outputs_dir(),
+            spill: crate::spill::SpillTo::never(),
         };
         let started = std::time::Instant::now();
         let f = stream::drive(child, d, &mut stream::Quiet, cancel).await;
@@ -568,10 +568,29 @@ pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
     e
 }
 
-/// Passes events on with every resolved secret masked.
+/// Passes events on with every resolved secret masked; stderr is masked as a stream (a secret split across reads
+/// is still masked), and what it held back is passed on when the observer is dropped.
 pub(crate) struct Masking<'a> {
-    pub(crate) inner: &'a mut dyn Observer,
-    pub(crate) masker: &'a Masker,
+    inner: &'a mut dyn Observer,
+    masker: &'a Masker,
+    stderr: crate::policy::mask::StreamMasker,
+}
+
+impl<'a> Masking<'a> {
+    pub(crate) fn new(inner: &'a mut dyn Observer, masker: &'a Masker) -> Self {
+        let stderr = crate::policy::mask::StreamMasker::new(masker);
+        Masking { inner, masker, stderr }
+    }
+}
+
+impl Drop for Masking<'_> {
+    fn drop(&mut self) {
+        let mut rest = Vec::new();
+        self.stderr.finish(&mut rest);
+        if !rest.is_empty() {
+            self.inner.stderr(&rest);
+        }
+    }
 }
 
 impl Observer for Masking<'_> {
@@ -589,8 +608,11 @@ impl Observer for Masking<'_> {
         self.inner.unknown(masked.as_bytes());
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
-        self.inner.stderr(masked.as_bytes());
+        let mut out = Vec::with_capacity(chunk.len());
+        self.stderr.push(chunk, &mut out);
+        if !out.is_empty() {
+            self.inner.stderr(&out);
+        }
     }
     fn flush(&mut self) {
         self.inner.flush();

@@ -46,6 +46,7 @@ pub mod pyshim;
 pub mod reap;
 pub mod scaffold;
 pub mod spawn;
+pub mod spill;
 pub mod stream;
 pub mod tasks;
 pub mod validate;

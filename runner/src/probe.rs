@@ -42,7 +42,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
         events: false,
         timeout: PROBE_TIMEOUT,
         max_output: PROBE_MAX_OUTPUT,
-        spill_dir: dirs.outputs_dir(),
+        spill: crate::spill::SpillTo::never(),
     };
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
@@ -52,6 +52,11 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             tail,
         ),
         (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
+        // Before the exit status: past the cap the probe is ended, so it died of our signal.
+        (_, Stdout::Capped { .. }) => failed(
+            "--schemas printed more than the 16 MiB allowed; it was ended, and nothing was written to disk".into(),
+            tail,
+        ),
         (Ending::Exited(s), _) if !s.success() => {
             let how = match s.code() {
                 Some(c) => format!("exited with code {c}"),
@@ -75,10 +80,6 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             Ok(m) => Probed::Ok(m),
             Err(reason) => failed(reason, tail),
         },
-        (_, Stdout::Capped { bytes, .. }) => failed(
-            format!("--schemas printed {bytes} bytes, more than the 16 MiB allowed"),
-            tail,
-        ),
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
         (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
     }

@@ -315,7 +315,7 @@ async fn run_cli_captured(
         events: false,
         timeout,
         max_output,
-        spill_dir: runner.dirs.outputs_dir(),
+        spill: crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&masker),
     };
     let f = stream::drive(child, d, obs, cancel).await;
     match stream::interpret(f, &file.name, "cli", timeout, max_output) {

@@ -211,7 +211,7 @@ impl WorkerPool {
             deadline,
             timeout,
             max_output,
-            spill_dir: &runner.dirs.outputs_dir(),
+            spill: &crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&masker),
         };
         let w = lease.worker.as_mut().expect("a lease holds its worker");
         let (out, fate) = if masker.is_empty() {
@@ -219,10 +219,7 @@ impl WorkerPool {
         } else {
             w.call(
                 job,
-                &mut Masking {
-                    inner: obs,
-                    masker: &masker,
-                },
+                &mut Masking::new(obs, &masker),
                 cancel,
             )
             .await
