@@ -37,6 +37,7 @@ pub mod discover;
 pub mod error;
 pub mod fsread;
 pub mod guardian;
+pub mod limits;
 pub mod llm;
 pub mod manifest;
 pub mod names;

@@ -45,12 +45,18 @@ pub struct Action {
 
 impl Action {
     /// The deadline in seconds: `timeout_s`, else 60 or 3 × `expected_seconds`, whichever is more.
+    /// Never more than [`crate::limits::MAX_SECONDS`] (a manifest is checked when read; this holds for any).
     pub fn timeout_s(&self) -> f64 {
-        self.profile.timeout_s.filter(|t| *t > 0.0).unwrap_or_else(|| {
+        let t = self.profile.timeout_s.filter(|t| *t > 0.0).unwrap_or_else(|| {
             self.profile
                 .expected_seconds
                 .map_or(DEFAULT_TIMEOUT_S, |e| (3.0 * e).max(DEFAULT_TIMEOUT_S))
-        })
+        });
+        if t.is_finite() {
+            t.min(crate::limits::MAX_SECONDS)
+        } else {
+            DEFAULT_TIMEOUT_S
+        }
     }
 
     /// The permission key a gated action needs (`<tool>_<gated_as or action>`).
@@ -143,6 +149,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
                 other.name, a.name
             ));
         }
+        check_numbers(&a.profile).map_err(|e| format!("action {:?}: {e}", a.name))?;
         let input_schema = a.input_schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
         check_schema(&input_schema).map_err(|e| format!("action {:?}: invalid input_schema: {e}", a.name))?;
         if let Some(out) = &a.output_schema {
@@ -169,6 +176,18 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
         credentials: doc.credentials,
         actions,
     })
+}
+
+/// A profile's numbers must make a deadline: `timeout_s` above 0 (0 or less means the default, as before) and
+/// `expected_seconds` at least 0, both at most [`crate::limits::MAX_SECONDS`].
+fn check_numbers(p: &Profile) -> Result<(), String> {
+    if let Some(t) = p.timeout_s.filter(|t| *t > 0.0 || !t.is_finite()) {
+        crate::limits::seconds(t, "profile.timeout_s")?;
+    }
+    if let Some(e) = p.expected_seconds.filter(|e| *e != 0.0) {
+        crate::limits::seconds(e, "profile.expected_seconds")?;
+    }
+    Ok(())
 }
 
 /// A JSON Schema is valid when it is an object (or boolean) that its draft's meta-schema accepts.

@@ -374,7 +374,7 @@ fn cli_timeout(r: &crate::call::Resolved, argv: &[String]) -> Duration {
         .chain(legacy)
         .reduce(f64::max)
         .unwrap_or(crate::manifest::DEFAULT_TIMEOUT_S);
-    Duration::from_secs_f64(secs)
+    crate::limits::clamp_seconds(secs, crate::manifest::DEFAULT_TIMEOUT_S)
 }
 
 #[cfg(test)]

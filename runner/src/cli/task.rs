@@ -112,7 +112,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
+        TaskCmd::Wait { id, timeout } => match timeout.map(|t| crate::limits::seconds(t, "--timeout")).transpose() {
+            Ok(t) => wait(&store, &id, t).await,
+            Err(m) => Err(CallError::new(ErrorCode::Usage, m)),
+        },
         TaskCmd::Cancel { id } => cancel(&store, &id).await,
         TaskCmd::Prune { older_than } => prune(&store, &older_than),
         TaskCmd::RunPending => run_pending(runner, &store).await,
@@ -338,7 +341,8 @@ pub fn parse_age(s: &str) -> Option<Duration> {
         'w' => n * 7.0 * 86400.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(secs))
+    // Why try_from: `1e300d` is finite but no duration; it is not an age either.
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {

@@ -216,7 +216,8 @@ async fn execute(
     };
     // The tool, its arguments and the permissions are checked again: any of them may have changed since submit.
     let resolved = runner.resolve(&task.tool).await?;
-    let timeout = task.timeout_s.map(Duration::from_secs_f64);
+    // Why clamp: a task file may be forged; its number must not panic the worker.
+    let timeout = task.timeout_s.map(|t| crate::limits::clamp_seconds(t, DEFAULT_TIMEOUT_S));
     match task.kind {
         Kind::Action => {
             let act = runner.action(&resolved, &task.action)?.clone();
@@ -265,7 +266,10 @@ fn cli_timeout(r: &Resolved, argv: &[String]) -> Duration {
             .map(|e| (3.0 * e).max(DEFAULT_TIMEOUT_S))
             .collect::<Vec<_>>()
     });
-    Duration::from_secs_f64(named.chain(legacy).reduce(f64::max).unwrap_or(CLI_TASK_TIMEOUT_S))
+    crate::limits::clamp_seconds(
+        named.chain(legacy).reduce(f64::max).unwrap_or(CLI_TASK_TIMEOUT_S),
+        CLI_TASK_TIMEOUT_S,
+    )
 }
 
 /// `cli_main(argv)` with stdout captured as the result (value output, protocol.md §5.1) instead of inherited.

@@ -62,11 +62,11 @@ impl PoolConfig {
         let mut c = PoolConfig::default();
         match v.get("worker_idle_s") {
             None | Some(Value::Null) => {}
-            Some(n) => match n.as_f64().filter(|s| s.is_finite() && *s >= 0.0) {
+            Some(n) => match n.as_f64().filter(|s| s.is_finite() && *s >= 0.0 && *s <= crate::limits::MAX_SECONDS) {
                 Some(s) => c.idle = Duration::from_secs_f64(s),
                 None => {
                     return Err(format!(
-                        "{}: worker_idle_s must be a number of seconds ≥ 0, not {n}",
+                        "{}: worker_idle_s must be a number of seconds from 0 to 604800, not {n}",
                         path.display()
                     ))
                 }

@@ -248,3 +248,132 @@ fn old_spills_are_pruned_and_schemas_never_spill() {
     assert!(stdout(&o).contains("more than"), "{}", stdout(&o));
     assert_eq!(outputs(&w).len(), before, "--schemas was spilled: {:?}", outputs(&w));
 }
+
+// ---- 5. Huge or non-finite numbers ------------------------------------------------------------------------------
+
+fn huge_tool(w: &World) {
+    w.tool(
+        &w.personal(),
+        "huge.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"timeout_s":1e30,"background_eligible":true}}]}"#,
+            r#"echo '"ran"'"#,
+        ),
+    );
+    w.tool(
+        &w.personal(),
+        "eta.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"expected_seconds":1e308}}]}"#,
+            r#"echo '"ran"'"#,
+        ),
+    );
+}
+
+#[test]
+fn huge_timeouts_are_refused_where_they_enter_and_never_panic() {
+    let w = World::new();
+    huge_tool(&w);
+    echo_tool(&w);
+    for tool in ["huge", "eta"] {
+        let o = run_guarded(w.cmd().args(["call", tool, "go"]), 60).unwrap();
+        assert_eq!(code(&o), 4, "{tool}: {}", stderr(&o));
+        let msg = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains("at most 604800"), "{msg}");
+        let o = run_guarded(w.cmd().args(["doctor", "--json"]), 60).unwrap();
+        assert!(stdout(&o).contains("604800"), "doctor names it: {}", stdout(&o));
+    }
+    for t in ["inf", "1e30", "NaN", "-1"] {
+        let o = run_guarded(w.cmd().args(["echo", "say", "--timeout", t]), 60).unwrap();
+        assert_eq!(code(&o), 2, "--timeout {t}: {}", stderr(&o));
+        let o = run_guarded(w.cmd().args(["jobs", "wait", "000000000000", "--timeout", t]), 60).unwrap();
+        assert_eq!(code(&o), 2, "jobs wait --timeout {t}: {}", stderr(&o));
+    }
+    let o = run_guarded(w.cmd().args(["jobs", "prune", "--older-than", "1e300d"]), 60).unwrap();
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"worker_idle_s": 1e300}"#).unwrap();
+    let mut c = w.cmd();
+    c.args(["use-tool", "--serve"]).stdin(Stdio::piped());
+    let o = run_guarded(&mut c, 60).unwrap();
+    assert_ne!(code(&o), 101, "{}", stderr(&o));
+}
+
+#[test]
+fn long_lived_modes_answer_every_request() {
+    let w = World::new();
+    huge_tool(&w);
+    echo_tool(&w);
+    let lines = [
+        json!({"id": 1, "tool_name": "huge", "action": "go", "args": {}}),
+        json!({"id": 2, "tool_name": "echo", "action": "say", "args": {}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut c = w.cmd();
+    c.args(["use-tool", "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.len(), 2, "every request is answered: {} / {}", stdout(&o), stderr(&o));
+    assert_eq!(answers[0]["status"], "error");
+    assert_eq!(answers[1]["status"], "ok", "{}", answers[1]);
+
+    // MCP: a call of the broken tool gets a reply, and so does the next request.
+    let mut c = w.cmd();
+    c.arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(&mut stdin, json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
+    send(&mut stdin, json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    send(&mut stdin, json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"huge_go","arguments":{}}}));
+    send(&mut stdin, json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo_say","arguments":{}}}));
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < 3 {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(v) => {
+                if let Some(id) = v["id"].as_i64() {
+                    got.insert(id, v);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(got.contains_key(&2), "the broken tool's call got no reply: {got:?}");
+    assert!(got[&2]["error"].is_object() || got[&2]["result"]["isError"] == true, "{:?}", got[&2]);
+    assert_eq!(got.get(&3).map(|v| v["result"]["isError"].clone()), Some(Value::Bool(false)), "{got:?}");
+}
+
+#[test]
+fn a_forged_task_timeout_does_not_lose_the_task() {
+    let w = World::new();
+    echo_tool(&w);
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let t = json!({"task_id": "0123456789ab", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
+        "status": "pending", "created_at": now, "completed_at": null, "result": null, "error": null,
+        "tool": "echo", "action": "say", "kind": "action", "timeout_s": 1e308, "updated_at": now});
+    std::fs::write(dir.join("0123456789ab.json"), t.to_string()).unwrap();
+    let o = run_guarded(w.cmd().args(["jobs", "wait", "0123456789ab", "--timeout", "60"]), 90).unwrap();
+    let o2 = w.run(&["jobs", "show", "0123456789ab"]);
+    assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), stdout(&o2));
+    assert_eq!(json(&o2)["status"], "completed");
+}
