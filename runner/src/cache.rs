@@ -14,7 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the cached shape or the shim changes meaning.
-const CACHE_FORMAT: u32 = 1;
+const CACHE_FORMAT: u32 = 2;
 
 /// The identity of a tool file version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -66,7 +66,7 @@ pub struct Problem {
     pub tier: Tier,
     pub path: PathBuf,
     /// `shadowed`, `shadows_core`, `duplicate`, `not_executable`, `invalid_name`, `unreadable`, `schemas_failed`,
-    /// `profile_unreadable`.
+    /// `profile_unreadable`, `schema_name_refused`, `schema_name_taken`.
     pub kind: &'static str,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
