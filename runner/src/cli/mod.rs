@@ -9,6 +9,7 @@ pub mod list;
 pub mod llm;
 pub mod render;
 pub mod task;
+pub mod term;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -258,7 +259,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
                 || action == "-h"
                 || action == "help"
             {
-                print!("{}", help::tool_help(&resolved));
+                print!("{}", term::for_stdout(&help::tool_help(&resolved)));
                 return 0;
             }
             return fail(&e, json_errors);
@@ -269,7 +270,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        print!("{}", help::action_help(&resolved, &act));
+        print!("{}", term::for_stdout(&help::action_help(&resolved, &act)));
         return 0;
     }
     if let Err(e) = crate::validate::check_args(tool, &act, &args) {
@@ -344,7 +345,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            print!("{}", help::tool_help(&resolved));
+            print!("{}", term::for_stdout(&help::tool_help(&resolved)));
             if rest.is_empty() {
                 2
             } else {

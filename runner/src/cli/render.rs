@@ -2,6 +2,7 @@
 //! piped; a string result as plain text), progress and logs on stderr while the tool runs (a bar on a
 //! terminal), or with `--events` the raw event stream as JSON lines.
 
+use super::term::{self, CleanStream};
 use crate::error::CallError;
 use crate::stream::Observer;
 use serde_json::Value;
@@ -12,6 +13,8 @@ pub struct Human {
     tty: bool,
     bar_shown: bool,
     last_progress: Option<std::time::Instant>,
+    /// On a terminal, the tool's stderr is shown with its control sequences made visible.
+    clean: CleanStream,
 }
 
 /// Progress is shown at most this often (the last step of a known total always shows): a tool may report
@@ -30,6 +33,7 @@ impl Human {
             tty: std::io::stderr().is_terminal(),
             bar_shown: false,
             last_progress: None,
+            clean: CleanStream::default(),
         }
     }
 
@@ -43,6 +47,17 @@ impl Human {
     pub fn finish(&mut self) {
         let mut err = std::io::stderr().lock();
         self.clear_bar(&mut err);
+        let rest = self.clean.finish();
+        let _ = err.write_all(rest.as_bytes());
+    }
+
+    /// What a tool said, as it may reach stderr: made harmless on a terminal, exact in a pipe.
+    fn said<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.tty {
+            term::clean(s)
+        } else {
+            std::borrow::Cow::Borrowed(s)
+        }
     }
 }
 
@@ -66,7 +81,7 @@ impl Observer for Human {
                     return;
                 }
                 self.last_progress = Some(now);
-                let msg = message.as_deref().unwrap_or("");
+                let msg = self.said(message.as_deref().unwrap_or(""));
                 let count = match total {
                     Some(t) => format!("{progress}/{t}"),
                     None => format!("{progress}"),
@@ -93,16 +108,16 @@ impl Observer for Human {
                     Level::Warning => "warning",
                     Level::Error => "error",
                 };
-                let _ = writeln!(err, "[{l}] {message}");
+                let _ = writeln!(err, "[{l}] {}", self.said(message));
             }
             Event::Partial { data, .. } => {
                 self.clear_bar(&mut err);
                 match data {
                     Value::String(s) => {
-                        let _ = writeln!(err, "{s}");
+                        let _ = writeln!(err, "{}", self.said(s));
                     }
                     other => {
-                        let _ = writeln!(err, "{other}");
+                        let _ = writeln!(err, "{}", self.said(&other.to_string()));
                     }
                 }
             }
@@ -113,7 +128,11 @@ impl Observer for Human {
     fn stderr(&mut self, chunk: &[u8]) {
         let mut err = std::io::stderr().lock();
         self.clear_bar(&mut err);
-        let _ = err.write_all(chunk);
+        if self.tty {
+            let _ = err.write_all(self.clean.push(chunk).as_bytes());
+        } else {
+            let _ = err.write_all(chunk);
+        }
     }
 }
 
@@ -121,6 +140,8 @@ impl Observer for Human {
 pub struct Events {
     out: std::io::BufWriter<std::io::Stdout>,
     saw_error: bool,
+    /// The tool's stderr on a terminal: control sequences made visible (stdout, the event stream, stays exact).
+    clean: Option<CleanStream>,
 }
 
 impl Default for Events {
@@ -134,6 +155,7 @@ impl Events {
         Events {
             out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
             saw_error: false,
+            clean: std::io::stderr().is_terminal().then(CleanStream::default),
         }
     }
 
@@ -164,6 +186,9 @@ impl Events {
             }
         }
         let _ = self.out.flush();
+        if let Some(c) = &mut self.clean {
+            let _ = std::io::stderr().write_all(c.finish().as_bytes());
+        }
     }
 }
 
@@ -184,7 +209,14 @@ impl Observer for Events {
         let _ = self.out.flush();
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        let _ = std::io::stderr().write_all(chunk);
+        match &mut self.clean {
+            Some(c) => {
+                let _ = std::io::stderr().write_all(c.push(chunk).as_bytes());
+            }
+            None => {
+                let _ = std::io::stderr().write_all(chunk);
+            }
+        }
     }
 }
 
@@ -193,6 +225,7 @@ pub fn print_result(v: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = match v {
         Value::String(s) => {
+            let s = term::for_stdout(s);
             if s.ends_with('\n') {
                 write!(out, "{s}")
             } else {
@@ -200,7 +233,8 @@ pub fn print_result(v: &Value) {
             }
         }
         _ if std::io::stdout().is_terminal() => {
-            writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default())
+            // Why clean JSON too: serde escapes C0 controls in strings but writes C1 and bidi characters as they are.
+            writeln!(out, "{}", term::clean(&serde_json::to_string_pretty(v).unwrap_or_default()))
         }
         _ => writeln!(out, "{v}"),
     };
@@ -209,9 +243,9 @@ pub fn print_result(v: &Value) {
 /// Print a failed call: a sentence on stderr, and the `{"error": …}` object on stdout for programs.
 pub fn print_error(e: &CallError, json_on_stdout: bool) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "animaworks-tool: {}: {}", e.code, e.message);
+    let _ = writeln!(err, "animaworks-tool: {}: {}", e.code, term::for_stderr(&e.message));
     if let Some(h) = &e.hint {
-        let _ = writeln!(err, "  hint: {h}");
+        let _ = writeln!(err, "  hint: {}", term::for_stderr(h));
     }
     if let Some(Value::String(t)) = e.detail("stderr_tail") {
         if std::io::stderr().is_terminal() {
@@ -219,12 +253,12 @@ pub fn print_error(e: &CallError, json_on_stdout: bool) {
             let start = lines.len().saturating_sub(10);
             let _ = writeln!(err, "  stderr (last lines):");
             for l in &lines[start..] {
-                let _ = writeln!(err, "    {l}");
+                let _ = writeln!(err, "    {}", term::clean(l));
             }
         }
     }
     if json_on_stdout {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", e.to_json());
+        let _ = writeln!(out, "{}", term::for_stdout(&e.to_json().to_string()));
     }
 }

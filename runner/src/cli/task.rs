@@ -167,7 +167,7 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
             "{}  {:<9}  {:<30}  {:>6}s ago{progress}",
             t.task_id,
             t.status.as_str(),
-            t.tool_name,
+            super::term::for_stdout(&t.tool_name),
             (now - t.created_at).max(0.0) as u64
         );
     }
@@ -190,7 +190,10 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
                 eprintln!(
                     "[{id}] {}{of}{}",
                     p.progress,
-                    p.message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
+                    p.message
+                        .as_ref()
+                        .map(|m| format!(" {}", super::term::for_stderr(m)))
+                        .unwrap_or_default()
                 );
             }
             shown = t.progress.clone();
@@ -235,7 +238,12 @@ fn outcome(t: &Task) -> i32 {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("the task did not complete");
-            eprintln!("animaworks-tool: task {} {}: {msg}", t.task_id, t.status.as_str());
+            eprintln!(
+                "animaworks-tool: task {} {}: {}",
+                t.task_id,
+                t.status.as_str(),
+                super::term::for_stderr(msg)
+            );
             let mut detail = detail.clone();
             if let Some(o) = detail.as_object_mut() {
                 o.insert("task_id".into(), t.task_id.clone().into());
