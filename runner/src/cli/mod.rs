@@ -135,7 +135,7 @@ pub fn main() -> i32 {
             return ErrorCode::Internal.exit_code();
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         match cli.cmd {
             None => {
                 let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -157,7 +157,10 @@ pub fn main() -> i32 {
             Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
-    })
+    });
+    drop(rt);
+    crate::guardian::shutdown();
+    code
 }
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).

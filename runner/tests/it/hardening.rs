@@ -510,7 +510,6 @@ printf '{"type":"result","result":"tty:%s \\u001b[31mred \\u009b2J"}\n' "$t"
     let run = |args: &[&str]| -> Vec<u8> {
         let mut c = w.cmd();
         c.env_remove("ANIMAWORKS_TOOL_LOG").args(["-c", PTY_RUN, BIN]).args(args);
-        c.get_program();
         let mut c2 = Command::new("python3");
         c2.args(c.get_args());
         for (k, v) in c.get_envs() {
@@ -538,4 +537,41 @@ printf '{"type":"result","result":"tty:%s \\u001b[31mred \\u009b2J"}\n' "$t"
     // A pipe gets the exact bytes.
     let o = w.run(&["esc", "plain"]);
     assert!(o.stdout.windows(2).any(|x| x == b"\x1b]"), "{:?}", stdout(&o));
+}
+
+// ---- 13. The guardian left a zombie -----------------------------------------------------------------------------
+
+const SUBREAPER_RUN: &str = r#"
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of the runner become ours
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+me = os.getpid()
+left = []
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            stat = open(f"/proc/{p}/stat").read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[1]) == me:
+            left.append((p, fields[0]))
+print(left)
+"#;
+
+#[test]
+fn the_runner_leaves_no_child_behind_when_it_exits() {
+    let w = World::new();
+    echo_tool(&w);
+    let c = w.cmd();
+    let mut py = Command::new("python3");
+    py.args(["-c", SUBREAPER_RUN, BIN, "echo", "say"]);
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            py.env(k, v);
+        }
+    }
+    let o = run_guarded(&mut py, 60).unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "[]", "processes the runner left to its adopter (the guardian?)");
 }
