@@ -281,7 +281,7 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         say!("{}", t.receipt());
         return Ok(0);
     }
-    let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
+    let Some(_worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
         eprintln!(
@@ -308,12 +308,19 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    // The worker did not answer: kill it (only if the pid is still that process); its guardian then kills the
-    // tool's group.
-    if worker.alive() {
-        // SAFETY: plain kill(2) of a process whose identity (pid, start time, boot) was just checked.
-        unsafe { libc::kill(worker.pid, libc::SIGKILL) };
-    }
+    // The worker did not answer: kill it, only when it is provably this task's worker (a task file may be
+    // forged to name any process); its guardian then kills the tool's group.
+    let how = match tasks::identity::proves_worker(&t) {
+        Ok(pid) => {
+            // SAFETY: plain kill(2) of a process just proven to be this task's worker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            "its worker did not stop in time and was killed".to_owned()
+        }
+        Err(why) => {
+            eprintln!("animaworks-tool: task {id}: the worker was not signalled: {why}");
+            format!("its worker did not answer and was not signalled ({why})")
+        }
+    };
     let t = store
         .update(id, &mut |t| {
             if t.status != Status::Running {
@@ -321,8 +328,8 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
             }
             t.finish(Status::Cancelled);
             t.error_code = Some("cancelled".into());
-            t.error = Some("cancelled: its worker did not stop in time and was killed".into());
-            t.error_detail = Some(json!({"code": "cancelled", "message": "cancelled; its worker did not stop in time and was killed", "tool": t.tool, "action": t.action}));
+            t.error = Some(format!("cancelled: {how}"));
+            t.error_detail = Some(json!({"code": "cancelled", "message": format!("cancelled; {how}"), "tool": t.tool, "action": t.action}));
             true
         })
         .map_err(|e| io_err("cannot update the task", e))?

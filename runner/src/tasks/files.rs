@@ -221,6 +221,7 @@ impl TaskStore for FileStore {
         t.pid = Some(owner.pid);
         t.pid_start_time = Some(owner.start_time);
         t.boot_id = Some(owner.boot_id.clone());
+        t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
         self.save(&t)?;
         Ok(Some(t))
     }

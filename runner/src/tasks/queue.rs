@@ -51,6 +51,7 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
         cmd.arg("--core-dir").arg(c);
     }
     cmd.args(["jobs", "worker"]);
+    cmd.env(super::identity::SECRET_VAR, super::identity::new_secret());
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

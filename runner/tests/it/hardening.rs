@@ -575,3 +575,59 @@ fn the_runner_leaves_no_child_behind_when_it_exits() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "[]", "processes the runner left to its adopter (the guardian?)");
 }
+
+// ---- 7. A forged task file turns a cancel into a kill ------------------------------------------------------------
+
+#[test]
+fn a_forged_task_file_cannot_make_cancel_kill_another_process() {
+    let w = World::new();
+    echo_tool(&w);
+    let mut victim = Command::new("sleep").arg("1000").spawn().unwrap();
+    let pid = victim.id() as i32;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_owned();
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let t = json!({"task_id": "00000000f0f0", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
+        "status": "running", "created_at": now, "completed_at": null, "result": null, "error": null,
+        "tool": "echo", "action": "say", "kind": "action", "updated_at": now, "started_at": now,
+        "pid": pid, "pid_start_time": start, "boot_id": boot, "worker_token": "0123456789abcdef0123456789abcdef"});
+    std::fs::write(dir.join("00000000f0f0.json"), t.to_string()).unwrap();
+    let o = run_guarded(w.cmd().args(["jobs", "cancel", "00000000f0f0"]), 60).unwrap();
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(alive, "jobs cancel killed a process that is no worker: {}", stderr(&o));
+    assert!(stderr(&o).contains("not signalled"), "{}", stderr(&o));
+}
+
+#[test]
+fn cancel_still_kills_a_real_worker_that_does_not_answer() {
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "slow.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"background_eligible":true}}]}"#,
+            "sleep 100; echo '\"late\"'",
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let mut pid = 0;
+    assert!(eventually(30, || {
+        let t = json(&w.run(&["jobs", "show", &id]));
+        pid = t["pid"].as_i64().unwrap_or(0) as i32;
+        t["status"] == "running" && t["worker_token"].is_string()
+    }));
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let o = run_guarded(w.cmd().args(["jobs", "cancel", &id]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = json(&w.run(&["jobs", "show", &id]));
+    assert_eq!(t["status"], "cancelled", "{t}");
+    assert!(t["error"].as_str().unwrap().contains("was killed"), "{t}");
+    assert!(eventually(10, || proc_stat(pid).is_none_or(|(st, _, _)| st == "Z")));
+}
