@@ -477,7 +477,8 @@ impl Runner {
         let call_id = new_call_id();
         let deadline_ms = now_ms() + timeout.as_millis() as u64;
         let secrets = self.secrets(resolved, None)?;
-        let env = self.env(&call_id, deadline_ms, &secrets)?;
+        let mut env = self.env(&call_id, deadline_ms, &secrets)?;
+        env.extend(crate::policy::cli_alias::env_for(self, resolved));
         let child = self.spawn(&resolved.file, Mode::Cli(argv), &env)?;
         let d = Drive {
             tool: &resolved.file.name,

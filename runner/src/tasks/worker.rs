@@ -272,6 +272,25 @@ fn cli_timeout(r: &Resolved, argv: &[String]) -> Duration {
     )
 }
 
+/// The shim refused a gated subcommand reached under another name (an argparse alias): `permission_denied`.
+fn cli_refusal(f: &stream::Finished, r: &Resolved) -> Option<CallError> {
+    let refused = matches!(f.ending, stream::Ending::Exited(s) if s.code() == Some(ErrorCode::PermissionDenied.exit_code()));
+    let line = f
+        .stderr_tail
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(crate::policy::cli_alias::REFUSAL_MARK))?;
+    refused.then(|| {
+        CallError::new(
+            ErrorCode::PermissionDenied,
+            line[crate::policy::cli_alias::REFUSAL_MARK.len()..].trim().to_owned(),
+        )
+        .hint("add the grant named to external_tools.allow in permissions.json")
+        .with("tool", r.file.name.clone())
+        .with("reason", "gated")
+    })
+}
+
 /// `cli_main(argv)` with stdout captured as the result (value output, protocol.md §5.1) instead of inherited.
 #[allow(clippy::too_many_arguments)]
 async fn run_cli_captured(
@@ -287,7 +306,8 @@ async fn run_cli_captured(
     let deadline_ms = (now_s() * 1000.0) as u64 + timeout.as_millis() as u64;
     let secrets = runner.secrets(r, None)?;
     let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-    let env = runner.env(call_id, deadline_ms, &secrets)?;
+    let mut env = runner.env(call_id, deadline_ms, &secrets)?;
+    env.extend(crate::policy::cli_alias::env_for(runner, r));
     let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let file = &r.file;
     let mut cmd = spawn::command(
@@ -322,6 +342,9 @@ async fn run_cli_captured(
         spill: crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&masker),
     };
     let f = stream::drive(child, d, obs, cancel).await;
+    if let Some(e) = cli_refusal(&f, r) {
+        return Err(e);
+    }
     match stream::interpret(f, &file.name, "cli", timeout, max_output) {
         Ok(v) => Ok(masker.mask_value(&v)),
         Err(mut e) => {
