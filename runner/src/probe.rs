@@ -115,10 +115,27 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
     if let Some(p) = cache::load(dirs, file, &key) {
         return (p, Source::Cache);
     }
+    if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
+        let reason = format!(
+            "--schemas did not answer within {} s; not tried again for {left} s (`animaworks-tool refresh` tries now)",
+            PROBE_TIMEOUT.as_secs()
+        );
+        return (
+            Probed::Failed {
+                reason,
+                stderr_tail: String::new(),
+                spawn: false,
+            },
+            Source::Probe,
+        );
+    }
     let probed = probe(file, dirs, env).await;
-    // Why not cache a timeout: it may be load on the machine, not the tool.
-    let transient =
-        matches!(&probed, Probed::Failed { reason, spawn, .. } if *spawn || reason.contains("did not answer"));
+    // Why not cache a timeout: it may be load on the machine, not the tool. It is remembered for a while instead.
+    let timed_out = matches!(&probed, Probed::Failed { reason, .. } if reason.contains("did not answer"));
+    if timed_out {
+        cache::remember_timeout(dirs, file, &key);
+    }
+    let transient = timed_out || matches!(&probed, Probed::Failed { spawn, .. } if *spawn);
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         cache::store(dirs, file, &key, &probed);

@@ -681,3 +681,31 @@ fn an_argparse_alias_does_not_pass_the_gate() {
     let o = run_guarded(w.cmd().args(["leg", "rmall"]), 60).unwrap();
     assert_eq!(stdout(&o).trim(), "ran rmall", "with the grant it runs: {}", stderr(&o));
 }
+
+// ---- 11. One hanging --schemas costs every listing its timeout ---------------------------------------------------
+
+#[test]
+fn a_timed_out_probe_is_remembered_for_a_while() {
+    let w = World::new();
+    echo_tool(&w);
+    let count = w.tmp.path().join("probes");
+    w.tool(
+        &w.personal(),
+        "hang.sh",
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo x >> {}; exec sleep 1000; fi\n",
+            count.display()
+        ),
+    );
+    let probes = || std::fs::read_to_string(&count).map(|s| s.lines().count()).unwrap_or(0);
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
+    assert!(stdout(&o).contains("did not answer"), "{}", stdout(&o));
+    assert_eq!(probes(), 1);
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
+    let v = json(&o);
+    let p = v["problems"].as_array().unwrap().iter().find(|p| p["tool"] == "hang").unwrap().clone();
+    assert!(p["message"].as_str().unwrap().contains("not tried again"), "{p}");
+    assert_eq!(probes(), 1, "the hanging --schemas was run again on the next listing");
+    let o = run_guarded(w.cmd().args(["call", "echo", "say"]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
