@@ -43,6 +43,8 @@ pub mod manifest;
 pub mod names;
 pub mod policy;
 pub mod probe;
+#[cfg(test)]
+mod proptests;
 pub mod pyshim;
 pub mod reap;
 pub mod scaffold;

@@ -22,14 +22,14 @@ pub struct Report {
     pub invalid: Vec<(PathBuf, String)>,
 }
 
-struct Descriptor {
-    task_id: String,
-    tool: String,
-    words: Vec<String>,
-    submitted_at: f64,
+pub(crate) struct Descriptor {
+    pub(crate) task_id: String,
+    pub(crate) tool: String,
+    pub(crate) words: Vec<String>,
+    pub(crate) submitted_at: f64,
 }
 
-fn parse(text: &[u8]) -> Result<Descriptor, String> {
+pub(crate) fn parse(text: &[u8]) -> Result<Descriptor, String> {
     let v: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
     let obj = v.as_object().ok_or("not a JSON object")?;
     let task_id = obj
