@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+        // A task file may be forged: what it says reaches a terminal only as text.
+        let _ = writeln!(std::io::stdout().lock(), "{}", $crate::cli::term::for_stdout(&format!($($t)*)));
     }};
 }
 

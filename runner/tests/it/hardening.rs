@@ -98,6 +98,16 @@ fn a_fifo_or_a_device_as_permissions_fails_closed_without_hanging() {
 }
 
 #[test]
+fn a_fifo_in_a_tier_is_no_tool() {
+    let w = World::new();
+    mkfifo(&w.personal().join("pipe.py"));
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 60).unwrap();
+    let v = json(&o);
+    let p = v["problems"].as_array().unwrap().iter().find(|p| p["tool"] == "pipe").cloned();
+    assert_eq!(p.as_ref().map(|p| p["kind"].clone()), Some(json!("not_a_file")), "{v}");
+}
+
+#[test]
 fn fifos_among_tasks_and_settings_hang_nothing() {
     let w = World::new();
     echo_tool(&w);
