@@ -141,6 +141,12 @@ pub fn reap_orphans() {
             // Nothing exited, or the first exited child is ours to reap elsewhere (its owner will, shortly).
             return;
         }
+        // SAFETY: getpgid only reads; it works on a zombie.
+        if unsafe { libc::getpgid(pid) == libc::getpgid(0) } {
+            // A child in our own group was started by the program that embeds this library (tools and what
+            // they leave behind are in groups of their own): its own code will wait for it.
+            return;
+        }
         let mut status = 0;
         // SAFETY: reaps exactly the adopted child just seen.
         unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
