@@ -55,8 +55,9 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead).
-        .custom_flags(libc::O_NONBLOCK)
+        // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead), and a
+        // symlink put there must not make the worker append to whatever file it names.
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(store.log_path());
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {

@@ -719,3 +719,19 @@ fn a_timed_out_probe_is_remembered_for_a_while() {
     let o = run_guarded(w.cmd().args(["call", "echo", "say"]), 60).unwrap();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
+
+#[test]
+fn a_symlink_in_place_of_the_worker_log_is_not_followed() {
+    let w = World::new();
+    echo_tool(&w);
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A dangling symlink: following it would create (and then write) a file wherever it points.
+    let victim = w.tmp.path().join("victim.txt");
+    std::os::unix::fs::symlink(&victim, dir.join("worker.log")).unwrap();
+    let o = run_guarded(w.cmd().args(["submit", "echo", "say"]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let _ = run_guarded(w.cmd().args(["jobs", "wait", &id, "--timeout", "60"]), 90).unwrap();
+    assert!(!victim.exists(), "the worker log followed a planted symlink");
+}
