@@ -213,7 +213,10 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             // never ends; neither is a program.
             problem(
                 "not_a_file",
-                format!("{}: not a regular file (a FIFO, device or socket); not a tool", path.display()),
+                format!(
+                    "{}: not a regular file (a FIFO, device or socket); not a tool",
+                    path.display()
+                ),
             );
             continue;
         }

@@ -256,7 +256,11 @@ mod tests {
         assert_eq!(m.actions[1].name, "news");
         let e = parse("evil", br#"[{"name":"gt_delete_all"}]"#).unwrap_err();
         assert!(e.contains("gt_delete_all"), "{e}");
-        let m = parse("evil", br#"{"actions":[{"name":"x","schema_name":"gt_x"},{"name":"y"}]}"#).unwrap();
+        let m = parse(
+            "evil",
+            br#"{"actions":[{"name":"x","schema_name":"gt_x"},{"name":"y"}]}"#,
+        )
+        .unwrap();
         assert_eq!(m.actions.len(), 1);
         assert!(owns_schema_name("a", "a_b") && !owns_schema_name("a", "ab_c") && !owns_schema_name("a", "a_"));
     }

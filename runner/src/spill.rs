@@ -100,7 +100,13 @@ impl Spill {
         prune(dir, max.saturating_mul(FOLDER_FACTOR));
         let safe: String = call_id
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let mut last = None;
         for n in 0..16 {
@@ -193,7 +199,11 @@ pub fn prune(dir: &Path, max_total: u64) {
         if !m.file_type().is_file() {
             continue;
         }
-        let age = m.modified().ok().and_then(|t| now.duration_since(t).ok()).unwrap_or_default();
+        let age = m
+            .modified()
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default();
         if age > RETENTION {
             let _ = std::fs::remove_file(&p);
         } else {
@@ -233,7 +243,12 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(std::fs::metadata(&s.path).unwrap().permissions().mode() & 0o777, 0o600);
 
-        let mut small = SpillTo { max_bytes: 10, ..SpillTo::dir(d.path().to_path_buf()) }.open("c-2", 0).unwrap();
+        let mut small = SpillTo {
+            max_bytes: 10,
+            ..SpillTo::dir(d.path().to_path_buf())
+        }
+        .open("c-2", 0)
+        .unwrap();
         small.write(&[b'x'; 25]);
         assert!(small.full);
         small.finish();

@@ -94,7 +94,9 @@ pub enum Ending {
 #[derive(Debug)]
 pub enum Stdout {
     Value(Vec<u8>),
-    Events { last: Option<Event> },
+    Events {
+        last: Option<Event>,
+    },
     /// Past the cap. `path`: the file holding the output (none when it was never to be written); `full`: the
     /// output also passed the disk bound, so the call was ended and the file holds only its first part.
     Capped {
@@ -270,7 +272,11 @@ impl<'a> StdoutState<'a> {
                 self.bad = Some(format!(
                     "the output passed the cap of {} bytes and could not be written to {}: {e}",
                     self.max,
-                    self.spill_to.dir.as_deref().unwrap_or(std::path::Path::new("")).display()
+                    self.spill_to
+                        .dir
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
                 ));
                 self.overflow = Some(0);
             }
@@ -619,7 +625,9 @@ pub fn interpret(
                     "make the tool write less, or raise --max-output",
                 ),
             };
-            let mut e = CallError::new(ErrorCode::OutputCapped, msg).hint(hint).with("bytes", bytes);
+            let mut e = CallError::new(ErrorCode::OutputCapped, msg)
+                .hint(hint)
+                .with("bytes", bytes);
             if let Some(p) = path {
                 e = e.with("path", p.to_string_lossy().into_owned());
             }

@@ -234,7 +234,11 @@ pub fn print_result(v: &Value) {
         }
         _ if std::io::stdout().is_terminal() => {
             // Why clean JSON too: serde escapes C0 controls in strings but writes C1 and bidi characters as they are.
-            writeln!(out, "{}", term::clean(&serde_json::to_string_pretty(v).unwrap_or_default()))
+            writeln!(
+                out,
+                "{}",
+                term::clean(&serde_json::to_string_pretty(v).unwrap_or_default())
+            )
         }
         _ => writeln!(out, "{v}"),
     };

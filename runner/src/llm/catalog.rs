@@ -69,9 +69,7 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
 /// MCP `tools/list` and `tools/call`, `schemas` and `use-tool`'s catalogue all mean the same tool by a name.
 fn claim_schema_names(tools: &mut [Resolved], problems: &mut Vec<Problem>) {
     let mut order: Vec<usize> = (0..tools.len()).collect();
-    order.sort_by(|&a, &b| {
-        (tools[a].file.tier, &tools[a].file.name).cmp(&(tools[b].file.tier, &tools[b].file.name))
-    });
+    order.sort_by(|&a, &b| (tools[a].file.tier, &tools[a].file.name).cmp(&(tools[b].file.tier, &tools[b].file.name)));
     let mut taken: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for i in order {
         let r = &mut tools[i];

@@ -20,10 +20,7 @@ pub async fn answered<F: std::future::Future>(f: F) -> Result<F::Output, CallErr
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        CallError::new(
-            ErrorCode::Internal,
-            format!("the runner failed on this request: {why}"),
-        )
-        .hint("this is a bug of animaworks-tool; please report it with the request")
+        CallError::new(ErrorCode::Internal, format!("the runner failed on this request: {why}"))
+            .hint("this is a bug of animaworks-tool; please report it with the request")
     })
 }

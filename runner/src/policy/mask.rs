@@ -249,6 +249,9 @@ mod tests {
         let bytes: Vec<&[u8]> = text.chunks(1).collect();
         assert_eq!(streamed(&m, &bytes), b"aaa *** bbb ***");
         assert_eq!(streamed(&Masker::default(), &[b"x", b"y"]), b"xy");
-        assert_eq!(streamed(&Masker::new(["abcd", "xxabcdxx"]), &[b"1xxab", b"cdxx2 ab", b"cd"]), b"1***2 ***");
+        assert_eq!(
+            streamed(&Masker::new(["abcd", "xxabcdxx"]), &[b"1xxab", b"cdxx2 ab", b"cd"]),
+            b"1***2 ***"
+        );
     }
 }

@@ -217,7 +217,9 @@ async fn execute(
     // The tool, its arguments and the permissions are checked again: any of them may have changed since submit.
     let resolved = runner.resolve(&task.tool).await?;
     // Why clamp: a task file may be forged; its number must not panic the worker.
-    let timeout = task.timeout_s.map(|t| crate::limits::clamp_seconds(t, DEFAULT_TIMEOUT_S));
+    let timeout = task
+        .timeout_s
+        .map(|t| crate::limits::clamp_seconds(t, DEFAULT_TIMEOUT_S));
     match task.kind {
         Kind::Action => {
             let act = runner.action(&resolved, &task.action)?.clone();
@@ -274,7 +276,8 @@ fn cli_timeout(r: &Resolved, argv: &[String]) -> Duration {
 
 /// The shim refused a gated subcommand reached under another name (an argparse alias): `permission_denied`.
 fn cli_refusal(f: &stream::Finished, r: &Resolved) -> Option<CallError> {
-    let refused = matches!(f.ending, stream::Ending::Exited(s) if s.code() == Some(ErrorCode::PermissionDenied.exit_code()));
+    let refused =
+        matches!(f.ending, stream::Ending::Exited(s) if s.code() == Some(ErrorCode::PermissionDenied.exit_code()));
     let line = f
         .stderr_tail
         .lines()

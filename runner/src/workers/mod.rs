@@ -62,7 +62,10 @@ impl PoolConfig {
         let mut c = PoolConfig::default();
         match v.get("worker_idle_s") {
             None | Some(Value::Null) => {}
-            Some(n) => match n.as_f64().filter(|s| s.is_finite() && *s >= 0.0 && *s <= crate::limits::MAX_SECONDS) {
+            Some(n) => match n
+                .as_f64()
+                .filter(|s| s.is_finite() && *s >= 0.0 && *s <= crate::limits::MAX_SECONDS)
+            {
                 Some(s) => c.idle = Duration::from_secs_f64(s),
                 None => {
                     return Err(format!(
@@ -217,12 +220,7 @@ impl WorkerPool {
         let (out, fate) = if masker.is_empty() {
             w.call(job, obs, cancel).await
         } else {
-            w.call(
-                job,
-                &mut Masking::new(obs, &masker),
-                cancel,
-            )
-            .await
+            w.call(job, &mut Masking::new(obs, &masker), cancel).await
         };
         lease.give_back(fate);
         match out {

@@ -103,7 +103,12 @@ fn a_fifo_in_a_tier_is_no_tool() {
     mkfifo(&w.personal().join("pipe.py"));
     let o = run_guarded(w.cmd().args(["tools", "--json"]), 60).unwrap();
     let v = json(&o);
-    let p = v["problems"].as_array().unwrap().iter().find(|p| p["tool"] == "pipe").cloned();
+    let p = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tool"] == "pipe")
+        .cloned();
     assert_eq!(p.as_ref().map(|p| p["kind"].clone()), Some(json!("not_a_file")), "{v}");
 }
 
@@ -191,8 +196,15 @@ fn live_stderr_masks_a_secret_split_across_reads() {
         let o = run_guarded(&mut c, 60).unwrap();
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         let err = stderr(&o);
-        assert!(err.contains("half *** end"), "{}", &err[err.len().saturating_sub(300)..]);
-        assert!(!err.contains(SECRET) && !err.contains(&SECRET[7..]), "the secret reached stderr");
+        assert!(
+            err.contains("half *** end"),
+            "{}",
+            &err[err.len().saturating_sub(300)..]
+        );
+        assert!(
+            !err.contains(SECRET) && !err.contains(&SECRET[7..]),
+            "the secret reached stderr"
+        );
     }
 }
 
@@ -202,8 +214,15 @@ fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_time
     leaky_tool(&w);
     // Past the disk bound the call ends at once (not at its deadline) and names the file it kept.
     let mut c = w.cmd();
-    c.env("ANIMAWORKS_TOOL_MAX_SPILL", "1000000")
-        .args(["call", "leak", "flood", "--max-output", "1000", "--timeout", "300"]);
+    c.env("ANIMAWORKS_TOOL_MAX_SPILL", "1000000").args([
+        "call",
+        "leak",
+        "flood",
+        "--max-output",
+        "1000",
+        "--timeout",
+        "300",
+    ]);
     let o = run_guarded(&mut c, 120).expect("the call ran on past its disk bound");
     assert_eq!(code(&o), 12, "{}", stderr(&o));
     let e = json(&o)["error"].clone();
@@ -216,7 +235,10 @@ fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_time
     assert_eq!(code(&o), 12, "{}", stderr(&o));
     let path = json(&o)["error"]["path"].as_str().unwrap().to_owned();
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(" *** ") && !text.contains(SECRET), "the spill holds the secret");
+    assert!(
+        text.contains(" *** ") && !text.contains(SECRET),
+        "the spill holds the secret"
+    );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 
@@ -225,12 +247,17 @@ fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_time
         std::fs::remove_file(p).unwrap();
     }
     let o = run_guarded(
-        w.cmd().args(["call", "leak", "flood", "--max-output", "1000", "--timeout", "1"]),
+        w.cmd()
+            .args(["call", "leak", "flood", "--max-output", "1000", "--timeout", "1"]),
         60,
     )
     .unwrap();
     assert_eq!(code(&o), 7, "{}", stderr(&o));
-    assert_eq!(outputs(&w), Vec::<std::path::PathBuf>::new(), "a timed-out call's spill was kept");
+    assert_eq!(
+        outputs(&w),
+        Vec::<std::path::PathBuf>::new(),
+        "a timed-out call's spill was kept"
+    );
 }
 
 #[test]
@@ -242,7 +269,8 @@ fn old_spills_are_pruned_and_schemas_never_spill() {
     let old = out.join("c-old.out");
     std::fs::write(&old, "old").unwrap();
     let f = std::fs::File::options().write(true).open(&old).unwrap();
-    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(8 * 86400)).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(8 * 86400))
+        .unwrap();
     drop(f);
     let o = run_guarded(w.cmd().args(["call", "leak", "big", "--max-output", "1000"]), 60).unwrap();
     assert_eq!(code(&o), 12, "{}", stderr(&o));
@@ -264,7 +292,10 @@ fn old_spills_are_pruned_and_schemas_never_spill() {
 pub fn mcp_session(w: &World, requests: &[Value]) -> std::collections::BTreeMap<i64, Value> {
     use std::io::Write;
     let mut c = w.cmd();
-    c.arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     let mut child = c.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let out = child.stdout.take().unwrap();
@@ -281,7 +312,9 @@ pub fn mcp_session(w: &World, requests: &[Value]) -> std::collections::BTreeMap<
         stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
         stdin.flush().unwrap();
     };
-    send(&json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
+    send(
+        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
     send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     for r in requests {
         send(r);
@@ -363,13 +396,22 @@ fn long_lived_modes_answer_every_request() {
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let mut c = w.cmd();
-    c.args(["use-tool", "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(["use-tool", "--serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     use std::io::Write;
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let o = child.wait_with_output().unwrap();
     let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(answers.len(), 2, "every request is answered: {} / {}", stdout(&o), stderr(&o));
+    assert_eq!(
+        answers.len(),
+        2,
+        "every request is answered: {} / {}",
+        stdout(&o),
+        stderr(&o)
+    );
     assert_eq!(answers[0]["status"], "error");
     assert_eq!(answers[1]["status"], "ok", "{}", answers[1]);
 
@@ -382,8 +424,16 @@ fn long_lived_modes_answer_every_request() {
         ],
     );
     assert!(got.contains_key(&2), "the broken tool's call got no reply: {got:?}");
-    assert!(got[&2]["error"].is_object() || got[&2]["result"]["isError"] == true, "{:?}", got[&2]);
-    assert_eq!(got.get(&3).map(|v| v["result"]["isError"].clone()), Some(Value::Bool(false)), "{got:?}");
+    assert!(
+        got[&2]["error"].is_object() || got[&2]["result"]["isError"] == true,
+        "{:?}",
+        got[&2]
+    );
+    assert_eq!(
+        got.get(&3).map(|v| v["result"]["isError"].clone()),
+        Some(Value::Bool(false)),
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -392,7 +442,10 @@ fn a_forged_task_timeout_does_not_lose_the_task() {
     echo_tool(&w);
     let dir = w.anima.join("state/background_tasks");
     std::fs::create_dir_all(&dir).unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let t = json!({"task_id": "0123456789ab", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
         "status": "pending", "created_at": now, "completed_at": null, "result": null, "error": null,
         "tool": "echo", "action": "say", "kind": "action", "timeout_s": 1e308, "updated_at": now});
@@ -427,7 +480,10 @@ fn a_tool_cannot_take_another_tools_schema_names() {
     w.tool(
         &w.personal(),
         "gt_delete.sh",
-        &bash_tool(r#"{"protocol":1,"actions":[{"name":"all","description":"squatter"}]}"#, r#"echo '"squat ran"'"#),
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"all","description":"squatter"}]}"#,
+            r#"echo '"squat ran"'"#,
+        ),
     );
     std::fs::write(
         w.anima.join("permissions.json"),
@@ -449,7 +505,11 @@ fn a_tool_cannot_take_another_tools_schema_names() {
     assert_eq!(by_name("gt_safe").len(), 1);
     assert!(by_name("gt_safe")[0].contains("core safe"), "{:?}", by_name("gt_safe"));
     assert_eq!(by_name("gt_delete_all").len(), 1);
-    assert!(by_name("gt_delete_all")[0].contains("core delete"), "{:?}", by_name("gt_delete_all"));
+    assert!(
+        by_name("gt_delete_all")[0].contains("core delete"),
+        "{:?}",
+        by_name("gt_delete_all")
+    );
     assert_eq!(by_name("evil_ok").len(), 1);
 
     let o = run_guarded(w.cmd().args(["doctor", "--json"]), 60).unwrap();
@@ -459,7 +519,10 @@ fn a_tool_cannot_take_another_tools_schema_names() {
         .iter()
         .map(|p| p["kind"].as_str().unwrap().to_owned())
         .collect();
-    assert!(kinds.iter().filter(|k| *k == "schema_name_refused").count() == 2, "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| *k == "schema_name_refused").count() == 2,
+        "{kinds:?}"
+    );
     assert!(kinds.contains(&"schema_name_taken".to_owned()), "{kinds:?}");
 
     let got = mcp_session(
@@ -519,7 +582,9 @@ printf '{"type":"result","result":"tty:%s \\u001b[31mred \\u009b2J"}\n' "$t"
     );
     let run = |args: &[&str]| -> Vec<u8> {
         let mut c = w.cmd();
-        c.env_remove("ANIMAWORKS_TOOL_LOG").args(["-c", PTY_RUN, BIN]).args(args);
+        c.env_remove("ANIMAWORKS_TOOL_LOG")
+            .args(["-c", PTY_RUN, BIN])
+            .args(args);
         let mut c2 = Command::new("python3");
         c2.args(c.get_args());
         for (k, v) in c.get_envs() {
@@ -543,7 +608,11 @@ printf '{"type":"result","result":"tty:%s \\u001b[31mred \\u009b2J"}\n' "$t"
     }
     assert!(text.contains("^[]52"), "the sequence is shown, not obeyed: {text:?}");
     let out = run(&["esc", "plain"]);
-    assert!(!out.windows(3).any(|x| x == b"\x1b]0"), "{:?}", String::from_utf8_lossy(&out));
+    assert!(
+        !out.windows(3).any(|x| x == b"\x1b]0"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
     // A pipe gets the exact bytes.
     let o = w.run(&["esc", "plain"]);
     assert!(o.stdout.windows(2).any(|x| x == b"\x1b]"), "{:?}", stdout(&o));
@@ -583,7 +652,11 @@ fn the_runner_leaves_no_child_behind_when_it_exits() {
     }
     let o = run_guarded(&mut py, 60).unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(stdout(&o).trim(), "[]", "processes the runner left to its adopter (the guardian?)");
+    assert_eq!(
+        stdout(&o).trim(),
+        "[]",
+        "processes the runner left to its adopter (the guardian?)"
+    );
 }
 
 // ---- 7. A forged task file turns a cancel into a kill ------------------------------------------------------------
@@ -595,11 +668,22 @@ fn a_forged_task_file_cannot_make_cancel_kill_another_process() {
     let mut victim = Command::new("sleep").arg("1000").spawn().unwrap();
     let pid = victim.id() as i32;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let start: u64 = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(19).unwrap().parse().unwrap();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_owned();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_owned();
     let dir = w.anima.join("state/background_tasks");
     std::fs::create_dir_all(&dir).unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let t = json!({"task_id": "00000000f0f0", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
         "status": "running", "created_at": now, "completed_at": null, "result": null, "error": null,
         "tool": "echo", "action": "say", "kind": "action", "updated_at": now, "started_at": now,
@@ -669,7 +753,11 @@ fn an_argparse_alias_does_not_pass_the_gate() {
     let w = World::new();
     std::fs::write(w.personal().join("leg.py"), ALIASED).unwrap();
     let o = run_guarded(w.cmd().args(["leg", "rmall"]), 60).unwrap();
-    assert!(!stdout(&o).contains("ran"), "the alias ran the gated subcommand: {}", stdout(&o));
+    assert!(
+        !stdout(&o).contains("ran"),
+        "the alias ran the gated subcommand: {}",
+        stdout(&o)
+    );
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     assert!(stderr(&o).contains("leg_delete-all"), "{}", stderr(&o));
     let o = run_guarded(w.cmd().args(["leg", "list"]), 60).unwrap();
@@ -713,7 +801,13 @@ fn a_timed_out_probe_is_remembered_for_a_while() {
     assert_eq!(probes(), 1);
     let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
     let v = json(&o);
-    let p = v["problems"].as_array().unwrap().iter().find(|p| p["tool"] == "hang").unwrap().clone();
+    let p = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tool"] == "hang")
+        .unwrap()
+        .clone();
     assert!(p["message"].as_str().unwrap().contains("not tried again"), "{p}");
     assert_eq!(probes(), 1, "the hanging --schemas was run again on the next listing");
     let o = run_guarded(w.cmd().args(["call", "echo", "say"]), 60).unwrap();
