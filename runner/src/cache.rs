@@ -14,7 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the cached shape or the shim changes meaning.
-const CACHE_FORMAT: u32 = 1;
+const CACHE_FORMAT: u32 = 2;
 
 /// The identity of a tool file version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
 
 /// The cached result for this exact file version, if any.
 pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
-    let bytes = std::fs::read(entry_path(dirs, file)).ok()?;
+    let bytes = crate::fsread::read(&entry_path(dirs, file), crate::fsread::CACHE_ENTRY).ok()?;
     let entry: Entry = serde_json::from_slice(&bytes).ok()?;
     (entry.key == *key && entry.path == file.path).then_some(entry.probed)
 }
@@ -118,6 +118,61 @@ pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
     };
     if let Err(e) = write() {
         tracing::warn!("could not write the schema cache at {}: {e}", path.display());
+    }
+}
+
+/// How long a `--schemas` that timed out is remembered: no probe of that file version until then.
+pub const TIMEOUT_MEMO_S: u64 = 600;
+
+#[derive(Serialize, Deserialize)]
+struct TimeoutMemo {
+    path: PathBuf,
+    key: FileKey,
+    /// Seconds since the epoch when it timed out.
+    at: u64,
+}
+
+fn memo_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
+    let mut p = entry_path(dirs, file).into_os_string();
+    p.push(".timeout");
+    PathBuf::from(p)
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// When this exact file version's `--schemas` timed out less than [`TIMEOUT_MEMO_S`] ago: the seconds left
+/// before it is tried again.
+pub fn timed_out_recently(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<u64> {
+    let bytes = crate::fsread::read(&memo_path(dirs, file), crate::fsread::SMALL).ok()?;
+    let m: TimeoutMemo = serde_json::from_slice(&bytes).ok()?;
+    let age = now_s().checked_sub(m.at)?;
+    (m.key == *key && m.path == file.path && age < TIMEOUT_MEMO_S).then(|| TIMEOUT_MEMO_S - age)
+}
+
+/// Remember that this file version's `--schemas` timed out (a timeout is not cached as a verdict: it may be
+/// load on the machine; but one hanging tool must not cost every listing its full probe timeout).
+pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
+    let path = memo_path(dirs, file);
+    let memo = TimeoutMemo {
+        path: file.path.clone(),
+        key: key.clone(),
+        at: now_s(),
+    };
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().expect("has parent");
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer(&mut tmp, &memo)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    if let Err(e) = write() {
+        tracing::warn!("could not write {}: {e}", path.display());
     }
 }
 

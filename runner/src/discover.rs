@@ -66,7 +66,7 @@ pub struct Problem {
     pub tier: Tier,
     pub path: PathBuf,
     /// `shadowed`, `shadows_core`, `duplicate`, `not_executable`, `invalid_name`, `unreadable`, `schemas_failed`,
-    /// `profile_unreadable`.
+    /// `profile_unreadable`, `schema_name_refused`, `schema_name_taken`, `not_a_file`.
     pub kind: &'static str,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +206,18 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             }
         };
         if meta.is_dir() {
+            continue;
+        }
+        if !meta.is_file() {
+            // Why: a FIFO would block the interpreter that opens it (a probe hanging to its timeout), a device
+            // never ends; neither is a program.
+            problem(
+                "not_a_file",
+                format!(
+                    "{}: not a regular file (a FIFO, device or socket); not a tool",
+                    path.display()
+                ),
+            );
             continue;
         }
         if let Some(p) = tool_name_problem(&stem) {

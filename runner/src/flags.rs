@@ -178,12 +178,19 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             }
             "timeout" => {
                 let v = take_value("a number of seconds")?;
-                let t: f64 = v.parse().ok().filter(|t: &f64| *t > 0.0).ok_or_else(|| {
-                    usage(
-                        format!("--timeout expects a positive number of seconds, got {v:?}"),
-                        "e.g. --timeout 30".into(),
-                    )
-                })?;
+                let t: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| crate::limits::seconds(*t, "--timeout").is_ok())
+                    .ok_or_else(|| {
+                        usage(
+                            format!(
+                                "--timeout expects a number of seconds above 0 and at most {}, got {v:?}",
+                                crate::limits::MAX_SECONDS as u64
+                            ),
+                            "e.g. --timeout 30".into(),
+                        )
+                    })?;
                 flags.timeout = Some(t);
                 continue;
             }

@@ -15,6 +15,7 @@ use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
 static WRITE_FD: OnceLock<Result<RawFd, i32>> = OnceLock::new();
+static GUARDIAN_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 const MAX_GROUPS: usize = 4096;
 
@@ -70,10 +71,34 @@ unsafe fn fork_guardian() -> Result<RawFd, i32> {
             Err(e)
         }
         0 => guardian_main(rfd),
-        _ => {
+        pid => {
             libc::close(rfd);
+            GUARDIAN_PID.store(pid, std::sync::atomic::Ordering::SeqCst);
             Ok(wfd)
         }
+    }
+}
+
+/// At the runner's exit: close the pipe (the guardian ends every group still registered, then exits) and reap
+/// the guardian, so it is never left a zombie for whoever adopts it. Waits at most a second.
+pub fn shutdown() {
+    let pid = GUARDIAN_PID.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if pid <= 0 {
+        return;
+    }
+    if let Some(fd) = write_fd() {
+        // SAFETY: the write end is ours; after this no one writes to it (the runner is exiting).
+        unsafe { libc::close(fd) };
+    }
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child, without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r != 0 || std::time::Instant::now() >= end {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
 

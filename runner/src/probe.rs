@@ -51,7 +51,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
         events: false,
         timeout: PROBE_TIMEOUT,
         max_output: PROBE_MAX_OUTPUT,
-        spill_dir: dirs.outputs_dir(),
+        spill: crate::spill::SpillTo::never(),
     };
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
@@ -61,6 +61,11 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             tail,
         ),
         (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
+        // Before the exit status: past the cap the probe is ended, so it died of our signal.
+        (_, Stdout::Capped { .. }) => failed(
+            "--schemas printed more than the 16 MiB allowed; it was ended, and nothing was written to disk".into(),
+            tail,
+        ),
         (Ending::Exited(s), _) if !s.success() => {
             let how = match s.code() {
                 Some(c) => format!("exited with code {c}"),
@@ -84,10 +89,6 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             Ok(m) => Probed::Ok(m),
             Err(reason) => failed(reason, tail),
         },
-        (_, Stdout::Capped { bytes, .. }) => failed(
-            format!("--schemas printed {bytes} bytes, more than the 16 MiB allowed"),
-            tail,
-        ),
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
         (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
     }
@@ -123,10 +124,27 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
     if let Some(p) = cache::load(dirs, file, &key) {
         return (p, Source::Cache);
     }
+    if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
+        let reason = format!(
+            "--schemas did not answer within {} s; not tried again for {left} s (`animaworks-tool refresh` tries now)",
+            PROBE_TIMEOUT.as_secs()
+        );
+        return (
+            Probed::Failed {
+                reason,
+                stderr_tail: String::new(),
+                spawn: false,
+            },
+            Source::Probe,
+        );
+    }
     let probed = probe(file, dirs, env).await;
-    // Why not cache a timeout: it may be load on the machine, not the tool.
-    let transient =
-        matches!(&probed, Probed::Failed { reason, spawn, .. } if *spawn || reason.contains("did not answer"));
+    // Why not cache a timeout: it may be load on the machine, not the tool. It is remembered for a while instead.
+    let timed_out = matches!(&probed, Probed::Failed { reason, .. } if reason.contains("did not answer"));
+    if timed_out {
+        cache::remember_timeout(dirs, file, &key);
+    }
+    let transient = timed_out || matches!(&probed, Probed::Failed { spawn, .. } if *spawn);
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         cache::store(dirs, file, &key, &probed);

@@ -143,6 +143,11 @@ pub fn reap_orphans() {
             // Nothing exited, or the first exited child is ours to reap elsewhere (its owner will, shortly).
             return;
         }
+        if rustix::process::getpgid(rustix::process::Pid::from_raw(pid)).ok() == rustix::process::getpgid(None).ok() {
+            // A child in our own group was started by the program that embeds this library (tools and what
+            // they leave behind are in groups of their own): its own code will wait for it.
+            return;
+        }
         if let Some(p) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
         }

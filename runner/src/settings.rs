@@ -67,7 +67,7 @@ impl Settings {
             path: s.path.clone(),
             reason,
         };
-        let bytes = match crate::fsread::read_bounded(&s.path, MAX_SETTINGS_BYTES) {
+        let bytes = match crate::fsread::read(&s.path, MAX_SETTINGS_BYTES) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(s),
             Err(e) => return Err(err(format!("cannot read: {e}"))),
             Ok(b) => b,

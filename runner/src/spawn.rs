@@ -1,6 +1,7 @@
 //! The one place where a tool file becomes a process. Every choice here has a reason:
 //! - interpreter by extension (protocol.md §1), so a `.py` module needs no exec bit and no shebang;
-//! - its own process group, so the whole tree can be signalled and reaped;
+//! - its own session (so its own process group, and no controlling terminal), so the whole tree can be signalled
+//!   and reaped, and a tool cannot open `/dev/tty` to write past masking or read what a person types;
 //! - `PR_SET_PDEATHSIG` and registration with the [`guardian`](crate::guardian), so it dies with the runner;
 //! - a cleared environment (the caller's secrets stay out), built by the policy engine;
 //! - arguments never on the command line (other users can read it): the request goes through stdin.
@@ -96,18 +97,21 @@ fn command(
     if let Some(dir) = cwd.filter(|d| d.is_dir()) {
         cmd.current_dir(dir);
     }
-    cmd.process_group(0);
     // Why: a future dropped mid-call (a cancelled MCP request) must not leave the main process running; the
     // group guard in `reap` handles the rest of the group.
     cmd.kill_on_drop(true);
     crate::guardian::start()?;
-    // SAFETY: only async-signal-safe calls (prctl, getpid, write, and the sandbox's system calls) between fork
-    // and exec.
+    // SAFETY: only async-signal-safe calls (setsid, prctl, getpid, write, and the sandbox's system calls) between
+    // fork and exec.
     unsafe {
         let d = DirectExec::new(&program, &argv, env)?;
         cmd.pre_exec(move || {
             // Capture the whole struct (it is Send), not its raw-pointer fields one by one.
             let d: &DirectExec = &d;
+            // A new session: the tool leads its own process group and has no controlling terminal.
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             crate::guardian::register_self();
             let group = libc::getpid();

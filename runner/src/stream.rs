@@ -4,11 +4,12 @@
 
 use crate::error::{CallError, ErrorCode};
 use crate::spawn::Started;
+use crate::policy::Masker;
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
+use crate::spill::{Spill, SpillTo};
 use serde_json::Value;
-use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -77,7 +78,8 @@ pub struct Drive<'a> {
     pub events: bool,
     pub timeout: Duration,
     pub max_output: u64,
-    pub spill_dir: PathBuf,
+    /// Where output past the cap goes, bounded and masked ([`SpillTo::never`] for `--schemas`).
+    pub spill: SpillTo,
 }
 
 /// How the process ended.
@@ -92,8 +94,16 @@ pub enum Ending {
 #[derive(Debug)]
 pub enum Stdout {
     Value(Vec<u8>),
-    Events { last: Option<Event> },
-    Capped { path: PathBuf, bytes: u64 },
+    Events {
+        last: Option<Event>,
+    },
+    /// Past the cap. `path`: the file holding the output (none when it was never to be written); `full`: the
+    /// output also passed the disk bound, so the call was ended and the file holds only its first part.
+    Capped {
+        path: Option<PathBuf>,
+        bytes: u64,
+        full: bool,
+    },
     Bad(String),
 }
 
@@ -112,14 +122,17 @@ pub struct Finished {
 #[derive(Debug, Default)]
 pub struct Tail(Vec<u8>);
 
+/// Bytes kept before the shown tail, so that a secret that straddles the tail's start is masked whole.
+const TAIL_MARGIN: usize = 4096;
+
 impl Tail {
     pub fn clear(&mut self) {
         self.0.clear();
     }
     pub fn push(&mut self, chunk: &[u8]) {
         self.0.extend_from_slice(chunk);
-        if self.0.len() > 2 * STDERR_TAIL {
-            let cut = self.0.len() - STDERR_TAIL;
+        if self.0.len() > 2 * (STDERR_TAIL + TAIL_MARGIN) {
+            let cut = self.0.len() - (STDERR_TAIL + TAIL_MARGIN);
             self.0.drain(..cut);
         }
     }
@@ -127,29 +140,16 @@ impl Tail {
         let start = self.0.len().saturating_sub(STDERR_TAIL);
         String::from_utf8_lossy(&self.0[start..]).into_owned()
     }
-}
-
-struct Spill {
-    file: std::fs::File,
-    path: PathBuf,
-    bytes: u64,
-}
-
-impl Spill {
-    fn open(dir: &Path, call_id: &str) -> std::io::Result<Spill> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!("{call_id}.out"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)?;
-        Ok(Spill { file, path, bytes: 0 })
-    }
-    fn write(&mut self, b: &[u8]) {
-        if self.file.write_all(b).is_ok() {
-            self.bytes += b.len() as u64;
+    /// The tail with every secret masked; masked before it is cut, so no part of a secret (shorter than the
+    /// margin) survives at its start.
+    pub fn text_masked(&self, m: &Masker) -> String {
+        if m.is_empty() {
+            return self.text();
         }
+        let masked = m.mask_str(&String::from_utf8_lossy(&self.0));
+        let b = masked.as_bytes();
+        let start = b.len().saturating_sub(STDERR_TAIL);
+        String::from_utf8_lossy(&b[start..]).into_owned()
     }
 }
 
@@ -157,13 +157,15 @@ impl Spill {
 struct StdoutState<'a> {
     events: bool,
     max: u64,
-    spill_dir: &'a Path,
+    spill_to: &'a SpillTo,
     call_id: &'a str,
     value: Vec<u8>,
     line: Vec<u8>,
     spill: Option<Spill>,
     line_spilled: bool,
     capped: Option<(PathBuf, u64)>,
+    /// Past the cap with nowhere to write (or the spill failed, or passed its bound): the call must end.
+    overflow: Option<u64>,
     last: Option<Event>,
     bad: Option<String>,
 }
@@ -174,23 +176,42 @@ fn quote_start(b: &[u8]) -> String {
 }
 
 impl<'a> StdoutState<'a> {
-    fn new(events: bool, max: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
+    fn new(events: bool, max: u64, spill_to: &'a SpillTo, call_id: &'a str) -> Self {
         StdoutState {
             events,
             max,
-            spill_dir,
+            spill_to,
             call_id,
             value: Vec::new(),
             line: Vec::new(),
             spill: None,
             line_spilled: false,
             capped: None,
+            overflow: None,
             last: None,
             bad: None,
         }
     }
 
+    /// The output can no longer be kept (never to be spilled, or the spill is full): stop reading, end the call.
+    fn must_stop(&self) -> bool {
+        self.overflow.is_some() || self.spill.as_ref().is_some_and(|s| s.full)
+    }
+
+    /// The call timed out or was cancelled: its partial spill is removed.
+    fn discard_spill(&mut self) {
+        if let Some(sp) = &mut self.spill {
+            sp.discard();
+        }
+        self.spill = None;
+        self.capped = None;
+    }
+
     fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
+        if let Some(n) = &mut self.overflow {
+            *n += chunk.len() as u64;
+            return;
+        }
         if !self.events {
             if let Some(sp) = &mut self.spill {
                 sp.write(chunk);
@@ -239,14 +260,25 @@ impl<'a> StdoutState<'a> {
     }
 
     fn start_spill(&mut self) {
-        match Spill::open(self.spill_dir, self.call_id) {
+        if self.spill_to.dir.is_none() {
+            self.overflow = Some(self.value.len() as u64 + self.line.len() as u64);
+            self.value = Vec::new();
+            self.line = Vec::new();
+            return;
+        }
+        match self.spill_to.open(self.call_id, self.max) {
             Ok(s) => self.spill = Some(s),
             Err(e) => {
                 self.bad = Some(format!(
                     "the output passed the cap of {} bytes and could not be written to {}: {e}",
                     self.max,
-                    self.spill_dir.display()
-                ))
+                    self.spill_to
+                        .dir
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ));
+                self.overflow = Some(0);
             }
         }
     }
@@ -300,6 +332,23 @@ impl<'a> StdoutState<'a> {
     }
 
     fn finish(mut self, obs: &mut dyn Observer) -> Stdout {
+        if let Some(sp) = &mut self.spill {
+            sp.finish();
+        }
+        if let Some(bytes) = self.overflow.filter(|_| self.bad.is_none()) {
+            return Stdout::Capped {
+                path: None,
+                bytes,
+                full: true,
+            };
+        }
+        if let Some(sp) = self.spill.as_ref().filter(|s| s.full) {
+            return Stdout::Capped {
+                path: Some(sp.path.clone()),
+                bytes: sp.bytes,
+                full: true,
+            };
+        }
         if self.events {
             if self.line_spilled {
                 self.finish_spilled_line(&[]);
@@ -311,7 +360,11 @@ impl<'a> StdoutState<'a> {
                 return Stdout::Bad(b);
             }
             if let Some((path, bytes)) = self.capped {
-                return Stdout::Capped { path, bytes };
+                return Stdout::Capped {
+                    path: Some(path),
+                    bytes,
+                    full: false,
+                };
             }
             return Stdout::Events { last: self.last };
         }
@@ -320,8 +373,9 @@ impl<'a> StdoutState<'a> {
         }
         match self.spill {
             Some(sp) => Stdout::Capped {
-                path: sp.path,
+                path: Some(sp.path),
                 bytes: sp.bytes,
+                full: false,
             },
             None => Stdout::Value(self.value),
         }
@@ -334,8 +388,12 @@ impl<'a> StdoutState<'a> {
 pub struct EventLines<'a>(StdoutState<'a>);
 
 impl<'a> EventLines<'a> {
-    pub fn new(max_output: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
-        EventLines(StdoutState::new(true, max_output, spill_dir, call_id))
+    pub fn new(max_output: u64, spill: &'a SpillTo, call_id: &'a str) -> Self {
+        EventLines(StdoutState::new(true, max_output, spill, call_id))
+    }
+    /// The call timed out or was cancelled: its partial spill is removed.
+    pub fn discard_spill(&mut self) {
+        self.0.discard_spill();
     }
     pub fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
         self.0.feed(chunk, obs);
@@ -343,7 +401,7 @@ impl<'a> EventLines<'a> {
     }
     /// A final event, a protocol error or a capped line was seen: the call is over.
     pub fn ended(&self) -> bool {
-        self.0.last.is_some() || self.0.bad.is_some() || self.0.capped.is_some()
+        self.0.last.is_some() || self.0.bad.is_some() || self.0.capped.is_some() || self.0.must_stop()
     }
     pub fn finish(self, obs: &mut dyn Observer) -> Stdout {
         self.0.finish(obs)
@@ -377,7 +435,7 @@ pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut c
     let (mut out_done, mut err_done) = (stdout.is_none(), stderr.is_none());
     let mut out_buf = vec![0u8; 64 * 1024];
     let mut err_buf = vec![0u8; 8 * 1024];
-    let mut state = StdoutState::new(d.events, d.max_output, &d.spill_dir, d.call_id);
+    let mut state = StdoutState::new(d.events, d.max_output, &d.spill, d.call_id);
     let mut tail = Tail(Vec::new());
     let deadline = started + d.timeout;
     let mut status: Option<ExitStatus> = None;
@@ -392,6 +450,13 @@ pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut c
         tokio::select! {
             n = read_some(&mut stdout, &mut out_buf), if !out_done => {
                 if n == 0 { out_done = true; stdout = None; } else { state.feed(&out_buf[..n], obs); obs.flush(); }
+                if state.must_stop() && reason.is_none() && kill_at.is_none() {
+                    // Why end the call: the output can be neither kept nor written (past the disk bound, or never
+                    // to be spilled); closing stdout alone would not stop a tool that ignores SIGPIPE.
+                    (out_done, stdout) = (true, None);
+                    signal_group(pgid, libc::SIGTERM);
+                    kill_at = Some(Instant::now() + GRACE);
+                }
             }
             n = read_some(&mut stderr, &mut err_buf), if !err_done => {
                 if n == 0 { err_done = true; stderr = None; } else { tail.push(&err_buf[..n]); obs.stderr(&err_buf[..n]); }
@@ -444,12 +509,15 @@ pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut c
     }
     guard.disarm();
     crate::reap::reap_orphans();
+    if reason.is_some() {
+        state.discard_spill();
+    }
     let stdout = state.finish(obs);
     let ending = reason.unwrap_or(Ending::Exited(status.expect("loop ends with a status")));
     Finished {
         ending,
         stdout,
-        stderr_tail: tail.text(),
+        stderr_tail: tail.text_masked(&d.spill.masker),
         duration: started.elapsed(),
         leftovers,
     }
@@ -535,18 +603,36 @@ pub fn interpret(
             CallError::new(ErrorCode::BadOutput, format!("{who}: {why}"))
                 .hint("stdout belongs to the protocol: print logs to stderr (protocol.md §5)"),
         )),
-        Stdout::Capped { path, bytes } => Err(decorate(
-            CallError::new(
-                ErrorCode::OutputCapped,
-                format!(
-                    "{who}: the output ({bytes} bytes) passed the cap of {max_output} bytes; all of it is in {}",
-                    path.display()
+        Stdout::Capped { path, bytes, full } => {
+            let (msg, hint) = match (&path, full) {
+                (Some(p), false) => (
+                    format!(
+                        "{who}: the output ({bytes} bytes) passed the cap of {max_output} bytes; all of it is in {}",
+                        p.display()
+                    ),
+                    "read the file, or raise --max-output",
                 ),
-            )
-            .hint("read the file, or raise --max-output")
-            .with("path", path.to_string_lossy().into_owned())
-            .with("bytes", bytes),
-        )),
+                (Some(p), true) => (
+                    format!(
+                        "{who}: the output passed the cap of {max_output} bytes and then the bound on what one call may \
+                         write to disk; the call was ended after {bytes} bytes and only the first part is in {}",
+                        p.display()
+                    ),
+                    "make the tool write less, or raise ANIMAWORKS_TOOL_MAX_SPILL",
+                ),
+                (None, _) => (
+                    format!("{who}: the output passed the cap of {max_output} bytes; the call was ended"),
+                    "make the tool write less, or raise --max-output",
+                ),
+            };
+            let mut e = CallError::new(ErrorCode::OutputCapped, msg)
+                .hint(hint)
+                .with("bytes", bytes);
+            if let Some(p) = path {
+                e = e.with("path", p.to_string_lossy().into_owned());
+            }
+            Err(decorate(e))
+        }
         Stdout::Events {
             last: Some(Event::Error { error, .. }),
         } => {

@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Default output cap: 8 MiB (protocol.md §5.3).
 pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
 /// The longest deadline a call may have; longer ones are refused where they enter.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86400);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(crate::limits::MAX_SECONDS as u64);
 /// A legacy argv that names no action with a timeout gets AnimaWorks' own background timeout, in the foreground
 /// too (AnimaWorks has no deadline on a foreground `cli_main`; `expected_seconds` is a hint there).
 pub const CLI_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -95,19 +95,10 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Seconds from a schema, a flag or a setting as a deadline: finite, positive, at most [`MAX_TIMEOUT`].
+/// Seconds from a schema, a flag or a setting as a deadline: finite, positive, at most [`MAX_TIMEOUT`]
+/// ([`crate::limits`]), else a usage error.
 pub fn timeout_from_secs(secs: f64, what: &str) -> Result<Duration, CallError> {
-    if secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT.as_secs_f64() {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(CallError::new(
-            ErrorCode::Usage,
-            format!(
-                "{what} must be a number of seconds above 0 and at most {} (7 days), not {secs}",
-                MAX_TIMEOUT.as_secs()
-            ),
-        ))
-    }
+    crate::limits::seconds(secs, what).map_err(|m| CallError::new(ErrorCode::Usage, m))
 }
 
 impl Runner {

@@ -193,10 +193,12 @@ impl<'r> Tool<'r> {
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
-        let env = match runner.env_for(&call_id, deadline_ms, &secrets) {
+        let mut env = match runner.env_for(&call_id, deadline_ms, &secrets) {
             Ok(e) => e,
             Err(e) => return fail(&attempt, e, &masker),
         };
+        // The gated subcommands this anima may not run, for the shim to refuse under any other name.
+        env.extend(crate::policy::cli_alias::env_for(runner, &resolved));
         let audit = match audit::Handle::open(runner, gated) {
             Ok(h) => h,
             Err(e) => return fail(&attempt, e, &masker),

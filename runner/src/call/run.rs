@@ -56,10 +56,7 @@ impl PreparedCall<'_> {
         if self.masker.is_empty() {
             self.launch(line, obs, cancel).await
         } else {
-            let mut masking = Masking {
-                inner: obs,
-                masker: &self.masker,
-            };
+            let mut masking = Masking::new(obs, &self.masker);
             self.launch(line, &mut masking, cancel).await
         }
     }
@@ -67,7 +64,7 @@ impl PreparedCall<'_> {
     async fn launch(&self, line: Vec<u8>, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
         let runner = self.runner;
         let file = &self.resolved.file;
-        let spill_dir = runner.dirs.outputs_dir();
+        let spill = crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker);
         match &self.launch {
             Launch::Pooled { env } => {
                 let pool = runner.pool.as_ref().expect("a pooled call was prepared on a runner with a pool");
@@ -86,7 +83,7 @@ impl PreparedCall<'_> {
                     deadline: tokio::time::Instant::now() + self.timeout,
                     timeout: self.timeout,
                     max_output: self.max_output,
-                    spill_dir: &spill_dir,
+                    spill: &spill,
                 };
                 pool.run(&spec, job, obs, cancel).await
             }
@@ -101,7 +98,7 @@ impl PreparedCall<'_> {
                     events: self.resolved.manifest.events,
                     timeout: self.timeout,
                     max_output: self.max_output,
-                    spill_dir,
+                    spill,
                 };
                 let finished = stream::drive(process, d, obs, cancel).await;
                 stream::interpret(finished, &file.name, &self.action.name, self.timeout, self.max_output)
@@ -131,14 +128,15 @@ impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with its stdout captured as the result (value output, protocol.md §5.1), as a
     /// background task does.
     pub async fn run_captured(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
-        let mut masking = Masking {
-            inner: obs,
-            masker: &self.masker,
-        };
+        let mut masking = Masking::new(obs, &self.masker);
         let out = match self.drive(false, &mut masking, cancel).await {
-            Ok(f) => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
+            Ok(f) => match cli_refusal(&f, &self.resolved) {
+                Some(e) => Err(e),
+                None => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
+            },
             Err(e) => Err(e),
         };
+        drop(masking);
         let out = match out {
             Ok(v) => Ok(self.masker.mask_value(&v)),
             Err(e) => Err(mask_error(e, &self.masker)),
@@ -167,10 +165,35 @@ impl PreparedCli<'_> {
             events: false,
             timeout: self.timeout,
             max_output: self.max_output,
-            spill_dir: runner.dirs.outputs_dir(),
+            // The caller's own stdio is never spilled; captured output is, masked.
+            spill: if inherit {
+                crate::spill::SpillTo::never()
+            } else {
+                crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker)
+            },
         };
         Ok(stream::drive(process, d, obs, cancel).await)
     }
+}
+
+/// The shim refused a gated subcommand reached under another name (an argparse alias): `permission_denied`.
+fn cli_refusal(f: &stream::Finished, r: &crate::call::Resolved) -> Option<CallError> {
+    let refused =
+        matches!(f.ending, stream::Ending::Exited(s) if s.code() == Some(ErrorCode::PermissionDenied.exit_code()));
+    let line = f
+        .stderr_tail
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(crate::policy::cli_alias::REFUSAL_MARK))?;
+    refused.then(|| {
+        CallError::new(
+            ErrorCode::PermissionDenied,
+            line[crate::policy::cli_alias::REFUSAL_MARK.len()..].trim().to_owned(),
+        )
+        .hint("add the grant named to external_tools.allow in permissions.json")
+        .with("tool", r.file.name.clone())
+        .with("reason", "grant_missing")
+    })
 }
 
 /// Mask every resolved secret in an error: message, hint and every detail.
@@ -186,10 +209,29 @@ pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
     e
 }
 
-/// Passes events on with every resolved secret masked.
+/// Passes events on with every resolved secret masked; stderr is masked as a stream (a secret split across reads
+/// is still masked), and what it held back is passed on when the observer is dropped.
 pub(crate) struct Masking<'a> {
-    pub(crate) inner: &'a mut dyn Observer,
-    pub(crate) masker: &'a Masker,
+    inner: &'a mut dyn Observer,
+    masker: &'a Masker,
+    stderr: crate::policy::mask::StreamMasker,
+}
+
+impl<'a> Masking<'a> {
+    pub(crate) fn new(inner: &'a mut dyn Observer, masker: &'a Masker) -> Self {
+        let stderr = crate::policy::mask::StreamMasker::new(masker);
+        Masking { inner, masker, stderr }
+    }
+}
+
+impl Drop for Masking<'_> {
+    fn drop(&mut self) {
+        let mut rest = Vec::new();
+        self.stderr.finish(&mut rest);
+        if !rest.is_empty() {
+            self.inner.stderr(&rest);
+        }
+    }
 }
 
 impl Observer for Masking<'_> {
@@ -207,8 +249,11 @@ impl Observer for Masking<'_> {
         self.inner.unknown(masked.as_bytes());
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
-        self.inner.stderr(masked.as_bytes());
+        let mut out = Vec::with_capacity(chunk.len());
+        self.stderr.push(chunk, &mut out);
+        if !out.is_empty() {
+            self.inner.stderr(&out);
+        }
     }
     fn flush(&mut self) {
         self.inner.flush();

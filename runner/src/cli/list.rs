@@ -38,11 +38,11 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
 
 fn print_problems(problems: &[Problem]) {
     for p in problems {
-        say!("  [{}] {}", p.kind, p.message);
+        say!("  [{}] {}", p.kind, super::term::for_stdout(&p.message));
         if let Some(t) = &p.stderr_tail {
             let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
             for l in &lines[lines.len().saturating_sub(3)..] {
-                say!("      | {l}");
+                say!("      | {}", super::term::for_stdout(l));
             }
         }
     }

@@ -78,11 +78,9 @@ pub struct SchemasArgs {
 fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
     match secs {
         None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(CallError::new(
-            ErrorCode::Usage,
-            format!("--timeout must be a positive number of seconds, got {s}"),
-        )),
+        Some(s) => crate::limits::seconds(s, "--timeout")
+            .map(Some)
+            .map_err(|m| CallError::new(ErrorCode::Usage, m)),
     }
 }
 
@@ -165,7 +163,9 @@ async fn serve(runner: &Runner, limits: &Limits, cancel: Cancel) -> i32 {
         let parsed: Option<Value> = serde_json::from_str(&line).ok();
         let id = parsed.as_ref().and_then(|v| v.get("id")).cloned();
         let answer = match parse(line.as_bytes()) {
-            Ok(req) => use_tool::answer(runner, &req, limits, &mut Quiet, cancel.clone()).await,
+            Ok(req) => crate::llm::answered(use_tool::answer(runner, &req, limits, &mut Quiet, cancel.clone()))
+                .await
+                .unwrap_or_else(|e| use_tool::error_answer(&e)),
             Err(e) => use_tool::error_answer(&e),
         };
         let mut out = std::io::stdout().lock();

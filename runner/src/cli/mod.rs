@@ -36,6 +36,7 @@ pub mod render;
 pub mod task;
 pub mod usage;
 pub mod version;
+pub mod term;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -179,7 +180,7 @@ pub fn main() -> i32 {
             return ErrorCode::Internal.exit_code();
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         match cli.cmd {
             None => {
                 let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -205,7 +206,10 @@ pub fn main() -> i32 {
             Some(Cmd::Man) => complete::man(),
             Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
         }
-    })
+    });
+    drop(rt);
+    crate::guardian::shutdown();
+    code
 }
 
 /// The command tree clap parses (tools are external subcommands in it).
@@ -335,7 +339,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        say_raw!("{}", help::action_help(target.resolved(), target.action()));
+        say_raw!("{}", term::for_stdout(&help::action_help(target.resolved(), target.action())));
         return 0;
     }
     let timeout = match flags.timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
@@ -413,7 +417,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            say_raw!("{}", help::tool_help(tool.resolved()));
+            say_raw!("{}", term::for_stdout(&help::tool_help(tool.resolved())));
             if rest.is_empty() {
                 2
             } else {

@@ -2,6 +2,7 @@
 //! piped; a string result as plain text), progress and logs on stderr while the tool runs (a bar on a
 //! terminal), or with `--events` the raw event stream as JSON lines.
 
+use super::term::{self, CleanStream};
 use crate::error::CallError;
 use crate::stream::Observer;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -293,8 +294,10 @@ impl Observer for Human {
             return;
         };
         let lines: Vec<u8> = live.pending.drain(..=end).collect();
+        // On a terminal what a tool writes is shown, never obeyed (escape sequences made visible).
+        let lines = term::clean(&String::from_utf8_lossy(&lines)).into_owned();
         live.above(|err| {
-            let _ = err.write_all(&lines);
+            let _ = err.write_all(lines.as_bytes());
         });
     }
 }
@@ -303,6 +306,8 @@ impl Observer for Human {
 pub struct Events {
     out: std::io::BufWriter<std::io::Stdout>,
     saw_error: bool,
+    /// The tool's stderr on a terminal: control sequences made visible (stdout, the event stream, stays exact).
+    clean: Option<CleanStream>,
 }
 
 impl Default for Events {
@@ -316,6 +321,7 @@ impl Events {
         Events {
             out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
             saw_error: false,
+            clean: std::io::stderr().is_terminal().then(CleanStream::default),
         }
     }
 
@@ -346,6 +352,9 @@ impl Events {
             }
         }
         let _ = self.out.flush();
+        if let Some(c) = &mut self.clean {
+            let _ = std::io::stderr().write_all(c.finish().as_bytes());
+        }
     }
 }
 
@@ -366,7 +375,14 @@ impl Observer for Events {
         let _ = self.out.flush();
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        let _ = std::io::stderr().write_all(chunk);
+        match &mut self.clean {
+            Some(c) => {
+                let _ = std::io::stderr().write_all(c.push(chunk).as_bytes());
+            }
+            None => {
+                let _ = std::io::stderr().write_all(chunk);
+            }
+        }
     }
 }
 
@@ -375,6 +391,7 @@ pub fn print_result(v: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = match v {
         Value::String(s) => {
+            let s = term::for_stdout(s);
             if s.ends_with('\n') {
                 write!(out, "{s}")
             } else {
@@ -382,7 +399,12 @@ pub fn print_result(v: &Value) {
             }
         }
         _ if std::io::stdout().is_terminal() => {
-            writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default())
+            // Why clean JSON too: serde escapes C0 controls in strings but writes C1 and bidi characters as they are.
+            writeln!(
+                out,
+                "{}",
+                term::clean(&serde_json::to_string_pretty(v).unwrap_or_default())
+            )
         }
         _ => writeln!(out, "{v}"),
     };
@@ -424,6 +446,6 @@ fn print_error_with(e: &CallError, json_on_stdout: bool, tail: bool) {
     }
     if json_on_stdout {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", e.to_json());
+        let _ = writeln!(out, "{}", term::for_stdout(&e.to_json().to_string()));
     }
 }

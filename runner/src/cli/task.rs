@@ -237,7 +237,7 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
             "{:<12}  {:<9}  {:<30}  {:>10}{progress}",
             t.task_id,
             t.status.as_str(),
-            t.tool_name,
+            super::term::for_stdout(&t.tool_name),
             format!("{}s ago", (now - t.created_at).max(0.0) as u64)
         );
     }
@@ -362,7 +362,7 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         say!("{}", t.receipt());
         return Ok(0);
     }
-    let Some(worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
+    let Some(_worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
         let _ = store.census();
         let t = get(store, id)?;
         tell!(
@@ -389,12 +389,19 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    // The worker did not answer: kill it (only if the pid is still that process); its guardian then kills the
-    // tool's group.
-    if worker.alive() {
-        // SAFETY: plain kill(2) of a process whose identity (pid, start time, boot) was just checked.
-        unsafe { libc::kill(worker.pid, libc::SIGKILL) };
-    }
+    // The worker did not answer: kill it, only when it is provably this task's worker (a task file may be
+    // forged to name any process); its guardian then kills the tool's group.
+    let how = match tasks::identity::proves_worker(&t) {
+        Ok(pid) => {
+            // SAFETY: plain kill(2) of a process just proven to be this task's worker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            "its worker did not stop in time and was killed".to_owned()
+        }
+        Err(why) => {
+            eprintln!("animaworks-tool: task {id}: the worker was not signalled: {why}");
+            format!("its worker did not answer and was not signalled ({why})")
+        }
+    };
     let t = store
         .update(id, &mut |t| {
             if t.status != Status::Running {
@@ -402,8 +409,8 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
             }
             t.finish(Status::Cancelled);
             t.error_code = Some("cancelled".into());
-            t.error = Some("cancelled: its worker did not stop in time and was killed".into());
-            t.error_detail = Some(json!({"code": "cancelled", "message": "cancelled; its worker did not stop in time and was killed", "tool": t.tool, "action": t.action}));
+            t.error = Some(format!("cancelled: {how}"));
+            t.error_detail = Some(json!({"code": "cancelled", "message": format!("cancelled; {how}"), "tool": t.tool, "action": t.action}));
             true
         })
         .map_err(|e| io_err("cannot update the task", e))?
@@ -430,7 +437,8 @@ pub fn parse_age(s: &str) -> Option<Duration> {
         'w' => n * 7.0 * 86400.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(secs))
+    // Why try_from: `1e300d` is finite but no duration; it is not an age either.
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {

@@ -23,6 +23,16 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
         }
         match result {
             Probed::Ok(manifest) => {
+                for why in &manifest.refused {
+                    problems.push(Problem {
+                        message: format!("{}: {why}", file.path.display()),
+                        tool: file.name.clone(),
+                        tier: file.tier,
+                        path: file.path.clone(),
+                        kind: "schema_name_refused",
+                        stderr_tail: None,
+                    });
+                }
                 if let Some(why) = &manifest.legacy_profile_error {
                     problems.push(Problem {
                         message: format!(
@@ -50,7 +60,43 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
             }),
         }
     }
+    claim_schema_names(&mut tools, &mut problems);
     (tools, problems, probed)
+}
+
+/// A schema name belongs to one tool: core tools claim theirs first, then common, then personal, each tier in
+/// name order. A later tool's action whose name is taken is left out (with a `schema_name_taken` problem), so
+/// MCP `tools/list` and `tools/call`, `schemas` and `use-tool`'s catalogue all mean the same tool by a name.
+fn claim_schema_names(tools: &mut [Resolved], problems: &mut Vec<Problem>) {
+    let mut order: Vec<usize> = (0..tools.len()).collect();
+    order.sort_by(|&a, &b| (tools[a].file.tier, &tools[a].file.name).cmp(&(tools[b].file.tier, &tools[b].file.name)));
+    let mut taken: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for i in order {
+        let r = &mut tools[i];
+        let file = r.file.clone();
+        r.manifest.actions.retain(|a| match taken.get(&a.schema_name) {
+            Some(owner) => {
+                problems.push(Problem {
+                    message: format!(
+                        "{}: action {:?} is left out: its schema name {:?} belongs to the tool {owner}",
+                        file.path.display(),
+                        a.name,
+                        a.schema_name
+                    ),
+                    tool: file.name.clone(),
+                    tier: file.tier,
+                    path: file.path.clone(),
+                    kind: "schema_name_taken",
+                    stderr_tail: None,
+                });
+                false
+            }
+            None => {
+                taken.insert(a.schema_name.clone(), file.name.clone());
+                true
+            }
+        });
+    }
 }
 
 /// One tool and those of its actions the caller may run.

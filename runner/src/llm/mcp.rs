@@ -301,7 +301,10 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context).await.map(CallToolResponse::from)
+        crate::llm::answered(self.call(request, context))
+            .await
+            .unwrap_or_else(|e| Err(refusal(&e)))
+            .map(CallToolResponse::from)
     }
 }
 

@@ -4,7 +4,6 @@
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -136,10 +135,10 @@ pub struct MissingCredential {
 }
 
 fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
-    let text = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-        Ok(_) => std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?,
+    let Some(text) = crate::fsread::read_to_string_if_present(path, crate::fsread::SMALL)
+        .map_err(|e| format!("cannot read: {e}"))?
+    else {
+        return Ok(None);
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(Some(m)),

@@ -408,6 +408,26 @@ pub fn decide_cli(
     Decision::Allow
 }
 
+/// The gated keys of a legacy profile whose grant this anima lacks (or whose grant is denied), as written in the
+/// profile. The Python shim refuses a `cli_main` subcommand reached under any name of one of them — an argparse
+/// alias or an abbreviation the argv words do not show ([`decide_cli`] sees only the words).
+pub fn refused_cli_keys(
+    perms: &Result<LoadedPermissions, PermissionsError>,
+    tool: &str,
+    tier: Tier,
+    profile: &Map<String, Value>,
+) -> Vec<String> {
+    let Ok((p, path)) = tool_allowed(perms, tool, tier) else {
+        return Vec::new();
+    };
+    gated_keys(profile)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, grant)| matches!(grant_rule(p, path, tool, grant, key), Decision::Deny(_)))
+        .map(|(key, _)| key)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,6 +102,90 @@ impl Masker {
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
+
+    /// The longest byte length of a needle (0 when there is nothing to mask).
+    pub fn longest(&self) -> usize {
+        self.needles.first().map_or(0, String::len)
+    }
+
+    /// The needle that starts `hay`, longest first.
+    fn needle_at(&self, hay: &[u8]) -> Option<usize> {
+        self.needles
+            .iter()
+            .find(|n| hay.starts_with(n.as_bytes()))
+            .map(String::len)
+    }
+}
+
+/// Masks a byte stream that arrives in pieces (a tool's stderr, a spilled output): a secret split anywhere
+/// across pieces is masked all the same. It holds back at most [`Masker::longest`] − 1 bytes, the only bytes
+/// that might still turn out to start a secret, until the next piece or [`StreamMasker::finish`].
+#[derive(Debug, Clone)]
+pub struct StreamMasker {
+    masker: Masker,
+    carry: Vec<u8>,
+}
+
+impl StreamMasker {
+    pub fn new(masker: &Masker) -> StreamMasker {
+        StreamMasker {
+            masker: masker.clone(),
+            carry: Vec::new(),
+        }
+    }
+
+    /// `true` when nothing is ever masked (every piece passes unchanged and nothing is held back).
+    pub fn is_empty(&self) -> bool {
+        self.masker.is_empty()
+    }
+
+    /// The next piece; appends to `out` what can be shown now, masked.
+    pub fn push(&mut self, piece: &[u8], out: &mut Vec<u8>) {
+        if self.masker.is_empty() {
+            out.extend_from_slice(piece);
+            return;
+        }
+        self.carry.extend_from_slice(piece);
+        let keep = self.masker.longest();
+        let buf = std::mem::take(&mut self.carry);
+        let mut i = 0;
+        // Why hold back from the first place where the rest is the start of a secret: the next piece may complete
+        // it (or a longer secret that wins over a shorter one). Ordinary text waits for nothing.
+        let settled = (buf.len().saturating_sub(keep - 1)..buf.len())
+            .find(|&j| self.masker.needles.iter().any(|n| n.as_bytes().starts_with(&buf[j..])))
+            .unwrap_or(buf.len());
+        let mut plain = 0;
+        while i < settled {
+            if let Some(n) = self.masker.needle_at(&buf[i..]) {
+                out.extend_from_slice(&buf[plain..i]);
+                out.extend_from_slice(MASK.as_bytes());
+                i += n;
+                plain = i;
+            } else {
+                i += 1;
+            }
+        }
+        out.extend_from_slice(&buf[plain..i]);
+        self.carry = buf[i..].to_vec();
+    }
+
+    /// The end of the stream: appends what was held back, masked.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        let buf = std::mem::take(&mut self.carry);
+        let mut i = 0;
+        let mut plain = 0;
+        while i < buf.len() {
+            if let Some(n) = self.masker.needle_at(&buf[i..]) {
+                out.extend_from_slice(&buf[plain..i]);
+                out.extend_from_slice(MASK.as_bytes());
+                i += n;
+                plain = i;
+            } else {
+                i += 1;
+            }
+        }
+        out.extend_from_slice(&buf[plain..]);
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +226,32 @@ mod tests {
         let m = Masker::new([secret]);
         let text = serde_json::to_string(&json!({"p": secret})).unwrap();
         assert_eq!(m.mask_str(&text), r#"{"p":"***"}"#);
+    }
+
+    fn streamed(m: &Masker, pieces: &[&[u8]]) -> Vec<u8> {
+        let mut s = StreamMasker::new(m);
+        let mut out = Vec::new();
+        for p in pieces {
+            s.push(p, &mut out);
+        }
+        s.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_secret_split_across_pieces_is_masked() {
+        let m = Masker::new(["tok-123456"]);
+        let text = b"aaa tok-123456 bbb tok-123456";
+        for cut in 0..=text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(streamed(&m, &[a, b]), b"aaa *** bbb ***", "cut at {cut}");
+        }
+        let bytes: Vec<&[u8]> = text.chunks(1).collect();
+        assert_eq!(streamed(&m, &bytes), b"aaa *** bbb ***");
+        assert_eq!(streamed(&Masker::default(), &[b"x", b"y"]), b"xy");
+        assert_eq!(
+            streamed(&Masker::new(["abcd", "xxabcdxx"]), &[b"1xxab", b"cdxx2 ab", b"cd"]),
+            b"1***2 ***"
+        );
     }
 }

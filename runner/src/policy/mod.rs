@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+pub mod cli_alias;
 pub mod credentials;
 pub mod env;
 pub mod gate;

@@ -234,13 +234,8 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
 /// `Ok(None)` only when nothing at all is at `path` (not even a dangling symlink); any other failure to read
 /// is an error.
 fn read_if_present(path: &Path) -> Result<Option<String>, PermissionsError> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(PermissionsError::unreadable(path, &e)),
-        Ok(_) => std::fs::read_to_string(path)
-            .map(Some)
-            .map_err(|e| PermissionsError::unreadable(path, &e)),
-    }
+    crate::fsread::read_to_string_if_present(path, crate::fsread::SMALL)
+        .map_err(|e| PermissionsError::unreadable(path, &e))
 }
 
 /// Parses the text of a `permissions.json`. `path` is only used in the error.

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD;
@@ -87,17 +86,10 @@ pub struct Vault {
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, VaultError> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(VaultError {
-            path: path.into(),
-            reason: e.to_string(),
-        }),
-        Ok(_) => std::fs::read_to_string(path).map(Some).map_err(|e| VaultError {
-            path: path.into(),
-            reason: format!("cannot read: {e}"),
-        }),
-    }
+    crate::fsread::read_to_string_if_present(path, crate::fsread::SMALL).map_err(|e| VaultError {
+        path: path.into(),
+        reason: format!("cannot read: {e}"),
+    })
 }
 
 impl Vault {

@@ -86,7 +86,7 @@ impl FileStore {
     }
 
     fn read(path: &Path) -> io::Result<Option<Task>> {
-        match fs::read(path) {
+        match crate::fsread::read(path, crate::fsread::TASK) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
@@ -218,12 +218,13 @@ impl TaskStore for FileStore {
         t.pid = Some(owner.pid);
         t.pid_start_time = Some(owner.start_time);
         t.boot_id = Some(owner.boot_id.clone());
+        t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
         self.save(&t)?;
         Ok(Some(t))
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
-        match fs::read(self.side(id, "args")) {
+        match crate::fsread::read(&self.side(id, "args"), crate::fsread::TASK) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),

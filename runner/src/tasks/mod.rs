@@ -17,6 +17,7 @@
 //! a lease, because a pid means nothing on another machine.
 
 pub mod files;
+pub mod identity;
 pub mod pending;
 pub mod queue;
 pub mod submit;
@@ -139,6 +140,9 @@ pub struct Task {
     pub pid_start_time: Option<u64>,
     #[serde(default)]
     pub boot_id: Option<String>,
+    /// Binds the worker to this task ([`identity`]): checked before the worker is ever signalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_token: Option<String>,
     #[serde(default)]
     pub progress: Option<Progress>,
     /// The result as JSON, when it is JSON.

@@ -22,14 +22,14 @@ pub struct Report {
     pub invalid: Vec<(PathBuf, String, Option<serde_json::Value>)>,
 }
 
-struct Descriptor {
-    task_id: String,
-    tool: String,
-    words: Vec<String>,
-    submitted_at: f64,
+pub(crate) struct Descriptor {
+    pub(crate) task_id: String,
+    pub(crate) tool: String,
+    pub(crate) words: Vec<String>,
+    pub(crate) submitted_at: f64,
 }
 
-fn parse(text: &[u8]) -> Result<Descriptor, String> {
+pub(crate) fn parse(text: &[u8]) -> Result<Descriptor, String> {
     let v: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
     let obj = v.as_object().ok_or("not a JSON object")?;
     let task_id = obj
@@ -100,7 +100,7 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
     for e in rd.flatten() {
         let p = e.path();
         if p.is_file() && p.extension().is_some_and(|x| x == "json") {
-            let at = fs::read(&p)
+            let at = crate::fsread::read(&p, crate::fsread::SMALL)
                 .ok()
                 .and_then(|b| parse(&b).ok())
                 .map(|d| d.submitted_at)
@@ -120,7 +120,7 @@ pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report>
         if fs::rename(&file, &mine).is_err() {
             continue;
         }
-        let outcome = match fs::read(&mine)
+        let outcome = match crate::fsread::read(&mine, crate::fsread::SMALL)
             .map_err(|e| format!("cannot read it: {e}"))
             .and_then(|b| parse(&b))
         {

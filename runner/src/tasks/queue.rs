@@ -4,6 +4,7 @@ use super::files::FileStore;
 use super::TaskStore;
 use crate::dirs::Dirs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
@@ -26,9 +27,13 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
         cmd.arg("--core-dir").arg(c);
     }
     cmd.args(["jobs", "worker"]);
+    cmd.env(super::identity::SECRET_VAR, super::identity::new_secret());
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead), and a
+        // symlink put there must not make the worker append to whatever file it names.
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(store.log_path());
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {

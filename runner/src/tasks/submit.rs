@@ -138,6 +138,7 @@ pub async fn check(
         pid: None,
         pid_start_time: None,
         boot_id: None,
+        worker_token: None,
         progress: None,
         result_value: None,
         error_code: None,

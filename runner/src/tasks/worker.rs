@@ -213,10 +213,10 @@ pub async fn execute(
     cancel: Cancel,
 ) -> Result<Value, CallError> {
     let tool = runner.open(&task.tool).await?;
+    // Why clamp: a task file may be forged; its number must neither panic the worker nor lose the task.
     let timeout = task
         .timeout_s
-        .map(|s| crate::call::timeout_from_secs(s, "the task's timeout_s"))
-        .transpose()?;
+        .map(|t| crate::limits::clamp_seconds(t, crate::manifest::DEFAULT_TIMEOUT_S));
     let opts = CallOptions {
         timeout,
         max_output: task.max_output,

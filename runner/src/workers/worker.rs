@@ -34,7 +34,7 @@ pub struct Job<'a> {
     pub deadline: Instant,
     pub timeout: Duration,
     pub max_output: u64,
-    pub spill_dir: &'a Path,
+    pub spill: &'a crate::spill::SpillTo,
 }
 
 /// What becomes of the worker after a call.
@@ -121,8 +121,8 @@ impl Worker {
         }
     }
 
-    fn tail_text(&self) -> String {
-        self.tail.lock().expect("tail lock").text()
+    fn tail_text(&self, m: &crate::policy::Masker) -> String {
+        self.tail.lock().expect("tail lock").text_masked(m)
     }
 
     /// Give the worker one call. On any outcome but a clean final event the worker is ended before this returns.
@@ -140,7 +140,7 @@ impl Worker {
             want: job.call_id,
             wrong: None,
         };
-        let mut lines = EventLines::new(job.max_output, job.spill_dir, job.call_id);
+        let mut lines = EventLines::new(job.max_output, job.spill, job.call_id);
         let mut buf = vec![0u8; 64 * 1024];
         let mut ending: Option<Ending> = None;
         let mut exit: Option<ExitStatus> = None;
@@ -190,6 +190,9 @@ impl Worker {
             }
         }
         let wrong = tagged.wrong.take();
+        if ending.is_some() {
+            lines.discard_spill();
+        }
         let stdout = lines.finish(&mut tagged);
         let ended_cleanly =
             ending.is_none() && wrong.is_none() && exit.is_none() && matches!(stdout, Stdout::Events { last: Some(_) });
@@ -199,7 +202,7 @@ impl Worker {
         let finished = |stdout| Finished {
             ending: ending.unwrap_or(Ending::Exited(ExitStatus::from_raw(0))),
             stdout,
-            stderr_tail: self.tail_text(),
+            stderr_tail: self.tail_text(&job.spill.masker),
             duration: started.elapsed(),
             leftovers: false,
         };
@@ -248,7 +251,7 @@ impl Worker {
         if let Some(s) = exit.and_then(|s| s.signal()) {
             e = e.with("signal", s);
         }
-        let tail = self.tail_text();
+        let tail = self.tail_text(&job.spill.masker);
         if !tail.is_empty() {
             e = e.with("stderr_tail", tail);
         }

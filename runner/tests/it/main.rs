@@ -8,6 +8,7 @@ mod author;
 mod cache;
 mod cli;
 mod core;
+mod hardening;
 mod legacy_tools;
 mod llm;
 mod output;

@@ -246,6 +246,41 @@ def _import_failed(failure: ImportFailed, mode: str) -> int:
     return 3
 
 
+def _refuse_gated_subcommands(stem: str, refused: list[str]) -> None:
+    """Refuse, before any handler runs, an argparse subcommand reached under any of its names (the name, an
+    alias, an abbreviation) when one of those names is a gated key this anima may not run. The runner gates the
+    argv words; only argparse knows which subparser a word selects (``add_parser("delete-all", aliases=["rmall"])``).
+    """
+    import argparse
+
+    def canon(name: str) -> str:
+        return name.replace("_", "-")
+
+    gated = {canon(k): k for k in refused if isinstance(k, str)}
+    original = argparse._SubParsersAction.__call__
+
+    def guarded(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        name = values[0] if values else ""
+        chosen = self._name_parser_map.get(name)
+        if chosen is not None:
+            names = [n for n, p in self._name_parser_map.items() if p is chosen]
+        else:
+            # Not a name argparse knows exactly: a prefix it might expand. Fail closed on any gated name it starts.
+            names = [n for n in self._name_parser_map if isinstance(name, str) and name and n.startswith(name)]
+        hit = next((gated[canon(n)] for n in names if canon(n) in gated), None)
+        if hit is not None:
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"animaworks-tool: permission_denied: {stem}: subcommand {name!r} is the gated action {hit!r}; "
+                f"its grant {stem}_{hit} is not in external_tools.allow of permissions.json\n"
+            )
+            sys.stderr.flush()
+            os._exit(6)
+        return original(self, parser, namespace, values, option_string)
+
+    argparse._SubParsersAction.__call__ = guarded  # type: ignore[method-assign]
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
@@ -277,6 +312,19 @@ def main(argv: list[str]) -> int:
         if not callable(cli_main):
             print(f"animaworks-tool: {stem} has no cli_main(argv); call its actions instead", file=sys.stderr)
             return 2
+        refused = os.environ.pop("ANIMAWORKS_TOOL_CLI_REFUSE", None)
+        if refused:
+            import json
+
+            try:
+                keys = json.loads(refused)
+            except ValueError:
+                keys = None
+            if not isinstance(keys, list):
+                print("animaworks-tool: permission_denied: the runner's list of refused subcommands is unreadable",
+                      file=sys.stderr)
+                return 6
+            _refuse_gated_subcommands(stem, keys)
         cli_main(list(rest[1:]))
         return 0
 
