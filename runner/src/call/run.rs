@@ -56,11 +56,10 @@ impl PreparedCall<'_> {
         if self.masker.is_empty() {
             self.launch(line, obs, cancel).await
         } else {
-            let mut masking = Masking {
-                inner: obs,
-                masker: &self.masker,
-            };
-            self.launch(line, &mut masking, cancel).await
+            let mut masking = Masking::new(obs, &self.masker);
+            let out = self.launch(line, &mut masking, cancel).await;
+            masking.finish();
+            out
         }
     }
 
@@ -130,14 +129,12 @@ impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with its stdout captured as the result (value output, protocol.md §5.1), as a
     /// background task does.
     pub async fn run_captured(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
-        let mut masking = Masking {
-            inner: obs,
-            masker: &self.masker,
-        };
+        let mut masking = Masking::new(obs, &self.masker);
         let out = match self.drive(false, &mut masking, cancel).await {
             Ok(f) => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
             Err(e) => Err(e),
         };
+        masking.finish();
         let out = match out {
             Ok(v) => Ok(self.masker.mask_value(&v)),
             Err(e) => Err(mask_error(e, &self.masker)),
@@ -185,10 +182,31 @@ pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
     e
 }
 
-/// Passes events on with every resolved secret masked.
+/// Passes events on with every resolved secret masked. stderr comes in reads of any size, so a secret may be cut
+/// in two: the end of a read that could begin a secret (or a UTF-8 character) waits for the next read.
 pub(crate) struct Masking<'a> {
-    pub(crate) inner: &'a mut dyn Observer,
-    pub(crate) masker: &'a Masker,
+    inner: &'a mut dyn Observer,
+    masker: &'a Masker,
+    held: Vec<u8>,
+}
+
+impl<'a> Masking<'a> {
+    pub(crate) fn new(inner: &'a mut dyn Observer, masker: &'a Masker) -> Self {
+        Masking {
+            inner,
+            masker,
+            held: Vec::new(),
+        }
+    }
+
+    /// The stream has ended: pass on what was held back.
+    pub(crate) fn finish(&mut self) {
+        if !self.held.is_empty() {
+            let rest = std::mem::take(&mut self.held);
+            let masked = self.masker.mask_str(&String::from_utf8_lossy(&rest));
+            self.inner.stderr(masked.as_bytes());
+        }
+    }
 }
 
 impl Observer for Masking<'_> {
@@ -206,8 +224,19 @@ impl Observer for Masking<'_> {
         self.inner.unknown(masked.as_bytes());
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        let masked = self.masker.mask_str(&String::from_utf8_lossy(chunk));
-        self.inner.stderr(masked.as_bytes());
+        self.held.extend_from_slice(chunk);
+        let whole = match std::str::from_utf8(&self.held) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => self.held.len(),
+        };
+        let masked = self.masker.mask_str(&String::from_utf8_lossy(&self.held[..whole]));
+        let cut = self.masker.open_tail(&masked);
+        if cut > 0 {
+            self.inner.stderr(&masked.as_bytes()[..cut]);
+        }
+        let mut held = masked.as_bytes()[cut..].to_vec();
+        held.extend_from_slice(&self.held[whole..]);
+        self.held = held;
     }
     fn flush(&mut self) {
         self.inner.flush();

@@ -1,0 +1,56 @@
+//! Review of the call pipeline (issue 9) with an attacker's eyes: each test reproduces a defect found in it —
+//! an attempt with no audit line, a secret shown unmasked, a number that panicked the runner.
+
+use crate::support::*;
+use serde_json::json;
+
+const SECRET: &str = "sekrit-XYZ-12345";
+
+/// `leak` is open and `purge` gated; both declare the credential `svc`. `slow` sleeps until it is ended.
+const GT: &str = r#"{"protocol":1,"actions":[
+ {"name":"purge","input_schema":{"type":"object","properties":{"note":{"type":"string"}}},
+  "profile":{"gated":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}},
+ {"name":"leak","input_schema":{"type":"object","properties":{"note":{"type":"string"}}},
+  "profile":{"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}},
+ {"name":"slow","input_schema":{"type":"object","properties":{}}}]}"#;
+
+const GT_BODY: &str = r#"case "$req" in
+  *'"name":"gt_slow"'*) exec sleep SLOW ;;
+  *) echo '{"ok": true}' ;;
+esac"#;
+
+/// `go` writes its secret to stderr in two writes, a moment apart: two reads for the runner.
+const SPLIT: &str = r#"{"protocol":1,"actions":[{"name":"go","profile":{"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}]}"#;
+const SPLIT_BODY: &str = r#"printf '%s' "${SVC_TOKEN:0:8}" >&2
+sleep 0.3
+printf '%s\n' "${SVC_TOKEN:8}" >&2
+echo '{"ok": 1}'"#;
+
+/// The seconds `gt slow` sleeps: a number no other test's process has on its command line.
+fn slow_marker() -> String {
+    format!("29{}.7", std::process::id())
+}
+
+fn world() -> World {
+    let w = World::new();
+    w.tool(&w.common(), "gt.sh", &bash_tool(GT, &GT_BODY.replace("SLOW", &slow_marker())));
+    w.tool(&w.common(), "split.sh", &bash_tool(SPLIT, SPLIT_BODY));
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"svc": {"api_key": SECRET}}}).to_string(),
+    )
+    .unwrap();
+    w
+}
+
+#[test]
+fn a_secret_split_across_two_stderr_reads_is_masked_live() {
+    let w = world();
+    for args in [&["split", "go"][..], &["split", "go", "--events"][..]] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("***"), "{args:?}: the masked secret is not there: {err:?}");
+        assert!(!err.contains(SECRET), "{args:?}: the secret was shown: {err:?}");
+    }
+}
