@@ -168,9 +168,15 @@ impl<'r> Target<'r> {
     }
 
     /// The arguments and runner flags of the generated CLI (`--param value…`, `--json`, `--timeout`, …). A
-    /// word that does not parse is audited as an attempt.
+    /// word that does not parse, or a `--timeout` out of range, is audited as an attempt.
     pub fn parse_flags(&self, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
-        crate::flags::parse(&self.action, words).map_err(|e| {
+        let parsed = crate::flags::parse(&self.action, words).and_then(|(args, flags)| {
+            match flags.timeout.map(|s| super::timeout_from_secs(s, "--timeout")).transpose() {
+                Ok(_) => Ok((args, flags)),
+                Err(e) => Err(e),
+            }
+        });
+        parsed.map_err(|e| {
             let shown = Value::from(words.to_vec());
             let masker = super::prepare::lenient_masker(self.tool.runner, &self.tool.resolved, Some(&self.action));
             self.tool

@@ -2,7 +2,7 @@
 //! an attempt with no audit line, a secret shown unmasked, a number that panicked the runner.
 
 use crate::support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const SECRET: &str = "sekrit-XYZ-12345";
 
@@ -43,6 +43,21 @@ fn world() -> World {
     w
 }
 
+fn audit_lines(w: &World) -> Vec<Value> {
+    std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Run `f` and return the audit lines it added.
+fn audited(w: &World, f: impl FnOnce()) -> Vec<Value> {
+    let before = audit_lines(w).len();
+    f();
+    audit_lines(w)[before..].to_vec()
+}
+
 #[test]
 fn a_secret_split_across_two_stderr_reads_is_masked_live() {
     let w = world();
@@ -52,5 +67,23 @@ fn a_secret_split_across_two_stderr_reads_is_masked_live() {
         let err = stderr(&o);
         assert!(err.contains("***"), "{args:?}: the masked secret is not there: {err:?}");
         assert!(!err.contains(SECRET), "{args:?}: the secret was shown: {err:?}");
+    }
+}
+
+#[test]
+fn an_out_of_range_timeout_flag_is_audited_once() {
+    let w = world();
+    for args in [
+        &["gt", "leak", "--timeout", "1e308"][..],
+        &["call", "gt", "leak", "--timeout", "inf"][..],
+        &["submit", "gt", "leak", "--timeout", "1e308"][..],
+    ] {
+        let mut o = None;
+        let lines = audited(&w, || o = Some(w.run(args)));
+        let o = o.unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(lines.len(), 1, "{args:?}: want one audit line, got {lines:#?}");
+        assert_eq!(lines[0]["outcome"], "usage", "{args:?}");
+        assert_eq!(lines[0]["tool"], "gt", "{args:?}");
     }
 }
