@@ -78,7 +78,7 @@ impl<'r> Target<'r> {
             return fail(e, &early());
         }
         let timeout = match opts.timeout {
-            Some(t) => Ok(t),
+            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
             None => timeout_from_secs(action.timeout_s(), &format!("{tool}.{}: timeout_s", action.name)),
         };
         let timeout = match timeout {
@@ -156,7 +156,10 @@ impl<'r> Tool<'r> {
         if let Err(e) = refusal_to_error(d, &tool, None) {
             return fail(e, &lenient_masker(runner, &resolved, None));
         }
-        let timeout = opts.timeout.map(Ok).unwrap_or_else(|| cli_timeout(&resolved, argv));
+        let timeout = match opts.timeout {
+            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
+            None => cli_timeout(&resolved, argv),
+        };
         let timeout = match timeout {
             Ok(t) => t,
             Err(e) => return fail(e, &Masker::default()),

@@ -7,7 +7,6 @@ use crate::policy::Tier;
 use crate::scaffold::{self, Lang};
 use clap::Args;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// `new <name> --lang python|rust|bash|node [--dir DIR]`
 #[derive(Args, Debug)]
@@ -115,16 +114,9 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
 }
 
 pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
-    let timeout = match a.timeout {
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return refuse(
-                ErrorCode::Usage,
-                format!("--timeout {t}: must be a positive number of seconds"),
-                "",
-            )
-        }
-        None => None,
+    let timeout = match a.timeout.map(|t| crate::call::timeout_from_secs(t, "--timeout")).transpose() {
+        Ok(t) => t,
+        Err(e) => return refuse(ErrorCode::Usage, e.message, ""),
     };
     let opts = CheckOptions {
         python: Some(runner.dirs.python.clone()),

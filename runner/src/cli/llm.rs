@@ -52,14 +52,7 @@ pub struct SchemasArgs {
 }
 
 fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
-    match secs {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(CallError::new(
-            ErrorCode::Usage,
-            format!("--timeout must be a positive number of seconds, got {s}"),
-        )),
-    }
+    secs.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose()
 }
 
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.

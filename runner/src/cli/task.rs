@@ -116,7 +116,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
+        TaskCmd::Wait { id, timeout } => match timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
+            Ok(limit) => wait(&store, &id, limit).await,
+            Err(e) => Err(e),
+        },
         TaskCmd::Cancel { id } => cancel(&store, &id).await,
         TaskCmd::Prune { older_than } => prune(&store, &older_than),
         TaskCmd::RunPending => run_pending(runner, &store).await,

@@ -3,6 +3,8 @@
 
 use crate::support::*;
 use serde_json::{json, Value};
+use std::io::Write;
+use std::process::Stdio;
 
 const SECRET: &str = "sekrit-XYZ-12345";
 
@@ -58,6 +60,11 @@ fn audited(w: &World, f: impl FnOnce()) -> Vec<Value> {
     audit_lines(w)[before..].to_vec()
 }
 
+fn no_panic(what: &str, o: &std::process::Output) {
+    assert_ne!(o.status.code(), Some(101), "{what} panicked: {}", stderr(o));
+    assert!(!stderr(o).contains("panicked"), "{what} panicked: {}", stderr(o));
+}
+
 #[test]
 fn a_secret_split_across_two_stderr_reads_is_masked_live() {
     let w = world();
@@ -86,4 +93,48 @@ fn an_out_of_range_timeout_flag_is_audited_once() {
         assert_eq!(lines[0]["outcome"], "usage", "{args:?}");
         assert_eq!(lines[0]["tool"], "gt", "{args:?}");
     }
+}
+
+#[test]
+fn huge_or_odd_timeouts_never_panic_the_runner() {
+    let w = world();
+    for t in ["1e308", "1e19", "NaN"] {
+        let mut c = w.cmd();
+        c.args(["use-tool", "--timeout", t]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let req = json!({"tool_name": "gt", "action": "leak", "args": {}});
+        // The runner may refuse before it reads its stdin.
+        let _ = child.stdin.take().unwrap().write_all(req.to_string().as_bytes());
+        let o = child.wait_with_output().unwrap();
+        no_panic(&format!("use-tool --timeout {t}"), &o);
+        assert_eq!(o.status.code(), Some(2), "use-tool --timeout {t}: {}", stderr(&o));
+
+        let o = w.run(&["mcp", "--timeout", t]);
+        no_panic(&format!("mcp --timeout {t}"), &o);
+        assert_eq!(o.status.code(), Some(2), "mcp --timeout {t}: {}", stderr(&o));
+
+        let o = w.run(&["jobs", "wait", "0123456789ab", "--timeout", t]);
+        no_panic(&format!("jobs wait --timeout {t}"), &o);
+        assert_eq!(o.status.code(), Some(2), "jobs wait --timeout {t}: {}", stderr(&o));
+
+        let path = w.common().join("gt.sh");
+        let o = w.run(&["check", path.to_str().unwrap(), "--timeout", t]);
+        no_panic(&format!("check --timeout {t}"), &o);
+        assert_eq!(o.status.code(), Some(2), "check --timeout {t}: {}", stderr(&o));
+    }
+}
+
+#[tokio::test]
+async fn a_library_call_with_a_deadline_past_the_clock_is_refused_not_a_panic() {
+    let w = world();
+    let r = w.runner();
+    let opts = animaworks_tool::CallOptions {
+        timeout: Some(std::time::Duration::MAX),
+        ..Default::default()
+    };
+    let (_tx, cancel) = animaworks_tool::stream::Cancel::new();
+    let out = r
+        .call("gt", "leak", Default::default(), &opts, &mut animaworks_tool::stream::Quiet, cancel)
+        .await;
+    assert_eq!(out.unwrap_err().code, animaworks_tool::ErrorCode::Usage);
 }
