@@ -121,6 +121,14 @@ impl<'r> Tool<'r> {
         Attempt::new(self.name(), Some(self.resolved.file.tier), action, args)
     }
 
+    /// Record an attempt that its front door refused before it could be prepared (a task file whose arguments
+    /// or timeout cannot be used), and hand its error back.
+    pub(crate) fn refuse(&self, action: Option<&str>, args: Value, e: CallError) -> CallError {
+        let act = action.and_then(|a| self.resolved.manifest.action(a));
+        let masker = super::prepare::lenient_masker(self.runner, &self.resolved, act);
+        self.attempt(action, args).failed(self.runner, e, &masker)
+    }
+
     /// Pick `action` (either spelling). An unknown action is audited as an attempt.
     pub fn action(self, action: &str) -> Result<Target<'r>, CallError> {
         match self.resolved.manifest.action(action) {

@@ -138,3 +138,41 @@ async fn a_library_call_with_a_deadline_past_the_clock_is_refused_not_a_panic() 
         .await;
     assert_eq!(out.unwrap_err().code, animaworks_tool::ErrorCode::Usage);
 }
+
+/// A task file (forged, or written by another version) whose timeout_s or arguments cannot be used.
+fn forge_task(w: &World, id: &str, extra: Value) {
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut t = json!({"task_id": id, "anima_name": "alice", "tool_name": "gt:leak", "tool_args": {},
+        "status": "pending", "created_at": 1.0, "completed_at": null, "result": null, "error": null,
+        "tool": "gt", "action": "leak", "kind": "action", "updated_at": 1.0});
+    for (k, v) in extra.as_object().unwrap() {
+        t[k] = v.clone();
+    }
+    std::fs::write(dir.join(format!("{id}.json")), t.to_string()).unwrap();
+}
+
+#[test]
+fn a_task_that_fails_before_its_call_is_prepared_is_audited_once() {
+    let w = world();
+    let cases = [
+        ("00000000000a", json!({"timeout_s": 1e308}), "usage"),
+        ("00000000000b", json!({"tool_args": [1, 2]}), "invalid_arguments"),
+        ("00000000000c", json!({"kind": "cli", "tool_args": {"not": "argv"}}), "invalid_arguments"),
+    ];
+    for (id, extra, outcome) in cases {
+        forge_task(&w, id, extra.clone());
+        let lines = audited(&w, || {
+            let o = w.run(&["jobs", "worker"]);
+            assert_eq!(o.status.code(), Some(0), "{extra}: {}", stderr(&o));
+        });
+        let task: Value = serde_json::from_str(
+            &std::fs::read_to_string(w.anima.join(format!("state/background_tasks/{id}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(task["status"], "failed", "{extra}: {task}");
+        assert_eq!(lines.len(), 1, "{extra}: want one audit line, got {lines:#?}");
+        assert_eq!(lines[0]["outcome"], outcome, "{extra}");
+        assert_eq!(lines[0]["tool"], "gt", "{extra}");
+    }
+}
