@@ -90,6 +90,7 @@ fn decision_of(e: &CallError) -> Decision {
         Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
         Some("grant_denied") => RefusalKind::GrantDenied,
         Some("credential_missing") => RefusalKind::CredentialMissing,
+        Some("not_background_eligible") => RefusalKind::NotBackgroundEligible,
         _ => RefusalKind::GrantMissing,
     };
     Decision::Deny(Refusal {

@@ -108,6 +108,15 @@ impl PreparedCall<'_> {
     }
 }
 
+impl PreparedCall<'_> {
+    /// Refuse the call for a reason of its front door (`submit --strict`): the attempt's one audit line says so.
+    pub(crate) fn refuse(mut self, e: CallError) -> CallError {
+        let e = mask_error(e, &self.masker);
+        audit::outcome(self.runner, &mut self.audit, &self.attempt, Err(&e), &self.masker);
+        e
+    }
+}
+
 impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with the caller's stdio; the deadline holds. Returns the module's exit code.
     pub async fn run_inherit(mut self, cancel: Cancel) -> Result<i32, CallError> {

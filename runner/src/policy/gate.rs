@@ -72,6 +72,8 @@ pub enum RefusalKind {
     GrantMissing,
     /// A credential the action requires is set nowhere (the call stops before the tool starts).
     CredentialMissing,
+    /// `submit --strict` of an action its profile does not mark background-eligible.
+    NotBackgroundEligible,
 }
 
 impl RefusalKind {
@@ -84,6 +86,7 @@ impl RefusalKind {
             RefusalKind::GrantDenied => "grant_denied",
             RefusalKind::GrantMissing => "grant_missing",
             RefusalKind::CredentialMissing => "credential_missing",
+            RefusalKind::NotBackgroundEligible => "not_background_eligible",
         }
     }
 }

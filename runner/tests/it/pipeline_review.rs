@@ -176,3 +176,17 @@ fn a_task_that_fails_before_its_call_is_prepared_is_audited_once() {
         assert_eq!(lines[0]["tool"], "gt", "{extra}");
     }
 }
+
+#[test]
+fn a_strict_submit_refused_as_not_background_eligible_is_audited_once() {
+    let w = world();
+    let mut o = None;
+    let lines = audited(&w, || o = Some(w.run(&["submit", "--strict", "gt", "leak", "--note", SECRET])));
+    let o = o.unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
+    assert_eq!(lines[0]["outcome"], "permission_denied");
+    assert_eq!(lines[0]["decision"], "deny");
+    assert!(lines[0]["reason"].as_str().unwrap().starts_with("not_background_eligible"), "{}", lines[0]);
+    assert!(!lines[0].to_string().contains(SECRET), "{}", lines[0]);
+}
