@@ -102,6 +102,12 @@ impl Runner {
         }
     }
 
+    /// Record an attempt whose name matches no tool at all (an MCP tool name that is not `<tool>_<action>` of
+    /// any tool), and hand its error back.
+    pub(crate) fn refuse_unknown(&self, name: &str, e: CallError) -> CallError {
+        Attempt::new(name, None, None, Value::Null).failed(self, e, &Masker::default())
+    }
+
     /// A tool described elsewhere (`check` probes a file outside the tiers).
     pub fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
         Tool { runner: self, resolved }

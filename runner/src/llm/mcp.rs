@@ -156,13 +156,9 @@ impl Server {
             )]));
         }
         let Some((tool, action)) = self.lookup(&req.name).await else {
-            return Err(refusal(
-                &CallError::new(
-                    ErrorCode::UnknownTool,
-                    format!("no permitted tool named {:?}", req.name),
-                )
-                .hint("tools/list shows every tool this server offers"),
-            ));
+            let e = CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name))
+                .hint("tools/list shows every tool this server offers");
+            return Err(refusal(&self.runner.refuse_unknown(&req.name, e)));
         };
         let r = &self.runner;
         let target = r

@@ -3,7 +3,7 @@
 
 use crate::support::*;
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
 const SECRET: &str = "sekrit-XYZ-12345";
@@ -189,4 +189,60 @@ fn a_strict_submit_refused_as_not_background_eligible_is_audited_once() {
     assert_eq!(lines[0]["decision"], "deny");
     assert!(lines[0]["reason"].as_str().unwrap().starts_with("not_background_eligible"), "{}", lines[0]);
     assert!(!lines[0].to_string().contains(SECRET), "{}", lines[0]);
+}
+
+struct Mcp {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Mcp {
+    fn start(w: &World) -> Mcp {
+        let mut c = w.cmd();
+        c.arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp { child, stdin, out };
+        m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        m.answer(1);
+        m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin.as_mut().unwrap(), "{v}").unwrap();
+    }
+    fn answer(&mut self, id: i64) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "the MCP server ended without answering");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+    fn call(&mut self, id: i64, name: &str) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": {}}}));
+    }
+}
+
+#[test]
+fn an_mcp_tool_name_that_is_not_found_is_audited_once() {
+    let w = world();
+    let mut m = Mcp::start(&w);
+    let mut answer = Value::Null;
+    let lines = audited(&w, || {
+        m.call(2, "nosuch_thing");
+        answer = m.answer(2);
+    });
+    assert_eq!(answer["error"]["data"]["code"], "unknown_tool", "{answer}");
+    assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
+    assert_eq!(lines[0]["outcome"], "unknown_tool");
+    assert_eq!(lines[0]["tool"], "nosuch_thing");
+    drop(m.stdin.take());
+    m.child.wait().unwrap();
 }
