@@ -25,7 +25,8 @@ pub(crate) enum Launch {
 }
 
 /// A call that passed every check, ready to run. Dropped without running, it writes no audit line (a `submit`
-/// stores the task; its worker prepares the call again and audits it).
+/// stores the task; its worker prepares the call again and audits it); dropped while it runs, it writes the
+/// line of a cancelled call.
 pub struct PreparedCall<'r> {
     pub(crate) runner: &'r Runner,
     pub(crate) resolved: Resolved,

@@ -15,6 +15,7 @@ use std::os::unix::process::ExitStatusExt;
 impl PreparedCall<'_> {
     /// Run the call. Progress and logs reach `obs` as they arrive, every resolved secret masked.
     pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        self.audit.running = true;
         let out = self.execute(obs, cancel).await;
         let out = match out {
             Ok(v) => {
@@ -120,6 +121,7 @@ impl PreparedCall<'_> {
 impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with the caller's stdio; the deadline holds. Returns the module's exit code.
     pub async fn run_inherit(mut self, cancel: Cancel) -> Result<i32, CallError> {
+        self.audit.running = true;
         let out = self.drive(true, &mut stream::Quiet, cancel).await.and_then(|f| match f.ending {
             stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
             _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
@@ -138,6 +140,7 @@ impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with its stdout captured as the result (value output, protocol.md §5.1), as a
     /// background task does.
     pub async fn run_captured(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        self.audit.running = true;
         let mut masking = Masking::new(obs, &self.masker);
         let out = match self.drive(false, &mut masking, cancel).await {
             Ok(f) => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
@@ -175,6 +178,18 @@ impl PreparedCli<'_> {
             spill_dir: runner.dirs.outputs_dir(),
         };
         Ok(stream::drive(process, d, obs, cancel).await)
+    }
+}
+
+impl Drop for PreparedCall<'_> {
+    fn drop(&mut self) {
+        audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
+    }
+}
+
+impl Drop for PreparedCli<'_> {
+    fn drop(&mut self) {
+        audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
     }
 }
 

@@ -246,3 +246,23 @@ fn an_mcp_tool_name_that_is_not_found_is_audited_once() {
     drop(m.stdin.take());
     m.child.wait().unwrap();
 }
+
+#[test]
+fn an_mcp_call_cut_off_by_the_client_leaving_is_audited_once() {
+    let w = world();
+    let mut m = Mcp::start(&w);
+    m.call(2, "gt_slow");
+    assert!(
+        eventually(60, || !pids_with_cmdline(&slow_marker()).is_empty()),
+        "the tool did not start"
+    );
+    // The client goes away mid-call.
+    drop(m.stdin.take());
+    let status = m.child.wait().unwrap();
+    assert!(status.code().is_some(), "the server was killed: {status:?}");
+    let lines = audit_lines(&w);
+    assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
+    assert_eq!(lines[0]["action"], "slow");
+    assert_eq!(lines[0]["outcome"], "cancelled");
+    assert!(eventually(30, || pids_with_cmdline(&slow_marker()).is_empty()), "the tool outlived the call");
+}
