@@ -108,8 +108,9 @@ impl Runner {
         Attempt::new(name, None, None, Value::Null).failed(self, e, &Masker::default())
     }
 
-    /// A tool described elsewhere (`check` probes a file outside the tiers).
-    pub fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
+    /// A tool described elsewhere (`check` probes a file outside the tiers). Not public: a forged manifest would
+    /// choose its own gates.
+    pub(crate) fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
         Tool { runner: self, resolved }
     }
 }
