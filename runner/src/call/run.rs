@@ -237,10 +237,21 @@ impl Observer for Masking<'_> {
     fn event(&mut self, event: &tool_sdk::protocol::Event, raw: &[u8]) {
         let text = String::from_utf8_lossy(raw);
         let masked = self.masker.mask_str(&text);
-        if masked == text {
+        if masked != text {
+            if let Ok(ev) = serde_json::from_str(&masked) {
+                self.inner.event(&ev, masked.as_bytes());
+            }
+            return;
+        }
+        // A secret the tool's JSON escaped its own way (`\u0026` for `&`, as Go writes it) shows only decoded.
+        let Ok(decoded) = serde_json::to_value(event) else {
+            return;
+        };
+        let masked = self.masker.mask_value(&decoded);
+        if masked == decoded {
             self.inner.event(event, raw);
-        } else if let Ok(ev) = serde_json::from_str(&masked) {
-            self.inner.event(&ev, masked.as_bytes());
+        } else if let Ok(ev) = serde_json::from_value(masked.clone()) {
+            self.inner.event(&ev, masked.to_string().as_bytes());
         }
     }
     fn unknown(&mut self, raw: &[u8]) {

@@ -266,3 +266,31 @@ fn an_mcp_call_cut_off_by_the_client_leaving_is_audited_once() {
     assert_eq!(lines[0]["outcome"], "cancelled");
     assert!(eventually(30, || pids_with_cmdline(&slow_marker()).is_empty()), "the tool outlived the call");
 }
+
+/// An event tool whose JSON escapes `&` as `\u0026` (Go's encoding/json does), with a secret holding one.
+const ESCAPED: &str = r#"{"protocol":1,"events":true,"actions":[{"name":"go","profile":{"credentials":[{"name":"amp","env":"AMP_TOKEN"}]}}]}"#;
+const ESCAPED_BODY: &str = r#"esc=${AMP_TOKEN//&/\\u0026}
+echo "{\"type\":\"log\",\"level\":\"info\",\"message\":\"token $esc\"}"
+echo "{\"type\":\"progress\",\"progress\":1,\"message\":\"with $esc\"}"
+echo '{"type":"result","result":{"ok":1}}'"#;
+
+#[test]
+fn a_secret_in_an_event_escaped_by_the_tool_is_masked() {
+    let w = world();
+    let secret = "pass&word-98765";
+    w.tool(&w.common(), "esc.sh", &bash_tool(ESCAPED, ESCAPED_BODY));
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"amp": {"api_key": secret}}}).to_string(),
+    )
+    .unwrap();
+    for args in [&["esc", "go"][..], &["esc", "go", "--events"][..]] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("token ***"), "{args:?}: the masked log is not there: {all}");
+        assert!(!all.contains(secret), "{args:?}: the secret was shown: {all}");
+        assert!(!all.contains("pass\\u0026word"), "{args:?}: the escaped secret was shown: {all}");
+    }
+}
+
