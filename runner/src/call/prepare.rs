@@ -134,11 +134,13 @@ impl<'r> Tool<'r> {
         let tool = resolved.file.name.clone();
         let attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
         let fail = |e: CallError, m: &Masker| Err(attempt.failed(runner, e, m));
+        // A refused attempt is logged with its argv, which may hold a declared secret.
+        let early = || lenient_masker(runner, &resolved, None);
         if !resolved.manifest.cli {
             return fail(
                 CallError::new(ErrorCode::Usage, format!("{tool} has no cli_main: name one of its actions"))
                     .hint(format!("`animaworks-tool {tool} --help` lists them")),
-                &Masker::default(),
+                &early(),
             );
         }
         let profile = match (&resolved.manifest.legacy_profile_error, &resolved.manifest.legacy_profile) {
@@ -155,7 +157,7 @@ impl<'r> Tool<'r> {
         };
         let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
         if let Err(e) = refusal_to_error(d, &tool, None) {
-            return fail(e, &lenient_masker(runner, &resolved, None));
+            return fail(e, &early());
         }
         let timeout = match opts.timeout {
             Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
@@ -163,11 +165,11 @@ impl<'r> Tool<'r> {
         };
         let timeout = match timeout {
             Ok(t) => t,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(e, &early()),
         };
         let secrets = match secrets(runner, &resolved, None, false) {
             Ok(s) => s,
-            Err(e) => return fail(e, &Masker::default()),
+            Err(e) => return fail(e, &early()),
         };
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);

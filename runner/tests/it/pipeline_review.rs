@@ -294,3 +294,20 @@ fn a_secret_in_an_event_escaped_by_the_tool_is_masked() {
     }
 }
 
+/// A tool with a cli_main that declares a credential that is set and a required one that is not.
+const HALF: &str = r#"{"protocol":1,"cli":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"},
+ {"name":"absent","env":"ABSENT_TOKEN","required":true}],"actions":[{"name":"go"}]}"#;
+
+#[test]
+fn a_legacy_argv_refused_for_a_missing_credential_is_audited_with_the_others_masked() {
+    let w = world();
+    w.tool(&w.common(), "half.sh", &bash_tool(HALF, "echo '{}'"));
+    let mut o = None;
+    let lines = audited(&w, || o = Some(w.run(&["half", "--token", SECRET])));
+    let o = o.unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
+    assert_eq!(lines[0]["outcome"], "permission_denied");
+    assert!(!lines[0].to_string().contains(SECRET), "the audit line holds the secret: {}", lines[0]);
+}
+
