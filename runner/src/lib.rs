@@ -14,8 +14,9 @@
 //!    arguments are checked against the `input_schema` ([`validate`]), the gate decides ([`policy::gate`]),
 //!    credentials are resolved ([`policy::credentials`]), a clean environment is built ([`policy::env`]) from the
 //!    [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
-//! 4. **spawn** ([`spawn::start_tool`]): the one place a file becomes a process — its own group, registered with
-//!    the [`guardian`] so it dies with the runner — or a persistent worker of the [`workers`] pool.
+//! 4. **spawn** ([`spawn`]'s `start_tool`, which only a prepared call reaches): the one place a file becomes a
+//!    process — its own group, registered with the [`guardian`] so it dies with the runner — or a persistent
+//!    worker of the [`workers`] pool.
 //! 5. **stream** ([`stream::drive`]): the request goes in; stdout and stderr are drained concurrently; events
 //!    reach the caller's [`stream::Observer`] as they arrive; the deadline and cancellation are watched.
 //! 6. **reap** ([`reap`]): SIGTERM to the group, a grace period, SIGKILL, and every member reaped.

@@ -40,7 +40,7 @@ pub struct Started {
 
 /// The one way a tool file becomes a running process: the command, the start, and every spawn error as a
 /// sentence that says what to do.
-pub fn start_tool(
+pub(crate) fn start_tool(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,

@@ -58,6 +58,9 @@ impl Attempt {
 /// The audit file of one prepared call, opened when it was prepared.
 pub(crate) struct Handle {
     pub file: Option<File>,
+    /// The call has started and its line is not written yet: dropped now (a future dropped mid-call, as when an
+    /// MCP client goes away), it writes the line of a cancelled call.
+    pub running: bool,
 }
 
 impl Handle {
@@ -66,7 +69,10 @@ impl Handle {
     pub fn open(runner: &Runner, gated: bool) -> Result<Handle, CallError> {
         let log = runner.audit_log();
         match log.open() {
-            Ok(f) => Ok(Handle { file: Some(f) }),
+            Ok(f) => Ok(Handle {
+                file: Some(f),
+                running: false,
+            }),
             Err(e) if gated => Err(CallError::new(
                 ErrorCode::PermissionDenied,
                 format!("the audit log {} cannot be written: {e}", log.path().display()),
@@ -76,7 +82,10 @@ impl Handle {
             .with("path", log.path().to_string_lossy().into_owned())),
             Err(e) => {
                 tracing::warn!("the audit log {} cannot be written: {e}", log.path().display());
-                Ok(Handle { file: None })
+                Ok(Handle {
+                    file: None,
+                    running: false,
+                })
             }
         }
     }
@@ -96,6 +105,7 @@ fn decision_of(e: &CallError) -> Decision {
         Some("sandbox_not_granted") => RefusalKind::SandboxNotGranted,
         Some("sandbox_unsupported") => RefusalKind::SandboxUnsupported,
         Some("sandbox_invalid" | "sandbox_grants_invalid") => RefusalKind::SandboxInvalid,
+        Some("not_background_eligible") => RefusalKind::NotBackgroundEligible,
         _ => RefusalKind::GrantMissing,
     };
     Decision::Deny(Refusal {
@@ -115,6 +125,7 @@ pub(crate) fn outcome(
     out: Result<Option<i32>, &CallError>,
     masker: &Masker,
 ) {
+    handle.running = false;
     let ms = a.started.elapsed().as_millis() as u64;
     match out {
         Ok(exit) => {
@@ -129,6 +140,14 @@ pub(crate) fn outcome(
                 .or(Some(e.code.exit_code()));
             write(runner, handle.file.as_mut(), a, &decision_of(e), ms, e.code.as_str(), exit, masker)
         }
+    }
+}
+
+/// The line of a call whose future was dropped before it ended (its process group is ended by the drop).
+pub(crate) fn abandoned(runner: &Runner, handle: &mut Handle, a: &Attempt, masker: &Masker) {
+    if handle.running {
+        let e = CallError::new(ErrorCode::Cancelled, "the call was dropped before it ended");
+        outcome(runner, handle, a, Err(&e), masker);
     }
 }
 

@@ -15,6 +15,24 @@
 //! Each attempt writes exactly one audit line: a refusal or failure before the tool starts writes it where it
 //! happens, a prepared call writes it when it ends.
 
+//! Nothing else starts a tool for a call; these do not compile outside the crate:
+//!
+//! ```compile_fail
+//! let _ = animaworks_tool::spawn::start_tool; // spawn a tool file with any environment
+//! ```
+//! ```compile_fail
+//! let _ = animaworks_tool::workers::WorkerPool::run; // hand any request to a pooled worker
+//! ```
+//! ```compile_fail
+//! let _ = animaworks_tool::workers::Worker::spawn; // start `TOOL --serve` with any environment
+//! ```
+//! ```compile_fail
+//! let _ = animaworks_tool::workers::Worker::call;
+//! ```
+//! ```compile_fail
+//! let _ = animaworks_tool::Runner::open_resolved; // prepare a call from a forged manifest (its own gates)
+//! ```
+
 mod audit;
 mod prepare;
 mod run;

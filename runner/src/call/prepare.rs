@@ -25,7 +25,8 @@ pub(crate) enum Launch {
 }
 
 /// A call that passed every check, ready to run. Dropped without running, it writes no audit line (a `submit`
-/// stores the task; its worker prepares the call again and audits it).
+/// stores the task; its worker prepares the call again and audits it); dropped while it runs, it writes the
+/// line of a cancelled call.
 pub struct PreparedCall<'r> {
     pub(crate) runner: &'r Runner,
     pub(crate) resolved: Resolved,
@@ -81,7 +82,7 @@ impl<'r> Target<'r> {
             return fail(&attempt, e, &early());
         }
         let timeout = match opts.timeout {
-            Some(t) => Ok(t),
+            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
             None => timeout_from_secs(action.timeout_s(), &format!("{tool}.{}: timeout_s", action.name)),
         };
         let timeout = match timeout {
@@ -147,12 +148,14 @@ impl<'r> Tool<'r> {
         let tool = resolved.file.name.clone();
         let mut attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
         let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
+        // A refused attempt is logged with its argv, which may hold a declared secret.
+        let early = || lenient_masker(runner, &resolved, None);
         if !resolved.manifest.cli {
             return fail(
                 &attempt,
                 CallError::new(ErrorCode::Usage, format!("{tool} has no cli_main: name one of its actions"))
                     .hint(format!("`animaworks-tool {tool} --help` lists them")),
-                &Masker::default(),
+                &early(),
             );
         }
         let profile = match (&resolved.manifest.legacy_profile_error, &resolved.manifest.legacy_profile) {
@@ -169,16 +172,19 @@ impl<'r> Tool<'r> {
         };
         let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
         if let Err(e) = refusal_to_error(d, &tool, None) {
-            return fail(&attempt, e, &lenient_masker(runner, &resolved, None));
+            return fail(&attempt, e, &early());
         }
-        let timeout = opts.timeout.map(Ok).unwrap_or_else(|| cli_timeout(&resolved, argv));
+        let timeout = match opts.timeout {
+            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
+            None => cli_timeout(&resolved, argv),
+        };
         let timeout = match timeout {
             Ok(t) => t,
-            Err(e) => return fail(&attempt, e, &Masker::default()),
+            Err(e) => return fail(&attempt, e, &early()),
         };
         let secrets = match secrets(runner, &resolved, None, false) {
             Ok(s) => s,
-            Err(e) => return fail(&attempt, e, &Masker::default()),
+            Err(e) => return fail(&attempt, e, &early()),
         };
         let sandbox = crate::sandbox::for_process(
             &runner.dirs,

@@ -15,6 +15,7 @@ use std::os::unix::process::ExitStatusExt;
 impl PreparedCall<'_> {
     /// Run the call. Progress and logs reach `obs` as they arrive, every resolved secret masked.
     pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        self.audit.running = true;
         let out = self.execute(obs, cancel).await;
         let out = match out {
             Ok(v) => {
@@ -57,7 +58,9 @@ impl PreparedCall<'_> {
             self.launch(line, obs, cancel).await
         } else {
             let mut masking = Masking::new(obs, &self.masker);
-            self.launch(line, &mut masking, cancel).await
+            let out = self.launch(line, &mut masking, cancel).await;
+            masking.finish();
+            out
         }
     }
 
@@ -107,9 +110,19 @@ impl PreparedCall<'_> {
     }
 }
 
+impl PreparedCall<'_> {
+    /// Refuse the call for a reason of its front door (`submit --strict`): the attempt's one audit line says so.
+    pub(crate) fn refuse(mut self, e: CallError) -> CallError {
+        let e = mask_error(e, &self.masker);
+        audit::outcome(self.runner, &mut self.audit, &self.attempt, Err(&e), &self.masker);
+        e
+    }
+}
+
 impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with the caller's stdio; the deadline holds. Returns the module's exit code.
     pub async fn run_inherit(mut self, cancel: Cancel) -> Result<i32, CallError> {
+        self.audit.running = true;
         let out = self.drive(true, &mut stream::Quiet, cancel).await.and_then(|f| match f.ending {
             stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
             _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
@@ -128,6 +141,7 @@ impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with its stdout captured as the result (value output, protocol.md §5.1), as a
     /// background task does.
     pub async fn run_captured(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
+        self.audit.running = true;
         let mut masking = Masking::new(obs, &self.masker);
         let out = match self.drive(false, &mut masking, cancel).await {
             Ok(f) => match cli_refusal(&f, &self.resolved) {
@@ -136,7 +150,7 @@ impl PreparedCli<'_> {
             },
             Err(e) => Err(e),
         };
-        drop(masking);
+        masking.finish();
         let out = match out {
             Ok(v) => Ok(self.masker.mask_value(&v)),
             Err(e) => Err(mask_error(e, &self.masker)),
@@ -196,6 +210,18 @@ fn cli_refusal(f: &stream::Finished, r: &crate::call::Resolved) -> Option<CallEr
     })
 }
 
+impl Drop for PreparedCall<'_> {
+    fn drop(&mut self) {
+        audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
+    }
+}
+
+impl Drop for PreparedCli<'_> {
+    fn drop(&mut self) {
+        audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
+    }
+}
+
 /// Mask every resolved secret in an error: message, hint and every detail.
 pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
     if m.is_empty() {
@@ -224,8 +250,9 @@ impl<'a> Masking<'a> {
     }
 }
 
-impl Drop for Masking<'_> {
-    fn drop(&mut self) {
+impl Masking<'_> {
+    /// The stream has ended: pass on what was held back (also done on drop).
+    pub(crate) fn finish(&mut self) {
         let mut rest = Vec::new();
         self.stderr.finish(&mut rest);
         if !rest.is_empty() {
@@ -234,14 +261,31 @@ impl Drop for Masking<'_> {
     }
 }
 
+impl Drop for Masking<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl Observer for Masking<'_> {
     fn event(&mut self, event: &tool_sdk::protocol::Event, raw: &[u8]) {
         let text = String::from_utf8_lossy(raw);
         let masked = self.masker.mask_str(&text);
-        if masked == text {
+        if masked != text {
+            if let Ok(ev) = serde_json::from_str(&masked) {
+                self.inner.event(&ev, masked.as_bytes());
+            }
+            return;
+        }
+        // A secret the tool's JSON escaped its own way (`\u0026` for `&`, as Go writes it) shows only decoded.
+        let Ok(decoded) = serde_json::to_value(event) else {
+            return;
+        };
+        let masked = self.masker.mask_value(&decoded);
+        if masked == decoded {
             self.inner.event(event, raw);
-        } else if let Ok(ev) = serde_json::from_str(&masked) {
-            self.inner.event(&ev, masked.as_bytes());
+        } else if let Ok(ev) = serde_json::from_value(masked.clone()) {
+            self.inner.event(&ev, masked.to_string().as_bytes());
         }
     }
     fn unknown(&mut self, raw: &[u8]) {

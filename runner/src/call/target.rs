@@ -89,8 +89,15 @@ impl Runner {
         }
     }
 
-    /// A tool described elsewhere (`check` probes a file outside the tiers).
-    pub fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
+    /// Record an attempt whose name matches no tool at all (an MCP tool name that is not `<tool>_<action>` of
+    /// any tool), and hand its error back.
+    pub(crate) fn refuse_unknown(&self, name: &str, e: CallError) -> CallError {
+        Attempt::new(name, None, None, Value::Null).failed(self, e, &Masker::default())
+    }
+
+    /// A tool described elsewhere (`check` probes a file outside the tiers). Not public: a forged manifest would
+    /// choose its own gates.
+    pub(crate) fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
         Tool { runner: self, resolved }
     }
 }
@@ -106,6 +113,14 @@ impl<'r> Tool<'r> {
 
     pub(crate) fn attempt(&self, action: Option<&str>, args: Value) -> Attempt {
         Attempt::new(self.name(), Some(self.resolved.file.tier), action, args)
+    }
+
+    /// Record an attempt that its front door refused before it could be prepared (a task file whose arguments
+    /// or timeout cannot be used), and hand its error back.
+    pub(crate) fn refuse(&self, action: Option<&str>, args: Value, e: CallError) -> CallError {
+        let act = action.and_then(|a| self.resolved.manifest.action(a));
+        let masker = super::prepare::lenient_masker(self.runner, &self.resolved, act);
+        self.attempt(action, args).failed(self.runner, e, &masker)
     }
 
     /// Pick `action` (either spelling). An unknown action is audited as an attempt.
@@ -141,9 +156,15 @@ impl<'r> Target<'r> {
     }
 
     /// The arguments and runner flags of the generated CLI (`--param value…`, `--json`, `--timeout`, …). A
-    /// word that does not parse is audited as an attempt.
+    /// word that does not parse, or a `--timeout` out of range, is audited as an attempt.
     pub fn parse_flags(&self, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
-        crate::flags::parse(&self.action, words).map_err(|e| {
+        let parsed = crate::flags::parse(&self.action, words).and_then(|(args, flags)| {
+            match flags.timeout.map(|s| super::timeout_from_secs(s, "--timeout")).transpose() {
+                Ok(_) => Ok((args, flags)),
+                Err(e) => Err(e),
+            }
+        });
+        parsed.map_err(|e| {
             let shown = Value::from(words.to_vec());
             let masker = super::prepare::lenient_masker(self.tool.runner, &self.tool.resolved, Some(&self.action));
             self.tool

@@ -114,12 +114,9 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
 }
 
 pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
-    let timeout = match a.timeout {
-        Some(t) => match crate::limits::seconds(t, "--timeout") {
-            Ok(d) => Some(d),
-            Err(m) => return refuse(ErrorCode::Usage, m, ""),
-        },
-        None => None,
+    let timeout = match a.timeout.map(|t| crate::call::timeout_from_secs(t, "--timeout")).transpose() {
+        Ok(t) => t,
+        Err(e) => return refuse(ErrorCode::Usage, e.message, ""),
     };
     let opts = CheckOptions {
         python: Some(runner.dirs.python.clone()),

@@ -76,12 +76,7 @@ pub struct SchemasArgs {
 }
 
 fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
-    match secs {
-        None => Ok(None),
-        Some(s) => crate::limits::seconds(s, "--timeout")
-            .map(Some)
-            .map_err(|m| CallError::new(ErrorCode::Usage, m)),
-    }
+    secs.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose()
 }
 
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.

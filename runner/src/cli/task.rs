@@ -125,10 +125,15 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => match full_id(&store, &id) {
-            Ok(id) => wait(&store, &id, timeout.map(Duration::from_secs_f64)).await,
-            Err(e) => Err(e),
-        },
+        TaskCmd::Wait { id, timeout } => {
+            match timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
+                Ok(limit) => match full_id(&store, &id) {
+                    Ok(id) => wait(&store, &id, limit).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
+        }
         TaskCmd::Cancel { id } => match full_id(&store, &id) {
             Ok(id) => cancel(&store, &id).await,
             Err(e) => Err(e),

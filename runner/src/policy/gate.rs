@@ -78,6 +78,8 @@ pub enum RefusalKind {
     SandboxUnsupported,
     /// The action's sandbox declaration, or the anima's sandbox grants, are malformed.
     SandboxInvalid,
+    /// `submit --strict` of an action its profile does not mark background-eligible.
+    NotBackgroundEligible,
 }
 
 impl RefusalKind {
@@ -93,6 +95,7 @@ impl RefusalKind {
             RefusalKind::SandboxNotGranted => "sandbox_not_granted",
             RefusalKind::SandboxUnsupported => "sandbox_unsupported",
             RefusalKind::SandboxInvalid => "sandbox_invalid",
+            RefusalKind::NotBackgroundEligible => "not_background_eligible",
         }
     }
 }

@@ -72,6 +72,20 @@ impl Masker {
         out
     }
 
+    /// Where the tail of `s` that could be the start of a secret begins (`s.len()` when there is none): text a
+    /// stream must hold back until what follows shows whether it is a secret.
+    pub fn open_tail(&self, s: &str) -> usize {
+        let longest = self.needles.first().map_or(0, String::len);
+        let from = s.len().saturating_sub(longest.saturating_sub(1));
+        (from..s.len())
+            .filter(|&i| s.is_char_boundary(i))
+            .find(|&i| {
+                let t = &s[i..];
+                self.needles.iter().any(|n| n.len() > t.len() && n.starts_with(t))
+            })
+            .unwrap_or(s.len())
+    }
+
     /// A copy of `v` with every secret in every string (values and object keys) replaced by [`MASK`].
     pub fn mask_value(&self, v: &Value) -> Value {
         let mut v = v.clone();
@@ -212,6 +226,16 @@ mod tests {
         assert_eq!(m.mask_str("abc 1"), "abc 1");
         let m = Masker::new(["abcd"]);
         assert_eq!(m.mask_str("abcde"), "***e");
+    }
+
+    #[test]
+    fn open_tail_is_the_start_of_a_secret_at_the_end() {
+        let m = Masker::new(["tok-123"]);
+        assert_eq!(m.open_tail("abc tok-1"), 4);
+        assert_eq!(m.open_tail("abc t"), 4);
+        assert_eq!(m.open_tail("abc tok-123"), 11);
+        assert_eq!(m.open_tail("abc"), 3);
+        assert_eq!(Masker::default().open_tail("abc"), 3);
     }
 
     #[test]

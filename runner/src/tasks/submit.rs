@@ -85,10 +85,13 @@ pub async fn check(
         if !eligible {
             let msg = format!("{tool}.{name} is not marked background-eligible in its profile");
             if strict {
-                return Err(CallError::new(ErrorCode::PermissionDenied, msg)
-                    .hint("drop --strict to submit it anyway, or call it in the foreground")
-                    .with("tool", tool)
-                    .with("action", name));
+                return Err(call.refuse(
+                    CallError::new(ErrorCode::PermissionDenied, msg)
+                        .hint("drop --strict to submit it anyway, or call it in the foreground")
+                        .with("tool", tool)
+                        .with("action", name)
+                        .with("reason", "not_background_eligible"),
+                ));
             }
             warnings.push(format!("{msg}; submitting anyway"));
         }

@@ -213,6 +213,10 @@ pub async fn execute(
     cancel: Cancel,
 ) -> Result<Value, CallError> {
     let tool = runner.open(&task.tool).await?;
+    let label = match task.kind {
+        Kind::Action => task.action.as_str(),
+        Kind::Cli => "cli",
+    };
     // Why clamp: a task file may be forged; its number must neither panic the worker nor lose the task.
     let timeout = task
         .timeout_s
@@ -225,18 +229,20 @@ pub async fn execute(
     };
     match task.kind {
         Kind::Action => {
-            let target = tool.action(&task.action)?;
             let Value::Object(map) = args else {
-                return Err(CallError::new(
-                    ErrorCode::InvalidArguments,
-                    "the task's arguments are not a JSON object",
-                ));
+                let e = CallError::new(ErrorCode::InvalidArguments, "the task's arguments are not a JSON object");
+                return Err(tool.refuse(Some(label), args, e));
             };
-            target.prepare(map, &opts)?.run(obs, cancel).await
+            tool.action(&task.action)?.prepare(map, &opts)?.run(obs, cancel).await
         }
         Kind::Cli => {
-            let argv: Vec<String> = serde_json::from_value(args)
-                .map_err(|_| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
+            let argv: Vec<String> = match serde_json::from_value(args.clone()) {
+                Ok(a) => a,
+                Err(_) => {
+                    let e = CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings");
+                    return Err(tool.refuse(Some(label), args, e));
+                }
+            };
             tool.prepare_cli(&argv, &opts)?.run_captured(obs, cancel).await
         }
     }

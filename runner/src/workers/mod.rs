@@ -130,7 +130,7 @@ impl WorkerPool {
 
     /// Run one call of a persistent tool on a worker. `job.request` is the §4 line (newline included). Masking
     /// and auditing are the caller's (the call pipeline's).
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         spec: &WorkerSpec<'_>,
         job: Job<'_>,

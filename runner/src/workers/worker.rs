@@ -61,7 +61,7 @@ pub struct Worker {
 
 impl Worker {
     /// Start `TOOL --serve` with `env` (the worker's environment, not one call's).
-    pub fn spawn(
+    pub(crate) fn spawn(
         file: &ToolFile,
         dirs: &Dirs,
         env: &[(OsString, OsString)],
@@ -126,7 +126,7 @@ impl Worker {
     }
 
     /// Give the worker one call. On any outcome but a clean final event the worker is ended before this returns.
-    pub async fn call(
+    pub(crate) async fn call(
         &mut self,
         job: Job<'_>,
         obs: &mut dyn Observer,

@@ -13,6 +13,7 @@ mod legacy_tools;
 mod llm;
 mod output;
 mod pipeline;
+mod pipeline_review;
 mod policy_paths;
 mod processes;
 mod protocol_schema;
