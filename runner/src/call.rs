@@ -153,10 +153,10 @@ impl Runner {
                 .collect();
             close.truncate(5);
             let hint = if close.is_empty() {
-                "`animaworks-tool list` shows every tool".to_owned()
+                "`animaworks-tool tools` shows every tool".to_owned()
             } else {
                 format!(
-                    "did you mean {}? `animaworks-tool list` shows every tool",
+                    "did you mean {}? `animaworks-tool tools` shows every tool",
                     close.join(", ")
                 )
             };

@@ -6,6 +6,22 @@ use crate::manifest::Action;
 use serde_json::Value;
 use std::fmt::Write;
 
+/// The runner's help, then every tool's name (no tool is started), as the original's `--help` lists them.
+/// Returns `code`.
+pub fn top_help(dirs: &crate::dirs::Dirs, code: i32) -> i32 {
+    let _ = <super::Cli as clap::CommandFactory>::command().print_help();
+    let names: Vec<String> = crate::discover::scan(dirs).tools.into_keys().collect();
+    println!(
+        "\n\nAvailable tools: {}",
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    );
+    code
+}
+
 pub fn tool_help(r: &Resolved) -> String {
     let m = &r.manifest;
     let mut s = String::new();

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod args;
 pub mod author;
+pub mod forward;
 pub mod help;
 pub mod list;
 pub mod llm;
@@ -27,6 +28,7 @@ Calling tools:
   animaworks-tool <tool> <action> --json '{…}'       arguments as JSON (also @file, or - for stdin)
   animaworks-tool call <tool> <action> --json '{…}'  the uniform form for programs (JSON error on stdout)
   animaworks-tool <tool> <argv…>                    an AnimaWorks module with cli_main: argv passes unchanged
+  animaworks-tool task list | vault get K | …       a word of AnimaWorks' CLI that names no tool runs `animaworks`
 
 Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
@@ -41,7 +43,7 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
     after_help = AFTER_HELP,
     allow_external_subcommands = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// A core tools folder (repeatable). Default: $ANIMAWORKS_CORE_TOOLS (colon-separated), else <data dir>/core_tools.
     #[arg(long = "core-dir", value_name = "DIR", global = true)]
     core_dirs: Vec<PathBuf>,
@@ -117,15 +119,19 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = fast_parse().unwrap_or_else(Cli::parse);
+    let cli = match fast_parse().map(Ok).unwrap_or_else(Cli::try_parse) {
+        Ok(cli) => cli,
+        Err(e) => match top_level_help() {
+            Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0),
+            None => e.exit(),
+        },
+    };
     init_logging();
-    let dirs = Dirs::resolve(&DirOptions {
-        core_dirs: cli.core_dirs,
-        data_dir: cli.data_dir,
-        anima_dir: cli.anima_dir,
-        cache_dir: cli.cache_dir,
-        python: cli.python,
-    });
+    let fwd = forward::Overrides {
+        data_dir: cli.data_dir.as_deref().map(crate::dirs::expand_home),
+        anima_dir: cli.anima_dir.as_deref().map(crate::dirs::expand_home),
+    };
+    let dirs = Dirs::resolve(&dir_options(&cli));
     let runner = Runner::new(dirs);
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -136,11 +142,7 @@ pub fn main() -> i32 {
     };
     rt.block_on(async move {
         match cli.cmd {
-            None => {
-                let _ = <Cli as clap::CommandFactory>::command().print_help();
-                println!();
-                2
-            }
+            None => help::top_help(&runner.dirs, 2),
             Some(Cmd::Tools { json }) => list::list(&runner, json).await,
             Some(Cmd::Doctor { json }) => list::doctor(&runner, json).await,
             Some(Cmd::Refresh) => list::refresh(&runner).await,
@@ -154,13 +156,51 @@ pub fn main() -> i32 {
             Some(Cmd::Check(a)) => author::check(&runner, a).await,
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
-            Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
+            Some(Cmd::Tool(words)) => tool_form(&runner, words, &fwd).await,
         }
     })
 }
 
+fn dir_options(cli: &Cli) -> DirOptions {
+    DirOptions {
+        core_dirs: cli.core_dirs.clone(),
+        data_dir: cli.data_dir.clone(),
+        anima_dir: cli.anima_dir.clone(),
+        cache_dir: cli.cache_dir.clone(),
+        python: cli.python.clone(),
+    }
+}
+
+/// `animaworks-tool [global options] --help|-h|help`: clap's help plus the tools, as the original lists them.
+/// Returns the global options when the command line is exactly that.
+fn top_level_help() -> Option<Cli> {
+    const WITH_VALUE: &[&str] = &["--core-dir", "--data-dir", "--anima-dir", "--python", "--cache-dir"];
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let mut i = 1;
+    let mut help_at = None;
+    while i < args.len() {
+        let a = args[i].to_str()?;
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+            continue;
+        }
+        if WITH_VALUE.iter().any(|o| a.starts_with(&format!("{o}="))) {
+            i += 1;
+            continue;
+        }
+        if !matches!(a, "--help" | "-h" | "help") || help_at.is_some() {
+            return None;
+        }
+        help_at = Some(i);
+        i += 1;
+    }
+    let at = help_at?;
+    let globals = args.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, a)| a);
+    Cli::try_parse_from(globals).ok()
+}
+
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
-const COMMANDS: &[&str] = &[
+pub(crate) const COMMANDS: &[&str] = &[
     "tools",
     "doctor",
     "refresh",
@@ -310,7 +350,16 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
     }
 }
 
-async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
+async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrides) -> i32 {
+    let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Tools first, then AnimaWorks' own words, as in the original.
+    let resolved = match runner.resolve(&words[0].to_string_lossy()).await {
+        Ok(r) => r,
+        Err(e) if e.code == ErrorCode::UnknownTool => {
+            return fail(&forward::forward(&words, &runner.dirs.python, fwd).unwrap_or(e), json_errors)
+        }
+        Err(e) => return fail(&e, json_errors),
+    };
     let words: Vec<String> = match words
         .iter()
         .map(|w| w.to_str().map(str::to_owned))
@@ -326,11 +375,6 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     };
     let tool = words[0].as_str();
     let rest = &words[1..];
-    let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let resolved = match runner.resolve(tool).await {
-        Ok(r) => r,
-        Err(e) => return fail(&e, json_errors),
-    };
     if resolved.manifest.cli && !rest.is_empty() {
         if let Err(e) = runner.permit_cli(&resolved, rest) {
             return fail(&e, json_errors);

@@ -7,6 +7,7 @@ mod audit;
 mod author;
 mod cache;
 mod core;
+mod dropin;
 mod legacy_tools;
 mod llm;
 mod output;

@@ -1,0 +1,206 @@
+//! Drop-in for AnimaWorks 0.15 (issue 10): the same inputs through the original (`bench/.venv`, made by
+//! `bench/setup-legacy-venv`; these comparisons are skipped with a note when it is absent) and through ours.
+
+use crate::support::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The original's venv, when `bench/setup-legacy-venv` made it.
+pub fn original() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/.venv");
+    let ok = venv.join("bin/animaworks-tool").is_file() && venv.join("bin/python").exists();
+    if !ok {
+        eprintln!(
+            "note: the original AnimaWorks is not installed in bench/.venv (run bench/setup-legacy-venv, which \
+             needs PyPI); the side-by-side comparison is skipped"
+        );
+    }
+    ok.then(|| venv.canonicalize().unwrap())
+}
+
+/// The original's `site-packages`.
+pub fn site_packages(venv: &Path) -> PathBuf {
+    let lib = venv.join("lib");
+    let py = std::fs::read_dir(&lib)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python"))
+        .unwrap();
+    lib.join(py.file_name()).join("site-packages")
+}
+
+/// A PATH without any `animaworks`: the system's folders only.
+fn plain_path() -> String {
+    "/usr/local/bin:/usr/bin:/bin".to_owned()
+}
+
+/// The original's `animaworks-tool` in this world, with the same clean environment as [`World::cmd`].
+pub fn original_cmd(w: &World, venv: &Path) -> Command {
+    let mut c = Command::new(venv.join("bin/animaworks-tool"));
+    c.env_clear()
+        .env("PATH", plain_path())
+        .env("HOME", w.tmp.path())
+        .env("ANIMAWORKS_DATA_DIR", &w.data)
+        .env("ANIMAWORKS_ANIMA_DIR", &w.anima)
+        .stdin(Stdio::null());
+    c
+}
+
+fn fake_animaworks(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join("animaworks");
+    std::fs::write(
+        &p,
+        "#!/usr/bin/env bash\nprintf 'animaworks|'; printf '%s|' \"$@\"; echo\necho \"cwd=$PWD data=$ANIMAWORKS_DATA_DIR \
+         keep=$KEEP_ME\"\necho 'to stderr' >&2\nexit 7\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn animaworks_words_run_its_cli_with_argv_streams_and_exit_code_unchanged() {
+    let w = World::new();
+    let bin = w.tmp.path().join("bin");
+    fake_animaworks(&bin);
+    let cwd = w.tmp.path().join("somewhere");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let path = format!("{}:{}", bin.display(), plain_path());
+    let run = |args: &[&str]| {
+        w.cmd()
+            .env("PATH", &path)
+            .env("KEEP_ME", "kept")
+            .current_dir(&cwd)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["task", "list", "--status", "a b"]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("animaworks|task|list|--status|a b|\n"), "{out}");
+    assert!(
+        out.contains(&format!("cwd={} data={} keep=kept", cwd.display(), w.data.display())),
+        "{out}"
+    );
+    assert_eq!(stderr(&o), "to stderr\n");
+    // An `_ANIMA_SUBCOMMANDS` word goes under `anima`; `status` is a main command, as in the original.
+    assert!(stdout(&run(&["list"])).starts_with("animaworks|anima|list|\n"));
+    assert!(stdout(&run(&["set-model", "bob", "m"])).starts_with("animaworks|anima|set-model|bob|m|\n"));
+    assert!(stdout(&run(&["status"])).starts_with("animaworks|status|\n"));
+    // A global option reaches the CLI as the variable AnimaWorks reads.
+    let other = w.tmp.path().join("other-data");
+    let o = run(&["--data-dir", other.to_str().unwrap(), "vault", "get", "K"]);
+    assert!(stdout(&o).contains(&format!("data={}", other.display())), "{}", stdout(&o));
+
+    // The CLI next to ANIMAWORKS_PYTHON comes before the one on PATH.
+    let venv = w.tmp.path().join("venv/bin");
+    std::fs::create_dir_all(&venv).unwrap();
+    std::fs::write(&venv.join("animaworks"), "#!/bin/sh\necho from-venv \"$@\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(venv.join("animaworks"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = w
+        .cmd()
+        .env("PATH", &path)
+        .env("ANIMAWORKS_PYTHON", venv.join("python"))
+        .args(["vault", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "from-venv vault list\n");
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn a_tool_of_that_name_comes_first_and_a_missing_cli_is_named() {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "status",
+        &bash_tool(r#"[{"name": "status_now", "description": "d", "input_schema": {"type": "object"}}]"#, "echo '\"tool\"'"),
+    );
+    let bin = w.tmp.path().join("bin");
+    fake_animaworks(&bin);
+    let o = w
+        .cmd()
+        .env("PATH", format!("{}:{}", bin.display(), plain_path()))
+        .args(["status", "now"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o).trim(), "tool", "{}", stderr(&o));
+
+    let o = w.cmd().env("PATH", plain_path()).args(["task", "list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(9), "{}", stderr(&o));
+    let e = json(&o);
+    assert!(e["error"]["hint"].as_str().unwrap().contains("pip install animaworks"), "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("AnimaWorks command"), "{e}");
+    // A word that is neither a tool nor AnimaWorks' stays unknown.
+    assert_eq!(w.run(&["no-such-word"]).status.code(), Some(3));
+}
+
+#[test]
+fn help_and_no_arguments_list_the_tools() {
+    let w = World::new();
+    let tool = bash_tool(r#"[{"name": "x_y", "description": "d", "input_schema": {"type": "object"}}]"#, "echo 1");
+    w.tool(&w.common(), "beta", &tool);
+    w.tool(&w.personal(), "alpha", &tool);
+    for (args, code) in [(&["--help"][..], 0), (&["-h"][..], 0), (&["help"][..], 0), (&[][..], 2)] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
+        let out = stdout(&o);
+        assert!(out.contains("Usage: animaworks-tool"), "{args:?}: {out}");
+        assert!(out.contains("\nAvailable tools: alpha, beta\n"), "{args:?}: {out}");
+    }
+    let other = w.tmp.path().join("empty");
+    let o = w.run(&["--data-dir", other.to_str().unwrap(), "--anima-dir", other.to_str().unwrap(), "--help"]);
+    assert!(stdout(&o).contains("\nAvailable tools: (none)\n"), "{}", stdout(&o));
+    // A command's own help is clap's, without the list.
+    assert!(!stdout(&w.run(&["jobs", "--help"])).contains("Available tools"));
+}
+
+fn available_tools(out: &str) -> Vec<String> {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Available tools: "))
+        .unwrap_or_else(|| panic!("no tool list in {out}"));
+    line.split(", ").map(str::to_owned).collect()
+}
+
+#[test]
+fn side_by_side_forwarded_commands_and_the_tool_list() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(&w.personal(), "mine.py", "def get_tool_schemas():\n    return []\n");
+    w.tool(&w.common(), "shared.py", "def get_tool_schemas():\n    return []\n");
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| original_cmd(&w, &venv).args(args).output().unwrap();
+
+    let (o, t) = (ours(&["--help"]), theirs(&["--help"]));
+    assert_eq!(o.status.code(), t.status.code());
+    assert_eq!(available_tools(&stdout(&o)), available_tools(&stdout(&t)));
+
+    for args in [
+        &["task", "list"][..],
+        &["task", "board"],
+        &["internal", "list-background-tasks"],
+        &["internal", "check-background-task", "abc"],
+        &["vault", "get", "NO_SUCH_KEY"],
+        &["vault", "list"],
+        &["list"],
+        &["supervisor"],
+    ] {
+        let (o, t) = (ours(args), theirs(args));
+        assert_eq!(o.status.code(), t.status.code(), "{args:?}: ours {}\ntheirs {}", stderr(&o), stderr(&t));
+        assert_eq!(stdout(&o), stdout(&t), "{args:?}");
+    }
+}
