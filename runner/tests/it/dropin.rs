@@ -98,7 +98,7 @@ fn animaworks_words_run_its_cli_with_argv_streams_and_exit_code_unchanged() {
     // The CLI next to ANIMAWORKS_PYTHON comes before the one on PATH.
     let venv = w.tmp.path().join("venv/bin");
     std::fs::create_dir_all(&venv).unwrap();
-    std::fs::write(&venv.join("animaworks"), "#!/bin/sh\necho from-venv \"$@\"\n").unwrap();
+    std::fs::write(venv.join("animaworks"), "#!/bin/sh\necho from-venv \"$@\"\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(venv.join("animaworks"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = w
