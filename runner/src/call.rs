@@ -8,7 +8,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::manifest::{Action, Manifest};
 use crate::policy::audit::{AuditLog, AuditRecord};
 use crate::policy::credentials::{self, ResolvedCredential};
-use crate::policy::env::CallContext;
+use crate::policy::env::{CallContext, EnvPolicy};
 use crate::policy::gate::{self, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
@@ -36,6 +36,9 @@ pub struct CallOptions {
     pub max_output: Option<u64>,
     /// Use this call id instead of a new one (background tasks reuse their task id).
     pub call_id: Option<String>,
+    /// The tool's working directory. `None`: the anima dir when there is one, else the runner's. The CLI's
+    /// foreground calls give the caller's, as AnimaWorks does (relative file arguments then mean what they say).
+    pub cwd: Option<PathBuf>,
 }
 
 /// A tool that was found and described.
@@ -87,17 +90,16 @@ impl Runner {
         }
     }
 
-    /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
+    /// The environment of a tool process (protocol.md §8), built by the policy engine under `policy`
+    /// ([`Runner::env_policy`]).
     pub fn env(
         &self,
         call_id: &str,
         deadline_ms: u64,
         secrets: &[ResolvedCredential],
+        policy: EnvPolicy,
     ) -> Result<Vec<(OsString, OsString)>, CallError> {
-        let passthrough = crate::policy::env::load_passthrough(&self.dirs.data).map_err(|e| {
-            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                .hint("fix env_passthrough in that file (a list of variable names)")
-        })?;
+        let passthrough = self.env_settings()?.passthrough;
         let ctx = CallContext {
             call_id: call_id.to_owned(),
             data_dir: self.dirs.data.clone(),
@@ -106,7 +108,7 @@ impl Runner {
             deadline_ms,
         };
         Ok(
-            crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, &passthrough)
+            crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, &passthrough, policy)
                 .into_iter()
                 .collect(),
         )
@@ -170,7 +172,7 @@ impl Runner {
         // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
         let probed = match probe::cached(&file, &self.dirs) {
             Some(p) => p,
-            None => probe::manifest(&file, &self.dirs, &self.env("probe", 0, &[])?).await.0,
+            None => probe::manifest(&file, &self.dirs, &self.probe_env()?).await.0,
         };
         match probed {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
@@ -302,7 +304,8 @@ impl Runner {
             outcome,
             exit,
             args,
-        );
+        )
+        .with_env(self.env_policy(r));
         if let Err(e) = self.audit_log().append(&rec, m) {
             tracing::warn!("could not append to the audit log: {e}");
         }
@@ -426,8 +429,8 @@ impl Runner {
                 .run(self, resolved, act, &call_id, line, timeout, max_output, obs, cancel)
                 .await;
         }
-        let env = self.env(&call_id, deadline_ms, &secrets)?;
-        let child = self.spawn(&resolved.file, Mode::Call, &env)?;
+        let env = self.env(&call_id, deadline_ms, &secrets, self.env_policy(resolved))?;
+        let child = self.spawn(&resolved.file, Mode::Call, &env, opts.cwd.as_deref())?;
         let d = Drive {
             tool,
             action: &act.name,
@@ -454,31 +457,36 @@ impl Runner {
         file: &ToolFile,
         mode: Mode<'_>,
         env: &[(OsString, OsString)],
+        cwd: Option<&std::path::Path>,
     ) -> Result<tokio::process::Child, CallError> {
-        let cwd = self.dirs.anima.clone();
+        let cwd = cwd.or(self.dirs.anima.as_deref());
         let explain = |e: std::io::Error| {
             let (msg, hint) = spawn::explain_spawn_error(file, &self.dirs, &e);
             CallError::new(ErrorCode::SpawnFailed, msg)
                 .hint(hint)
                 .with("tool", file.name.clone())
         };
-        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd.as_deref()).map_err(explain)?;
+        let mut cmd = spawn::command(file, &self.dirs, mode, env, cwd).map_err(explain)?;
         spawn::start(&mut cmd).map_err(explain)
     }
 
-    /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds.
+    /// A legacy module's `cli_main(argv)`: argv passes unchanged, stdio is the caller's, the deadline holds
+    /// (`opts.timeout`, else the default); `opts.cwd` as in a call.
     pub async fn cli(
         &self,
         resolved: &Resolved,
         argv: &[OsString],
-        timeout: Duration,
+        opts: &CallOptions,
         cancel: Cancel,
     ) -> Result<i32, CallError> {
+        let timeout = opts
+            .timeout
+            .unwrap_or_else(|| Duration::from_secs_f64(crate::manifest::DEFAULT_TIMEOUT_S));
         let call_id = new_call_id();
         let deadline_ms = now_ms() + timeout.as_millis() as u64;
         let secrets = self.secrets(resolved, None)?;
-        let env = self.env(&call_id, deadline_ms, &secrets)?;
-        let child = self.spawn(&resolved.file, Mode::Cli(argv), &env)?;
+        let env = self.env(&call_id, deadline_ms, &secrets, self.env_policy(resolved))?;
+        let child = self.spawn(&resolved.file, Mode::Cli(argv), &env, opts.cwd.as_deref())?;
         let d = Drive {
             tool: &resolved.file.name,
             action: "cli",

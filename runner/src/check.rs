@@ -174,7 +174,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         path: abs,
         launch,
     };
-    let env = match runner.env("probe", 0, &[]) {
+    let env = match runner.probe_env() {
         Ok(e) => e,
         Err(e) => return f.fail("schemas", e.message, e.hint.unwrap_or_default()),
     };

@@ -8,7 +8,8 @@
 //! 2. **describe** ([`probe`], [`cache`], [`manifest`]): its `--schemas` comes from the cache when the file is
 //!    unchanged, else the tool is probed once and the answer stored.
 //! 3. **validate** ([`validate`]): the arguments are checked against the action's `input_schema`.
-//! 4. **permit** ([`policy`]): permissions and gates decide; credentials are resolved; a clean environment is built.
+//! 4. **permit** ([`policy`]): permissions and gates decide; credentials are resolved; the environment is built
+//!    (clean, or the caller's for AnimaWorks modules: [`tool_env`]).
 //! 5. **spawn** ([`spawn`]): the one place a file becomes a process — its own group, registered with the
 //!    [`guardian`] so it dies with the runner.
 //! 6. **stream** ([`stream`]): the request goes in; stdout and stderr are drained concurrently; events reach the
@@ -47,6 +48,7 @@ pub mod scaffold;
 pub mod spawn;
 pub mod stream;
 pub mod tasks;
+pub mod tool_env;
 pub mod validate;
 pub mod workers;
 

@@ -22,7 +22,7 @@ pub fn top_help(dirs: &crate::dirs::Dirs, code: i32) -> i32 {
     code
 }
 
-pub fn tool_help(r: &Resolved) -> String {
+pub fn tool_help(runner: &crate::call::Runner, r: &Resolved) -> String {
     let m = &r.manifest;
     let mut s = String::new();
     let _ = writeln!(
@@ -62,6 +62,11 @@ pub fn tool_help(r: &Resolved) -> String {
         s,
         "\nSee `animaworks-tool {} <action> --help` for an action's arguments.",
         r.file.name
+    );
+    let _ = writeln!(
+        s,
+        "\nEnvironment (protocol.md §8): {}.",
+        runner.env_summary(runner.env_policy(r))
     );
     s
 }

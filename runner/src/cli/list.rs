@@ -101,17 +101,29 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
 }
 
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
+    use crate::policy::env::EnvPolicy;
     let (tools, problems, _) = catalog(runner).await;
+    // What reaches a tool from this caller, by policy: names only, never values.
+    let settings = runner.env_settings().unwrap_or_default();
+    let legacy = settings.policy(true);
+    let names = |p| crate::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
     if as_json {
         println!(
             "{}",
-            json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems})
+            json!({"ok": problems.is_empty(), "tools": tools.len(), "problems": problems,
+                   "environment": {"legacy_env": legacy.as_str(),
+                                   "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
-    } else if problems.is_empty() {
-        println!("ok: {} tools, no problems", tools.len());
     } else {
-        println!("{} problems ({} tools callable):", problems.len(), tools.len());
-        print_problems(&problems);
+        if problems.is_empty() {
+            println!("ok: {} tools, no problems", tools.len());
+        } else {
+            println!("{} problems ({} tools callable):", problems.len(), tools.len());
+            print_problems(&problems);
+        }
+        println!("\nEnvironment (protocol.md §8):");
+        println!("  tools on the new protocol: {}", runner.env_summary(EnvPolicy::Clean));
+        println!("  AnimaWorks modules: {}", runner.env_summary(legacy));
     }
     if problems.is_empty() {
         0

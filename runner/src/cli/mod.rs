@@ -298,7 +298,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
                 || action == "-h"
                 || action == "help"
             {
-                print!("{}", help::tool_help(&resolved));
+                print!("{}", help::tool_help(runner, &resolved));
                 return 0;
             }
             return fail(&e, json_errors);
@@ -322,6 +322,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
         timeout: flags.timeout.map(Duration::from_secs_f64),
         max_output: flags.max_output,
         call_id: None,
+        cwd: std::env::current_dir().ok(),
     };
     let cancel = cancel_on_signals();
     if flags.events {
@@ -379,16 +380,20 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         if let Err(e) = runner.permit_cli(&resolved, rest) {
             return fail(&e, json_errors);
         }
-        let timeout = cli_timeout(&resolved, rest);
+        let opts = CallOptions {
+            timeout: Some(cli_timeout(&resolved, rest)),
+            cwd: std::env::current_dir().ok(),
+            ..Default::default()
+        };
         let argv: Vec<OsString> = rest.iter().map(OsString::from).collect();
-        return match runner.cli(&resolved, &argv, timeout, cancel_on_signals()).await {
+        return match runner.cli(&resolved, &argv, &opts, cancel_on_signals()).await {
             Ok(code) => code,
             Err(e) => fail(&e, json_errors),
         };
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            print!("{}", help::tool_help(&resolved));
+            print!("{}", help::tool_help(runner, &resolved));
             if rest.is_empty() {
                 2
             } else {

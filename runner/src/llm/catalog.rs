@@ -12,7 +12,7 @@ use crate::probe::{self, Source};
 /// read from the cache). Cache misses are probed in parallel.
 pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) {
     let scan = discover::scan(&runner.dirs);
-    let env = runner.env("probe", 0, &[]).unwrap_or_default();
+    let env = runner.probe_env().unwrap_or_default();
     let files: Vec<_> = scan.tools.values().cloned().collect();
     let mut problems = scan.problems;
     let mut tools = Vec::new();

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::env::EnvPolicy;
 use super::gate::Decision;
 use super::mask::Masker;
 use super::Tier;
@@ -42,6 +43,8 @@ pub struct AuditRecord {
     pub exit_code: Option<i32>,
     /// The arguments (an object for structured calls, the argv list for `cli_main` calls), masked.
     pub args: Value,
+    /// The environment policy the tool ran (or would have run) under: `clean` or `inherit` (protocol.md §8).
+    pub env: &'static str,
 }
 
 impl AuditRecord {
@@ -74,7 +77,14 @@ impl AuditRecord {
             outcome: outcome.to_string(),
             exit_code,
             args,
+            env: EnvPolicy::Clean.as_str(),
         }
+    }
+
+    /// The record with the environment policy of the tool.
+    pub fn with_env(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy.as_str();
+        self
     }
 }
 

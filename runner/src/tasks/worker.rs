@@ -232,6 +232,7 @@ async fn execute(
                 timeout,
                 max_output: task.max_output,
                 call_id: Some(task.task_id.clone()),
+                ..Default::default()
             };
             runner.run(&resolved, &act, map, &opts, obs, cancel).await
         }
@@ -283,7 +284,7 @@ async fn run_cli_captured(
     let deadline_ms = (now_s() * 1000.0) as u64 + timeout.as_millis() as u64;
     let secrets = runner.secrets(r, None)?;
     let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-    let env = runner.env(call_id, deadline_ms, &secrets)?;
+    let env = runner.env(call_id, deadline_ms, &secrets, runner.env_policy(r))?;
     let argv_os: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let file = &r.file;
     let mut cmd = spawn::command(

@@ -179,7 +179,7 @@ impl WorkerPool {
         let tool = resolved.file.name.as_str();
         let secrets = worker_secrets(runner, resolved, act)?;
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-        let env = runner.env("worker", 0, &secrets)?;
+        let env = runner.env("worker", 0, &secrets, runner.env_policy(resolved))?;
         let version = FileKey::of(&resolved.file, &runner.dirs)
             .ok()
             .and_then(|k| serde_json::to_string(&k).ok())

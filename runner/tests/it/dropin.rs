@@ -204,3 +204,143 @@ fn side_by_side_forwarded_commands_and_the_tool_list() {
         assert_eq!(stdout(&o), stdout(&t), "{args:?}");
     }
 }
+
+/// An AnimaWorks module that reports what it sees: selected variables, a helper found through PYTHONPATH, the
+/// AnimaWorks credential chain's answer (when AnimaWorks is importable) and its working directory.
+const ENV_MODULE: &str = r#"
+import json, os
+
+def _seen():
+    out = {k: os.environ.get(k) for k in ("SLACK_BOT_TOKEN", "HTTPS_PROXY", "SSL_CERT_FILE", "ANIMAWORKS_EMBED_URL")}
+    try:
+        import helper_on_pythonpath
+        out["helper"] = helper_on_pythonpath.VALUE
+    except ImportError as e:
+        out["helper"] = "missing"
+    try:
+        from core.integrations._base import get_credential
+        out["credential"] = get_credential("slack", "envmod", env_var="SLACK_BOT_TOKEN")
+    except ImportError:
+        out["credential"] = "no animaworks"
+    out["cwd"] = os.getcwd()
+    return out
+
+def get_tool_schemas():
+    return [{"name": "envmod_show", "description": "what the module sees", "input_schema": {"type": "object"}}]
+
+def dispatch(name, args):
+    return _seen()
+
+def cli_main(argv):
+    print(json.dumps(_seen(), sort_keys=True))
+"#;
+
+const ENV_SH: &str = "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '[{\"name\":\"envsh_show\",\"input_schema\":{\"type\":\"object\"}}]'; exit 0; fi\ncat >/dev/null\necho \"{\\\"SLACK_BOT_TOKEN\\\": \\\"${SLACK_BOT_TOKEN:-}\\\", \\\"HTTPS_PROXY\\\": \\\"${HTTPS_PROXY:-}\\\", \\\"SSL_CERT_FILE\\\": \\\"${SSL_CERT_FILE:-}\\\", \\\"cwd\\\": \\\"$PWD\\\"}\"\n";
+
+struct EnvWorld {
+    w: World,
+    pythonpath: PathBuf,
+    cwd: PathBuf,
+}
+
+fn env_world() -> EnvWorld {
+    let w = World::new();
+    w.tool(&w.personal(), "envmod.py", ENV_MODULE);
+    w.tool(&w.personal(), "envsh.sh", ENV_SH);
+    let pythonpath = w.tmp.path().join("pylib");
+    std::fs::create_dir_all(&pythonpath).unwrap();
+    std::fs::write(pythonpath.join("helper_on_pythonpath.py"), "VALUE = 'found'\n").unwrap();
+    let cwd = w.tmp.path().join("caller cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    EnvWorld { w, pythonpath, cwd }
+}
+
+impl EnvWorld {
+    fn with_caller_env(&self, c: &mut Command) {
+        c.env("SLACK_BOT_TOKEN", "xoxb-from-the-environment")
+            .env("HTTPS_PROXY", "http://proxy.example:3128")
+            .env("SSL_CERT_FILE", "/etc/ssl/corp.pem")
+            .env("ANIMAWORKS_EMBED_URL", "http://embed.example")
+            .env("PYTHONPATH", &self.pythonpath)
+            .current_dir(&self.cwd);
+    }
+
+    fn ours(&self, args: &[&str], python: Option<&Path>) -> Output {
+        let mut c = self.w.cmd();
+        self.with_caller_env(&mut c);
+        if let Some(p) = python {
+            c.env("ANIMAWORKS_PYTHON", p);
+        }
+        c.args(args).output().unwrap()
+    }
+}
+
+fn seen(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}\n{}", stdout(o), stderr(o));
+    let v = json(o);
+    match v.as_str() {
+        Some(text) => serde_json::from_str(text).unwrap(),
+        None => v,
+    }
+}
+
+#[test]
+fn an_animaworks_module_sees_the_callers_environment_and_a_new_protocol_tool_a_clean_one() {
+    let e = env_world();
+    for args in [&["envmod", "show"][..], &["call", "envmod", "show"]] {
+        let v = seen(&e.ours(args, None));
+        assert_eq!(v["SLACK_BOT_TOKEN"], "xoxb-from-the-environment", "{args:?}: {v}");
+        assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128");
+        assert_eq!(v["ANIMAWORKS_EMBED_URL"], "http://embed.example");
+        assert_eq!(v["helper"], "found", "PYTHONPATH reaches the module");
+        // §3: a foreground call runs in the caller's working directory.
+        assert_eq!(v["cwd"], e.cwd.to_str().unwrap(), "{args:?}");
+    }
+    let v = seen(&e.ours(&["envsh", "show"], None));
+    assert_eq!(v["SLACK_BOT_TOKEN"], "", "a new-protocol tool gets no undeclared caller variable");
+    assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128", "proxy settings reach every tool");
+    assert_eq!(v["SSL_CERT_FILE"], "/etc/ssl/corp.pem", "CA settings reach every tool");
+    assert_eq!(v["cwd"], e.cwd.to_str().unwrap());
+
+    // The audit line says which policy applied; the secret's value is in no line.
+    let audit = std::fs::read_to_string(e.w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let policies: Vec<String> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| format!("{}:{}", r["tool"].as_str().unwrap(), r["env"].as_str().unwrap()))
+        .collect();
+    assert_eq!(policies, ["envmod:inherit", "envmod:inherit", "envsh:clean"], "{audit}");
+    assert!(!audit.contains("xoxb"), "{audit}");
+
+    // --help and doctor show what reaches a tool: names, never values.
+    let o = e.ours(&["envsh", "--help"], None);
+    let help = stdout(&o);
+    assert!(help.contains("Environment (protocol.md §8): clean: "), "{help}");
+    assert!(help.contains("HTTPS_PROXY") && !help.contains("proxy.example"), "{help}");
+    assert!(stdout(&e.ours(&["doctor"], None)).contains("AnimaWorks modules: inherit: the caller's whole environment"));
+    let d = json(&e.ours(&["doctor", "--json"], None));
+    let names = |p: &str| d["environment"][p].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert!(names("inherit").contains(&"SLACK_BOT_TOKEN".to_owned()), "{d}");
+    assert!(!names("clean").contains(&"SLACK_BOT_TOKEN".to_owned()), "{d}");
+    assert!(names("clean").contains(&"SSL_CERT_FILE".to_owned()), "{d}");
+    assert!(!d.to_string().contains("xoxb"), "{d}");
+
+    // The operator may give AnimaWorks modules the clean environment too.
+    std::fs::write(e.w.data.join("animaworks-tool.json"), r#"{"legacy_env": "clean"}"#).unwrap();
+    let v = seen(&e.ours(&["envmod", "show"], None));
+    assert_eq!(v["SLACK_BOT_TOKEN"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128");
+}
+
+#[test]
+fn side_by_side_the_environment_and_working_directory_a_module_sees() {
+    let Some(venv) = original() else { return };
+    let e = env_world();
+    let python = venv.join("bin/python");
+    let ours = seen(&e.ours(&["envmod", "show"], Some(&python)));
+    let mut c = original_cmd(&e.w, &venv);
+    e.with_caller_env(&mut c);
+    let theirs = seen(&c.args(["envmod", "show"]).output().unwrap());
+    assert_eq!(ours, theirs);
+    assert_eq!(ours["credential"], "xoxb-from-the-environment", "the last step of AnimaWorks' chain");
+}
