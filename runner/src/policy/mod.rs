@@ -20,6 +20,7 @@ pub mod audit;
 pub mod credentials;
 pub mod env;
 pub mod gate;
+pub mod lax;
 pub mod mask;
 pub mod permissions;
 pub mod vault;

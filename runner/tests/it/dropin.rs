@@ -344,3 +344,131 @@ fn side_by_side_the_environment_and_working_directory_a_module_sees() {
     assert_eq!(ours, theirs);
     assert_eq!(ours["credential"], "xoxb-from-the-environment", "the last step of AnimaWorks' chain");
 }
+
+/// Runs `script` under the original's Python with `input` as its stdin; its stdout as JSON.
+fn original_python(venv: &Path, w: &World, script: &str, input: &serde_json::Value) -> serde_json::Value {
+    use std::io::Write;
+    let mut c = Command::new(venv.join("bin/python"));
+    c.env_clear()
+        .env("PATH", plain_path())
+        .env("HOME", w.tmp.path())
+        .env("ANIMAWORKS_DATA_DIR", &w.data)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+}
+
+const PERMISSION_QUERIES: &str = r#"
+import json, sys, tempfile, pathlib, logging
+logging.disable(logging.CRITICAL)
+from core.config.schemas import load_permissions
+from core.tooling.permissions import evaluate_tool_access
+cases, queries = json.load(sys.stdin)
+out = []
+for name, text in cases:
+    d = pathlib.Path(tempfile.mkdtemp())
+    (d / name).write_text(text, encoding="utf-8")
+    try:
+        cfg = load_permissions(d)
+    except Exception:
+        out.append({"error": True})
+        continue
+    decisions = []
+    for tool, origin, action, gated_key in queries:
+        profile = {gated_key: {"gated": True}} if gated_key else None
+        decisions.append(evaluate_tool_access(tool, action, config=cfg, origin=origin, profile=profile).allowed)
+    out.append({"error": False, "personal": cfg.tool_creation.personal, "shared": cfg.tool_creation.shared,
+                "decisions": decisions})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn side_by_side_permission_decisions() {
+    use animaworks_tool::policy::{gate, permissions, Gate, Tier};
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    let json_case = |t: &str| ("permissions.json", t.to_owned());
+    let md_case = |t: &str| ("permissions.md", t.to_owned());
+    let cases = vec![
+        json_case("{}"),
+        json_case(r#"{"external_tools": {"allow_all": "yes"}}"#),
+        json_case(r#"{"external_tools": {"allow_all": "false", "allow": ["mine", "gmail"]}}"#),
+        json_case(r#"{"version": "1", "external_tools": {"allow_all": 0, "allow": ["chatwork"]}}"#),
+        json_case(r#"{"version": " +1 ", "external_tools": {"allow_all": 1, "allow": ["gmail_send"]}}"#),
+        json_case(r#"{"external_tools": {"allow_all": 1.0, "allow": ["github_create-issue"], "deny": ["chatwork"]}}"#),
+        json_case(r#"{"version": 2, "file_roots_denied": ["/abs"], "tool_creation": {"personal": "off", "shared": "Y"}}"#),
+        json_case(r#"{"external_tools": {"allow_all": "maybe"}}"#),
+        json_case(r#"{"external_tools": {"allow_all": null}}"#),
+        json_case(r#"{"file_roots_denied": ["relative/path"]}"#),
+        json_case(r#"{"file_roots_denied": ["/tmp/*"]}"#),
+        json_case(r#"{"version": "1.5"}"#),
+        json_case(r#"{"version": true}"#),
+        md_case("## 外部ツール\n- chatwork: 全権限\n- gmail: 読み取りのみ\n- slack: no\n"),
+        md_case("# External Tools\n- all: yes\n- gmail_send: yes\n"),
+        md_case("## 外部ツール\n- mine: yes\n"),
+        // What AnimaWorks' Korean templates write (Japanese headings, yes/no values).
+        md_case("## 外部ツール\n- image_gen: yes\n- web_search: yes\n- slack: no\n"),
+        md_case("## 外部ツール\n* chatwork: ENABLED\ngmail: no\n"),
+    ];
+    // (tool, tier, action, the gated profile key)
+    let queries: Vec<(&str, &str, Option<&str>, Option<&str>)> = vec![
+        ("gmail", "core", None, None),
+        ("chatwork", "core", None, None),
+        ("slack", "core", None, None),
+        ("mine", "personal", None, None),
+        ("shared", "common", None, None),
+        ("gmail", "core", Some("send"), Some("send")),
+        ("github", "core", Some("create_issue"), Some("create-issue")),
+    ];
+    let theirs = original_python(&venv, &w, PERMISSION_QUERIES, &serde_json::json!([cases, queries]));
+    assert_eq!(theirs.as_array().unwrap().len(), cases.len());
+    assert_eq!(theirs[2]["decisions"][1], false, "a whitelist without chatwork: {theirs}");
+    assert_eq!(theirs[9]["error"], true, "a relative denied root: {theirs}");
+    for (i, (name, text)) in cases.iter().enumerate() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(name), text).unwrap();
+        let loaded = permissions::load(d.path());
+        let t = &theirs[i];
+        assert_eq!(loaded.is_err(), t["error"] == true, "{name}: {text}: ours {loaded:?}, theirs {t}");
+        let Ok(l) = &loaded else { continue };
+        assert_eq!(l.permissions.tool_creation.personal, t["personal"] == true, "{text}");
+        assert_eq!(l.permissions.tool_creation.shared, t["shared"] == true, "{text}");
+        for (q, (tool, tier, action, gated_key)) in queries.iter().enumerate() {
+            let tier = match *tier {
+                "core" => Tier::Core,
+                "common" => Tier::Common,
+                _ => Tier::Personal,
+            };
+            let g = match gated_key {
+                Some(k) if Some(*k) != *action => Gate::new(true, Some((*k).to_owned())),
+                Some(_) => Gate::new(true, None),
+                None => Gate::Open,
+            };
+            let ours = gate::decide(&loaded, tool, tier, action.unwrap_or(""), &g).is_allow();
+            assert_eq!(ours, t["decisions"][q] == true, "{name}: {text}: {tool} {action:?}");
+        }
+    }
+}
+
+#[test]
+fn side_by_side_the_documented_difference_of_grant_spellings() {
+    use animaworks_tool::policy::{gate, permissions, Gate, Tier};
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    let text = r#"{"external_tools": {"allow": ["github_create_issue"]}}"#;
+    let cases = vec![("permissions.json", text)];
+    let queries = vec![("github", "core", Some("create_issue"), Some("create-issue"))];
+    let theirs = original_python(&venv, &w, PERMISSION_QUERIES, &serde_json::json!([cases, queries]));
+    assert_eq!(theirs[0]["decisions"][0], false, "the original ignores the `_` spelling: {theirs}");
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("permissions.json"), text).unwrap();
+    let g = Gate::new(true, Some("create-issue".into()));
+    let ours = gate::decide(&permissions::load(d.path()), "github", Tier::Core, "create_issue", &g);
+    assert!(ours.is_allow(), "ours honours what the user wrote (README, differences)");
+}
