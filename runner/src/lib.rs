@@ -38,6 +38,7 @@ pub mod discover;
 pub mod error;
 pub mod guardian;
 pub mod llm;
+pub mod locale;
 pub mod manifest;
 pub mod names;
 pub mod policy;

@@ -22,7 +22,10 @@ pub struct Checked {
 /// The store of the runner's anima; a runner without an anima dir cannot keep tasks.
 pub fn store_of(runner: &Runner) -> Result<FileStore, CallError> {
     match &runner.dirs.anima {
-        Some(a) => Ok(FileStore::for_anima(a)),
+        Some(a) => Ok(FileStore {
+            locale: crate::locale::Locale::of_data_dir(&runner.dirs.data),
+            ..FileStore::for_anima(a)
+        }),
         None => Err(CallError::new(
             ErrorCode::Usage,
             "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
@@ -98,13 +101,11 @@ pub async fn check(
             )
             .hint(format!("`animaworks-tool {tool} --help`")));
         }
-        let mut argv = words.to_vec();
-        if !argv.iter().any(|w| w == "-j") {
-            argv.push("-j".into());
-        }
-        runner.permit_cli(&resolved, &argv)?;
+        runner.permit_cli(&resolved, words)?;
         let secrets = runner.secrets(&resolved, None)?;
-        (Kind::Cli, "cli".to_owned(), Value::from(argv), None, None, secrets)
+        let anima = runner.dirs.anima.clone().unwrap_or_default();
+        let sub = super::subcommand_of(words).to_owned();
+        (Kind::Cli, sub, super::cli_tool_args(words, &anima), None, None, secrets)
     };
     let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
     let masked = masker.mask_value(&raw_args);
@@ -113,7 +114,11 @@ pub async fn check(
     let task = Task {
         task_id,
         anima_name,
-        tool_name: format!("{tool}:{action}"),
+        tool_name: if action.is_empty() {
+            tool.to_owned()
+        } else {
+            format!("{tool}:{action}")
+        },
         tool_args: masked,
         status: Status::Pending,
         created_at: now,
@@ -136,6 +141,7 @@ pub async fn check(
         error_detail: None,
         output_path: None,
         source: Some("submit".into()),
+        outcome: None,
     };
     Ok(Checked {
         task,

@@ -237,8 +237,8 @@ async fn execute(
             runner.run(&resolved, &act, map, &opts, obs, cancel).await
         }
         Kind::Cli => {
-            let argv: Vec<String> = serde_json::from_value(args)
-                .map_err(|_| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
+            let argv = super::cli_argv(&args)
+                .ok_or_else(|| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
             runner.permit_cli(&resolved, &argv)?;
             let timeout = timeout.unwrap_or_else(|| cli_timeout(&resolved, &argv));
             run_cli_captured(
@@ -319,8 +319,13 @@ async fn run_cli_captured(
         spill_dir: runner.dirs.outputs_dir(),
     };
     let f = stream::drive(child, d, obs, cancel).await;
+    // AnimaWorks keeps a legacy task's stdout as printed (stripped), not parsed.
+    let printed = match &f.stdout {
+        stream::Stdout::Value(b) => std::str::from_utf8(b).ok().map(|s| Value::String(s.trim().to_owned())),
+        _ => None,
+    };
     match stream::interpret(f, &file.name, "cli", timeout, max_output) {
-        Ok(v) => Ok(masker.mask_value(&v)),
+        Ok(v) => Ok(masker.mask_value(&printed.unwrap_or(v))),
         Err(mut e) => {
             e.message = masker.mask_str(&e.message);
             for v in e.details.values_mut() {

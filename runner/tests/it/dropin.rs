@@ -472,3 +472,111 @@ fn side_by_side_the_documented_difference_of_grant_spellings() {
     let ours = gate::decide(&permissions::load(d.path()), "github", Tier::Core, "create_issue", &g);
     assert!(ours.is_allow(), "ours honours what the user wrote (README, differences)");
 }
+
+const GREETER: &str = r#"
+import argparse, json, time
+
+def get_tool_schemas():
+    return [{"name": "greeter_nap", "description": "sleeps", "input_schema": {"type": "object"}}]
+
+def dispatch(name, args):
+    time.sleep(30)
+
+def cli_main(argv=None):
+    p = argparse.ArgumentParser(prog="greeter")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("greet")
+    g.add_argument("--name", required=True)
+    g.add_argument("-j", action="store_true")
+    sub.add_parser("fail").add_argument("-j", action="store_true")
+    ns = p.parse_args(argv)
+    if ns.cmd == "fail":
+        raise SystemExit("greeter cannot")
+    print(json.dumps({"greeting": "こんにちは, " + ns.name}, ensure_ascii=False, indent=2))
+"#;
+
+/// Loads our task files with the original's own loader and renders the notification it would write for each.
+const TASK_LOADER: &str = r##"
+import json, sys, pathlib, logging
+logging.disable(logging.CRITICAL)
+from core.tasks.background import BackgroundTaskManager
+from core.i18n import t
+anima_dir, ids = json.load(sys.stdin)
+mgr = BackgroundTaskManager(pathlib.Path(anima_dir))
+out = {}
+for i in ids:
+    task = mgr._load_task(i)
+    if task is None:
+        out[i] = None
+        continue
+    subject = t("anima.bg_task_failed" if task.status.value == "failed" else "anima.bg_task_done", tool=task.tool_name)
+    note = (f"# {subject}\n\n"
+            f"{t('anima.bg_notif_task_id', task_id=task.task_id)}\n"
+            f"{t('anima.bg_notif_tool', tool=task.tool_name)}\n"
+            f"{t('anima.bg_notif_status', status=task.status.value)}\n"
+            f"{t('anima.bg_notif_result', summary=task.summary())}\n")
+    out[i] = {"task": task.to_dict(), "notification": note}
+print(json.dumps(out, ensure_ascii=False))
+"##;
+
+#[test]
+fn side_by_side_submit_output_task_files_and_notifications() {
+    let Some(venv) = original() else { return };
+    for locale in [None, Some("en")] {
+        let w = World::new();
+        if let Some(l) = locale {
+            std::fs::write(w.data.join("config.json"), format!(r#"{{"locale": "{l}"}}"#)).unwrap();
+        }
+        w.tool(&w.personal(), "greeter.py", GREETER);
+        let python = venv.join("bin/python");
+        let ours = |args: &[&str]| {
+            w.cmd()
+                .env("PATH", plain_path())
+                .env("ANIMAWORKS_PYTHON", &python)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let submit = ["submit", "greeter", "greet", "--name", "Ada"];
+        let (o, t) = (ours(&submit), original_cmd(&w, &venv).args(submit).output().unwrap());
+        assert!(o.status.success() && t.status.success(), "{}\n{}", stderr(&o), stderr(&t));
+        // Pretty-printed as the original prints it; equal but for the id.
+        let (mine, theirs) = (stdout(&o), stdout(&t));
+        let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+        let their_id = json(&t)["task_id"].as_str().unwrap().to_owned();
+        if locale.is_none() {
+            assert_eq!(mine.replace(&id, "ID"), theirs.replace(&their_id, "ID"), "locale {locale:?}");
+        } else {
+            // The original says it in Japanese whatever the locale; ours in the configured one.
+            let m = json(&o);
+            assert_eq!(m["message"], format!("Background task submitted. You will be notified in your inbox when it completes. (task_id: {id})"));
+            let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+            assert_eq!(keys(&m), keys(&json(&t)));
+        }
+        let fail = json(&ours(&["submit", "greeter", "fail"]))["task_id"].as_str().unwrap().to_owned();
+        let nap = json(&ours(&["submit", "greeter", "nap", "--timeout", "1"]))["task_id"].as_str().unwrap().to_owned();
+        for i in [&id, &fail, &nap] {
+            let _ = ours(&["jobs", "wait", i]);
+        }
+        let ids = [id.clone(), fail.clone(), nap.clone()];
+        let loaded = original_python(&venv, &w, TASK_LOADER, &serde_json::json!([w.anima, ids]));
+        for i in &ids {
+            let l = &loaded[i.as_str()];
+            assert!(l.is_object(), "the original's loader skipped task {i}: {loaded}");
+            let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{i}.md"))).unwrap();
+            assert_eq!(note, l["notification"].as_str().unwrap(), "notification of {i}");
+        }
+        let done = &loaded[id.as_str()]["task"];
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["tool_name"], "greeter:greet");
+        assert_eq!(done["tool_args"]["subcommand"], "greet");
+        assert_eq!(done["tool_args"]["raw_args"], serde_json::json!(["greet", "--name", "Ada"]));
+        assert_eq!(done["result"], "{\n  \"greeting\": \"こんにちは, Ada\"\n}", "stdout as printed");
+        assert_eq!(loaded[fail.as_str()]["task"]["status"], "failed");
+        assert_eq!(loaded[nap.as_str()]["task"]["status"], "failed");
+        let ours_nap: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(w.anima.join(format!("state/background_tasks/{nap}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(ours_nap["outcome"], "timeout");
+    }
+}
