@@ -580,3 +580,78 @@ fn side_by_side_submit_output_task_files_and_notifications() {
         assert_eq!(ours_nap["outcome"], "timeout");
     }
 }
+
+const ECHOER: &str = r#"
+def get_tool_schemas():
+    return [{"name": n, "description": n, "input_schema": {"type": "object"}}
+            for n in ("echoer_big", "echoer_boom", "echoer_jp")]
+
+def dispatch(name, args):
+    if name == "echoer_big":
+        return "x" * 60000
+    if name == "echoer_jp":
+        return "日本" * 20000
+    raise ValueError("bad thing")
+"#;
+
+/// What the original's use_tool gives for these module calls: `_call_module`'s text through `_truncate_output`,
+/// and its answer for an unknown tool.
+const USE_TOOL_ANSWERS: &str = r#"
+import json, sys, types, logging, importlib.util
+logging.disable(logging.CRITICAL)
+import ast, pathlib, core.tooling
+from core.tooling.dispatch import ExternalToolDispatcher
+from core.tooling.handler_base import _error_result
+from core.i18n import t
+# handler.py imports the whole server; take its _truncate_output and limit from its source instead.
+tree = ast.parse(pathlib.Path(core.tooling.__file__).with_name("handler.py").read_text(encoding="utf-8"))
+ns = {"t": t, "logger": logging.getLogger("x")}
+for node in ast.walk(tree):
+    if isinstance(node, ast.FunctionDef) and node.name == "_truncate_output":
+        exec(compile(ast.Module(body=[node], type_ignores=[]), "handler.py", "exec"), ns)
+    if isinstance(node, ast.Assign) and any(getattr(x, "id", "") == "_MAX_TOOL_OUTPUT_BYTES" for x in node.targets):
+        ns["MAX"] = ast.literal_eval(node.value)
+class ToolHandler:
+    _MAX_TOOL_OUTPUT_BYTES = ns["MAX"]
+    _truncate_output = ns["_truncate_output"]
+path, anima_dir, names = json.load(sys.stdin)
+spec = importlib.util.spec_from_file_location("echoer", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+h = ToolHandler()
+out = {n: h._truncate_output(ExternalToolDispatcher._call_module(mod, n, {"anima_dir": anima_dir})) for n in names}
+out["unknown"] = _error_result("PermissionDenied", t("tooling.tool_not_permitted", tool="nope"))
+print(json.dumps(out, ensure_ascii=False))
+"#;
+
+#[test]
+fn side_by_side_use_tool_answers() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    let path = w.tool(&w.personal(), "echoer.py", ECHOER);
+    let names = ["echoer_big", "echoer_boom", "echoer_jp"];
+    let theirs = original_python(&venv, &w, USE_TOOL_ANSWERS, &serde_json::json!([path, w.anima, names]));
+    let ours = |tool: &str, action: &str| {
+        use std::io::Write;
+        let mut c = w.cmd();
+        c.arg("use-tool").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let req = serde_json::json!({"tool_name": tool, "action": action, "args": {}});
+        child.stdin.take().unwrap().write_all(req.to_string().as_bytes()).unwrap();
+        stdout(&child.wait_with_output().unwrap())
+    };
+    assert_eq!(ours("echoer", "boom"), theirs["echoer_boom"], "a tool's own exception: the plain text");
+    assert_eq!(ours("echoer", "big"), theirs["echoer_big"], "the cut and the (ja) marker");
+    // 3-byte text: the original drops 1,000 characters at a time until the bytes fit; ours keeps every
+    // character that fits (README, differences). The marker is the same.
+    let (mine, their) = (ours("echoer", "jp"), theirs["echoer_jp"].as_str().unwrap().to_owned());
+    let (mine_body, mine_marker) = mine.split_once("\n\n").unwrap();
+    let (their_body, their_marker) = their.split_once("\n\n").unwrap();
+    assert_eq!(mine_marker, their_marker);
+    assert!(mine_body.starts_with(their_body) && mine_body.len() <= 50_000, "{} {}", mine_body.len(), their_body.len());
+    // An unknown tool: the original's type and words, in one compact line; ours adds its suggestion and code.
+    let mine: serde_json::Value = serde_json::from_str(&ours("nope", "x")).unwrap();
+    let their: serde_json::Value = serde_json::from_str(theirs["unknown"].as_str().unwrap()).unwrap();
+    assert_eq!(mine["error_type"], their["error_type"]);
+    assert_eq!(mine["message"], their["message"]);
+}
