@@ -655,3 +655,96 @@ fn side_by_side_use_tool_answers() {
     assert_eq!(mine["error_type"], their["error_type"]);
     assert_eq!(mine["message"], their["message"]);
 }
+
+/// The original's `get_credential("demo", "t", env_var="DEMO_TOKEN")` in this data dir: the value, or the type of
+/// the exception.
+const GET_CREDENTIAL: &str = r#"
+import json, sys, logging
+logging.disable(logging.CRITICAL)
+from core.integrations._base import get_credential
+try:
+    print(json.dumps({"value": get_credential("demo", "t", env_var="DEMO_TOKEN")}))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__}))
+"#;
+
+#[test]
+fn side_by_side_the_vault_chain() {
+    use animaworks_tool::policy::credentials::Resolver;
+    let Some(venv) = original() else { return };
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vault");
+    let sealed_demo = {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fixtures.join("vault.json")).unwrap()).unwrap();
+        v["shared"]["DEMO_TOKEN"].as_str().unwrap().to_owned()
+    };
+    // (config.json credentials.demo, shared/credentials.json, the environment, keep vault.key) → what both say
+    struct Case {
+        config: Option<serde_json::Value>,
+        shared: Option<serde_json::Value>,
+        env: Option<&'static str>,
+        key: bool,
+    }
+    let case = |config, shared, env, key| Case { config, shared, env, key };
+    use serde_json::json;
+    let cases = [
+        case(Some(json!({"api_key": "from-config"})), None, Some("env"), true),
+        case(Some(json!({"api_key": {"$vault": "DEMO_TOKEN"}})), None, Some("env"), true),
+        case(Some(json!({"api_key": {"$vault": "UNICODE"}})), None, None, true),
+        // A reference to a key the vault does not hold: both refuse (the original's config load fails).
+        case(Some(json!({"api_key": {"$vault": "MISSING"}})), None, Some("env"), true),
+        case(Some(json!({"api_key": {"$vault": ""}})), None, Some("env"), true),
+        case(None, None, Some("env"), true), // vault.json shared.DEMO_TOKEN
+        case(None, Some(json!({"OTHER": "x"})), Some("env"), true),
+        case(Some(json!({"api_key": ""})), None, Some("env"), true),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let w = World::new();
+        for f in ["vault.json", "vault.key"] {
+            if f == "vault.json" || c.key {
+                std::fs::copy(fixtures.join(f), w.data.join(f)).unwrap();
+            }
+        }
+        if let Some(cfg) = &c.config {
+            std::fs::write(w.data.join("config.json"), json!({"credentials": {"demo": cfg}}).to_string()).unwrap();
+        }
+        if let Some(sh) = &c.shared {
+            std::fs::create_dir_all(w.data.join("shared")).unwrap();
+            std::fs::write(w.data.join("shared/credentials.json"), sh.to_string()).unwrap();
+        }
+        let mut cmd = Command::new(venv.join("bin/python"));
+        cmd.env_clear().env("PATH", plain_path()).env("HOME", w.tmp.path()).env("ANIMAWORKS_DATA_DIR", &w.data);
+        if let Some(e) = c.env {
+            cmd.env("DEMO_TOKEN", e);
+        }
+        let o = cmd.args(["-c", GET_CREDENTIAL]).output().unwrap();
+        let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+        let env: std::collections::HashMap<String, String> =
+            c.env.map(|e| ("DEMO_TOKEN".to_owned(), e.to_owned())).into_iter().collect();
+        let decl: tool_sdk::protocol::CredentialDecl =
+            serde_json::from_value(json!({"name": "demo", "env": "DEMO_TOKEN"})).unwrap();
+        let ours = Resolver::new(&w.data, None, env).resolve(&decl);
+        match (&ours, theirs.get("value")) {
+            (Ok(Some(r)), Some(v)) => assert_eq!(r.value, v.as_str().unwrap(), "case {i}"),
+            (Err(_), None) => {}
+            _ => panic!("case {i}: ours {ours:?}, theirs {theirs}"),
+        }
+    }
+    // The documented difference: a sealed entry with no vault.key. The original hands the ciphertext to the tool
+    // as the secret; ours refuses the call.
+    let w = World::new();
+    std::fs::copy(fixtures.join("vault.json"), w.data.join("vault.json")).unwrap();
+    let o = Command::new(venv.join("bin/python"))
+        .env_clear()
+        .env("PATH", plain_path())
+        .env("HOME", w.tmp.path())
+        .env("ANIMAWORKS_DATA_DIR", &w.data)
+        .args(["-c", GET_CREDENTIAL])
+        .output()
+        .unwrap();
+    let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(theirs["value"], sealed_demo.as_str());
+    let decl: tool_sdk::protocol::CredentialDecl =
+        serde_json::from_value(serde_json::json!({"name": "demo", "env": "DEMO_TOKEN"})).unwrap();
+    assert!(Resolver::new(&w.data, None, Default::default()).resolve(&decl).is_err());
+}
