@@ -56,9 +56,9 @@ impl Locale {
             Locale::Ja => {
                 format!("バックグラウンドタスクを投入しました。完了時にinboxに通知されます。(task_id: {task_id})")
             }
-            Locale::Ko => format!(
-                "백그라운드 작업을 제출했습니다. 완료되면 inbox로 알림이 전달됩니다. (task_id: {task_id})"
-            ),
+            Locale::Ko => {
+                format!("백그라운드 작업을 제출했습니다. 완료되면 inbox로 알림이 전달됩니다. (task_id: {task_id})")
+            }
             _ => format!(
                 "Background task submitted. You will be notified in your inbox when it completes. (task_id: {task_id})"
             ),
@@ -78,9 +78,9 @@ impl Locale {
     /// `anima.bg_notif_task_id`, `_tool`, `_status`, `_result`: the notification's four lines.
     pub fn task_lines(self, task_id: &str, tool: &str, status: &str, summary: &str) -> String {
         match self {
-            Locale::Ja => format!(
-                "- タスクID: {task_id}\n- ツール: {tool}\n- ステータス: {status}\n- 結果: {summary}\n"
-            ),
+            Locale::Ja => {
+                format!("- タスクID: {task_id}\n- ツール: {tool}\n- ステータス: {status}\n- 結果: {summary}\n")
+            }
             _ => format!("- Task ID: {task_id}\n- Tool: {tool}\n- Status: {status}\n- Result: {summary}\n"),
         }
     }

@@ -79,7 +79,10 @@ mod tests {
         assert!(tool_name_problem("a.b").is_some());
         assert!(tool_name_problem("_x").is_some());
         assert!(tool_name_problem("tools").is_some());
-        assert!(tool_name_problem("list").is_none(), "AnimaWorks' `anima list` word: a tool may take it");
+        assert!(
+            tool_name_problem("list").is_none(),
+            "AnimaWorks' `anima list` word: a tool may take it"
+        );
         assert!(action_name_problem("get", "t_get").is_none());
         assert!(action_name_problem("get", &"x".repeat(65)).is_some());
         assert!(action_name_problem("g et", "t_g et").is_some());

@@ -29,7 +29,9 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             spawn: true,
         }
     };
-    let child = match spawn::command(file, dirs, Mode::Schemas, env.for_file(file), None).and_then(|mut c| spawn::start(&mut c)) {
+    let child = match spawn::command(file, dirs, Mode::Schemas, env.for_file(file), None)
+        .and_then(|mut c| spawn::start(&mut c))
+    {
         Ok(c) => c,
         Err(e) => return spawn_failed(e),
     };
@@ -126,11 +128,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
-pub async fn manifests(
-    files: Vec<ToolFile>,
-    dirs: &Dirs,
-    env: &ProbeEnv,
-) -> Vec<(ToolFile, Probed, Source)> {
+pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Source)> {
     let width = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
         .unwrap_or(4)

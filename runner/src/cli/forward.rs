@@ -61,7 +61,11 @@ pub fn animaworks_argv(words: &[OsString]) -> Option<Vec<OsString>> {
     if MAIN_CLI_COMMANDS.contains(&first) {
         Some(words.to_vec())
     } else if ANIMA_SUBCOMMANDS.contains(&first) {
-        Some(std::iter::once(OsString::from("anima")).chain(words.iter().cloned()).collect())
+        Some(
+            std::iter::once(OsString::from("anima"))
+                .chain(words.iter().cloned())
+                .collect(),
+        )
     } else {
         None
     }
@@ -160,7 +164,10 @@ mod tests {
         assert_eq!(animaworks_argv(&os(&["task", "list"])), Some(os(&["task", "list"])));
         assert_eq!(animaworks_argv(&os(&["list"])), Some(os(&["anima", "list"])));
         assert_eq!(animaworks_argv(&os(&["status", "x"])), Some(os(&["status", "x"])));
-        assert_eq!(animaworks_argv(&os(&["set-model", "a", "m"])), Some(os(&["anima", "set-model", "a", "m"])));
+        assert_eq!(
+            animaworks_argv(&os(&["set-model", "a", "m"])),
+            Some(os(&["anima", "set-model", "a", "m"]))
+        );
         assert_eq!(animaworks_argv(&os(&["weather"])), None);
         assert_eq!(animaworks_argv(&[]), None);
     }
@@ -187,10 +194,19 @@ mod tests {
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let py = venv.join("python");
-        assert_eq!(find_cli(py.as_os_str(), Some(path.as_os_str())), Some(venv.join("animaworks")));
-        assert_eq!(find_cli(OsStr::new("python3"), Some(path.as_os_str())), Some(path.join("animaworks")));
+        assert_eq!(
+            find_cli(py.as_os_str(), Some(path.as_os_str())),
+            Some(venv.join("animaworks"))
+        );
+        assert_eq!(
+            find_cli(OsStr::new("python3"), Some(path.as_os_str())),
+            Some(path.join("animaworks"))
+        );
         std::fs::set_permissions(venv.join("animaworks"), std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(find_cli(py.as_os_str(), Some(path.as_os_str())), Some(path.join("animaworks")));
+        assert_eq!(
+            find_cli(py.as_os_str(), Some(path.as_os_str())),
+            Some(path.join("animaworks"))
+        );
         assert_eq!(find_cli(py.as_os_str(), None), None);
     }
 }

@@ -357,7 +357,10 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
     let resolved = match runner.resolve(&words[0].to_string_lossy()).await {
         Ok(r) => r,
         Err(e) if e.code == ErrorCode::UnknownTool => {
-            return fail(&forward::forward(&words, &runner.dirs.python, fwd).unwrap_or(e), json_errors)
+            return fail(
+                &forward::forward(&words, &runner.dirs.python, fwd).unwrap_or(e),
+                json_errors,
+            )
         }
         Err(e) => return fail(&e, json_errors),
     };

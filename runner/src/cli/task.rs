@@ -89,7 +89,9 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         eprintln!("animaworks-tool: warning: {w}");
     }
     // What AnimaWorks' submit prints, pretty as it prints it.
-    let receipt = checked.task.submitted(crate::locale::Locale::of_data_dir(&runner.dirs.data));
+    let receipt = checked
+        .task
+        .submitted(crate::locale::Locale::of_data_dir(&runner.dirs.data));
     say!("{}", serde_json::to_string_pretty(&receipt).unwrap_or_default());
     0
 }

@@ -269,9 +269,9 @@ where
 {
     let mut env = BTreeMap::new();
     for (k, v) in caller {
-        let base = k.to_str().is_some_and(|s| {
-            BASE_VARS.contains(&s) || s.starts_with("LC_") || NETWORK_VARS.contains(&s)
-        });
+        let base = k
+            .to_str()
+            .is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_") || NETWORK_VARS.contains(&s));
         if policy == EnvPolicy::Inherit || base || passes(&k, passthrough) {
             env.insert(k, v);
         }
@@ -336,13 +336,7 @@ mod tests {
                 var: "GITHUB_TOKEN".into(),
             },
         };
-        let env = build_env(
-            caller(),
-            &ctx(true),
-            &[secret],
-            &["MYCO_*".into()],
-            EnvPolicy::Clean,
-        );
+        let env = build_env(caller(), &ctx(true), &[secret], &["MYCO_*".into()], EnvPolicy::Clean);
         let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(
             keys,
@@ -388,7 +382,11 @@ mod tests {
         let env = build_env(caller(), &ctx(false), &[], &[], EnvPolicy::Inherit);
         assert_eq!(get(&env, "AWS_SECRET_ACCESS_KEY"), Some("leak"), "as in AnimaWorks");
         assert_eq!(get(&env, "ANIMAWORKS_PYTHON"), Some("/opt/py"));
-        assert_eq!(get(&env, "ANIMAWORKS_ANIMA_DIR"), None, "no anima: the forged one is gone");
+        assert_eq!(
+            get(&env, "ANIMAWORKS_ANIMA_DIR"),
+            None,
+            "no anima: the forged one is gone"
+        );
         assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
         let names = visible_names(caller(), EnvPolicy::Clean, &[]);
         assert_eq!(names, ["HOME", "HTTPS_PROXY", "LC_ALL", "LC_TIME", "PATH", "TERM"]);
@@ -405,7 +403,10 @@ mod tests {
         assert_eq!((s.policy(true), s.policy(false)), (EnvPolicy::Clean, EnvPolicy::Clean));
         std::fs::write(&f, r#"{"legacy_env": "inherit"}"#).unwrap();
         let s = load_settings(d.path()).unwrap();
-        assert_eq!((s.policy(true), s.policy(false)), (EnvPolicy::Inherit, EnvPolicy::Clean));
+        assert_eq!(
+            (s.policy(true), s.policy(false)),
+            (EnvPolicy::Inherit, EnvPolicy::Clean)
+        );
         for bad in [r#"{"legacy_env": "all"}"#, r#"{"legacy_env": true}"#] {
             std::fs::write(&f, bad).unwrap();
             assert!(load_settings(d.path()).is_err(), "{bad}");

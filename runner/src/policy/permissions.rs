@@ -681,7 +681,10 @@ mod tests {
         assert!(!p.external_tools.allow_all);
         assert_eq!(p.external_tools.allow, vec!["chatwork", "gmail", "slack", "all"]);
         assert_eq!(p.external_tools.deny, vec!["web_search"]);
-        assert!(!p.tool_creation.shared, "the tool-creation rules read yes/no words only");
+        assert!(
+            !p.tool_creation.shared,
+            "the tool-creation rules read yes/no words only"
+        );
     }
 
     #[test]

@@ -188,7 +188,13 @@ impl Serialize for Task {
         if self.outcome == outcome {
             Task::serialize(self, s)
         } else {
-            Task::serialize(&Task { outcome, ..self.clone() }, s)
+            Task::serialize(
+                &Task {
+                    outcome,
+                    ..self.clone()
+                },
+                s,
+            )
         }
     }
 }

@@ -237,8 +237,9 @@ async fn execute(
             runner.run(&resolved, &act, map, &opts, obs, cancel).await
         }
         Kind::Cli => {
-            let argv = super::cli_argv(&args)
-                .ok_or_else(|| CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings"))?;
+            let argv = super::cli_argv(&args).ok_or_else(|| {
+                CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings")
+            })?;
             runner.permit_cli(&resolved, &argv)?;
             let timeout = timeout.unwrap_or_else(|| cli_timeout(&resolved, &argv));
             run_cli_captured(

@@ -93,7 +93,11 @@ fn animaworks_words_run_its_cli_with_argv_streams_and_exit_code_unchanged() {
     // A global option reaches the CLI as the variable AnimaWorks reads.
     let other = w.tmp.path().join("other-data");
     let o = run(&["--data-dir", other.to_str().unwrap(), "vault", "get", "K"]);
-    assert!(stdout(&o).contains(&format!("data={}", other.display())), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("data={}", other.display())),
+        "{}",
+        stdout(&o)
+    );
 
     // The CLI next to ANIMAWORKS_PYTHON comes before the one on PATH.
     let venv = w.tmp.path().join("venv/bin");
@@ -118,7 +122,10 @@ fn a_tool_of_that_name_comes_first_and_a_missing_cli_is_named() {
     w.tool(
         &w.common(),
         "status",
-        &bash_tool(r#"[{"name": "status_now", "description": "d", "input_schema": {"type": "object"}}]"#, "echo '\"tool\"'"),
+        &bash_tool(
+            r#"[{"name": "status_now", "description": "d", "input_schema": {"type": "object"}}]"#,
+            "echo '\"tool\"'",
+        ),
     );
     let bin = w.tmp.path().join("bin");
     fake_animaworks(&bin);
@@ -130,11 +137,22 @@ fn a_tool_of_that_name_comes_first_and_a_missing_cli_is_named() {
         .unwrap();
     assert_eq!(stdout(&o).trim(), "tool", "{}", stderr(&o));
 
-    let o = w.cmd().env("PATH", plain_path()).args(["task", "list"]).output().unwrap();
+    let o = w
+        .cmd()
+        .env("PATH", plain_path())
+        .args(["task", "list"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(9), "{}", stderr(&o));
     let e = json(&o);
-    assert!(e["error"]["hint"].as_str().unwrap().contains("pip install animaworks"), "{e}");
-    assert!(e["error"]["message"].as_str().unwrap().contains("AnimaWorks command"), "{e}");
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("pip install animaworks"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("AnimaWorks command"),
+        "{e}"
+    );
     // A word that is neither a tool nor AnimaWorks' stays unknown.
     assert_eq!(w.run(&["no-such-word"]).status.code(), Some(3));
 }
@@ -142,7 +160,10 @@ fn a_tool_of_that_name_comes_first_and_a_missing_cli_is_named() {
 #[test]
 fn help_and_no_arguments_list_the_tools() {
     let w = World::new();
-    let tool = bash_tool(r#"[{"name": "x_y", "description": "d", "input_schema": {"type": "object"}}]"#, "echo 1");
+    let tool = bash_tool(
+        r#"[{"name": "x_y", "description": "d", "input_schema": {"type": "object"}}]"#,
+        "echo 1",
+    );
     w.tool(&w.common(), "beta", &tool);
     w.tool(&w.personal(), "alpha", &tool);
     for (args, code) in [(&["--help"][..], 0), (&["-h"][..], 0), (&["help"][..], 0), (&[][..], 2)] {
@@ -153,7 +174,13 @@ fn help_and_no_arguments_list_the_tools() {
         assert!(out.contains("\nAvailable tools: alpha, beta\n"), "{args:?}: {out}");
     }
     let other = w.tmp.path().join("empty");
-    let o = w.run(&["--data-dir", other.to_str().unwrap(), "--anima-dir", other.to_str().unwrap(), "--help"]);
+    let o = w.run(&[
+        "--data-dir",
+        other.to_str().unwrap(),
+        "--anima-dir",
+        other.to_str().unwrap(),
+        "--help",
+    ]);
     assert!(stdout(&o).contains("\nAvailable tools: (none)\n"), "{}", stdout(&o));
     // A command's own help is clap's, without the list.
     assert!(!stdout(&w.run(&["jobs", "--help"])).contains("Available tools"));
@@ -200,7 +227,13 @@ fn side_by_side_forwarded_commands_and_the_tool_list() {
         &["supervisor"],
     ] {
         let (o, t) = (ours(args), theirs(args));
-        assert_eq!(o.status.code(), t.status.code(), "{args:?}: ours {}\ntheirs {}", stderr(&o), stderr(&t));
+        assert_eq!(
+            o.status.code(),
+            t.status.code(),
+            "{args:?}: ours {}\ntheirs {}",
+            stderr(&o),
+            stderr(&t)
+        );
         assert_eq!(stdout(&o), stdout(&t), "{args:?}");
     }
 }
@@ -297,8 +330,14 @@ fn an_animaworks_module_sees_the_callers_environment_and_a_new_protocol_tool_a_c
         assert_eq!(v["cwd"], e.cwd.to_str().unwrap(), "{args:?}");
     }
     let v = seen(&e.ours(&["envsh", "show"], None));
-    assert_eq!(v["SLACK_BOT_TOKEN"], "", "a new-protocol tool gets no undeclared caller variable");
-    assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128", "proxy settings reach every tool");
+    assert_eq!(
+        v["SLACK_BOT_TOKEN"], "",
+        "a new-protocol tool gets no undeclared caller variable"
+    );
+    assert_eq!(
+        v["HTTPS_PROXY"], "http://proxy.example:3128",
+        "proxy settings reach every tool"
+    );
     assert_eq!(v["SSL_CERT_FILE"], "/etc/ssl/corp.pem", "CA settings reach every tool");
     assert_eq!(v["cwd"], e.cwd.to_str().unwrap());
 
@@ -316,10 +355,20 @@ fn an_animaworks_module_sees_the_callers_environment_and_a_new_protocol_tool_a_c
     let o = e.ours(&["envsh", "--help"], None);
     let help = stdout(&o);
     assert!(help.contains("Environment (protocol.md §8): clean: "), "{help}");
-    assert!(help.contains("HTTPS_PROXY") && !help.contains("proxy.example"), "{help}");
+    assert!(
+        help.contains("HTTPS_PROXY") && !help.contains("proxy.example"),
+        "{help}"
+    );
     assert!(stdout(&e.ours(&["doctor"], None)).contains("AnimaWorks modules: inherit: the caller's whole environment"));
     let d = json(&e.ours(&["doctor", "--json"], None));
-    let names = |p: &str| d["environment"][p].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let names = |p: &str| {
+        d["environment"][p]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
     assert!(names("inherit").contains(&"SLACK_BOT_TOKEN".to_owned()), "{d}");
     assert!(!names("clean").contains(&"SLACK_BOT_TOKEN".to_owned()), "{d}");
     assert!(names("clean").contains(&"SSL_CERT_FILE".to_owned()), "{d}");
@@ -342,7 +391,10 @@ fn side_by_side_the_environment_and_working_directory_a_module_sees() {
     e.with_caller_env(&mut c);
     let theirs = seen(&c.args(["envmod", "show"]).output().unwrap());
     assert_eq!(ours, theirs);
-    assert_eq!(ours["credential"], "xoxb-from-the-environment", "the last step of AnimaWorks' chain");
+    assert_eq!(
+        ours["credential"], "xoxb-from-the-environment",
+        "the last step of AnimaWorks' chain"
+    );
 }
 
 /// Runs `script` under the original's Python with `input` as its stdin; its stdout as JSON.
@@ -358,7 +410,12 @@ fn original_python(venv: &Path, w: &World, script: &str, input: &serde_json::Val
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
@@ -402,7 +459,9 @@ fn side_by_side_permission_decisions() {
         json_case(r#"{"version": "1", "external_tools": {"allow_all": 0, "allow": ["chatwork"]}}"#),
         json_case(r#"{"version": " +1 ", "external_tools": {"allow_all": 1, "allow": ["gmail_send"]}}"#),
         json_case(r#"{"external_tools": {"allow_all": 1.0, "allow": ["github_create-issue"], "deny": ["chatwork"]}}"#),
-        json_case(r#"{"version": 2, "file_roots_denied": ["/abs"], "tool_creation": {"personal": "off", "shared": "Y"}}"#),
+        json_case(
+            r#"{"version": 2, "file_roots_denied": ["/abs"], "tool_creation": {"personal": "off", "shared": "Y"}}"#,
+        ),
         json_case(r#"{"external_tools": {"allow_all": "maybe"}}"#),
         json_case(r#"{"external_tools": {"allow_all": null}}"#),
         json_case(r#"{"file_roots_denied": ["relative/path"]}"#),
@@ -428,14 +487,21 @@ fn side_by_side_permission_decisions() {
     ];
     let theirs = original_python(&venv, &w, PERMISSION_QUERIES, &serde_json::json!([cases, queries]));
     assert_eq!(theirs.as_array().unwrap().len(), cases.len());
-    assert_eq!(theirs[2]["decisions"][1], false, "a whitelist without chatwork: {theirs}");
+    assert_eq!(
+        theirs[2]["decisions"][1], false,
+        "a whitelist without chatwork: {theirs}"
+    );
     assert_eq!(theirs[9]["error"], true, "a relative denied root: {theirs}");
     for (i, (name, text)) in cases.iter().enumerate() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(name), text).unwrap();
         let loaded = permissions::load(d.path());
         let t = &theirs[i];
-        assert_eq!(loaded.is_err(), t["error"] == true, "{name}: {text}: ours {loaded:?}, theirs {t}");
+        assert_eq!(
+            loaded.is_err(),
+            t["error"] == true,
+            "{name}: {text}: ours {loaded:?}, theirs {t}"
+        );
         let Ok(l) = &loaded else { continue };
         assert_eq!(l.permissions.tool_creation.personal, t["personal"] == true, "{text}");
         assert_eq!(l.permissions.tool_creation.shared, t["shared"] == true, "{text}");
@@ -465,12 +531,18 @@ fn side_by_side_the_documented_difference_of_grant_spellings() {
     let cases = vec![("permissions.json", text)];
     let queries = vec![("github", "core", Some("create_issue"), Some("create-issue"))];
     let theirs = original_python(&venv, &w, PERMISSION_QUERIES, &serde_json::json!([cases, queries]));
-    assert_eq!(theirs[0]["decisions"][0], false, "the original ignores the `_` spelling: {theirs}");
+    assert_eq!(
+        theirs[0]["decisions"][0], false,
+        "the original ignores the `_` spelling: {theirs}"
+    );
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("permissions.json"), text).unwrap();
     let g = Gate::new(true, Some("create-issue".into()));
     let ours = gate::decide(&permissions::load(d.path()), "github", Tier::Core, "create_issue", &g);
-    assert!(ours.is_allow(), "ours honours what the user wrote (README, differences)");
+    assert!(
+        ours.is_allow(),
+        "ours honours what the user wrote (README, differences)"
+    );
 }
 
 const GREETER: &str = r#"
@@ -539,22 +611,42 @@ fn side_by_side_submit_output_task_files_and_notifications() {
         };
         let submit = ["submit", "greeter", "greet", "--name", "Ada"];
         let (o, t) = (ours(&submit), original_cmd(&w, &venv).args(submit).output().unwrap());
-        assert!(o.status.success() && t.status.success(), "{}\n{}", stderr(&o), stderr(&t));
+        assert!(
+            o.status.success() && t.status.success(),
+            "{}\n{}",
+            stderr(&o),
+            stderr(&t)
+        );
         // Pretty-printed as the original prints it; equal but for the id.
         let (mine, theirs) = (stdout(&o), stdout(&t));
         let id = json(&o)["task_id"].as_str().unwrap().to_owned();
         let their_id = json(&t)["task_id"].as_str().unwrap().to_owned();
         if locale.is_none() {
-            assert_eq!(mine.replace(&id, "ID"), theirs.replace(&their_id, "ID"), "locale {locale:?}");
+            assert_eq!(
+                mine.replace(&id, "ID"),
+                theirs.replace(&their_id, "ID"),
+                "locale {locale:?}"
+            );
         } else {
             // The original says it in Japanese whatever the locale; ours in the configured one.
             let m = json(&o);
-            assert_eq!(m["message"], format!("Background task submitted. You will be notified in your inbox when it completes. (task_id: {id})"));
+            assert_eq!(
+                m["message"],
+                format!(
+                    "Background task submitted. You will be notified in your inbox when it completes. (task_id: {id})"
+                )
+            );
             let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
             assert_eq!(keys(&m), keys(&json(&t)));
         }
-        let fail = json(&ours(&["submit", "greeter", "fail"]))["task_id"].as_str().unwrap().to_owned();
-        let nap = json(&ours(&["submit", "greeter", "nap", "--timeout", "1"]))["task_id"].as_str().unwrap().to_owned();
+        let fail = json(&ours(&["submit", "greeter", "fail"]))["task_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let nap = json(&ours(&["submit", "greeter", "nap", "--timeout", "1"]))["task_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         for i in [&id, &fail, &nap] {
             let _ = ours(&["jobs", "wait", i]);
         }
@@ -570,8 +662,14 @@ fn side_by_side_submit_output_task_files_and_notifications() {
         assert_eq!(done["status"], "completed");
         assert_eq!(done["tool_name"], "greeter:greet");
         assert_eq!(done["tool_args"]["subcommand"], "greet");
-        assert_eq!(done["tool_args"]["raw_args"], serde_json::json!(["greet", "--name", "Ada"]));
-        assert_eq!(done["result"], "{\n  \"greeting\": \"こんにちは, Ada\"\n}", "stdout as printed");
+        assert_eq!(
+            done["tool_args"]["raw_args"],
+            serde_json::json!(["greet", "--name", "Ada"])
+        );
+        assert_eq!(
+            done["result"], "{\n  \"greeting\": \"こんにちは, Ada\"\n}",
+            "stdout as printed"
+        );
         assert_eq!(loaded[fail.as_str()]["task"]["status"], "failed");
         assert_eq!(loaded[nap.as_str()]["task"]["status"], "failed");
         let ours_nap: serde_json::Value =
@@ -634,21 +732,42 @@ fn side_by_side_use_tool_answers() {
     let ours = |tool: &str, action: &str| {
         use std::io::Write;
         let mut c = w.cmd();
-        c.arg("use-tool").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.arg("use-tool")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let req = serde_json::json!({"tool_name": tool, "action": action, "args": {}});
-        child.stdin.take().unwrap().write_all(req.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(req.to_string().as_bytes())
+            .unwrap();
         stdout(&child.wait_with_output().unwrap())
     };
-    assert_eq!(ours("echoer", "boom"), theirs["echoer_boom"], "a tool's own exception: the plain text");
-    assert_eq!(ours("echoer", "big"), theirs["echoer_big"], "the cut and the (ja) marker");
+    assert_eq!(
+        ours("echoer", "boom"),
+        theirs["echoer_boom"],
+        "a tool's own exception: the plain text"
+    );
+    assert_eq!(
+        ours("echoer", "big"),
+        theirs["echoer_big"],
+        "the cut and the (ja) marker"
+    );
     // 3-byte text: the original drops 1,000 characters at a time until the bytes fit; ours keeps every
     // character that fits (README, differences). The marker is the same.
     let (mine, their) = (ours("echoer", "jp"), theirs["echoer_jp"].as_str().unwrap().to_owned());
     let (mine_body, mine_marker) = mine.split_once("\n\n").unwrap();
     let (their_body, their_marker) = their.split_once("\n\n").unwrap();
     assert_eq!(mine_marker, their_marker);
-    assert!(mine_body.starts_with(their_body) && mine_body.len() <= 50_000, "{} {}", mine_body.len(), their_body.len());
+    assert!(
+        mine_body.starts_with(their_body) && mine_body.len() <= 50_000,
+        "{} {}",
+        mine_body.len(),
+        their_body.len()
+    );
     // An unknown tool: the original's type and words, in one compact line; ours adds its suggestion and code.
     let mine: serde_json::Value = serde_json::from_str(&ours("nope", "x")).unwrap();
     let their: serde_json::Value = serde_json::from_str(theirs["unknown"].as_str().unwrap()).unwrap();
@@ -685,11 +804,21 @@ fn side_by_side_the_vault_chain() {
         env: Option<&'static str>,
         key: bool,
     }
-    let case = |config, shared, env, key| Case { config, shared, env, key };
+    let case = |config, shared, env, key| Case {
+        config,
+        shared,
+        env,
+        key,
+    };
     use serde_json::json;
     let cases = [
         case(Some(json!({"api_key": "from-config"})), None, Some("env"), true),
-        case(Some(json!({"api_key": {"$vault": "DEMO_TOKEN"}})), None, Some("env"), true),
+        case(
+            Some(json!({"api_key": {"$vault": "DEMO_TOKEN"}})),
+            None,
+            Some("env"),
+            true,
+        ),
         case(Some(json!({"api_key": {"$vault": "UNICODE"}})), None, None, true),
         // A reference to a key the vault does not hold: both refuse (the original's config load fails).
         case(Some(json!({"api_key": {"$vault": "MISSING"}})), None, Some("env"), true),
@@ -706,21 +835,31 @@ fn side_by_side_the_vault_chain() {
             }
         }
         if let Some(cfg) = &c.config {
-            std::fs::write(w.data.join("config.json"), json!({"credentials": {"demo": cfg}}).to_string()).unwrap();
+            std::fs::write(
+                w.data.join("config.json"),
+                json!({"credentials": {"demo": cfg}}).to_string(),
+            )
+            .unwrap();
         }
         if let Some(sh) = &c.shared {
             std::fs::create_dir_all(w.data.join("shared")).unwrap();
             std::fs::write(w.data.join("shared/credentials.json"), sh.to_string()).unwrap();
         }
         let mut cmd = Command::new(venv.join("bin/python"));
-        cmd.env_clear().env("PATH", plain_path()).env("HOME", w.tmp.path()).env("ANIMAWORKS_DATA_DIR", &w.data);
+        cmd.env_clear()
+            .env("PATH", plain_path())
+            .env("HOME", w.tmp.path())
+            .env("ANIMAWORKS_DATA_DIR", &w.data);
         if let Some(e) = c.env {
             cmd.env("DEMO_TOKEN", e);
         }
         let o = cmd.args(["-c", GET_CREDENTIAL]).output().unwrap();
         let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
-        let env: std::collections::HashMap<String, String> =
-            c.env.map(|e| ("DEMO_TOKEN".to_owned(), e.to_owned())).into_iter().collect();
+        let env: std::collections::HashMap<String, String> = c
+            .env
+            .map(|e| ("DEMO_TOKEN".to_owned(), e.to_owned()))
+            .into_iter()
+            .collect();
         let decl: tool_sdk::protocol::CredentialDecl =
             serde_json::from_value(json!({"name": "demo", "env": "DEMO_TOKEN"})).unwrap();
         let ours = Resolver::new(&w.data, None, env).resolve(&decl);

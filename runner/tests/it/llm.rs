@@ -114,7 +114,11 @@ fn use_tool_answers_like_animaworks() {
     ];
     for (req, error_type, code) in cases {
         let (exit, out) = use_tool(&w, &[], &req);
-        assert_eq!(out.lines().count(), 1, "one compact line, as the original's json.dumps: {out}");
+        assert_eq!(
+            out.lines().count(),
+            1,
+            "one compact line, as the original's json.dumps: {out}"
+        );
         assert!(out.starts_with(r#"{"status": "error", "error_type": "#), "{out}");
         let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{req}: not JSON ({e}): {out}"));
         assert_eq!(v["status"], "error", "{req}: {out}");
@@ -128,7 +132,10 @@ fn use_tool_answers_like_animaworks() {
     assert_eq!(out, "Error executing t_fail: it broke\ntry again");
     assert_eq!(exit, Some(1));
     let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "nope", "args": {}}));
-    assert!(out.starts_with("Error executing t_nope: tool t has no action \"nope\""), "{out}");
+    assert!(
+        out.starts_with("Error executing t_nope: tool t has no action \"nope\""),
+        "{out}"
+    );
     let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "purge", "args": {}}));
     assert!(out.contains("t_purge"), "the refusal names the grant: {out}");
     // In config.json's locale (AnimaWorks' default is ja), in the original's words.
@@ -145,7 +152,10 @@ fn use_tool_cuts_long_output_with_the_original_marker() {
     let (_, out) = use_tool(&w, &[], &req);
     let (body, marker) = out.split_once("\n\n").unwrap();
     assert_eq!(body.len(), 50_000);
-    assert_eq!(marker, "[出力が50KBを超えたためトランケーションしました。元のサイズ: 60000]", "ja by default");
+    assert_eq!(
+        marker, "[出力が50KBを超えたためトランケーションしました。元のサイズ: 60000]",
+        "ja by default"
+    );
     std::fs::write(w.data.join("config.json"), r#"{"locale": "en"}"#).unwrap();
     let (_, out) = use_tool(&w, &[], &req);
     assert!(
@@ -195,7 +205,11 @@ fn use_tool_serve_answers_one_line_per_request() {
     assert_eq!(answers[2]["id"], "b");
     assert_eq!(answers[2]["status"], "error");
     assert_eq!(answers[2]["code"], "tool_error");
-    assert!(answers[2]["result"].as_str().unwrap().starts_with("Error executing "), "{}", answers[2]);
+    assert!(
+        answers[2]["result"].as_str().unwrap().starts_with("Error executing "),
+        "{}",
+        answers[2]
+    );
     let described: Value = serde_json::from_str(answers[3]["result"].as_str().unwrap()).unwrap();
     let names: Vec<&str> = described["actions"]
         .as_array()

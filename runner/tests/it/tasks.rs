@@ -129,7 +129,13 @@ fn submit_then_wait_gives_the_result_under_the_printed_id() {
     assert_eq!(receipt["tool"], "bg");
     assert_eq!(receipt["subcommand"], "quick");
     let id = receipt["task_id"].as_str().unwrap();
-    assert!(receipt["message"].as_str().unwrap().contains(&format!("(task_id: {id})")), "{receipt}");
+    assert!(
+        receipt["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("(task_id: {id})")),
+        "{receipt}"
+    );
     assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
