@@ -12,8 +12,8 @@
 //!    [`call::Target::parse_flags`] ([`flags`]).
 //! 3. **prepare** ([`call::Target::prepare`], or [`call::Tool::prepare_cli`] for a legacy `cli_main` argv): the
 //!    arguments are checked against the `input_schema` ([`validate`]), the gate decides ([`policy::gate`]),
-//!    credentials are resolved ([`policy::credentials`]), a clean environment is built ([`policy::env`]) from the
-//!    [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
+//!    credentials are resolved ([`policy::credentials`]), the environment is built ([`policy::env`]: clean, or the
+//!    caller's for AnimaWorks modules, [`tool_env`]) from the [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
 //! 4. **spawn** ([`spawn`]'s `start_tool`, which only a prepared call reaches): the one place a file becomes a
 //!    process — its own group, registered with the [`guardian`] so it dies with the runner — or a persistent
 //!    worker of the [`workers`] pool.
@@ -48,6 +48,7 @@ pub mod fsread;
 pub mod guardian;
 pub mod limits;
 pub mod llm;
+pub mod locale;
 pub mod manifest;
 pub mod names;
 pub mod policy;
@@ -64,6 +65,7 @@ pub mod spill;
 pub mod stream;
 pub mod suggest;
 pub mod tasks;
+pub mod tool_env;
 pub mod validate;
 pub mod workers;
 

@@ -20,6 +20,9 @@ pub struct Manifest {
     pub events: bool,
     pub persistent: bool,
     pub cli: bool,
+    /// The shim says the module follows the AnimaWorks convention (see [`crate::policy::env::EnvPolicy`]).
+    #[serde(default)]
+    pub legacy: bool,
     #[serde(default)]
     pub legacy_profile: Option<Map<String, Value>>,
     /// The module's `EXECUTION_PROFILE` could not be read: every action counts as gated.
@@ -200,6 +203,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
         events: doc.events,
         persistent: doc.persistent,
         cli: doc.cli,
+        legacy: doc.legacy,
         legacy_profile: doc.legacy_profile,
         legacy_profile_error: doc.legacy_profile_error,
         credentials: doc.credentials,

@@ -1,9 +1,10 @@
 //! Names of tools and actions (protocol.md §3).
 
-/// The runner's own commands; no tool may take these names.
+/// Names no tool may take: the runner's own command words, and `task`/`help`, the names of `use-tool`'s meta
+/// tools (`task` is also an AnimaWorks command word, which the CLI forwards to the `animaworks` CLI). AnimaWorks'
+/// other words (`list`, `status`, …) are not reserved: a tool of that name wins over forwarding, as in the original.
 pub const RESERVED: &[&str] = &[
     "call",
-    "list",
     "tools",
     "doctor",
     "refresh",
@@ -66,7 +67,11 @@ mod tests {
         assert!(tool_name_problem("my-tool2").is_none());
         assert!(tool_name_problem("a.b").is_some());
         assert!(tool_name_problem("_x").is_some());
-        assert!(tool_name_problem("list").is_some());
+        assert!(tool_name_problem("tools").is_some());
+        assert!(
+            tool_name_problem("list").is_none(),
+            "AnimaWorks' `anima list` word: a tool may take it"
+        );
         assert!(action_name_problem("get", "t_get").is_none());
         assert!(action_name_problem("get", &"x".repeat(65)).is_some());
         assert!(action_name_problem("g et", "t_g et").is_some());

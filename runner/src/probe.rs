@@ -6,7 +6,7 @@ use crate::dirs::Dirs;
 use crate::discover::ToolFile;
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
-use std::ffi::OsString;
+use crate::tool_env::ProbeEnv;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 
 /// Run `TOOL --schemas` now, ignoring the cache.
-pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> Probed {
+pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
     let failed = |reason: String, stderr_tail: String| Probed::Failed {
         reason,
         stderr_tail,
@@ -32,7 +32,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -
             }
         }
     };
-    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env, None, Some(&plan)) {
+    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env.for_file(file), None, Some(&plan)) {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {
@@ -107,7 +107,7 @@ pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
 }
 
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
-pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]) -> (Probed, Source) {
+pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Source) {
     let key = match FileKey::of(file, dirs) {
         Ok(k) => k,
         Err(e) => {
@@ -153,18 +153,14 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &[(OsString, OsString)]
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
-pub async fn manifests(
-    files: Vec<ToolFile>,
-    dirs: &Dirs,
-    env: &[(OsString, OsString)],
-) -> Vec<(ToolFile, Probed, Source)> {
+pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Source)> {
     let width = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
         .unwrap_or(4)
         .max(4);
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
-    let env = Arc::new(env.to_vec());
+    let env = Arc::new(env.clone());
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in files.into_iter().enumerate() {
         let (sem, dirs, env) = (sem.clone(), dirs.clone(), env.clone());

@@ -34,6 +34,9 @@ pub struct Settings {
     pub max_running_tasks: usize,
     /// `use_tool_max_chars`: the default cut of a `use_tool` answer.
     pub use_tool_max_chars: Option<usize>,
+    /// `legacy_env`: what AnimaWorks modules see, `inherit` (the caller's whole environment, as in AnimaWorks)
+    /// or `clean`.
+    pub legacy_env: crate::policy::env::EnvPolicy,
     /// The whole document, for keys a feature reads on its own (each such reader types its key here too).
     pub raw: Map<String, Value>,
 }
@@ -56,6 +59,7 @@ impl Settings {
             workers_per_tool: DEFAULT_WORKERS_PER_TOOL,
             max_running_tasks: DEFAULT_MAX_RUNNING,
             use_tool_max_chars: None,
+            legacy_env: crate::policy::env::EnvPolicy::Inherit,
             raw: Map::new(),
         }
     }
@@ -115,6 +119,12 @@ impl Settings {
             s.max_running_tasks = n;
         }
         s.use_tool_max_chars = count("use_tool_max_chars")?;
+        s.legacy_env = match key("legacy_env") {
+            None => crate::policy::env::EnvPolicy::Inherit,
+            Some(Value::String(w)) if w == "inherit" => crate::policy::env::EnvPolicy::Inherit,
+            Some(Value::String(w)) if w == "clean" => crate::policy::env::EnvPolicy::Clean,
+            Some(v) => return Err(err(format!("legacy_env must be \"inherit\" or \"clean\", not {v}"))),
+        };
         s.raw = obj;
         Ok(s)
     }

@@ -249,7 +249,8 @@ fn fail_closed_files_refuse_every_call() {
             );
         }
     }
-    let d = anima_with("{\n  \"version\": 1,\n  \"external_tools\": {\"allow_all\": \"no\"}\n}");
+    // "no" is a boolean to AnimaWorks' loader (pydantic's lax mode); "maybe" is not.
+    let d = anima_with("{\n  \"version\": 1,\n  \"external_tools\": {\"allow_all\": \"maybe\"}\n}");
     let e = permissions::load(d.path()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
     assert_eq!(e.location.map(|l| l.0), Some(3));
@@ -352,6 +353,15 @@ fn credential_each_source_alone() {
     let (v, src) = resolve(&d, None, &[], &c).unwrap().unwrap();
     assert_eq!(v, "from-config-vault");
     assert!(matches!(src, CredentialSource::ConfigVault { .. }));
+    // A $vault reference to a key the vault does not hold (or to no key) refuses, as AnimaWorks' config load
+    // fails on it: the environment's value is not taken instead.
+    for reference in [json!("NOT_THERE"), json!(""), json!(5)] {
+        d.config(json!({"slack": {"api_key": {"$vault": reference}}}));
+        match resolve(&d, None, &[("SLACK_TOKEN", "from-env")], &c) {
+            Err(CredentialError::Source { reason, .. }) => assert!(reason.contains("$vault"), "{reason}"),
+            other => panic!("{reference}: {other:?}"),
+        }
+    }
     // vault.json shared.<ENV>
     let d = Data::new();
     d.vault(json!({"SLACK_TOKEN": d.seal("from-vault")}));

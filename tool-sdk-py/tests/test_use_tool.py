@@ -54,12 +54,13 @@ def test_errors_are_json_with_the_original_types(world: Path) -> None:
     assert err["error_type"] == "InvalidArguments"
     assert "/text" in err["message"]
     err = json.loads(use_tool("nope", "x", {}, runner=BIN))
-    assert err["error_type"] == "UnknownTool"
+    assert err["error_type"] == "PermissionDenied", "an unknown tool is 'not permitted', as in AnimaWorks"
 
 
 def test_cap_is_passed_on(world: Path) -> None:
     out = use_tool("echo", "say", {"text": "hello"}, runner=BIN, max_chars=5)
-    assert out.startswith('{\n  "\n\n[Output truncated because it exceeded 50KB. Original size: ')
+    assert out.startswith('{\n  "\n\n['), out
+    assert out.endswith("]") and "50KB" in out, "the marker, in config.json's locale (ja by default)"
 
 
 def test_missing_runner_is_an_error_answer(world: Path) -> None:

@@ -28,6 +28,11 @@ pub struct SchemasDoc {
     /// Runner extension used by the Python shim: the module has an AnimaWorks `cli_main(argv)`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cli: bool,
+    /// Runner extension used by the Python shim: the module follows the AnimaWorks convention (not tool-sdk-py).
+    /// The runner honours it only for `.py` files, which it runs through its own shim; it decides the
+    /// environment policy (protocol.md §8).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy: bool,
     /// Runner extension used by the Python shim: a legacy module's `EXECUTION_PROFILE` as written (keys in CLI
     /// spelling), so that gates also hold for actions reachable only through `cli_main`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

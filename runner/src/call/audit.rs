@@ -23,6 +23,8 @@ pub(crate) struct Attempt {
     pub started: Instant,
     /// The sandbox planned for it, once it is known (README "Sandbox").
     pub sandbox: Option<Value>,
+    /// The environment policy it ran (or would have run) under (protocol.md §8).
+    pub env: &'static str,
 }
 
 impl Attempt {
@@ -34,6 +36,7 @@ impl Attempt {
             args,
             started: Instant::now(),
             sandbox: None,
+            env: crate::policy::env::EnvPolicy::Clean.as_str(),
         }
     }
 
@@ -174,6 +177,7 @@ fn write(
         a.args.clone(),
     );
     rec.sandbox = a.sandbox.clone();
+    rec.env = a.env;
     let log = runner.audit_log();
     let res = match file {
         Some(f) => AuditLog::append_to(f, log.path(), &rec, masker),

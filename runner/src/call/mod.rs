@@ -145,17 +145,14 @@ impl Runner {
             })
     }
 
-    /// The environment `--schemas` runs with: the clean base, no secrets.
-    pub(crate) fn probe_env(&self) -> Result<Vec<(OsString, OsString)>, CallError> {
-        self.env_for("probe", 0, &[])
-    }
-
-    /// The environment of a tool process (protocol.md §8): built from scratch by the policy engine.
+    /// The environment of a tool process (protocol.md §8), built by the policy engine under `policy`
+    /// ([`Runner::env_policy`]).
     pub(crate) fn env_for(
         &self,
         call_id: &str,
         deadline_ms: u64,
         secrets: &[crate::policy::credentials::ResolvedCredential],
+        policy: crate::policy::env::EnvPolicy,
     ) -> Result<Vec<(OsString, OsString)>, CallError> {
         let passthrough = &self.settings()?.env_passthrough;
         let ctx = crate::policy::env::CallContext {
@@ -165,7 +162,7 @@ impl Runner {
             anima_name: self.dirs.anima_name(),
             deadline_ms,
         };
-        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, passthrough))
+        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, passthrough, policy))
     }
 
     /// The whole pipeline in one step, for programs that have the arguments as JSON: open → action → prepare →

@@ -107,10 +107,12 @@ impl<'r> Target<'r> {
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
+        let policy = runner.env_policy(&resolved);
+        attempt.env = policy.as_str();
         let launch = if pooled {
-            runner.env_for("worker", 0, &secrets).map(|env| Launch::Pooled { env })
+            runner.env_for("worker", 0, &secrets, policy).map(|env| Launch::Pooled { env })
         } else {
-            runner.env_for(&call_id, deadline_ms, &secrets).map(|env| Launch::OneShot { env })
+            runner.env_for(&call_id, deadline_ms, &secrets, policy).map(|env| Launch::OneShot { env })
         };
         let launch = match launch {
             Ok(l) => l,
@@ -199,7 +201,9 @@ impl<'r> Tool<'r> {
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
-        let mut env = match runner.env_for(&call_id, deadline_ms, &secrets) {
+        let policy = runner.env_policy(&resolved);
+        attempt.env = policy.as_str();
+        let mut env = match runner.env_for(&call_id, deadline_ms, &secrets, policy) {
             Ok(e) => e,
             Err(e) => return fail(&attempt, e, &masker),
         };
@@ -258,6 +262,10 @@ impl PreparedCli<'_> {
     }
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+    /// `v` with every resolved secret masked.
+    pub fn mask(&self, v: &Value) -> Value {
+        self.masker.mask_value(v)
     }
     /// The argv with every resolved secret masked.
     pub fn masked_argv(&self) -> Value {

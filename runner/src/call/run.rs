@@ -146,7 +146,17 @@ impl PreparedCli<'_> {
         let out = match self.drive(false, &mut masking, cancel).await {
             Ok(f) => match cli_refusal(&f, &self.resolved) {
                 Some(e) => Err(e),
-                None => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output),
+                None => {
+                    // AnimaWorks keeps a legacy task's stdout as printed (stripped), not parsed.
+                    let printed = match &f.stdout {
+                        stream::Stdout::Value(b) => {
+                            std::str::from_utf8(b).ok().map(|s| Value::String(s.trim().to_owned()))
+                        }
+                        _ => None,
+                    };
+                    stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output)
+                        .map(|v| printed.unwrap_or(v))
+                }
             },
             Err(e) => Err(e),
         };

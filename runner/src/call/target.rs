@@ -111,6 +111,10 @@ impl<'r> Tool<'r> {
         &self.resolved.file.name
     }
 
+    pub fn runner(&self) -> &'r Runner {
+        self.runner
+    }
+
     pub(crate) fn attempt(&self, action: Option<&str>, args: Value) -> Attempt {
         Attempt::new(self.name(), Some(self.resolved.file.tier), action, args)
     }

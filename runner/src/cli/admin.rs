@@ -128,7 +128,9 @@ pub fn share(runner: &Runner, args: ShareArgs) -> i32 {
                 runner.dirs.personal_dir().unwrap_or_default().display()
             ),
         };
-        return fail(CallError::new(ErrorCode::UnknownTool, why).hint("`animaworks-tool list` shows each tool's tier"));
+        return fail(
+            CallError::new(ErrorCode::UnknownTool, why).hint("`animaworks-tool tools` shows each tool's tier"),
+        );
     };
     if runner.dirs.core.iter().any(|c| {
         std::fs::read_dir(c).into_iter().flatten().flatten().any(|e| {

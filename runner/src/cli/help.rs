@@ -7,7 +7,23 @@ use serde_json::Value;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-pub fn tool_help(r: &Resolved) -> String {
+/// The runner's help, then every tool's name (no tool is started), as the original's `--help` lists them.
+/// Returns `code`.
+pub fn top_help(dirs: &crate::dirs::Dirs, code: i32) -> i32 {
+    let help = <super::Cli as clap::CommandFactory>::command().render_help();
+    let names: Vec<String> = crate::discover::scan(dirs).tools.into_keys().collect();
+    say!(
+        "{help}\n\nAvailable tools: {}",
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    );
+    code
+}
+
+pub fn tool_help(runner: &crate::call::Runner, r: &Resolved) -> String {
     let m = &r.manifest;
     let mut s = String::new();
     let _ = writeln!(
@@ -41,6 +57,11 @@ pub fn tool_help(r: &Resolved) -> String {
         s,
         "\nSee `animaworks-tool {} <action> --help` for an action's arguments.",
         r.file.name
+    );
+    let _ = writeln!(
+        s,
+        "\nEnvironment (protocol.md §8): {}.",
+        runner.env_summary(runner.env_policy(r))
     );
     s
 }
@@ -280,7 +301,7 @@ pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
         }
     };
     let text = match words.get(1) {
-        None => tool_help(&r),
+        None => tool_help(runner, &r),
         Some(a) => match r.manifest.action(a).ok_or_else(|| {
             let names: Vec<&str> = r.manifest.actions.iter().map(|x| x.name.as_str()).collect();
             crate::suggest::unknown_action(&r.file.name, a, &names)

@@ -137,14 +137,21 @@ fn tier_note(runner: &Runner) -> Option<(String, bool)> {
 }
 
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
+    use crate::policy::env::EnvPolicy;
     let (tools, problems, _) = catalog(runner).await;
     let (sandbox, settings_error) = sandbox_report(runner);
     let note = tier_note(runner);
     let bad = !problems.is_empty() || settings_error.is_some() || note.as_ref().is_some_and(|n| n.1);
+    // What reaches a tool from this caller, by policy: names only, never values.
+    let settings = runner.env_settings().unwrap_or_default();
+    let legacy = settings.policy(true);
+    let names = |p| crate::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
     if as_json {
         say!(
             "{}",
-            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "sandbox": sandbox, "sandbox_error": settings_error})
+            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "sandbox": sandbox, "sandbox_error": settings_error,
+                   "environment": {"legacy_env": legacy.as_str(),
+                                   "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
     } else {
         if problems.is_empty() {
@@ -164,6 +171,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         if let Some((n, _)) = &note {
             say!("note: {n}");
         }
+        say!("environment (protocol.md §8):");
+        say!("  tools on the new protocol: {}", runner.env_summary(EnvPolicy::Clean));
+        say!("  AnimaWorks modules: {}", runner.env_summary(legacy));
         say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {
             say!("  {}", line.as_str().unwrap_or(""));

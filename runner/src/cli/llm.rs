@@ -125,8 +125,13 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
             let _ = out.flush();
             0
         }
+        Answer::Error(Value::String(text), code) => {
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            code.exit_code()
+        }
         Answer::Error(v, code) => {
-            let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            let _ = writeln!(out, "{}", use_tool::python_json(&v));
             code.exit_code()
         }
     }

@@ -29,6 +29,7 @@ macro_rules! tell {
 pub mod admin;
 pub mod author;
 pub mod complete;
+pub mod forward;
 pub mod help;
 pub mod list;
 pub mod llm;
@@ -53,6 +54,7 @@ Calling tools:
   animaworks-tool <tool> <action> --json '{…}'       arguments as JSON (also @file, or - for stdin)
   animaworks-tool call <tool> <action> --json '{…}'  the uniform form for programs (JSON error on stdout)
   animaworks-tool <tool> <argv…>                    an AnimaWorks module with cli_main: argv passes unchanged
+  animaworks-tool task list | vault get K | …       a word of AnimaWorks' CLI that names no tool runs `animaworks`
 
 Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
@@ -68,7 +70,7 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
     allow_external_subcommands = true,
     disable_help_subcommand = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// A core tools folder (repeatable). Default: $ANIMAWORKS_CORE_TOOLS (colon-separated), else <data dir>/core_tools.
     #[arg(long = "core-dir", value_name = "DIR", global = true)]
     core_dirs: Vec<PathBuf>,
@@ -163,15 +165,19 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = fast_parse().unwrap_or_else(|| Cli::try_parse().unwrap_or_else(|e| usage::clap_error(e)));
+    let cli = match fast_parse().map(Ok).unwrap_or_else(Cli::try_parse) {
+        Ok(cli) => cli,
+        Err(e) => match top_level_help() {
+            Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0),
+            None => usage::clap_error(e),
+        },
+    };
     init_logging(matches!(cli.cmd, Some(Cmd::Mcp(_))));
-    let dirs = Dirs::resolve(&DirOptions {
-        core_dirs: cli.core_dirs,
-        data_dir: cli.data_dir,
-        anima_dir: cli.anima_dir,
-        cache_dir: cli.cache_dir,
-        python: cli.python,
-    });
+    let fwd = forward::Overrides {
+        data_dir: cli.data_dir.as_deref().map(crate::dirs::expand_home),
+        anima_dir: cli.anima_dir.as_deref().map(crate::dirs::expand_home),
+    };
+    let dirs = Dirs::resolve(&dir_options(&cli));
     let runner = Runner::new(dirs);
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -182,11 +188,7 @@ pub fn main() -> i32 {
     };
     let code = rt.block_on(async move {
         match cli.cmd {
-            None => {
-                let _ = <Cli as clap::CommandFactory>::command().print_help();
-                say!();
-                2
-            }
+            None => help::top_help(&runner.dirs, 2),
             Some(Cmd::Tools { json }) => list::list(&runner, json).await,
             Some(Cmd::Doctor { json }) => list::doctor(&runner, json).await,
             Some(Cmd::Refresh) => list::refresh(&runner).await,
@@ -201,10 +203,11 @@ pub fn main() -> i32 {
             Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
             Some(Cmd::Share(a)) => admin::share(&runner, a),
             Some(Cmd::Version { json }) => version::version(json),
+            Some(Cmd::Help { topic }) if topic.is_empty() => help::top_help(&runner.dirs, 0),
             Some(Cmd::Help { topic }) => help::help(&runner, &topic).await,
             Some(Cmd::Completions { shell }) => complete::completions(&shell),
             Some(Cmd::Man) => complete::man(),
-            Some(Cmd::Tool(words)) => tool_form(&runner, words).await,
+            Some(Cmd::Tool(words)) => tool_form(&runner, words, &fwd).await,
         }
     });
     drop(rt);
@@ -217,8 +220,46 @@ pub(crate) fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
+fn dir_options(cli: &Cli) -> DirOptions {
+    DirOptions {
+        core_dirs: cli.core_dirs.clone(),
+        data_dir: cli.data_dir.clone(),
+        anima_dir: cli.anima_dir.clone(),
+        cache_dir: cli.cache_dir.clone(),
+        python: cli.python.clone(),
+    }
+}
+
+/// `animaworks-tool [global options] --help|-h|help`: clap's help plus the tools, as the original lists them.
+/// Returns the global options when the command line is exactly that.
+fn top_level_help() -> Option<Cli> {
+    const WITH_VALUE: &[&str] = &["--core-dir", "--data-dir", "--anima-dir", "--python", "--cache-dir"];
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let mut i = 1;
+    let mut help_at = None;
+    while i < args.len() {
+        let a = args[i].to_str()?;
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+            continue;
+        }
+        if WITH_VALUE.iter().any(|o| a.starts_with(&format!("{o}="))) {
+            i += 1;
+            continue;
+        }
+        if !matches!(a, "--help" | "-h" | "help") || help_at.is_some() {
+            return None;
+        }
+        help_at = Some(i);
+        i += 1;
+    }
+    let at = help_at?;
+    let globals = args.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, a)| a);
+    Cli::try_parse_from(globals).ok()
+}
+
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
-const COMMANDS: &[&str] = &[
+pub(crate) const COMMANDS: &[&str] = &[
     "tools",
     "doctor",
     "refresh",
@@ -327,7 +368,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
     let asks_help = matches!(action, "--help" | "-h" | "help")
         || (tool.resolved().manifest.action(action).is_none() && words.iter().any(|w| w == "--help" || w == "-h"));
     if asks_help {
-        say_raw!("{}", help::tool_help(tool.resolved()));
+        say_raw!("{}", term::for_stdout(&help::tool_help(tool.runner(), tool.resolved())));
         return 0;
     }
     let target = match tool.action(action) {
@@ -349,6 +390,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
     let opts = CallOptions {
         timeout,
         max_output: flags.max_output,
+        cwd: std::env::current_dir().ok(),
         ..Default::default()
     };
     let call = match target.prepare(args, &opts) {
@@ -383,7 +425,21 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
     }
 }
 
-async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
+async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrides) -> i32 {
+    let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Tools first, then AnimaWorks' own words, as in the original.
+    let first = words[0].to_string_lossy().into_owned();
+    let tool = match runner.resolve(&first).await {
+        Ok(r) => runner.open_resolved(r),
+        Err(e) if e.code == ErrorCode::UnknownTool => {
+            if let Some(fe) = forward::forward(&words, &runner.dirs.python, fwd) {
+                return fail(&fe, json_errors);
+            }
+            // Not one of AnimaWorks' words either: an attempt at an unknown tool, audited.
+            return fail(&runner.open(&first).await.err().unwrap_or(e), json_errors);
+        }
+        Err(e) => return fail(&runner.open(&first).await.err().unwrap_or(e), json_errors),
+    };
     let words: Vec<String> = match words
         .iter()
         .map(|w| w.to_str().map(str::to_owned))
@@ -397,16 +453,15 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
             )
         }
     };
-    let tool = words[0].as_str();
     let rest = &words[1..];
-    let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let tool = match runner.open(tool).await {
-        Ok(t) => t,
-        Err(e) => return fail(&e, json_errors),
-    };
     if tool.resolved().manifest.cli && !rest.is_empty() {
         help::cli_argv_notes(tool.resolved(), rest);
-        let call = match tool.prepare_cli(rest, &CallOptions::default()) {
+        // The caller's working directory, as AnimaWorks runs a CLI call (relative file arguments).
+        let opts = CallOptions {
+            cwd: std::env::current_dir().ok(),
+            ..Default::default()
+        };
+        let call = match tool.prepare_cli(rest, &opts) {
             Ok(c) => c,
             Err(e) => return fail(&e, json_errors),
         };
@@ -417,7 +472,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>) -> i32 {
     }
     match rest.first().map(String::as_str) {
         None | Some("--help" | "-h" | "help") => {
-            say_raw!("{}", term::for_stdout(&help::tool_help(tool.resolved())));
+            say_raw!("{}", term::for_stdout(&help::tool_help(runner, tool.resolved())));
             if rest.is_empty() {
                 2
             } else {

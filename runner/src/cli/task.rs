@@ -85,7 +85,11 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
     for w in &checked.warnings {
         render::warn(w);
     }
-    say!("{}", checked.task.receipt());
+    // What AnimaWorks' submit prints, pretty as it prints it.
+    let receipt = checked
+        .task
+        .submitted(crate::locale::Locale::of_data_dir(&runner.dirs.data));
+    say!("{}", serde_json::to_string_pretty(&receipt).unwrap_or_default());
     if std::io::stderr().is_terminal() {
         let id = &checked.task.task_id;
         tell!(

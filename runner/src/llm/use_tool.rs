@@ -4,17 +4,21 @@
 //! (indent 2, non-ASCII kept, as the original's `json.dumps(..., ensure_ascii=False, indent=2)`). Text longer
 //! than the cap (default 50,000 UTF-8 bytes) is cut on a character boundary and ends with the original's marker.
 //!
-//! A failure is `{"status": "error", "error_type", "message", "suggestion"?, "code"}`. `error_type` keeps the
-//! original's vocabulary; `code` is the runner's own (protocol.md §6). The mapping:
+//! A failure is answered as the original answers it ([`render_error`]). The tool's own error (and an action the
+//! tool does not have, which the original hands to the module's `dispatch`) is the original's plain text
+//! `Error executing <tool>_<action>: <message>`. The runner's refusals are one compact JSON line
+//! `{"status": "error", "error_type", "message", "suggestion", "code"}`: `error_type` and `message` in the
+//! original's words and in `config.json`'s locale, `suggestion` the runner's own message and hint (the exact key
+//! and file), `code` the runner's code (protocol.md §6):
 //!
 //! | code | error_type |
 //! |---|---|
 //! | `invalid_arguments`, `usage` (a malformed request) | `InvalidArguments` |
-//! | `permission_denied` | `PermissionDenied` |
-//! | `unknown_tool`, `unknown_action` | `UnknownTool` (the original addresses `<tool>_<action>` as one name) |
+//! | `permission_denied`, `unknown_tool` (unknown and private tools: "not permitted", as the original) | `PermissionDenied` |
+//! | `unknown_action` of a tool whose `--schemas` failed (it cannot be loaded) | `ToolExecutionError` |
 //! | `timeout` | `Timeout` |
 //! | `cancelled` | `Cancelled` |
-//! | `tool_error`, `spawn_failed`, `bad_output`, `crashed`, `output_capped`, `internal` | `ToolExecutionError` |
+//! | `spawn_failed`, `bad_output`, `crashed`, `output_capped`, `internal` | `ToolExecutionError` |
 //!
 //! The meta tool `help` (a name no tool can take: it is reserved) keeps the catalogue out of the LLM's context
 //! until it needs it: action `list` gives the compact catalogue, `describe` (`{"tool": "<tool>"}`, optional
@@ -23,6 +27,7 @@
 use crate::call::{CallOptions, Runner};
 use crate::error::{CallError, ErrorCode};
 use crate::llm::catalog::{self, Entry};
+use crate::locale::Locale;
 use crate::stream::{Cancel, Observer};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -72,6 +77,7 @@ impl Answer {
     pub fn to_line(&self, id: Option<&Value>) -> Value {
         let mut v = match self {
             Answer::Text(t) => json!({"status": "ok", "result": t}),
+            Answer::Error(Value::String(t), code) => json!({"status": "error", "result": t, "code": code.as_str()}),
             Answer::Error(e, _) => e.clone(),
         };
         if let (Some(id), Some(obj)) = (id, v.as_object_mut()) {
@@ -124,17 +130,20 @@ pub fn result_text(v: &Value) -> String {
     }
 }
 
-/// Cut `text` to at most `max` UTF-8 bytes on a character boundary, with the original's marker.
+/// Cut `text` to at most `max` UTF-8 bytes on a character boundary, with the original's English marker.
 pub fn truncate(text: String, max: usize) -> String {
+    truncate_in(text, max, Locale::En)
+}
+
+/// Cut `text` to at most `max` UTF-8 bytes on a character boundary, with the original's marker in `locale`.
+/// (The original cuts `max` characters and then drops 1,000 characters at a time until the bytes fit, so
+/// Japanese text keeps about 16,000 characters there; here it keeps every character that fits.)
+pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
     if text.len() <= max {
         return text;
     }
     let cut = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
-    format!(
-        "{}\n\n[Output truncated because it exceeded 50KB. Original size: {}]",
-        &text[..cut],
-        text.len()
-    )
+    format!("{}\n\n{}", &text[..cut], locale.output_truncated(text.len()))
 }
 
 /// Read a request object. `args` may be absent (no arguments), an object, or a string holding a JSON object
@@ -195,10 +204,104 @@ pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut d
     } else {
         call(runner, req, limits, obs, cancel).await
     };
+    let locale = Locale::of_data_dir(&runner.dirs.data);
     match out {
-        Ok(v) => Answer::Text(truncate(result_text(&v), limits.max_bytes)),
-        Err(e) => error_answer(&e),
+        Ok(v) => Answer::Text(truncate_in(result_text(&v), limits.max_bytes, locale)),
+        Err(e) if req.tool_name == META_TOOL || req.tool_name == super::background::TASK_TOOL => error_answer(&e),
+        Err(e) => render_error(&e, req, limits, locale),
     }
+}
+
+/// A failed call as the original's `use_tool` words it (table in the module doc), in `locale`.
+pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Locale) -> Answer {
+    // Hints name what an LLM can do (the meta tools, the closest name), never a shell command.
+    let e = &crate::suggest::for_llm(e, crate::suggest::Reader::UseTool);
+    let tool = req.tool_name.as_str();
+    let ours = || match &e.hint {
+        Some(h) => format!("{}; {h}", e.message),
+        None => e.message.clone(),
+    };
+    let structured = |error_type: &str, message: String, suggestion: String| {
+        let mut obj = Map::new();
+        obj.insert("status".into(), "error".into());
+        obj.insert("error_type".into(), error_type.into());
+        obj.insert("message".into(), message.into());
+        obj.insert("suggestion".into(), suggestion.into());
+        obj.insert("code".into(), e.code.as_str().into());
+        if let Some(k) = e.detail("key") {
+            obj.insert("key".into(), k.clone());
+        }
+        Answer::Error(Value::Object(obj), e.code)
+    };
+    // The tool's own error, and an action the tool does not have (the original hands any name to the module's
+    // dispatch, whose exception it reports): the original's plain text.
+    let plain = e.code == ErrorCode::ToolError || (e.code == ErrorCode::UnknownAction && e.detail("action").is_some());
+    match e.code {
+        _ if plain => {
+            let mut text = if e.message.starts_with("Error executing ") {
+                e.message.clone()
+            } else {
+                format!("Error executing {tool}_{}: {}", req.action, e.message)
+            };
+            if let Some(h) = e.hint.as_deref().filter(|h| !h.is_empty()) {
+                text.push_str(&format!("\n{h}"));
+            }
+            Answer::Error(Value::String(truncate_in(text, limits.max_bytes, locale)), e.code)
+        }
+        // A tool that cannot be loaded (its --schemas failed): the original's ToolExecutionError.
+        ErrorCode::UnknownAction => structured(
+            "ToolExecutionError",
+            format!("use_tool execution failed: {tool}/{}: {}", req.action, e.message),
+            e.hint.clone().unwrap_or_default(),
+        ),
+        // Unknown and private tools: the original answers that the tool is not permitted.
+        ErrorCode::UnknownTool => structured("PermissionDenied", locale.tool_not_permitted(tool), ours()),
+        ErrorCode::PermissionDenied => {
+            let reason = e.detail("reason").and_then(Value::as_str).unwrap_or("");
+            let key = e.detail("key").and_then(Value::as_str);
+            let message = match reason {
+                "tool_denied" => locale.tool_denied(tool),
+                "tool_not_allowed" => locale.tool_not_permitted(tool),
+                "grant_missing" | "grant_denied" => {
+                    let key = key.map_or_else(|| format!("{tool}_{}", req.action), str::to_owned);
+                    let action = key.strip_prefix(&format!("{tool}_")).unwrap_or(&req.action).to_owned();
+                    locale.gated_action_denied(tool, &action, &key)
+                }
+                "permissions_unusable" => locale.permission_check_failed(tool, "PermissionsError"),
+                _ => e.message.clone(),
+            };
+            structured("PermissionDenied", message, ours())
+        }
+        _ => error_answer(e),
+    }
+}
+
+/// The original's one-line JSON (`json.dumps(obj, ensure_ascii=False)`: `", "` and `": "` separators).
+pub fn python_json(v: &Value) -> String {
+    struct Py;
+    impl serde_json::ser::Formatter for Py {
+        fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+            if first {
+                Ok(())
+            } else {
+                w.write_all(b", ")
+            }
+        }
+        fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+            if first {
+                Ok(())
+            } else {
+                w.write_all(b", ")
+            }
+        }
+        fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            w.write_all(b": ")
+        }
+    }
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Py);
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 async fn call(

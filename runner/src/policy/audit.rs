@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::env::EnvPolicy;
 use super::gate::Decision;
 use super::mask::Masker;
 use super::Tier;
@@ -48,6 +49,8 @@ pub struct AuditRecord {
     /// The sandbox the tool ran in (README "Sandbox"): `{"mode": "off"}`, or what the kernel enforced; `null`
     /// when the attempt ended before one was planned.
     pub sandbox: Option<Value>,
+    /// The environment policy the tool ran (or would have run) under: `clean` or `inherit` (protocol.md §8).
+    pub env: &'static str,
 }
 
 impl AuditRecord {
@@ -81,7 +84,14 @@ impl AuditRecord {
             exit_code,
             args,
             sandbox: None,
+            env: EnvPolicy::Clean.as_str(),
         }
+    }
+
+    /// The record with the environment policy of the tool.
+    pub fn with_env(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy.as_str();
+        self
     }
 }
 

@@ -203,6 +203,11 @@ impl Resolver {
     }
 
     fn vault_get(&self, name: &str, key: &str) -> Result<Option<String>, CredentialError> {
+        Ok(self.vault_get_raw(name, key)?.filter(|s| !s.is_empty()))
+    }
+
+    /// `vault.json` `shared.<key>`, opened; an empty value is returned as it is.
+    fn vault_get_raw(&self, name: &str, key: &str) -> Result<Option<String>, CredentialError> {
         let vault = self.vault.get_or_init(|| Vault::load(&self.data_dir));
         let src = |e: &VaultError| CredentialError::Source {
             name: name.into(),
@@ -210,7 +215,7 @@ impl Resolver {
             reason: e.reason.clone(),
         };
         match vault {
-            Ok(v) => Ok(v.get("shared", key).map_err(|e| src(&e))?.filter(|s| !s.is_empty())),
+            Ok(v) => v.get("shared", key).map_err(|e| src(&e)),
             Err(e) => Err(src(e)),
         }
     }
@@ -270,15 +275,34 @@ impl Resolver {
             if let Some(s) = non_empty(v) {
                 return found(s.to_string(), CredentialSource::Config { key_path });
             }
-            if let Some(vk) = non_empty(v.and_then(|v| v.get("$vault"))) {
-                if let Some(s) = self.vault_get(&decl.name, vk)? {
-                    return found(
-                        s,
-                        CredentialSource::ConfigVault {
-                            key_path,
-                            vault_key: vk.to_string(),
-                        },
-                    );
+            if let Some(reference) = v.and_then(|v| v.get("$vault")) {
+                // A reference that names nothing is a broken config.json, as in AnimaWorks (whose config load
+                // fails on it): the call stops here rather than take a secret from a later source.
+                let broken = |reason: String| CredentialError::Source {
+                    name: decl.name.clone(),
+                    path: self.data_dir.join("config.json"),
+                    reason: format!("{key_path}: {reason}"),
+                };
+                let Some(vk) = non_empty(Some(reference)) else {
+                    return Err(broken("a $vault reference must hold a non-empty string key".into()));
+                };
+                match self.vault_get_raw(&decl.name, vk)? {
+                    None => {
+                        return Err(broken(format!(
+                            "the $vault reference names {vk:?}, which vault.json's shared section does not hold"
+                        )))
+                    }
+                    Some(s) if !s.is_empty() => {
+                        return found(
+                            s,
+                            CredentialSource::ConfigVault {
+                                key_path,
+                                vault_key: vk.to_string(),
+                            },
+                        )
+                    }
+                    // An empty value: as an empty api_key, the next sources are tried.
+                    Some(_) => {}
                 }
             }
         }

@@ -1,17 +1,95 @@
-//! Builds a tool's environment from scratch (protocol §8): a tool never sees the caller's whole environment,
-//! so one tool's secret never reaches another tool.
+//! Builds a tool's environment (protocol §8) under one of two policies:
+//! - [`EnvPolicy::Clean`], for tools on the new protocol: built from scratch, so a caller's secret never reaches
+//!   a tool that did not declare it;
+//! - [`EnvPolicy::Inherit`], for AnimaWorks modules: the caller's whole environment, as AnimaWorks gives it to
+//!   the tools it runs inside the agent's process (a module reads `SLACK_BOT_TOKEN`, `PYTHONPATH`,
+//!   `ANIMAWORKS_EMBED_URL`, … from it), so an existing module runs unchanged with no configuration.
+//!
+//! Either way the call's context variables are the runner's, and proxy and CA settings reach every tool.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 
 use super::credentials::ResolvedCredential;
 
 
+/// `<data dir>/animaworks-tool.json`, the runner's settings ([`crate::settings`]).
+pub const RUNNER_CONFIG_FILE: &str = crate::settings::SETTINGS_FILE;
+
 /// The caller's variables every tool gets (when the caller has them), besides every `LC_*`.
 pub const BASE_VARS: &[&str] = &["PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "TERM"];
+
+/// Proxy and CA settings: not secrets, and a tool that talks to the network fails without them, so every tool
+/// gets them (in both spellings curl and Python read).
+pub const NETWORK_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// Which of the caller's variables a tool gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EnvPolicy {
+    /// [`BASE_VARS`], `LC_*`, [`NETWORK_VARS`] and the operator's `env_passthrough`: tools on the new protocol.
+    #[default]
+    Clean,
+    /// The caller's whole environment: AnimaWorks modules (a `.py` tool the shim runs by the AnimaWorks
+    /// convention), unless the operator sets `"legacy_env": "clean"`.
+    Inherit,
+}
+
+impl EnvPolicy {
+    /// `clean` or `inherit`, as the audit line, `doctor` and `--help` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvPolicy::Clean => "clean",
+            EnvPolicy::Inherit => "inherit",
+        }
+    }
+}
+
+/// The environment part of `<data dir>/animaworks-tool.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvSettings {
+    /// `"env_passthrough"`: extra caller variables for clean tools (names, or prefixes ending in `*`).
+    pub passthrough: Vec<String>,
+    /// `"legacy_env"`: `"inherit"` (the default) or `"clean"`, the policy of AnimaWorks modules.
+    pub legacy_env: EnvPolicy,
+}
+
+impl Default for EnvSettings {
+    fn default() -> Self {
+        EnvSettings {
+            passthrough: Vec::new(),
+            legacy_env: EnvPolicy::Inherit,
+        }
+    }
+}
+
+impl EnvSettings {
+    /// The policy of a tool: [`EnvPolicy::Inherit`] for an AnimaWorks module (`legacy`: a `.py` file that the
+    /// shim runs by the AnimaWorks convention) unless the operator chose `clean`; [`EnvPolicy::Clean`] otherwise.
+    pub fn policy(&self, legacy: bool) -> EnvPolicy {
+        if legacy {
+            self.legacy_env
+        } else {
+            EnvPolicy::Clean
+        }
+    }
+}
 
 /// The context of one call, given to the tool as `ANIMAWORKS_*` variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +104,83 @@ pub struct CallContext {
     pub anima_name: Option<String>,
     /// `ANIMAWORKS_DEADLINE_MS`, milliseconds since the Unix epoch.
     pub deadline_ms: u64,
+}
+
+/// `animaworks-tool.json` exists but its `env_passthrough` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {reason}", path.display())]
+pub struct EnvConfigError {
+    /// The file at fault.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Reads `"env_passthrough"` of `<data dir>/animaworks-tool.json` (see [`load_settings`]).
+///
+/// # Errors
+/// As [`load_settings`].
+pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> {
+    load_settings(data_dir).map(|s| s.passthrough)
+}
+
+/// Reads `"env_passthrough": ["NAME", "PREFIX_*", …]` and `"legacy_env": "inherit" | "clean"` from
+/// `<data dir>/animaworks-tool.json`. An absent file or key means the default; other keys of the file are not
+/// this function's concern and are ignored.
+///
+/// # Errors
+/// When the file exists but is unreadable, not a JSON object, `env_passthrough` is not a list of strings, or
+/// `legacy_env` is not one of its two words.
+pub fn load_settings(data_dir: &Path) -> Result<EnvSettings, EnvConfigError> {
+    let s = crate::settings::Settings::load(data_dir).map_err(|e| EnvConfigError {
+        path: e.path,
+        reason: e.reason,
+    })?;
+    Ok(EnvSettings::from_runner(&s))
+}
+
+impl EnvSettings {
+    /// The environment keys of already read runner settings.
+    pub fn from_runner(s: &crate::settings::Settings) -> EnvSettings {
+        EnvSettings {
+            passthrough: s.env_passthrough.clone(),
+            legacy_env: s.legacy_env,
+        }
+    }
+}
+
+/// Does a `.py` file use tool-sdk-py? Read before its first `--schemas`, when the shim has not said yet which
+/// convention the module follows (the first 64 KiB; an SDK tool imports the SDK near its top).
+pub fn imports_sdk(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let ok = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
+    ok.is_ok() && {
+        let needle = b"animaworks_tool_sdk";
+        head.windows(needle.len()).any(|w| w == needle)
+    }
+}
+
+/// What a tool under `policy` gets from `caller`: the names of the variables (never their values, which may be
+/// secrets), sorted; the context variables and declared credentials come on top.
+pub fn visible_names<I>(caller: I, policy: EnvPolicy, passthrough: &[String]) -> Vec<String>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    let ctx = CallContext {
+        call_id: String::new(),
+        data_dir: PathBuf::new(),
+        anima_dir: None,
+        anima_name: None,
+        deadline_ms: 0,
+    };
+    let mut names: Vec<String> = build_env(caller, &ctx, &[], passthrough, policy)
+        .into_iter()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| !CONTEXT_VARS.contains(&k.as_str()))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Does `name` match a passthrough entry: the exact name, or a prefix when the entry ends in `*`?
@@ -71,10 +226,11 @@ impl CallContext {
     }
 }
 
-/// The environment of one tool call, built from scratch; pure (reads nothing). Sorted by name.
+/// The environment of one tool call; pure (reads nothing). Sorted by name.
 ///
 /// What goes in, later entries replacing earlier ones of the same name:
-/// 1. from `caller` (the runner's own environment): [`BASE_VARS`] and every `LC_*`;
+/// 1. from `caller` (the runner's own environment): under [`EnvPolicy::Inherit`] every variable; under
+///    [`EnvPolicy::Clean`] [`BASE_VARS`], every `LC_*` and [`NETWORK_VARS`];
 /// 2. from `caller`: the variables named in `passthrough` (exact names; an entry ending in `*` is a prefix);
 /// 3. the resolved `secrets`, each under the `env` name its tool declared;
 /// 4. the context, [`CallContext::vars`]. Before it goes in, every [`CONTEXT_VARS`] name that came
@@ -87,6 +243,7 @@ pub fn build_env<I>(
     ctx: &CallContext,
     secrets: &[ResolvedCredential],
     passthrough: &[String],
+    policy: EnvPolicy,
 ) -> Vec<(OsString, OsString)>
 where
     I: IntoIterator<Item = (OsString, OsString)>,
@@ -95,8 +252,8 @@ where
     for (k, v) in caller {
         let base = k
             .to_str()
-            .is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_"));
-        if base || passes(&k, passthrough) {
+            .is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_") || NETWORK_VARS.contains(&s));
+        if policy == EnvPolicy::Inherit || base || passes(&k, passthrough) {
             env.insert(k, v);
         }
     }
@@ -160,12 +317,7 @@ mod tests {
                 var: "GITHUB_TOKEN".into(),
             },
         };
-        let env = build_env(
-            caller(),
-            &ctx(true),
-            &[secret],
-            &["HTTPS_PROXY".into(), "MYCO_*".into()],
-        );
+        let env = build_env(caller(), &ctx(true), &[secret], &["MYCO_*".into()], EnvPolicy::Clean);
         let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(
             keys,
@@ -195,7 +347,7 @@ mod tests {
 
     #[test]
     fn no_anima_means_no_anima_vars_even_forged() {
-        let env = build_env(caller(), &ctx(false), &[], &["ANIMAWORKS_*".into()]);
+        let env = build_env(caller(), &ctx(false), &[], &["ANIMAWORKS_*".into()], EnvPolicy::Clean);
         assert_eq!(get(&env, "ANIMAWORKS_ANIMA_DIR"), None);
         assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
         assert_eq!(
@@ -204,5 +356,61 @@ mod tests {
             "explicit passthrough is honoured"
         );
         assert_eq!(get(&env, "GITHUB_TOKEN"), None, "undeclared secrets stay out");
+    }
+
+    #[test]
+    fn an_animaworks_module_inherits_everything_but_the_context() {
+        let env = build_env(caller(), &ctx(false), &[], &[], EnvPolicy::Inherit);
+        assert_eq!(get(&env, "AWS_SECRET_ACCESS_KEY"), Some("leak"), "as in AnimaWorks");
+        assert_eq!(get(&env, "ANIMAWORKS_PYTHON"), Some("/opt/py"));
+        assert_eq!(
+            get(&env, "ANIMAWORKS_ANIMA_DIR"),
+            None,
+            "no anima: the forged one is gone"
+        );
+        assert_eq!(get(&env, "ANIMAWORKS_CALL_ID"), Some("c-1"));
+        let names = visible_names(caller(), EnvPolicy::Clean, &[]);
+        assert_eq!(names, ["HOME", "HTTPS_PROXY", "LC_ALL", "LC_TIME", "PATH", "TERM"]);
+        assert_eq!(visible_names(caller(), EnvPolicy::Inherit, &[]).len(), 11);
+    }
+
+    #[test]
+    fn settings_and_sdk_sniffing() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join(RUNNER_CONFIG_FILE);
+        assert_eq!(load_settings(d.path()).unwrap().legacy_env, EnvPolicy::Inherit);
+        std::fs::write(&f, r#"{"legacy_env": "clean"}"#).unwrap();
+        let s = load_settings(d.path()).unwrap();
+        assert_eq!((s.policy(true), s.policy(false)), (EnvPolicy::Clean, EnvPolicy::Clean));
+        std::fs::write(&f, r#"{"legacy_env": "inherit"}"#).unwrap();
+        let s = load_settings(d.path()).unwrap();
+        assert_eq!(
+            (s.policy(true), s.policy(false)),
+            (EnvPolicy::Inherit, EnvPolicy::Clean)
+        );
+        for bad in [r#"{"legacy_env": "all"}"#, r#"{"legacy_env": true}"#] {
+            std::fs::write(&f, bad).unwrap();
+            assert!(load_settings(d.path()).is_err(), "{bad}");
+        }
+        let py = d.path().join("t.py");
+        std::fs::write(&py, "from animaworks_tool_sdk import tool\n").unwrap();
+        assert!(imports_sdk(&py));
+        std::fs::write(&py, "def get_tool_schemas():\n    return []\n").unwrap();
+        assert!(!imports_sdk(&py));
+    }
+
+    #[test]
+    fn passthrough_file() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(load_passthrough(d.path()).unwrap().is_empty());
+        let f = d.path().join(RUNNER_CONFIG_FILE);
+        std::fs::write(&f, r#"{"other": 1}"#).unwrap();
+        assert!(load_passthrough(d.path()).unwrap().is_empty());
+        std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
+        assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
+        for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {
+            std::fs::write(&f, bad).unwrap();
+            assert!(load_passthrough(d.path()).is_err(), "{bad}");
+        }
     }
 }

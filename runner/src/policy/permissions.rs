@@ -17,18 +17,22 @@ pub const JSON_FILE: &str = "permissions.json";
 pub const MD_FILE: &str = "permissions.md";
 
 /// The contents of `permissions.json`. Every field has the AnimaWorks default, so `{}` is valid; unknown keys
-/// are ignored; a present key of the wrong type is an error.
+/// are ignored; booleans and the version are coerced as AnimaWorks' loader (pydantic's lax mode) coerces them
+/// ([`super::lax`]); any other value of the wrong type is an error, and so is a `file_roots_denied` entry that
+/// AnimaWorks refuses (relative, or with a glob character).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Permissions {
-    /// Schema version of the file (AnimaWorks writes 1).
-    pub version: u64,
+    /// Schema version of the file (AnimaWorks writes 1; any integer is accepted, as there).
+    #[serde(deserialize_with = "super::lax::integer")]
+    pub version: i128,
     /// Folders the anima may read and write (default `["/"]`). Carried for `show` and `migrate`; the runner
     /// does not enforce file roots.
     pub file_roots: Vec<String>,
     /// Folders the anima may only read (default none).
     pub file_roots_readonly: Vec<String>,
-    /// Folders the anima may not touch (default none).
+    /// Folders the anima may not touch (default none). Each must be absolute and hold no `*`, `?` or `[`.
+    #[serde(deserialize_with = "denied_roots")]
     pub file_roots_denied: Vec<String>,
     /// Shell command rules (default: all allowed). Carried, not enforced here.
     #[serde(deserialize_with = "map_only")]
@@ -59,11 +63,31 @@ impl Default for Permissions {
     }
 }
 
+/// AnimaWorks' validator of `file_roots_denied`: an entry that is relative or holds a glob character makes
+/// the whole file invalid (so every call is refused, as there).
+fn denied_roots<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let roots = Vec::<String>::deserialize(d)?;
+    for r in &roots {
+        if r.contains(['*', '?', '[']) {
+            return Err(serde::de::Error::custom(format!(
+                "file_roots_denied does not support glob patterns: {r:?}"
+            )));
+        }
+        if !r.starts_with('/') {
+            return Err(serde::de::Error::custom(format!(
+                "file_roots_denied entries must be absolute paths: {r:?}"
+            )));
+        }
+    }
+    Ok(roots)
+}
+
 /// `{"allow_all": true, "allow": [], "deny": []}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RuleSet {
     /// Default `true`.
+    #[serde(deserialize_with = "super::lax::boolean")]
     pub allow_all: bool,
     /// Names allowed (a whitelist when `allow_all` is false), and the grants of gated actions.
     pub allow: Vec<String>,
@@ -86,8 +110,10 @@ impl Default for RuleSet {
 #[serde(default)]
 pub struct ToolCreation {
     /// May create personal tools (default `true`).
+    #[serde(deserialize_with = "super::lax::boolean")]
     pub personal: bool,
     /// May create common (shared) tools (default `false`).
+    #[serde(deserialize_with = "super::lax::boolean")]
     pub shared: bool,
 }
 
@@ -297,6 +323,26 @@ fn yes_word(v: &str) -> Option<bool> {
     }
 }
 
+/// A value in the tool section, as the original's patterns read it: the yes/no words, and also `全権限` ("full
+/// rights") and anything starting with `読み取り` ("read…", e.g. `読み取りのみ`, read only), which allow the tool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ToolValue {
+    Yes,
+    No,
+    /// `全権限`, `読み取り…`: allows a tool; for `all`, the original makes it a tool named `all`, not allow_all.
+    Granted,
+}
+
+fn tool_value(v: &str) -> Option<ToolValue> {
+    let t = v.trim();
+    match yes_word(t) {
+        Some(true) => Some(ToolValue::Yes),
+        Some(false) => Some(ToolValue::No),
+        None if t == "全権限" || t.starts_with("読み取り") => Some(ToolValue::Granted),
+        None => None,
+    }
+}
+
 /// Parses the older `permissions.md` with the AnimaWorks grammar, applying each line rule **only inside its
 /// own section** (the original applies the tool rules to every line of the file, so `- personal: yes` under
 /// "Tool Creation" became a tool named `personal`; we do not copy that).
@@ -304,13 +350,14 @@ fn yes_word(v: &str) -> Option<bool> {
 /// - A heading (a line starting with `#`) containing `External Tools` or `外部ツール` opens the tool section;
 ///   one containing `Tool Creation` or `ツール作成` opens the tool-creation section; any other heading closes
 ///   the section. Headings match case-insensitively.
-/// - In the tool section: `- all: yes` sets `allow_all`; `- <name>: yes|OK|enabled|true` adds `<name>` to
-///   `allow`; `- <name>: no|deny|disabled|false` adds it to `deny`. When the file has a tool section,
+/// - In the tool section: `- all: yes` sets `allow_all`; `- <name>: yes|OK|enabled|true|全権限|読み取り…` adds
+///   `<name>` to `allow`; `- <name>: no|deny|disabled|false` adds it to `deny` (the values the original reads;
+///   Korean installs use the same words, as AnimaWorks' `ko` templates do). When the file has a tool section,
 ///   `allow_all` starts false (the section is a list of what is allowed) and only `- all: yes` turns it on;
 ///   without one, the default (`true`) stands.
 /// - In the tool-creation section: `- personal: …` / `- 個人ツール: …` and `- shared: …` / `- 共有ツール: …`.
-/// - Values match case-insensitively; `:` or the full-width `：` separates name and value; lines that match no
-///   rule are ignored.
+/// - The bullet is `-`, `*` or none, as in the original; values match case-insensitively; `:` or the full-width
+///   `：` separates name and value; lines that match no rule are ignored.
 pub fn parse_markdown(text: &str) -> Permissions {
     let mut p = Permissions::default();
     let mut section = MdSection::Other;
@@ -332,20 +379,21 @@ pub fn parse_markdown(text: &str) -> Permissions {
             };
             continue;
         }
-        let Some(rest) = line.strip_prefix('-') else {
-            continue;
-        };
+        let rest = line.strip_prefix(['-', '*']).unwrap_or(line);
         let Some((name, value)) = rest.split_once(':').or_else(|| rest.split_once('：')) else {
             continue;
         };
         let name = name.trim();
-        let Some(yes) = yes_word(value) else { continue };
+        let Some(value) = tool_value(value) else {
+            continue;
+        };
         if name.is_empty() {
             continue;
         }
+        let yes = value != ToolValue::No;
         match section {
             MdSection::ExternalTools => {
-                if name.eq_ignore_ascii_case("all") {
+                if name.eq_ignore_ascii_case("all") && value != ToolValue::Granted {
                     p.external_tools.allow_all = yes;
                 } else {
                     let list = if yes {
@@ -358,6 +406,7 @@ pub fn parse_markdown(text: &str) -> Permissions {
                     }
                 }
             }
+            MdSection::ToolCreation if value == ToolValue::Granted => {}
             MdSection::ToolCreation => match name.to_lowercase().as_str() {
                 "personal" | "個人ツール" => p.tool_creation.personal = yes,
                 "shared" | "共有ツール" => p.tool_creation.shared = yes,
@@ -537,7 +586,15 @@ mod tests {
     fn wrong_types_fail_closed() {
         let d = dir();
         for bad in [
-            r#"{"external_tools": {"allow_all": "yes"}}"#,
+            r#"{"external_tools": {"allow_all": "maybe"}}"#,
+            r#"{"external_tools": {"allow_all": 2}}"#,
+            r#"{"external_tools": {"allow_all": null}}"#,
+            r#"{"tool_creation": {"shared": " yes"}}"#,
+            r#"{"version": "1.5"}"#,
+            r#"{"version": null}"#,
+            r#"{"file_roots_denied": ["relative/path"]}"#,
+            r#"{"file_roots_denied": ["/a/*"]}"#,
+            r#"{"file_roots_denied": [""]}"#,
             r#"{"external_tools": {"allow": "github"}}"#,
             r#"{"external_tools": {"deny": [1]}}"#,
             r#"{"external_tools": {"allow": null}}"#,
@@ -613,6 +670,34 @@ mod tests {
         // No tool section at all: defaults stand.
         let p = parse_markdown("# Tool Creation\n- personal: yes\n");
         assert!(p.external_tools.allow_all && p.external_tools.allow.is_empty());
+    }
+
+    #[test]
+    fn markdown_values_the_original_reads() {
+        let md = "## 外部ツール\n- chatwork: 全権限\n- gmail: 読み取りのみ\n* slack: yes\nweb_search: no\n\
+                  - all: 全権限\n### ツール作成\n- shared: 全権限\n";
+        let p = parse_markdown(md);
+        assert!(!p.external_tools.allow_all);
+        assert_eq!(p.external_tools.allow, vec!["chatwork", "gmail", "slack", "all"]);
+        assert_eq!(p.external_tools.deny, vec!["web_search"]);
+        assert!(
+            !p.tool_creation.shared,
+            "the tool-creation rules read yes/no words only"
+        );
+    }
+
+    #[test]
+    fn coerced_values_take_effect() {
+        let d = dir();
+        std::fs::write(
+            d.path().join(JSON_FILE),
+            r#"{"version": "1", "external_tools": {"allow_all": "no", "allow": ["x"]}, "tool_creation": {"shared": 1}}"#,
+        )
+        .unwrap();
+        let p = load(d.path()).unwrap().permissions;
+        assert_eq!(p.version, 1);
+        assert!(!p.external_tools.allow_all);
+        assert!(p.tool_creation.shared);
     }
 
     #[test]

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 pub struct FileStore {
     pub dir: PathBuf,
     pub notify_dir: PathBuf,
+    /// The language of the notifications (`config.json` `locale`; see [`crate::locale`]).
+    pub locale: crate::locale::Locale,
 }
 
 /// Held while the store is locked; dropping it unlocks.
@@ -45,6 +47,7 @@ impl FileStore {
         FileStore {
             dir: state.join("background_tasks"),
             notify_dir: state.join("background_notifications"),
+            locale: Default::default(),
         }
     }
 
@@ -248,31 +251,7 @@ impl TaskStore for FileStore {
 
     fn notify(&self, t: &Task) -> io::Result<()> {
         fs::create_dir_all(&self.notify_dir)?;
-        let mut text = format!("# Background task {} {}\n\n", t.task_id, t.status.as_str());
-        text.push_str(&format!(
-            "- tool: {}\n- task_id: {}\n- status: {}\n",
-            t.tool_name,
-            t.task_id,
-            t.status.as_str()
-        ));
-        if let Some(r) = &t.result {
-            let cut = r.char_indices().nth(2000).map(|(i, _)| i).unwrap_or(r.len());
-            text.push_str(&format!(
-                "\n## Result\n\n{}{}\n",
-                &r[..cut],
-                if cut < r.len() {
-                    "\n…(cut; `animaworks-tool jobs show` has all of it)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        if let Some(e) = &t.error {
-            text.push_str(&format!("\n## Error\n\n{e}\n"));
-        }
-        if let Some(p) = &t.output_path {
-            text.push_str(&format!("\nThe whole output is in {p}\n"));
-        }
+        let text = t.notification(self.locale);
         write_atomic(&self.notify_dir.join(format!("{}.md", t.task_id)), text.as_bytes())
     }
 

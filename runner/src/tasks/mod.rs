@@ -72,6 +72,20 @@ impl Status {
     pub fn is_final(self) -> bool {
         !matches!(self, Status::Pending | Status::Running)
     }
+
+    /// The word AnimaWorks' `TaskStatus` has for it (`pending`, `running`, `completed`, `failed`): its loader
+    /// skips a file whose status is another word, so `timeout`, `cancelled` and `lost` are written as `failed`,
+    /// and the finer word goes into the task's `outcome`.
+    pub fn animaworks(self) -> &'static str {
+        match self {
+            Status::Pending | Status::Running | Status::Completed => self.as_str(),
+            Status::Failed | Status::Timeout | Status::Cancelled | Status::Lost => "failed",
+        }
+    }
+}
+
+fn animaworks_status<S: serde::Serializer>(st: &Status, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(st.animaworks())
 }
 
 /// How the task calls its tool.
@@ -105,14 +119,20 @@ pub struct ProcessId {
 }
 
 /// One task, as stored. The first nine fields are AnimaWorks' own (its readers keep working); the rest are ours.
+///
+/// Stored `status` is AnimaWorks' word ([`Status::animaworks`]); `outcome` holds the finer one of a finished
+/// task, and reading a task gives `status` that finer word again (see the `Serialize`/`Deserialize` impls).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Task {
     pub task_id: String,
     pub anima_name: String,
     /// `tool:action` (AnimaWorks' form); `tool:cli` for a legacy argv.
     pub tool_name: String,
-    /// The arguments, masked: an object for an action, the argv for a legacy `cli_main`.
+    /// The arguments, masked: an object for an action; for a legacy `cli_main`, AnimaWorks' shape
+    /// `{"subcommand", "raw_args", "anima_dir"}` (older files: the argv as a list; see [`cli_argv`]).
     pub tool_args: Value,
+    #[serde(serialize_with = "animaworks_status")]
     pub status: Status,
     /// Seconds since the Unix epoch, as AnimaWorks writes them.
     pub created_at: f64,
@@ -160,6 +180,61 @@ pub struct Task {
     /// `submit`, or `animaworks-pending` for a descriptor taken over by `jobs run-pending`.
     #[serde(default)]
     pub source: Option<String>,
+    /// The finer outcome of a finished task: `completed`, `failed`, `timeout`, `cancelled` or `lost` (`status`
+    /// on disk says only `completed` or `failed`, the words AnimaWorks knows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Status>,
+}
+
+impl Serialize for Task {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let outcome = self.status.is_final().then_some(self.status);
+        if self.outcome == outcome {
+            Task::serialize(self, s)
+        } else {
+            Task::serialize(
+                &Task {
+                    outcome,
+                    ..self.clone()
+                },
+                s,
+            )
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Task {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut t = Task::deserialize(d)?;
+        if let Some(o) = t.outcome.filter(|o| o.is_final()) {
+            t.status = o;
+        }
+        Ok(t)
+    }
+}
+
+/// The first word of a legacy argv that is not a flag: AnimaWorks' `subcommand`.
+pub fn subcommand_of(argv: &[String]) -> &str {
+    argv.iter().find(|w| !w.starts_with('-')).map_or("", String::as_str)
+}
+
+/// A legacy task's `tool_args` in AnimaWorks' shape.
+pub fn cli_tool_args(argv: &[String], anima_dir: &std::path::Path) -> Value {
+    serde_json::json!({"subcommand": subcommand_of(argv), "raw_args": argv, "anima_dir": anima_dir})
+}
+
+/// The argv a legacy task runs: `raw_args` of AnimaWorks' shape (or an older file's list), with `-j` appended
+/// as AnimaWorks' runner does. `None` when neither shape holds a list of strings.
+pub fn cli_argv(tool_args: &Value) -> Option<Vec<String>> {
+    let list = match tool_args {
+        Value::Object(m) => m.get("raw_args")?,
+        other => other,
+    };
+    let mut argv: Vec<String> = serde_json::from_value(list.clone()).ok()?;
+    if !argv.iter().any(|w| w == "-j") {
+        argv.push("-j".into());
+    }
+    Some(argv)
 }
 
 impl Task {
@@ -185,9 +260,51 @@ impl Task {
         serde_json::json!({"task_id": self.task_id, "status": self.status, "tool": self.tool, "action": self.action})
     }
 
+    /// What AnimaWorks' `submit` prints: `task_id`, `status: "submitted"`, `tool`, `subcommand` (the action, or
+    /// the legacy argv's first word) and a `message` in the configured language.
+    pub fn submitted(&self, locale: crate::locale::Locale) -> Value {
+        let subcommand = match self.kind {
+            Kind::Action => self.action.as_str(),
+            Kind::Cli => self.tool_args.get("subcommand").and_then(Value::as_str).unwrap_or(""),
+        };
+        serde_json::json!({
+            "task_id": self.task_id,
+            "status": "submitted",
+            "tool": self.tool,
+            "subcommand": subcommand,
+            "message": locale.submitted(&self.task_id),
+        })
+    }
+
+    /// The notification an anima reads (`state/background_notifications/<id>.md`), in AnimaWorks' layout:
+    /// a title, then task id, tool, status and a summary (`[tool] completed: <first 200 characters>` or
+    /// `[tool] failed: <error>`). A result past the output cap adds the path of the file that holds it.
+    pub fn notification(&self, locale: crate::locale::Locale) -> String {
+        let status = self.status.animaworks();
+        let summary = match self.status {
+            Status::Completed => {
+                let r = self.result.as_deref().unwrap_or("");
+                let cut = r.char_indices().nth(200).map_or(r.len(), |(i, _)| i);
+                format!("[{}] completed: {}", self.tool_name, &r[..cut])
+            }
+            s if s.is_final() => format!("[{}] failed: {}", self.tool_name, self.error.as_deref().unwrap_or("")),
+            _ => format!("[{}] {status}", self.tool_name),
+        };
+        let mut text = format!(
+            "# {}\n\n{}",
+            locale.task_title(self.status != Status::Completed, &self.tool_name),
+            locale.task_lines(&self.task_id, &self.tool_name, status, &summary)
+        );
+        if let Some(p) = &self.output_path {
+            text.push_str(&format!("\n{p}\n"));
+        }
+        text
+    }
+
     pub fn finish(&mut self, status: Status) {
         let now = now_s();
         self.status = status;
+        self.outcome = Some(status);
         self.completed_at = Some(now);
         self.updated_at = now;
     }

@@ -20,7 +20,10 @@ pub struct Checked {
 /// The store of the runner's anima; a runner without an anima dir cannot keep tasks.
 pub fn store_of(runner: &Runner) -> Result<FileStore, CallError> {
     match &runner.dirs.anima {
-        Some(a) => Ok(FileStore::for_anima(a)),
+        Some(a) => Ok(FileStore {
+            locale: crate::locale::Locale::of_data_dir(&runner.dirs.data),
+            ..FileStore::for_anima(a)
+        }),
         None => Err(CallError::new(
             ErrorCode::Usage,
             "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
@@ -111,20 +114,26 @@ pub async fn check(
             )
             .hint(format!("`animaworks-tool {tool} --help`")));
         }
-        let mut argv = words.to_vec();
-        if !argv.iter().any(|w| w == "-j") {
-            argv.push("-j".into());
-        }
+        // The gate sees the argv the module runs (AnimaWorks' runner appends -j); the task keeps AnimaWorks'
+        // shape of it.
+        let argv = super::cli_argv(&Value::from(words.to_vec())).unwrap_or_else(|| words.to_vec());
         let call = opened.prepare_cli(&argv, &CallOptions::default())?;
-        let masked = call.masked_argv();
-        (Kind::Cli, "cli".to_owned(), Value::from(argv), masked, None, None)
+        let anima = runner.dirs.anima.clone().unwrap_or_default();
+        let raw = super::cli_tool_args(words, &anima);
+        let masked = call.mask(&raw);
+        let sub = super::subcommand_of(words).to_owned();
+        (Kind::Cli, sub, raw, masked, None, None)
     };
     let private_args = (masked != raw_args).then_some(raw_args);
     let now = now_s();
     let task = Task {
         task_id,
         anima_name,
-        tool_name: format!("{tool}:{action}"),
+        tool_name: if action.is_empty() {
+            tool.to_owned()
+        } else {
+            format!("{tool}:{action}")
+        },
         tool_args: masked,
         status: Status::Pending,
         created_at: now,
@@ -148,6 +157,7 @@ pub async fn check(
         error_detail: None,
         output_path: None,
         source: Some("submit".into()),
+        outcome: None,
     };
     Ok(Checked {
         task,

@@ -236,9 +236,9 @@ pub async fn execute(
             tool.action(&task.action)?.prepare(map, &opts)?.run(obs, cancel).await
         }
         Kind::Cli => {
-            let argv: Vec<String> = match serde_json::from_value(args.clone()) {
-                Ok(a) => a,
-                Err(_) => {
+            let argv = match super::cli_argv(&args) {
+                Some(a) => a,
+                None => {
                     let e = CallError::new(ErrorCode::InvalidArguments, "the task's argv is not a list of strings");
                     return Err(tool.refuse(Some(label), args, e));
                 }

@@ -25,6 +25,12 @@ fn wait_done(w: &World, id: &str) -> serde_json::Value {
     json(&o)
 }
 
+/// How the submitted task calls its tool (`cli` or `action`), from `jobs show`.
+fn kind(w: &World, receipt: &serde_json::Value) -> String {
+    let o = w.run(&["jobs", "show", receipt["task_id"].as_str().unwrap()]);
+    json(&o)["kind"].as_str().unwrap().to_owned()
+}
+
 #[test]
 fn submit_passes_an_animaworks_argv_to_cli_main_even_when_its_first_word_is_an_action() {
     let w = World::new();
@@ -33,14 +39,16 @@ fn submit_passes_an_animaworks_argv_to_cli_main_even_when_its_first_word_is_an_a
     let o = w.run(&["submit", "notes", "add", "my title", "--body", "x"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     let receipt = json(&o);
-    assert_eq!(receipt["action"], "cli", "{receipt}");
+    assert_eq!(receipt["subcommand"], "add", "{receipt}");
+    assert_eq!(kind(&w, &receipt), "cli");
     let r = wait_done(&w, receipt["task_id"].as_str().unwrap());
     assert_eq!(r["via"], "cli_main");
     assert_eq!(r["title"], "my title");
     // Words that are the action's own flags still make a structured task.
     let o = w.run(&["submit", "notes", "add", "--title", "t2"]);
     let receipt = json(&o);
-    assert_eq!(receipt["action"], "add", "{receipt}");
+    assert_eq!(receipt["subcommand"], "add", "{receipt}");
+    assert_eq!(kind(&w, &receipt), "action");
     let r = wait_done(&w, receipt["task_id"].as_str().unwrap());
     assert_eq!(r["via"], "dispatch", "{r}");
 }

@@ -70,7 +70,7 @@ fn new_tools_pass_check_and_run() {
 #[test]
 fn new_refuses_bad_names_existing_targets_and_denied_creation() {
     let w = World::new();
-    for bad in ["a.b", "_hidden", "list", "check"] {
+    for bad in ["a.b", "_hidden", "tools", "check"] {
         let o = w.run(&["new", bad, "--lang", "bash"]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
         assert!(stderr(&o).contains(&format!("{bad:?}")), "{bad}: {}", stderr(&o));

@@ -722,7 +722,7 @@ fn cancel_still_kills_a_real_worker_that_does_not_answer() {
     let o = run_guarded(w.cmd().args(["jobs", "cancel", &id]), 60).unwrap();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = json(&w.run(&["jobs", "show", &id]));
-    assert_eq!(t["status"], "cancelled", "{t}");
+    assert_eq!(t["outcome"], "cancelled", "{t}");
     assert!(t["error"].as_str().unwrap().contains("was killed"), "{t}");
     assert!(eventually(10, || proc_stat(pid).is_none_or(|(st, _, _)| st == "Z")));
 }

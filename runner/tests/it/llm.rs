@@ -104,25 +104,22 @@ fn use_tool_answers_like_animaworks() {
             "PermissionDenied",
             "permission_denied",
         ),
+        // Unknown (and private) tools: "not permitted", as the original answers.
         (
             json!({"tool_name": "nope", "action": "x", "args": {}}),
-            "UnknownTool",
+            "PermissionDenied",
             "unknown_tool",
-        ),
-        (
-            json!({"tool_name": "t", "action": "nope", "args": {}}),
-            "UnknownTool",
-            "unknown_action",
-        ),
-        (
-            json!({"tool_name": "t", "action": "fail", "args": {}}),
-            "ToolExecutionError",
-            "tool_error",
         ),
         (json!({"tool_name": "t"}), "InvalidArguments", "usage"),
     ];
     for (req, error_type, code) in cases {
         let (exit, out) = use_tool(&w, &[], &req);
+        assert_eq!(
+            out.lines().count(),
+            1,
+            "one compact line, as the original's json.dumps: {out}"
+        );
+        assert!(out.starts_with(r#"{"status": "error", "error_type": "#), "{out}");
         let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{req}: not JSON ({e}): {out}"));
         assert_eq!(v["status"], "error", "{req}: {out}");
         assert_eq!(v["error_type"], error_type, "{req}: {out}");
@@ -130,12 +127,22 @@ fn use_tool_answers_like_animaworks() {
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
         assert_ne!(exit, Some(0));
     }
-    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "fail", "args": {}}));
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["message"], "it broke");
-    assert_eq!(v["suggestion"], "try again");
+    // The tool's own error, and an action it does not have: the original's plain text.
+    let (exit, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "fail", "args": {}}));
+    assert_eq!(out, "Error executing t_fail: it broke\ntry again");
+    assert_eq!(exit, Some(1));
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "nope", "args": {}}));
+    assert!(
+        out.starts_with("Error executing t_nope: tool t has no action \"nope\""),
+        "{out}"
+    );
     let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "purge", "args": {}}));
     assert!(out.contains("t_purge"), "the refusal names the grant: {out}");
+    // In config.json's locale (AnimaWorks' default is ja), in the original's words.
+    assert!(out.contains("明示的な許可が必要です"), "{out}");
+    std::fs::write(w.data.join("config.json"), r#"{"locale": "en"}"#).unwrap();
+    let (_, out) = use_tool(&w, &[], &json!({"tool_name": "t", "action": "purge", "args": {}}));
+    assert!(out.contains("requires explicit permission. Add 't_purge'"), "{out}");
 }
 
 #[test]
@@ -146,8 +153,15 @@ fn use_tool_cuts_long_output_with_the_original_marker() {
     let (body, marker) = out.split_once("\n\n").unwrap();
     assert_eq!(body.len(), 50_000);
     assert_eq!(
-        marker,
-        "[Output truncated because it exceeded 50KB. Original size: 60000]"
+        marker, "[出力が50KBを超えたためトランケーションしました。元のサイズ: 60000]",
+        "ja by default"
+    );
+    std::fs::write(w.data.join("config.json"), r#"{"locale": "en"}"#).unwrap();
+    let (_, out) = use_tool(&w, &[], &req);
+    assert!(
+        out.ends_with("\n\n[Output truncated because it exceeded 50KB. Original size: 60000]"),
+        "{}",
+        &out[out.len() - 100..]
     );
     let (_, out) = use_tool(&w, &["--max-chars", "10"], &req);
     assert!(out.starts_with("xxxxxxxxxx\n\n[Output truncated"), "{out}");
@@ -189,7 +203,13 @@ fn use_tool_serve_answers_one_line_per_request() {
     );
     assert_eq!(answers[1]["error_type"], "InvalidArguments");
     assert_eq!(answers[2]["id"], "b");
-    assert_eq!(answers[2]["error_type"], "ToolExecutionError");
+    assert_eq!(answers[2]["status"], "error");
+    assert_eq!(answers[2]["code"], "tool_error");
+    assert!(
+        answers[2]["result"].as_str().unwrap().starts_with("Error executing "),
+        "{}",
+        answers[2]
+    );
     let described: Value = serde_json::from_str(answers[3]["result"].as_str().unwrap()).unwrap();
     let names: Vec<&str> = described["actions"]
         .as_array()

@@ -9,6 +9,7 @@ mod cache;
 mod cli;
 mod core;
 mod hardening;
+mod dropin;
 mod legacy_tools;
 mod llm;
 mod output;

@@ -147,7 +147,12 @@ fn use_tool(w: &World, tool: &str, action: &str, args: Value) -> Seen {
     let req = json!({"tool_name": tool, "action": action, "args": args});
     child.stdin.take().unwrap().write_all(req.to_string().as_bytes()).unwrap();
     let o = child.wait_with_output().unwrap();
-    seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)))
+    let mut s = seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)));
+    // A tool's own error is AnimaWorks' plain text.
+    if s.code.is_none() && stdout(&o).starts_with("Error executing ") {
+        s.code = Some("tool_error".into());
+    }
+    s
 }
 
 fn use_tool_serve(w: &World, tool: &str, action: &str, args: Value) -> Seen {
@@ -159,7 +164,13 @@ fn use_tool_serve(w: &World, tool: &str, action: &str, args: Value) -> Seen {
     writeln!(stdin, "{req}").unwrap();
     drop(stdin);
     let o = child.wait_with_output().unwrap();
-    seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)))
+    let mut s = seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)));
+    // A tool's own error: `{"status": "error", "result": "Error executing …", "code": "tool_error"}`.
+    if s.code.is_none() {
+        let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap_or(Value::Null);
+        s.code = v["code"].as_str().map(str::to_owned);
+    }
+    s
 }
 
 fn mcp(w: &World, name: &str, args: Value) -> Seen {
@@ -242,7 +253,7 @@ fn assert_one_audit_line(w: &World, before: usize, entry: &str, decision: &str) 
     keys.sort();
     assert_eq!(
         keys,
-        ["action", "anima", "args", "decision", "duration_ms", "exit_code", "outcome", "reason", "sandbox", "tier", "time", "tool"],
+        ["action", "anima", "args", "decision", "duration_ms", "env", "exit_code", "outcome", "reason", "sandbox", "tier", "time", "tool"],
         "{entry}: {l}"
     );
     assert_eq!(l["decision"], decision, "{entry}: {l}");

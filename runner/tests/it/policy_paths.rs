@@ -141,7 +141,8 @@ fn broken_permission_files_refuse_everything() {
         ),
         (
             "wrong types",
-            Box::new(|| std::fs::write(&pj, r#"{"external_tools": {"allow_all": "yes"}}"#).unwrap()),
+            // "yes" is a boolean to AnimaWorks' loader (pydantic's lax mode); "maybe" is not.
+            Box::new(|| std::fs::write(&pj, r#"{"external_tools": {"allow_all": "maybe"}}"#).unwrap()),
         ),
         ("a folder", Box::new(|| std::fs::create_dir_all(&pj).unwrap())),
         (

@@ -131,6 +131,13 @@ fn rust_wire_types_validate() {
             serde_json::from_value(json!({"actions":[{"name":"a","profile":{"sandbox": {"net": net}}}]})).unwrap();
         assert_valid("schemasFull", &serde_json::to_value(&doc).unwrap());
     }
+    // The shim's mark of an AnimaWorks module (§2.1 `legacy`, which decides the §8 environment policy).
+    let legacy: SchemasDoc = serde_json::from_value(json!({"actions": [], "cli": true, "legacy": true})).unwrap();
+    assert!(legacy.legacy);
+    let v = serde_json::to_value(&legacy).unwrap();
+    assert_eq!(v["legacy"], true);
+    assert_valid("schemasFull", &v);
+    assert_invalid("schemasFull", &json!({"actions": [], "legacy": "yes"}));
 }
 
 #[test]

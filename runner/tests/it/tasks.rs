@@ -82,11 +82,20 @@ fn show(w: &World, id: &str) -> Value {
     json(&o)
 }
 
+/// The finer status: `outcome` of a finished task (its `status` is AnimaWorks' word), else `status`.
+fn fine(t: &Value) -> &Value {
+    if t["outcome"].is_string() {
+        &t["outcome"]
+    } else {
+        &t["status"]
+    }
+}
+
 fn status_becomes(w: &World, id: &str, want: &str, secs: u64) -> Value {
     let mut last = Value::Null;
     let ok = eventually(secs, || {
         last = show(w, id);
-        last["status"] == want
+        fine(&last) == want
     });
     assert!(ok, "task {id} never became {want}: {last}");
     last
@@ -115,10 +124,18 @@ fn submit_then_wait_gives_the_result_under_the_printed_id() {
     let w = world();
     let (code, receipt) = submit(&w, &["bg", "quick", "--n", "7"]);
     assert_eq!(code, 0, "{receipt}");
-    assert_eq!(receipt["status"], "pending");
+    // What AnimaWorks' submit prints.
+    assert_eq!(receipt["status"], "submitted");
     assert_eq!(receipt["tool"], "bg");
-    assert_eq!(receipt["action"], "quick");
+    assert_eq!(receipt["subcommand"], "quick");
     let id = receipt["task_id"].as_str().unwrap();
+    assert!(
+        receipt["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("(task_id: {id})")),
+        "{receipt}"
+    );
     assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -172,6 +189,7 @@ fn sigkilled_worker_is_reported_lost_and_its_tool_dies() {
     // SAFETY: the worker this test started.
     unsafe { libc::kill(worker, libc::SIGKILL) };
     let t = status_becomes(&w, &id, "lost", 10);
+    assert_eq!(t["status"], "failed", "AnimaWorks' word");
     assert_eq!(t["error_code"], "lost");
     assert!(t["completed_at"].is_f64());
     assert!(eventually(10, || !alive(tool_pid)), "the tool outlived its worker");
@@ -255,7 +273,9 @@ fn a_task_past_its_timeout_ends_as_timeout() {
     assert_eq!(o.status.code(), Some(7), "{}", stdout(&o));
     assert_eq!(json(&o)["error"]["code"], "timeout");
     let t = task_file(&w, &id);
-    assert_eq!(t["status"], "timeout");
+    // AnimaWorks' loader knows only pending/running/completed/failed: the finer word is in `outcome`.
+    assert_eq!(t["status"], "failed");
+    assert_eq!(t["outcome"], "timeout");
     assert_eq!(t["timeout_s"], 1.0);
     let tool_pid: i32 = std::fs::read_to_string(w.anima.join(format!("out/{id}.pid")))
         .unwrap()
@@ -287,7 +307,8 @@ fn cancel_ends_the_task_and_every_grandchild() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(json(&o)["status"], "cancelled");
     let t = task_file(&w, &id);
-    assert_eq!(t["status"], "cancelled");
+    assert_eq!(t["status"], "failed");
+    assert_eq!(t["outcome"], "cancelled");
     assert_eq!(t["error_code"], "cancelled");
     assert!(
         eventually(10, || inner.iter().all(|p| !alive(*p))),
@@ -308,10 +329,10 @@ fn cancel_of_a_pending_task_never_starts_it() {
     assert_eq!(task_file(&w, &second)["status"], "pending");
     let o = w.run(&["jobs", "cancel", &second]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(task_file(&w, &second)["status"], "cancelled");
+    assert_eq!(task_file(&w, &second)["outcome"], "cancelled");
     let o = w.run(&["jobs", "cancel", &first]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(task_file(&w, &first)["status"], "cancelled");
+    assert_eq!(task_file(&w, &first)["outcome"], "cancelled");
     assert!(task_file(&w, &second)["started_at"].is_null());
 }
 
@@ -453,12 +474,18 @@ fn legacy_cli_main_argv_runs_in_the_background_with_json_output() {
     .unwrap();
     let (code, receipt) = submit(&w, &["cli_only_tool", "greet", "--name", "Ada"]);
     assert_eq!(code, 0, "{receipt}");
-    assert_eq!(receipt["action"], "cli");
+    assert_eq!(receipt["subcommand"], "greet");
     let id = receipt["task_id"].as_str().unwrap();
     let o = w.run(&["jobs", "wait", id]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(json(&o)["greeting"], "hello, Ada");
     let t = task_file(&w, id);
     assert_eq!(t["kind"], "cli");
-    assert_eq!(t["tool_args"], serde_json::json!(["greet", "--name", "Ada", "-j"]));
+    // AnimaWorks' shape of a legacy task: `tool:subcommand`, the dict of tool_args, stdout as printed.
+    assert_eq!(t["tool_name"], "cli_only_tool:greet");
+    assert_eq!(
+        t["tool_args"],
+        serde_json::json!({"subcommand": "greet", "raw_args": ["greet", "--name", "Ada"], "anima_dir": w.anima})
+    );
+    assert_eq!(t["result"], r#"{"greeting": "hello, Ada"}"#);
 }

@@ -154,7 +154,8 @@ def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
     doc: dict[str, Any] = {"protocol": 1, "name": stem}
     if isinstance(module.__doc__, str) and module.__doc__.strip():
         doc["description"] = module.__doc__.strip().split("\n\n")[0].replace("\n", " ")
-    doc.update(events=True, persistent=True, cli=callable(getattr(module, "cli_main", None)), actions=actions)
+    doc.update(events=True, persistent=True, cli=callable(getattr(module, "cli_main", None)), legacy=True)
+    doc["actions"] = actions
     if isinstance(profile, dict):
         # As written, made JSON-safe (str() for odd values, non-string keys dropped).
         doc["legacy_profile"] = json.loads(json.dumps(profile, default=str, skipkeys=True))

@@ -1,5 +1,6 @@
 """``use_tool`` for Python hosts (AnimaWorks' LiteLLM mode): one call through the ``animaworks-tool`` runner,
-answered as AnimaWorks' own ``use_tool`` answers — the result text, or a JSON error object
+answered as AnimaWorks' own ``use_tool`` answers — the result text, the tool's own error as the text
+``Error executing <tool>_<action>: …``, or a one-line JSON error object
 ``{"status": "error", "error_type", "message", "suggestion"?, "code"}``. Validation, permissions, gates,
 timeouts and the 50 KB cut all happen in the runner.
 """
@@ -17,7 +18,6 @@ def _error(message: str, suggestion: str) -> str:
         {"status": "error", "error_type": "ToolExecutionError", "message": message, "suggestion": suggestion,
          "code": "internal"},
         ensure_ascii=False,
-        indent=2,
     )
 
 
