@@ -285,4 +285,31 @@ impl TaskStore for FileStore {
             _ => Ok(()),
         }
     }
+
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn worker_alive(&self, t: &Task) -> bool {
+        ProcessId::of_task(t).is_some_and(|p| p.alive())
+    }
+
+    fn kill_worker(&self, t: &Task) {
+        if let Some(worker) = ProcessId::of_task(t).filter(ProcessId::alive) {
+            // SAFETY: plain kill(2) of a process whose identity (pid, start time, boot) was just checked.
+            unsafe { libc::kill(worker.pid, libc::SIGKILL) };
+        }
+    }
+
+    fn kick(&self, dirs: &crate::dirs::Dirs) -> io::Result<()> {
+        super::queue::kick_if_needed(dirs, self)
+    }
+
+    fn start_worker(&self, dirs: &crate::dirs::Dirs) -> io::Result<()> {
+        super::queue::spawn_worker(dirs, self)
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
 }

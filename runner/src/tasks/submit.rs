@@ -52,7 +52,7 @@ pub async fn check(
         Some(act) => !resolved.manifest.cli || args::parse(act, &words[1..]).is_ok(),
         None => !resolved.manifest.cli,
     };
-    let (kind, action, raw_args, timeout, max_output, secrets) = if structured {
+    let (kind, action, raw_args, timeout, max_output, secrets, idempotent) = if structured {
         let Some(action_word) = first else {
             return Err(
                 CallError::new(ErrorCode::Usage, format!("submit {tool}: name the action to run"))
@@ -89,6 +89,7 @@ pub async fn check(
             flags.timeout,
             flags.max_output,
             secrets,
+            act.profile.hints.idempotent,
         )
     } else {
         if words.is_empty() {
@@ -104,13 +105,14 @@ pub async fn check(
         }
         runner.permit_cli(&resolved, &argv)?;
         let secrets = runner.secrets(&resolved, None)?;
-        (Kind::Cli, "cli".to_owned(), Value::from(argv), None, None, secrets)
+        (Kind::Cli, "cli".to_owned(), Value::from(argv), None, None, secrets, false)
     };
     let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
     let masked = masker.mask_value(&raw_args);
+    let arg_secrets = super::secret_args::template(&secrets, &raw_args);
     let private_args = (masked != raw_args).then_some(raw_args);
     let now = now_s();
-    let task = Task {
+    let mut task = Task {
         task_id,
         anima_name,
         tool_name: format!("{tool}:{action}"),
@@ -136,7 +138,12 @@ pub async fn check(
         error_detail: None,
         output_path: None,
         source: Some("submit".into()),
+        queue: super::QueueInfo {
+            arg_secrets,
+            ..Default::default()
+        },
     };
+    super::identity::stamp(&mut task, &resolved.file, idempotent);
     Ok(Checked {
         task,
         private_args,
@@ -147,12 +154,12 @@ pub async fn check(
 /// Check, store, and start a worker: the whole of `submit`, for every path (CLI, use-tool, MCP). Returns the
 /// stored task (its `receipt()` is what a caller prints) and the warnings to show.
 pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool) -> Result<Checked, CallError> {
-    let store = store_of(runner)?;
+    let store = super::open(runner)?;
     let checked = check(runner, tool, words, strict, None).await?;
-    enqueue(&store, &checked)?;
+    enqueue(store.as_ref(), &checked)?;
     // Marks tasks of dead workers lost, as every task command does.
     let _ = store.census();
-    if let Err(e) = super::queue::spawn_worker(&runner.dirs, &store) {
+    if let Err(e) = store.start_worker(&runner.dirs) {
         let mut checked = checked;
         checked.warnings.push(format!(
             "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool jobs` command starts one"
@@ -164,12 +171,12 @@ pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool)
 
 /// A task as stored, after marking lost the tasks whose worker is gone.
 pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
-    let store = store_of(runner)?;
-    let _ = super::queue::kick_if_needed(&runner.dirs, &store);
+    let store = super::open(runner)?;
+    let _ = store.kick(&runner.dirs);
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(
-            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.location()))
                 .hint("the task id is the one submit printed (12 hex digits)"),
         ),
         Err(e) => Err(CallError::new(
@@ -182,9 +189,12 @@ pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
 /// Store a checked task.
 pub fn enqueue(store: &dyn TaskStore, c: &Checked) -> Result<(), CallError> {
     store.create(&c.task, c.private_args.as_ref()).map_err(|e| {
+        if let Some(pg) = super::pg::StoreError::of(&e) {
+            return pg.to_call_error();
+        }
         CallError::new(
             ErrorCode::Internal,
-            format!("cannot write task {}: {e}", c.task.task_id),
+            format!("cannot write task {} in {}: {e}", c.task.task_id, store.location()),
         )
         .hint("check that the anima dir's state/background_tasks folder is writable")
     })

@@ -74,12 +74,12 @@ fn stop_on_sigterm() -> tokio::sync::watch::Receiver<bool> {
 }
 
 #[derive(Default)]
-struct Shared {
-    latest: Option<Progress>,
-    dirty: bool,
+pub(crate) struct Shared {
+    pub(crate) latest: Option<Progress>,
+    pub(crate) dirty: bool,
 }
 
-struct TaskObserver(Arc<Mutex<Shared>>);
+pub(crate) struct TaskObserver(pub(crate) Arc<Mutex<Shared>>);
 
 impl Observer for TaskObserver {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
@@ -115,7 +115,11 @@ async fn run_one(
     let (tx, cancel) = Cancel::new();
     let mut stopped = false;
     let outcome = {
-        let work = execute(runner, store, &task, &mut obs, cancel);
+        let args = match store.private_args(&task.task_id) {
+            Ok(Some(v)) => v,
+            _ => task.tool_args.clone(),
+        };
+        let work = execute(runner, &task, args, &mut obs, cancel);
         let watch = async {
             let mut last_write = Instant::now() - PROGRESS_EVERY;
             loop {
@@ -203,17 +207,15 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
     }
 }
 
-async fn execute(
+/// Run one task's call: the one path both stores' workers take. `args` are the unmasked arguments (the file
+/// store's private copy, or the masked ones with the worker's own credentials put back, on Postgres).
+pub async fn execute(
     runner: &Runner,
-    store: &FileStore,
     task: &Task,
+    args: Value,
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
-    let args = match store.private_args(&task.task_id) {
-        Ok(Some(v)) => v,
-        _ => task.tool_args.clone(),
-    };
     // The tool, its arguments and the permissions are checked again: any of them may have changed since submit.
     let resolved = runner.resolve(&task.tool).await?;
     let timeout = task.timeout_s.map(Duration::from_secs_f64);
