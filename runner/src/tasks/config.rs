@@ -3,7 +3,7 @@
 //! no `"tasks"` (or `"backend": "files"`) tasks stay in the anima dir's files.
 //!
 //! The Postgres backend's timing may be tuned in the same object: `"lease_s"` (30), `"max_attempts"` (3),
-//! `"drain_s"` (30), `"poll_s"` (2).
+//! `"drain_s"` (30), `"poll_s"` (2), `"watchdog"` (true).
 
 use serde_json::Value;
 use std::io;
@@ -30,6 +30,9 @@ pub struct TasksConfig {
     pub drain: Duration,
     /// How often an idle worker looks for tasks when no notification came (notifications can be missed).
     pub poll: Duration,
+    /// Kill a worker that stops renewing its lease while its tools run (see `pg`). Off only where something else
+    /// ends a paused worker's tools.
+    pub watchdog: bool,
 }
 
 impl Default for TasksConfig {
@@ -40,6 +43,7 @@ impl Default for TasksConfig {
             max_attempts: 3,
             drain: Duration::from_secs(30),
             poll: Duration::from_secs(2),
+            watchdog: true,
         }
     }
 }
@@ -107,6 +111,11 @@ pub fn load(data_dir: &Path) -> Result<TasksConfig, String> {
     }
     if let Some(d) = seconds(tasks, "poll_s", 0.05, &path)? {
         cfg.poll = d;
+    }
+    match tasks.get("watchdog") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => cfg.watchdog = *b,
+        Some(v) => return Err(format!("{}: \"tasks\".\"watchdog\" must be true or false, not {v}", path.display())),
     }
     match tasks.get("max_attempts") {
         None | Some(Value::Null) => {}

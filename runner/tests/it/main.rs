@@ -2,6 +2,7 @@
 //! One test binary, split into topic modules; `support` builds temporary tiers.
 
 mod support;
+mod pg_cluster;
 
 mod audit;
 mod author;
@@ -15,5 +16,6 @@ mod processes;
 mod protocol_schema;
 mod review;
 mod tasks;
+mod tasks_pg;
 mod transcripts;
 mod workers;

@@ -151,9 +151,11 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
         w.only.as_ref().map(|a| a.join(", ")).unwrap_or_else(|| "every anima".into()),
         w.cfg.lease.as_secs_f64()
     ));
-    match start_watchdog() {
-        Ok(stdin) => *w.watchdog.borrow_mut() = Some(stdin),
-        Err(e) => say(format!("cannot start the lease watchdog ({e}); a paused worker's tools keep running")),
+    if w.cfg.watchdog {
+        match start_watchdog() {
+            Ok(stdin) => *w.watchdog.borrow_mut() = Some(stdin),
+            Err(e) => say(format!("cannot start the lease watchdog ({e}); a paused worker's tools keep running")),
+        }
     }
     let local = tokio::task::LocalSet::new();
     local.run_until(serve(w, concurrency)).await
