@@ -6,15 +6,11 @@
 //! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is
 //! gone (its pid is dead, or was reused: the start time or boot differs) becomes `lost` at the next look.
 //!
-//! The store is the [`TaskStore`] trait; [`files::FileStore`] keeps one JSON file per task under
-//! `<anima dir>/state/background_tasks/`. A backend on a distributed queue can replace it for users who outgrow
-//! one machine. The fitting engine is a Postgres table used as a queue (`SELECT … FOR UPDATE SKIP LOCKED` for
-//! [`TaskStore::claim`], a per-anima count in the same transaction for the limit, `LISTEN/NOTIFY` for progress):
-//! it gives the same guarantees the files give here — atomic claim in submit order, a durable record per task,
-//! readers that never see half a row — with no new moving part for operators who already run Postgres. Redis
-//! Streams or NATS JetStream fit the hand-out but not the per-task record that `show`, `wait` and `prune` read, so
-//! they would need a second store beside them; the liveness check would move from pids to worker heartbeats with
-//! a lease, because a pid means nothing on another machine.
+//! The store is the [`TaskStore`] trait, chosen by `<data dir>/animaworks-tool.json` `"tasks"` ([`open`]):
+//! [`files::FileStore`] keeps one JSON file per task under `<anima dir>/state/background_tasks/` (one machine; a
+//! detached worker per task slot; liveness by pid), [`pg::PgStore`] one row per task in Postgres, run by
+//! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
+//! the one [`worker::execute`].
 
 pub mod config;
 pub mod files;
