@@ -157,8 +157,10 @@ pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool)
     let store = super::open(runner)?;
     let checked = check(runner, tool, words, strict, None).await?;
     enqueue(store.as_ref(), &checked)?;
-    // Marks tasks of dead workers lost, as every task command does.
-    let _ = store.census();
+    // Marks tasks of dead workers lost, as every task command does (on a shared queue the workers' rescuers do).
+    if store.is_local() {
+        let _ = store.census();
+    }
     if let Err(e) = store.start_worker(&runner.dirs) {
         let mut checked = checked;
         checked.warnings.push(format!(

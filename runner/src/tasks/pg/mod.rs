@@ -380,33 +380,42 @@ impl TaskStore for PgStore {
         let t = task.clone();
         self.block(async move {
             let c = pool.get().await.map_err(pool_err)?;
-            schema::check(&c).await?;
             let (Some(tier), Some(sha)) = (t.queue.tool_tier.clone(), t.queue.tool_sha256.clone()) else {
                 return Err(io::Error::other("the task does not say which tool file it was checked against"));
             };
-            c.execute(
-                "INSERT INTO awt_tasks (id, anima, status, created_at, tool, tier, tool_sha256, idempotent, record) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[
-                    &t.task_id,
-                    &t.anima_name,
-                    &t.status.as_str(),
-                    &t.created_at,
-                    &t.tool,
-                    &tier,
-                    &sha,
-                    &t.queue.idempotent,
-                    &record_of(&t),
-                ],
-            )
-            .await
-            .map_err(|e| {
-                if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-                    io::Error::new(io::ErrorKind::AlreadyExists, format!("task {} exists", t.task_id))
-                } else {
-                    db(e)
-                }
-            })?;
+            // One round trip: the row goes in only when the schema is the one this build needs.
+            let inserted = c
+                .execute(
+                    "INSERT INTO awt_tasks (id, anima, status, created_at, tool, tier, tool_sha256, idempotent, record) \
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 \
+                     WHERE (SELECT max(version) FROM awt_schema) = $10",
+                    &[
+                        &t.task_id,
+                        &t.anima_name,
+                        &t.status.as_str(),
+                        &t.created_at,
+                        &t.tool,
+                        &tier,
+                        &sha,
+                        &t.queue.idempotent,
+                        &record_of(&t),
+                        &schema::VERSION,
+                    ],
+                )
+                .await
+                .map_err(|e| {
+                    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+                        io::Error::new(io::ErrorKind::AlreadyExists, format!("task {} exists", t.task_id))
+                    } else if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {
+                        StoreError::NoSchema("the task database has no animaworks-tool schema".into()).into()
+                    } else {
+                        db(e)
+                    }
+                })?;
+            if inserted == 0 {
+                schema::check(&c).await?;
+                return Err(io::Error::other("the task was not stored"));
+            }
             Ok(())
         })
     }
