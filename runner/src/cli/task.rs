@@ -108,8 +108,11 @@ async fn migrate(runner: &Runner) -> i32 {
     };
     let tasks::config::Backend::Postgres { url } = cfg.backend else {
         return fail(
-            &CallError::new(ErrorCode::Usage, "the tasks are kept in files here; there is no database to migrate")
-                .hint("set \"tasks\": {\"backend\": \"postgres\", \"url\": …} in <data dir>/animaworks-tool.json"),
+            &CallError::new(
+                ErrorCode::Usage,
+                "the tasks are kept in files here; there is no database to migrate",
+            )
+            .hint("set \"tasks\": {\"backend\": \"postgres\", \"url\": …} in <data dir>/animaworks-tool.json"),
         );
     };
     match tasks::pg::migrate_now(&url).await {
@@ -165,7 +168,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
     };
     let store = store.as_ref();
     if let Err(e) = store.kick(&runner.dirs) {
-        return fail(&store_err(&format!("cannot look at the tasks in {}", store.location()), e));
+        return fail(&store_err(
+            &format!("cannot look at the tasks in {}", store.location()),
+            e,
+        ));
     }
     let out = match a.cmd {
         TaskCmd::List { status, json } => list(store, &status, json),
@@ -270,7 +276,9 @@ async fn wait(store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Resul
         }
         // The file store sleeps; Postgres wakes on the task's notification (at most a second, in case one is
         // missed).
-        let left = limit.map(|l| l.saturating_sub(started.elapsed())).unwrap_or(Duration::MAX);
+        let left = limit
+            .map(|l| l.saturating_sub(started.elapsed()))
+            .unwrap_or(Duration::MAX);
         if store.is_local() {
             store.wait_change(id, pause.min(left));
             pause = (pause * 2).min(Duration::from_millis(200));
@@ -434,7 +442,11 @@ fn prune(store: &dyn TaskStore, older_than: &str) -> Result<i32, CallError> {
 }
 
 async fn run_pending(runner: &Runner, store: &dyn TaskStore) -> Result<i32, CallError> {
-    let anima = runner.dirs.anima.as_ref().ok_or_else(|| CallError::new(ErrorCode::Usage, "run-pending needs an anima dir"))?;
+    let anima = runner
+        .dirs
+        .anima
+        .as_ref()
+        .ok_or_else(|| CallError::new(ErrorCode::Usage, "run-pending needs an anima dir"))?;
     let pending_dir = FileStore::for_anima(anima).dir.join("pending");
     let report = tasks::pending::take_over(runner, &pending_dir, store)
         .await

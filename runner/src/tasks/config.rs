@@ -115,7 +115,12 @@ pub fn load(data_dir: &Path) -> Result<TasksConfig, String> {
     match tasks.get("watchdog") {
         None | Some(Value::Null) => {}
         Some(Value::Bool(b)) => cfg.watchdog = *b,
-        Some(v) => return Err(format!("{}: \"tasks\".\"watchdog\" must be true or false, not {v}", path.display())),
+        Some(v) => {
+            return Err(format!(
+                "{}: \"tasks\".\"watchdog\" must be true or false, not {v}",
+                path.display()
+            ))
+        }
     }
     match tasks.get("max_attempts") {
         None | Some(Value::Null) => {}

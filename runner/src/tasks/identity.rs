@@ -2,8 +2,8 @@
 //! runs a task only when its own file for that tool, found the same way for the same anima, is the same.
 
 use super::Task;
-use crate::discover::{self, ToolFile};
 use crate::dirs::Dirs;
+use crate::discover::{self, ToolFile};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Read;
@@ -15,10 +15,24 @@ pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
     static SEEN: Mutex<Option<HashMap<(std::path::PathBuf, u64, u64, i64, i64), String>>> = Mutex::new(None);
     let meta = std::fs::metadata(&file.path)?;
     if !meta.is_file() {
-        return Err(std::io::Error::other(format!("{} is not a regular file", file.path.display())));
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            file.path.display()
+        )));
     }
-    let key = (file.path.clone(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
-    if let Some(h) = SEEN.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+    let key = (
+        file.path.clone(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    if let Some(h) = SEEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .get(&key)
+    {
         return Ok(h.clone());
     }
     let mut f = std::fs::File::open(&file.path)?;

@@ -22,10 +22,10 @@ pub mod secret_args;
 pub mod submit;
 pub mod worker;
 
+use crate::dirs::Dirs;
 use crate::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use crate::dirs::Dirs;
 use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

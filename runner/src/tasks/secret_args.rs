@@ -177,7 +177,8 @@ mod tests {
     #[test]
     fn a_template_holds_no_secret_and_rebuilds_the_arguments() {
         let s = [cred("gh", "sk-secret-1234\n"), cred("other", "zzzzzz")];
-        let raw = json!({"h": "Bearer sk-secret-1234 and zzzzzz", "n": 3, "l": ["x", "sk-secret-1234"], "a/b": "zzzzzz"});
+        let raw =
+            json!({"h": "Bearer sk-secret-1234 and zzzzzz", "n": 3, "l": ["x", "sk-secret-1234"], "a/b": "zzzzzz"});
         let t = template(&s, &raw).expect("secrets occur");
         let text = t.to_string();
         assert!(!text.contains("sk-secret") && !text.contains("zzzzzz"), "{text}");

@@ -105,7 +105,15 @@ pub async fn check(
         }
         runner.permit_cli(&resolved, &argv)?;
         let secrets = runner.secrets(&resolved, None)?;
-        (Kind::Cli, "cli".to_owned(), Value::from(argv), None, None, secrets, false)
+        (
+            Kind::Cli,
+            "cli".to_owned(),
+            Value::from(argv),
+            None,
+            None,
+            secrets,
+            false,
+        )
     };
     let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
     let masked = masker.mask_value(&raw_args);

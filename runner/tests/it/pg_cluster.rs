@@ -31,7 +31,12 @@ fn bin_dir() -> Option<PathBuf> {
     dirs.extend(versions.into_iter().rev());
     dirs.into_iter()
         .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
-        .map(|d| std::fs::canonicalize(d.join("postgres")).ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or(d))
+        .map(|d| {
+            std::fs::canonicalize(d.join("postgres"))
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .unwrap_or(d)
+        })
 }
 
 /// Why no test cluster can start here, if none can.
@@ -73,7 +78,13 @@ fn ids() -> Option<(u32, u32)> {
         return Some(x);
     }
     let _ = Command::new("useradd")
-        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"])
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            "postgres",
+        ])
         .status();
     lookup()
 }
@@ -113,14 +124,27 @@ impl Cluster {
         let mut init = Command::new(bin.join("initdb"));
         init.arg("-D")
             .arg(&data)
-            .args(["-A", "trust", "-U", "postgres", "--no-locale", "-E", "UTF8", "--no-sync"])
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-locale",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if let Some((uid, gid)) = owner {
             init.uid(uid).gid(gid);
         }
         let o = init.output().unwrap();
-        assert!(o.status.success(), "initdb failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let c = Cluster {
             dir,
             port: free_port(),
@@ -142,7 +166,14 @@ impl Cluster {
             .arg(self.port.to_string())
             .arg("-k")
             .arg(self.dir.path().join("sock"))
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "fsync=off"])
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "max_connections=300",
+                "-c",
+                "fsync=off",
+            ])
             .args(["-c", "full_page_writes=off", "-c", "logging_collector=off"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -212,10 +243,39 @@ impl Drop for Cluster {
     }
 }
 
+/// Remove the folders of earlier shared clusters (they outlive their test process): those older than ten minutes
+/// whose server is gone.
+fn remove_stale() {
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("awt-pg-") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(600));
+        let server = std::fs::read_to_string(e.path().join("data/postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()));
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let running = server.is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
+        if old && !running {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// The cluster every test shares (started on first use; stopped when the test process ends).
 pub fn shared() -> &'static Cluster {
     static C: OnceLock<&'static Cluster> = OnceLock::new();
     C.get_or_init(|| {
+        remove_stale();
         let (tx, rx) = std::sync::mpsc::channel();
         // Why a thread that never ends: the server's parent-death signal follows the thread that started it.
         std::thread::spawn(move || {
@@ -231,7 +291,10 @@ pub fn shared() -> &'static Cluster {
 
 /// Run SQL; the rows as text.
 pub fn query(url: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await

@@ -163,7 +163,9 @@ impl Env {
     }
 
     fn all_worker_logs(&self) -> String {
-        (0..self.workers.len()).map(|i| format!("--- worker {i}\n{}", self.worker_log(i))).collect()
+        (0..self.workers.len())
+            .map(|i| format!("--- worker {i}\n{}", self.worker_log(i)))
+            .collect()
     }
 
     /// The store's ready to take tasks: on Postgres, one worker runs.
@@ -182,14 +184,26 @@ impl Env {
     fn run_as(&self, anima: &str, args: &[&str]) -> std::process::Output {
         let dir = self.animas().join(anima);
         std::fs::create_dir_all(dir.join("tools")).unwrap();
-        self.w.cmd().env("ANIMAWORKS_ANIMA_DIR", dir).args(args).output().unwrap()
+        self.w
+            .cmd()
+            .env("ANIMAWORKS_ANIMA_DIR", dir)
+            .args(args)
+            .output()
+            .unwrap()
     }
 
     fn submit(&self, args: &[&str]) -> String {
         let mut a = vec!["submit"];
         a.extend_from_slice(args);
         let o = self.run(&a);
-        assert_eq!(o.status.code(), Some(0), "{}{}\n{}", stdout(&o), stderr(&o), self.all_worker_logs());
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}{}\n{}",
+            stdout(&o),
+            stderr(&o),
+            self.all_worker_logs()
+        );
         json(&o)["task_id"].as_str().unwrap().to_owned()
     }
 
@@ -205,7 +219,11 @@ impl Env {
             last = self.show(id);
             last["status"] == want
         });
-        assert!(ok, "task {id} never became {want}: {last:#}\n{}", self.all_worker_logs());
+        assert!(
+            ok,
+            "task {id} never became {want}: {last:#}\n{}",
+            self.all_worker_logs()
+        );
         last
     }
 }
@@ -306,7 +324,10 @@ fn suite_cancel_running_and_pending() {
         let o = e.run(&["jobs", "cancel", &running]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let t = e.status_becomes(&running, "cancelled", 30);
-        assert!(eventually(10, || !alive(pid)), "{b:?}: the tool {pid} outlived its cancel");
+        assert!(
+            eventually(10, || !alive(pid)),
+            "{b:?}: the tool {pid} outlived its cancel"
+        );
         assert_eq!(t["error_code"], "cancelled");
         let o = e.run(&["jobs", "wait", &running]);
         assert_eq!(o.status.code(), Some(8), "{b:?}");
@@ -349,13 +370,12 @@ fn suite_secrets_in_arguments_are_masked_in_the_store_and_resolved_by_the_worker
             // The worker's machine resolves the credential itself (its own environment here).
             e.start_worker_in(&data, 2, &[("SVC_TOKEN", "tok-worker-777")]);
         }
-        let o = e
-            .w
-            .cmd()
-            .env("SVC_TOKEN", "tok-submit-123")
-            .args(["submit", "bg", "needs_key", "--auth", "Bearer tok-submit-123"])
-            .output()
-            .unwrap();
+        let o =
+            e.w.cmd()
+                .env("SVC_TOKEN", "tok-submit-123")
+                .args(["submit", "bg", "needs_key", "--auth", "Bearer tok-submit-123"])
+                .output()
+                .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let id = json(&o)["task_id"].as_str().unwrap().to_owned();
         let t = e.status_becomes(&id, "completed", 60);
@@ -389,8 +409,11 @@ fn pg_submit_without_the_schema_names_the_migrate_command_and_workers_migrate_on
         e.start_worker(n, 1);
     }
     let url = e.url.clone().unwrap();
-    assert!(eventually(60, || pg_cluster::query(&url, "SELECT count(*) FROM awt_schema")
-        .is_ok_and(|r| r[0][0].as_deref() == Some("1"))));
+    assert!(eventually(60, || pg_cluster::query(
+        &url,
+        "SELECT count(*) FROM awt_schema"
+    )
+    .is_ok_and(|r| r[0][0].as_deref() == Some("1"))));
     let o = e.run(&["jobs", "migrate"]);
     assert_eq!(json(&o), json!({"applied": [], "version": 1}));
     let id = e.submit(&["bg", "quick", "--n", "2"]);
@@ -402,14 +425,24 @@ fn pg_a_worker_with_another_version_of_the_tool_leaves_the_task_and_show_says_wh
     need_postgres!();
     let mut e = Env::new(Backend::Postgres, json!({}));
     let other = e.machine(1);
-    std::fs::write(other.join("common_tools/bg"), bash_tool(SCHEMAS, &format!("{BODY}\n# another version"))).unwrap();
+    std::fs::write(
+        other.join("common_tools/bg"),
+        bash_tool(SCHEMAS, &format!("{BODY}\n# another version")),
+    )
+    .unwrap();
     e.start_worker_in(&other, 2, &[]);
     let id = e.submit(&["bg", "quick", "--n", "3"]);
     let mut t = Value::Null;
-    assert!(eventually(60, || {
-        t = e.show(&id);
-        t["waiting"].as_str().is_some_and(|w| w.contains("another version of bg"))
-    }), "{t:#}\n{}", e.all_worker_logs());
+    assert!(
+        eventually(60, || {
+            t = e.show(&id);
+            t["waiting"]
+                .as_str()
+                .is_some_and(|w| w.contains("another version of bg"))
+        }),
+        "{t:#}\n{}",
+        e.all_worker_logs()
+    );
     assert_eq!(t["status"], "pending");
     // A worker with the submitted version runs it.
     e.start_worker(2, 2);
@@ -455,7 +488,10 @@ fn pg_a_killed_worker_loses_its_task_or_runs_it_again_when_idempotent() {
     let tool: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
     // SAFETY: kill of our own child.
     unsafe { libc::kill(e.worker_pid(w), libc::SIGKILL) };
-    assert!(eventually(10, || !alive(tool)), "the killed worker's tool {tool} kept running");
+    assert!(
+        eventually(10, || !alive(tool)),
+        "the killed worker's tool {tool} kept running"
+    );
     e.start_worker(2, 4);
     let killed_at = Instant::now();
     let t = e.status_becomes(&once, "lost", 60);
@@ -501,18 +537,36 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     });
     let url = e.url.clone().unwrap();
     let finals = || -> usize {
-        scalar(&url, "SELECT count(*) FROM awt_tasks WHERE status NOT IN ('pending', 'running')").parse().unwrap()
+        scalar(
+            &url,
+            "SELECT count(*) FROM awt_tasks WHERE status NOT IN ('pending', 'running')",
+        )
+        .parse()
+        .unwrap()
     };
     assert!(eventually(120, || finals() >= 100), "{}", e.all_worker_logs());
     // SAFETY: signals to our own children.
     let killed = e.worker_pid(0);
     unsafe { libc::kill(killed, libc::SIGKILL) };
-    let killed_name = scalar(&url, &format!("SELECT coalesce(max(worker), '') FROM awt_tasks WHERE worker LIKE '%:{killed}:%'"));
+    let killed_name = scalar(
+        &url,
+        &format!("SELECT coalesce(max(worker), '') FROM awt_tasks WHERE worker LIKE '%:{killed}:%'"),
+    );
     assert!(eventually(120, || finals() >= 250), "{}", e.all_worker_logs());
     unsafe { libc::kill(e.worker_pid(1), libc::SIGTERM) };
-    assert!(eventually(120, || finals() >= total), "{} of {total} ended\n{}", finals(), e.all_worker_logs());
+    assert!(
+        eventually(120, || finals() >= total),
+        "{} of {total} ended\n{}",
+        finals(),
+        e.all_worker_logs()
+    );
     let stopped = e.workers[1].0.wait().unwrap();
-    assert_eq!(stopped.code(), Some(0), "the SIGTERMed worker exits cleanly\n{}", e.worker_log(1));
+    assert_eq!(
+        stopped.code(),
+        Some(0),
+        "the SIGTERMed worker exits cleanly\n{}",
+        e.worker_log(1)
+    );
 
     let rows = pg_cluster::query(&url, "SELECT id, status, attempt, coalesce(worker, '') FROM awt_tasks").unwrap();
     assert_eq!(rows.len(), total, "one row per task");
@@ -520,21 +574,36 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     let mut starts: HashMap<&str, usize> = HashMap::new();
     let mut ends: HashMap<&str, usize> = HashMap::new();
     for (ev, id, _) in &log {
-        *if ev == "S" { &mut starts } else { &mut ends }.entry(id.as_str()).or_default() += 1;
+        *if ev == "S" { &mut starts } else { &mut ends }
+            .entry(id.as_str())
+            .or_default() += 1;
     }
     let idem: HashMap<&str, bool> = ids.iter().map(|(_, id, i)| (id.as_str(), *i)).collect();
     let mut by_status: HashMap<String, usize> = HashMap::new();
     for r in &rows {
-        let (id, status, worker) = (r[0].as_deref().unwrap(), r[1].as_deref().unwrap(), r[3].as_deref().unwrap());
+        let (id, status, worker) = (
+            r[0].as_deref().unwrap(),
+            r[1].as_deref().unwrap(),
+            r[3].as_deref().unwrap(),
+        );
         *by_status.entry(status.to_owned()).or_default() += 1;
         let ran = starts.get(id).copied().unwrap_or(0);
         match status {
-            "completed" => assert!(ends.get(id).copied().unwrap_or(0) >= 1, "{id} completed without an end record"),
+            "completed" => assert!(
+                ends.get(id).copied().unwrap_or(0) >= 1,
+                "{id} completed without an end record"
+            ),
             "lost" => {
-                assert!(!idem[id] || r[2].as_deref() == Some("3"), "{id}: an idempotent task lost before its attempts ran out");
+                assert!(
+                    !idem[id] || r[2].as_deref() == Some("3"),
+                    "{id}: an idempotent task lost before its attempts ran out"
+                );
                 assert_eq!(worker, killed_name, "{id} lost, but not on the killed worker");
             }
-            "cancelled" => assert!(!idem[id], "{id}: an idempotent task is released on SIGTERM, not cancelled"),
+            "cancelled" => assert!(
+                !idem[id],
+                "{id}: an idempotent task is released on SIGTERM, not cancelled"
+            ),
             other => panic!("{id} ended {other}"),
         }
         if !idem[id] {
@@ -549,7 +618,11 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     // The notifications were written, once per task, wherever it ended.
     let notes: usize = animas
         .iter()
-        .map(|a| std::fs::read_dir(e.animas().join(a).join("state/background_notifications")).map(|d| d.count()).unwrap_or(0))
+        .map(|a| {
+            std::fs::read_dir(e.animas().join(a).join("state/background_notifications"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        })
         .sum();
     assert_eq!(notes, total);
 }
@@ -567,7 +640,9 @@ fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
     assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], 1);
     e.start_worker(1, 4);
     e.start_worker(2, 4);
-    let ids: Vec<String> = (0..8).map(|i| e.submit(&["bg", if i % 2 == 0 { "long_once" } else { "once" }])).collect();
+    let ids: Vec<String> = (0..8)
+        .map(|i| e.submit(&["bg", if i % 2 == 0 { "long_once" } else { "once" }]))
+        .collect();
     assert!(eventually(60, || runs_log(&e).iter().filter(|l| l.0 == "S").count() >= 4));
     cluster.stop();
     std::thread::sleep(Duration::from_millis(500));
@@ -577,7 +652,12 @@ fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
     }
     let log = runs_log(&e);
     for id in &ids {
-        assert_eq!(log.iter().filter(|l| l.0 == "S" && &l.1 == id).count(), 1, "{id} ran twice\n{}", e.all_worker_logs());
+        assert_eq!(
+            log.iter().filter(|l| l.0 == "S" && &l.1 == id).count(),
+            1,
+            "{id} ran twice\n{}",
+            e.all_worker_logs()
+        );
     }
 }
 
@@ -591,7 +671,10 @@ fn pg_a_paused_worker_never_reports_over_the_rescuer() {
     let pid = e.worker_pid(w);
     // SAFETY: signals to our own child.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    let first = scalar(e.url.as_ref().unwrap(), &format!("SELECT worker FROM awt_tasks WHERE id = '{id}'"));
+    let first = scalar(
+        e.url.as_ref().unwrap(),
+        &format!("SELECT worker FROM awt_tasks WHERE id = '{id}'"),
+    );
     e.start_worker(2, 2);
     let t = e.status_becomes(&id, "completed", 90);
     assert_ne!(t["worker"].as_str().unwrap(), first, "{t:#}");
@@ -603,7 +686,12 @@ fn pg_a_paused_worker_never_reports_over_the_rescuer() {
     assert_eq!(after["worker"], t["worker"]);
     assert_eq!(after["completed_at"], t["completed_at"]);
     let log = runs_log(&e);
-    assert_eq!(log.iter().filter(|l| l.0 == "E" && l.1 == id).count(), 1, "{log:?}\n{}", e.all_worker_logs());
+    assert_eq!(
+        log.iter().filter(|l| l.0 == "E" && l.1 == id).count(),
+        1,
+        "{log:?}\n{}",
+        e.all_worker_logs()
+    );
     assert_eq!(t["attempt"], 2);
     assert!(!alive(pid), "the paused worker should have been killed by its watchdog");
     assert!(e.worker_log(w).contains("watchdog"), "{}", e.worker_log(w));

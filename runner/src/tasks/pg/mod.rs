@@ -51,7 +51,10 @@ pub enum StoreError {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreError::NoSchema(m) => write!(f, "{m}; run `animaworks-tool jobs migrate` (or start `animaworks-tool worker`)"),
+            StoreError::NoSchema(m) => write!(
+                f,
+                "{m}; run `animaworks-tool jobs migrate` (or start `animaworks-tool worker`)"
+            ),
             StoreError::Db(m) | StoreError::Other(m) => f.write_str(m),
         }
     }
@@ -184,9 +187,7 @@ pub fn anima_dir(dirs: &Dirs, animas: &std::path::Path, name: &str) -> Option<Pa
 pub fn rescued(t: &mut Task, cancel_requested: bool, max_attempts: u32) {
     let who = t.queue.worker.clone().unwrap_or_else(|| "?".into());
     let attempt = t.queue.attempt.unwrap_or(1);
-    let detail = |t: &Task, code: &str, msg: &str, hint: &str| {
-        serde_json::json!({"code": code, "message": msg, "hint": hint, "tool": t.tool, "action": t.action})
-    };
+    let detail = |t: &Task, code: &str, msg: &str, hint: &str| serde_json::json!({"code": code, "message": msg, "hint": hint, "tool": t.tool, "action": t.action});
     if cancel_requested {
         t.finish(Status::Cancelled);
         let msg = format!("cancelled; its worker {who} was lost before it stopped the task");
@@ -207,7 +208,8 @@ pub fn rescued(t: &mut Task, cancel_requested: bool, max_attempts: u32) {
         } else {
             "and the action is not idempotent, so it is not run again".into()
         };
-        let msg = format!("lost: its worker {who} stopped renewing its lease (killed, paused, or its machine is gone) {why}");
+        let msg =
+            format!("lost: its worker {who} stopped renewing its lease (killed, paused, or its machine is gone) {why}");
         t.error = Some(msg.clone());
         t.error_code = Some("lost".into());
         t.error_detail = Some(detail(
@@ -285,7 +287,10 @@ pub fn write_notification(dirs: &Dirs, animas: &std::path::Path, t: &Task) -> io
     let dir = anima_dir(dirs, animas, &t.anima_name)
         .ok_or_else(|| io::Error::other(format!("the anima name {:?} is not a folder name", t.anima_name)))?;
     if !dir.is_dir() {
-        return Err(io::Error::other(format!("no anima dir {} on this machine", dir.display())));
+        return Err(io::Error::other(format!(
+            "no anima dir {} on this machine",
+            dir.display()
+        )));
     }
     FileStore::for_anima(&dir).notify(t)
 }
@@ -349,15 +354,12 @@ impl PgStore {
         rt.spawn(async move {
             let out = match tokio::time::timeout(OP_TIMEOUT, f).await {
                 Ok(r) => r,
-                Err(_) => Err(StoreError::Db(format!(
-                    "no answer within {} s",
-                    OP_TIMEOUT.as_secs()
-                ))
-                .into()),
+                Err(_) => Err(StoreError::Db(format!("no answer within {} s", OP_TIMEOUT.as_secs())).into()),
             };
             let _ = tx.send(out);
         });
-        rx.recv().unwrap_or_else(|_| Err(io::Error::other("the task database thread stopped")))
+        rx.recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the task database thread stopped")))
     }
 
     fn scoped(&self) -> Option<String> {
@@ -590,7 +592,10 @@ impl TaskStore for PgStore {
     }
 
     fn location(&self) -> String {
-        format!("the task database{}", self.anima.as_ref().map(|a| format!(" (anima {a})")).unwrap_or_default())
+        format!(
+            "the task database{}",
+            self.anima.as_ref().map(|a| format!(" (anima {a})")).unwrap_or_default()
+        )
     }
 
     fn worker_alive(&self, t: &Task) -> bool {
@@ -696,7 +701,9 @@ pub async fn migrate_now(url: &str) -> Result<Vec<i32>, StoreError> {
     cfg.connect_timeout(Duration::from_secs(5));
     let (mut client, conn) = cfg.connect(NoTls).await.map_err(|e| StoreError::Db(describe(&e)))?;
     let driver = tokio::spawn(conn);
-    let out = schema::migrate(&mut client).await.map_err(|e| StoreError::Db(describe(&e)));
+    let out = schema::migrate(&mut client)
+        .await
+        .map_err(|e| StoreError::Db(describe(&e)));
     drop(client);
     let _ = driver.await;
     out

@@ -59,12 +59,15 @@ CREATE TRIGGER awt_tasks_notify AFTER INSERT OR UPDATE ON awt_tasks
 /// Apply every pending migration; returns the versions applied.
 pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS awt_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
     )
     .await?;
-    let row = tx.query_one("SELECT coalesce(max(version), 0) FROM awt_schema", &[]).await?;
+    let row = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM awt_schema", &[])
+        .await?;
     let have: i32 = row.get(0);
     let mut applied = Vec::new();
     for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > have) {
@@ -78,7 +81,10 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Er
 
 /// Is the schema there and the one this build needs?
 pub async fn check(client: &Client) -> Result<(), StoreError> {
-    match client.query_one("SELECT coalesce(max(version), 0) FROM awt_schema", &[]).await {
+    match client
+        .query_one("SELECT coalesce(max(version), 0) FROM awt_schema", &[])
+        .await
+    {
         Ok(row) => {
             let have: i32 = row.get(0);
             match have.cmp(&VERSION) {

@@ -6,11 +6,11 @@ use super::{pool_err, record_of, schema, task_of, StoreError, COLUMNS};
 use crate::call::Runner;
 use crate::dirs::Dirs;
 use crate::error::{CallError, ErrorCode};
+use crate::stream::Cancel;
 use crate::tasks::config::{self, Backend, TasksConfig};
 use crate::tasks::queue::{max_running, DEFAULT_MAX_RUNNING};
 use crate::tasks::worker::{execute, record, Shared, TaskObserver, PROGRESS_EVERY};
 use crate::tasks::{identity, now_s, secret_args, Kind, Status, Task};
-use crate::stream::Cancel;
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -129,7 +129,12 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
     let mut dirs = runner.dirs.clone();
     dirs.anima = None;
     let w = Rc::new(Worker {
-        me: format!("{}:{}:{}", host(), std::process::id(), &crate::tasks::new_task_id()[..6]),
+        me: format!(
+            "{}:{}:{}",
+            host(),
+            std::process::id(),
+            &crate::tasks::new_task_id()[..6]
+        ),
         pool,
         url,
         animas: opts.animas_dir.clone().unwrap_or_else(|| dirs.data.join("animas")),
@@ -148,13 +153,18 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
     say(format!(
         "{} serving {} with {concurrency} slots (per-anima limit {limit}, lease {} s)",
         w.me,
-        w.only.as_ref().map(|a| a.join(", ")).unwrap_or_else(|| "every anima".into()),
+        w.only
+            .as_ref()
+            .map(|a| a.join(", "))
+            .unwrap_or_else(|| "every anima".into()),
         w.cfg.lease.as_secs_f64()
     ));
     if w.cfg.watchdog {
         match start_watchdog() {
             Ok(stdin) => *w.watchdog.borrow_mut() = Some(stdin),
-            Err(e) => say(format!("cannot start the lease watchdog ({e}); a paused worker's tools keep running")),
+            Err(e) => say(format!(
+                "cannot start the lease watchdog ({e}); a paused worker's tools keep running"
+            )),
         }
     }
     let local = tokio::task::LocalSet::new();
@@ -163,7 +173,9 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
 
 async fn migrate(pool: &Pool) -> Result<Vec<i32>, StoreError> {
     let mut c = pool.get().await.map_err(|e| StoreError::Db(pool_err(e).to_string()))?;
-    schema::migrate(&mut c).await.map_err(|e| StoreError::Db(super::describe(&e)))
+    schema::migrate(&mut c)
+        .await
+        .map_err(|e| StoreError::Db(super::describe(&e)))
 }
 
 async fn serve(w: Rc<Worker>, concurrency: usize) -> i32 {
@@ -264,7 +276,10 @@ impl Worker {
         let Some(stdin) = wd.as_mut() else { return };
         let line = if self.tools_running() {
             let deadline = self.last_ok.get() + self.cfg.lease.mul_f64(0.75);
-            format!("arm {}\n", deadline.saturating_duration_since(Instant::now()).as_millis())
+            format!(
+                "arm {}\n",
+                deadline.saturating_duration_since(Instant::now()).as_millis()
+            )
         } else {
             "disarm\n".to_owned()
         };
@@ -329,9 +344,12 @@ async fn claim(w: &Worker) -> std::io::Result<Option<Task>> {
                 continue;
             }
         };
-        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('awt-anima:' || $1, 0))", &[&anima])
-            .await
-            .map_err(super::db)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('awt-anima:' || $1, 0))",
+            &[&anima],
+        )
+        .await
+        .map_err(super::db)?;
         let n: i64 = tx
             .query_one(
                 "SELECT count(*) FROM awt_tasks WHERE anima = $1 AND status = 'running'",
@@ -405,23 +423,25 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
     let runner = Runner::new(w.dirs_for(&task.anima_name).expect("checked at claim"));
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut obs = TaskObserver(shared.clone());
-    let outcome = match unmask(&runner, &task).await {
-        Err(e) => Err(e),
-        Ok(args) => {
-            let work = execute(&runner, &task, args, &mut obs, cancel);
-            let progress = async {
-                loop {
-                    tokio::time::sleep(PROGRESS_EVERY).await;
-                    let p = {
-                        let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        if !s.dirty {
-                            continue;
-                        }
-                        s.dirty = false;
-                        s.latest.clone()
-                    };
-                    let Ok(c) = w.pool.get().await else { continue };
-                    let _ = c
+    let outcome =
+        match unmask(&runner, &task).await {
+            Err(e) => Err(e),
+            Ok(args) => {
+                let work = execute(&runner, &task, args, &mut obs, cancel);
+                let progress =
+                    async {
+                        loop {
+                            tokio::time::sleep(PROGRESS_EVERY).await;
+                            let p = {
+                                let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+                                if !s.dirty {
+                                    continue;
+                                }
+                                s.dirty = false;
+                                s.latest.clone()
+                            };
+                            let Ok(c) = w.pool.get().await else { continue };
+                            let _ = c
                         .execute(
                             "UPDATE awt_tasks SET record = record || jsonb_build_object('progress', $4::jsonb, \
                              'updated_at', $5::float8) WHERE id = $1 AND status = 'running' AND worker = $2 \
@@ -429,14 +449,14 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
                             &[&id, &w.me, &attempt, &serde_json::to_value(&p).unwrap_or(Value::Null), &now_s()],
                         )
                         .await;
+                        }
+                    };
+                tokio::select! {
+                    out = work => out,
+                    _ = progress => unreachable!("the progress loop never ends"),
                 }
-            };
-            tokio::select! {
-                out = work => out,
-                _ = progress => unreachable!("the progress loop never ends"),
             }
-        }
-    };
+        };
     local.tool_running.set(false);
     w.refresh_watchdog();
     if let Some(p) = shared.lock().unwrap_or_else(|p| p.into_inner()).latest.clone() {
@@ -451,7 +471,10 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
         }
         Some(Stop::Shutdown) if cancelled => {
             if task.queue.idempotent && attempt < max {
-                release(&mut task, format!("released: worker {} was stopped before the task ended", w.me));
+                release(
+                    &mut task,
+                    format!("released: worker {} was stopped before the task ended", w.me),
+                );
             } else {
                 record(&mut task, &outcome, true);
             }
@@ -459,7 +482,10 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
         }
         Some(Stop::LeaseDoubt) if cancelled => {
             if task.queue.idempotent && attempt < max {
-                release(&mut task, format!("released: worker {} lost contact with the database", w.me));
+                release(
+                    &mut task,
+                    format!("released: worker {} lost contact with the database", w.me),
+                );
             } else {
                 task.queue.worker = Some(w.me.clone());
                 super::rescued(&mut task, false, 0);
@@ -567,7 +593,9 @@ async fn heartbeat_loop(w: Rc<Worker>) {
                     .map(|r| (r.get::<_, String>(0), (r.get::<_, i32>(1), r.get::<_, bool>(2))))
                     .collect();
                 for (id, attempt) in &held {
-                    let Some(l) = w.running.borrow().get(id).cloned() else { continue };
+                    let Some(l) = w.running.borrow().get(id).cloned() else {
+                        continue;
+                    };
                     match mine.get(id) {
                         Some((a, _)) if a != attempt => stop_task(&l, Stop::LeaseLost),
                         None => stop_task(&l, Stop::LeaseLost),
@@ -623,7 +651,11 @@ async fn rescue_loop(w: Rc<Worker>) {
 async fn listen_loop(w: Rc<Worker>) {
     loop {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
-        match super::listen_with(&w.url, &["awt_pending", "awt_cancel"], move |c, p| tx.send((c, p)).is_ok()).await {
+        match super::listen_with(&w.url, &["awt_pending", "awt_cancel"], move |c, p| {
+            tx.send((c, p)).is_ok()
+        })
+        .await
+        {
             Ok(client) => {
                 // Anything sent while we were not listening: look again.
                 w.wake.notify_one();
@@ -666,7 +698,10 @@ pub fn watchdog_main() -> i32 {
     let mut buf = Vec::new();
     loop {
         let timeout_ms = match deadline {
-            Some(d) => d.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32,
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
             None => -1,
         };
         let mut pfd = libc::pollfd {
