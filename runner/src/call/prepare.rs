@@ -39,6 +39,7 @@ pub struct PreparedCall<'r> {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) masker: Masker,
     pub(crate) launch: Launch,
+    pub(crate) secrets: Vec<ResolvedCredential>,
     /// The sandbox of a one-shot process (a pooled worker has its own, planned when it starts).
     pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
@@ -56,6 +57,7 @@ pub struct PreparedCli<'r> {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) masker: Masker,
     pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) secrets: Vec<ResolvedCredential>,
     pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
     pub(crate) audit: audit::Handle,
@@ -133,6 +135,7 @@ impl<'r> Target<'r> {
             cwd: opts.cwd.clone(),
             masker,
             launch,
+            secrets,
             sandbox,
             attempt,
             audit,
@@ -222,6 +225,7 @@ impl<'r> Tool<'r> {
             cwd: opts.cwd.clone(),
             masker,
             env,
+            secrets,
             sandbox,
             attempt,
             audit,
@@ -231,6 +235,10 @@ impl<'r> Tool<'r> {
 }
 
 impl PreparedCall<'_> {
+    /// The credentials resolved for it (a task records where they sit, never their values).
+    pub(crate) fn secrets(&self) -> &[ResolvedCredential] {
+        &self.secrets
+    }
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
@@ -254,6 +262,10 @@ impl PreparedCall<'_> {
 }
 
 impl PreparedCli<'_> {
+    /// The credentials resolved for it (a task records where they sit, never their values).
+    pub(crate) fn secrets(&self) -> &[ResolvedCredential] {
+        &self.secrets
+    }
     pub fn resolved(&self) -> &Resolved {
         &self.resolved
     }
@@ -278,6 +290,26 @@ pub fn gate_of(r: &Resolved, act: &Action) -> Gate {
     match r.manifest.legacy_profile_error {
         Some(_) => Gate::Unknown,
         None => Gate::from_profile(&act.profile),
+    }
+}
+
+impl Runner {
+    /// The credentials a tool's action (or its `cli_main`) declares, resolved here, by the one resolver a prepared
+    /// call uses: a worker on another machine puts its own values back into a task's masked arguments with them.
+    pub(crate) async fn declared_secrets(
+        &self,
+        tool: &str,
+        action: Option<&str>,
+    ) -> Result<Vec<ResolvedCredential>, CallError> {
+        let resolved = self.resolve(tool).await?;
+        let act = match action {
+            Some(a) => Some(resolved.manifest.action(a).cloned().ok_or_else(|| {
+                let names: Vec<&str> = resolved.manifest.actions.iter().map(|x| x.name.as_str()).collect();
+                crate::suggest::unknown_action(tool, a, &names)
+            })?),
+            None => None,
+        };
+        secrets(self, &resolved, act.as_ref(), false)
     }
 }
 

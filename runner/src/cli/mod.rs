@@ -117,6 +117,8 @@ enum Cmd {
     Submit(task::SubmitArgs),
     /// Watch and control background tasks (`task` is AnimaWorks' own command).
     Jobs(task::TaskArgs),
+    /// Run background tasks from the shared Postgres queue on this machine (until SIGTERM).
+    Worker(task::WorkerArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
     #[command(name = "use-tool", after_help = llm::USE_TOOL_HELP)]
     UseTool(llm::UseToolArgs),
@@ -195,6 +197,7 @@ pub fn main() -> i32 {
             Some(Cmd::Call { tool, action, rest }) => structured(&runner, &tool, &action, &rest, true).await,
             Some(Cmd::Submit(a)) => task::submit(&runner, a).await,
             Some(Cmd::Jobs(a)) => task::task(&runner, a).await,
+            Some(Cmd::Worker(a)) => task::worker(&runner, a).await,
             Some(Cmd::UseTool(a)) => llm::use_tool(&runner, a).await,
             Some(Cmd::Mcp(a)) => llm::mcp(&runner, a).await,
             Some(Cmd::Schemas(a)) => llm::schemas(&runner, a).await,
@@ -265,6 +268,7 @@ pub(crate) const COMMANDS: &[&str] = &[
     "refresh",
     "submit",
     "jobs",
+    "worker",
     "use-tool",
     "mcp",
     "schemas",

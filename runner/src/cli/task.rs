@@ -4,7 +4,7 @@ use crate::call::Runner;
 use crate::cli::render;
 use crate::error::{CallError, ErrorCode};
 use crate::tasks::files::FileStore;
-use crate::tasks::{self, now_s, queue, submit as checks, ProcessId, Status, Task, TaskStore};
+use crate::tasks::{self, now_s, submit as checks, Status, Task, TaskStore};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -58,9 +58,63 @@ pub enum TaskCmd {
     },
     /// Take over AnimaWorks' own queued descriptors (state/background_tasks/pending/*.json) and run them.
     RunPending,
+    /// Create or upgrade the task database's schema (the Postgres backend; workers also do it when they start).
+    Migrate,
     /// The detached worker `submit` starts (internal).
     #[command(hide = true)]
     Worker,
+    /// The lease watchdog of `animaworks-tool worker` (internal).
+    #[command(hide = true)]
+    Watchdog,
+}
+
+/// `animaworks-tool worker`: run tasks of the Postgres store on this machine until SIGTERM.
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// Tasks run at once by this worker (every anima together).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub concurrency: usize,
+    /// Only this anima's tasks (repeatable, or comma-separated). Default: every anima.
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub anima: Vec<String>,
+    /// Where the anima dirs are. Default: <data dir>/animas.
+    #[arg(long, value_name = "DIR")]
+    pub animas_dir: Option<std::path::PathBuf>,
+}
+
+pub async fn worker(runner: &Runner, a: WorkerArgs) -> i32 {
+    tasks::pg::worker::run(
+        runner,
+        tasks::pg::worker::WorkerOptions {
+            concurrency: a.concurrency,
+            animas: a.anima,
+            animas_dir: a.animas_dir.map(|p| crate::dirs::expand_home(&p)),
+        },
+    )
+    .await
+}
+
+async fn migrate(runner: &Runner) -> i32 {
+    let cfg = match tasks::config::load(&runner.dirs.data) {
+        Ok(c) => c,
+        Err(e) => return fail(&CallError::new(ErrorCode::Usage, e)),
+    };
+    let tasks::config::Backend::Postgres { url } = cfg.backend else {
+        return fail(
+            &CallError::new(
+                ErrorCode::Usage,
+                "the tasks are kept in files here; there is no database to migrate",
+            )
+            .hint("set \"tasks\": {\"backend\": \"postgres\", \"url\": …} in <data dir>/animaworks-tool.json"),
+        );
+    };
+    match tasks::pg::migrate_now(&url).await {
+        Ok(applied) => {
+            say!("{}", json!({"applied": applied, "version": tasks::pg::schema::VERSION}));
+            0
+        }
+        Err(e) => fail(&e.to_call_error()),
+    }
 }
 
 /// `jobs wait --timeout` ran out (the task goes on): an exit code of its own, apart from a call's codes (a task
@@ -73,6 +127,15 @@ fn fail(e: &CallError) -> i32 {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> CallError {
+    store_err(what, e)
+}
+
+fn store_err(what: &str, e: std::io::Error) -> CallError {
+    if let Some(pg) = tasks::pg::StoreError::of(&e) {
+        let mut c = pg.to_call_error();
+        c.message = format!("{what}: {}", c.message);
+        return c;
+    }
     CallError::new(ErrorCode::Internal, format!("{what}: {e}"))
         .hint("check that the anima dir's state folder is readable and writable")
 }
@@ -106,61 +169,62 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
 }
 
 pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
-    if matches!(a.cmd, TaskCmd::Worker) {
-        return tasks::worker::run(runner).await;
+    match a.cmd {
+        TaskCmd::Worker => return tasks::worker::run(runner).await,
+        TaskCmd::Watchdog => return tasks::pg::worker::watchdog_main(),
+        TaskCmd::Migrate => return migrate(runner).await,
+        _ => {}
     }
-    let store = match checks::store_of(runner) {
+    let store = match tasks::open(runner) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let limit = match runner.settings() {
-        Ok(s) => s.max_running_tasks,
-        Err(e) => return fail(&e),
-    };
-    if let Err(e) = queue::kick_if_needed(&runner.dirs, &store, limit) {
-        return fail(&io_err(
-            &format!("cannot look at the tasks in {}", store.dir.display()),
+    let store = store.as_ref();
+    if let Err(e) = store.kick(&runner.dirs) {
+        return fail(&store_err(
+            &format!("cannot look at the tasks in {}", store.location()),
             e,
         ));
     }
     let out = match a.cmd {
-        TaskCmd::List { status, json } => list(&store, &status, json),
-        TaskCmd::Show { id } => full_id(&store, &id).and_then(|id| get(&store, &id)).map(|t| {
+        TaskCmd::List { status, json } => list(store, &status, json),
+        TaskCmd::Show { id } => full_id(store, &id).and_then(|id| get(store, &id)).map(|t| {
             say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             0
         }),
         TaskCmd::Wait { id, timeout } => {
             match timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
-                Ok(limit) => match full_id(&store, &id) {
-                    Ok(id) => wait(&store, &id, limit).await,
+                Ok(limit) => match full_id(store, &id) {
+                    Ok(id) => wait(store, &id, limit).await,
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
             }
         }
-        TaskCmd::Cancel { id } => match full_id(&store, &id) {
-            Ok(id) => cancel(&store, &id).await,
+        TaskCmd::Cancel { id } => match full_id(store, &id) {
+            Ok(id) => cancel(store, &id).await,
             Err(e) => Err(e),
         },
-        TaskCmd::Prune { older_than } => prune(&store, &older_than),
-        TaskCmd::RunPending => run_pending(runner, &store).await,
-        TaskCmd::Worker => unreachable!(),
+        TaskCmd::Prune { older_than } => prune(store, &older_than),
+        TaskCmd::RunPending => run_pending(runner, store).await,
+        TaskCmd::Worker | TaskCmd::Watchdog | TaskCmd::Migrate => unreachable!(),
     };
     out.unwrap_or_else(|e| fail(&e))
 }
 
 /// The full id of a task given by its id or a unique prefix of it (as git takes commits).
-fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
+fn full_id(store: &dyn TaskStore, id: &str) -> Result<String, CallError> {
     if matches!(store.get(id), Ok(Some(_))) {
         return Ok(id.to_owned());
     }
-    let ids: Vec<String> = std::fs::read_dir(&store.dir)
+    let mut ids: Vec<String> = store
+        .list()
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
-        .filter(|i| tasks::valid_task_id(i))
+        .map(|t| t.task_id)
         .collect();
+    ids.sort();
+    ids.dedup();
     let matching: Vec<&String> = ids.iter().filter(|i| !id.is_empty() && i.starts_with(id)).collect();
     match matching.as_slice() {
         [one] => Ok((*one).clone()),
@@ -170,7 +234,7 @@ fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
                 .map(|d| format!("{d} "))
                 .unwrap_or_default();
             Err(
-                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display())).hint(format!(
+                CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.location())).hint(format!(
                     "{mean}`animaworks-tool jobs list` shows the tasks of this anima"
                 )),
             )
@@ -187,18 +251,18 @@ fn full_id(store: &FileStore, id: &str) -> Result<String, CallError> {
     }
 }
 
-fn get(store: &FileStore, id: &str) -> Result<Task, CallError> {
+fn get(store: &dyn TaskStore, id: &str) -> Result<Task, CallError> {
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(
-            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.location()))
                 .hint("`animaworks-tool jobs list` shows the tasks of this anima"),
         ),
         Err(e) => Err(io_err(&format!("cannot read task {id}"), e)),
     }
 }
 
-fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, CallError> {
+fn list(store: &dyn TaskStore, status: &[String], as_json: bool) -> Result<i32, CallError> {
     let mut want = Vec::new();
     for s in status {
         want.push(Status::parse(s.trim()).ok_or_else(|| {
@@ -254,14 +318,14 @@ fn list(store: &FileStore, status: &[String], as_json: bool) -> Result<i32, Call
 }
 
 /// Follow a task to its end with the display of a foreground call (its progress events come from the task file).
-async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
+async fn wait(store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
     let started = Instant::now();
     let mut shown: Option<tasks::Progress> = None;
     let mut pause = Duration::from_millis(20);
     let mut display = render::Human::new();
     loop {
         let mut t = get(store, id)?;
-        if t.status == Status::Running && !ProcessId::of_task(&t).is_some_and(|p| p.alive()) {
+        if t.status == Status::Running && !store.worker_alive(&t) {
             let _ = store.census();
             t = get(store, id)?;
         }
@@ -299,8 +363,17 @@ async fn wait(store: &FileStore, id: &str, limit: Option<Duration>) -> Result<i3
             }
             return Ok(WAIT_TIMED_OUT);
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
+        // The file store sleeps; Postgres wakes on the task's notification (at most a second, in case one is
+        // missed).
+        let left = limit
+            .map(|l| l.saturating_sub(started.elapsed()))
+            .unwrap_or(Duration::MAX);
+        if store.is_local() {
+            store.wait_change(id, pause.min(left));
+            pause = (pause * 2).min(Duration::from_millis(200));
+        } else {
+            store.wait_change(id, Duration::from_secs(1).min(left));
+        }
     }
 }
 
@@ -345,7 +418,7 @@ fn outcome(t: &Task) -> i32 {
     }
 }
 
-async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
+async fn cancel(store: &dyn TaskStore, id: &str) -> Result<i32, CallError> {
     let t = get(store, id)?;
     let pending_cancelled = store
         .update(id, &mut |t| {
@@ -371,7 +444,7 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         say!("{}", t.receipt());
         return Ok(0);
     }
-    let Some(_worker) = ProcessId::of_task(&t).filter(ProcessId::alive) else {
+    if !store.worker_alive(&t) {
         let _ = store.census();
         let t = get(store, id)?;
         tell!(
@@ -380,7 +453,7 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         );
         say!("{}", t.receipt());
         return Ok(0);
-    };
+    }
     // The worker polls for this request and ends the tool's group: SIGTERM, grace, SIGKILL, every member reaped.
     store
         .request_cancel(id)
@@ -396,21 +469,15 @@ async fn cancel(store: &FileStore, id: &str) -> Result<i32, CallError> {
         if start.elapsed() >= patience {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        if store.is_local() {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        } else {
+            store.wait_change(id, Duration::from_millis(500));
+        }
     }
-    // The worker did not answer: kill it, only when it is provably this task's worker (a task file may be
-    // forged to name any process); its guardian then kills the tool's group.
-    let how = match tasks::identity::proves_worker(&t) {
-        Ok(pid) => {
-            // SAFETY: plain kill(2) of a process just proven to be this task's worker.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            "its worker did not stop in time and was killed".to_owned()
-        }
-        Err(why) => {
-            eprintln!("animaworks-tool: task {id}: the worker was not signalled: {why}");
-            format!("its worker did not answer and was not signalled ({why})")
-        }
-    };
+    // The worker did not answer: kill it where the store can (its guardian then kills the tool's group); a worker on
+    // another machine finds the task taken from it at its next heartbeat and ends the tool there.
+    let how = store.kill_worker(&t);
     let t = store
         .update(id, &mut |t| {
             if t.status != Status::Running {
@@ -450,7 +517,7 @@ pub fn parse_age(s: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(secs).ok()
 }
 
-fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {
+fn prune(store: &dyn TaskStore, older_than: &str) -> Result<i32, CallError> {
     let age = parse_age(older_than).ok_or_else(|| {
         CallError::new(
             ErrorCode::Usage,
@@ -473,15 +540,21 @@ fn prune(store: &FileStore, older_than: &str) -> Result<i32, CallError> {
     Ok(0)
 }
 
-async fn run_pending(runner: &Runner, store: &FileStore) -> Result<i32, CallError> {
-    let report = tasks::pending::take_over(runner, store)
+async fn run_pending(runner: &Runner, store: &dyn TaskStore) -> Result<i32, CallError> {
+    let anima = runner
+        .dirs
+        .anima
+        .as_ref()
+        .ok_or_else(|| CallError::new(ErrorCode::Usage, "run-pending needs an anima dir"))?;
+    let pending_dir = FileStore::for_anima(anima).dir.join("pending");
+    let report = tasks::pending::take_over(runner, &pending_dir, store)
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
     for (file, reason, _) in &report.invalid {
         tell!("animaworks-tool: set aside {}: {reason}", file.display());
     }
     if !report.queued.is_empty() {
-        if let Err(e) = queue::spawn_worker(&runner.dirs, store) {
+        if let Err(e) = store.start_worker(&runner.dirs) {
             tell!("animaworks-tool: warning: cannot start a worker: {e}");
         }
     }

@@ -262,4 +262,43 @@ impl TaskStore for FileStore {
             _ => Ok(()),
         }
     }
+
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn worker_alive(&self, t: &Task) -> bool {
+        ProcessId::of_task(t).is_some_and(|p| p.alive())
+    }
+
+    fn kill_worker(&self, t: &Task) -> String {
+        // Only when it is provably this task's worker (a task file may be forged to name any process).
+        match super::identity::proves_worker(t) {
+            Ok(pid) => {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                "its worker did not stop in time and was killed".to_owned()
+            }
+            Err(why) => {
+                tracing::warn!("task {}: the worker was not signalled: {why}", t.task_id);
+                format!("its worker did not answer and was not signalled ({why})")
+            }
+        }
+    }
+
+    fn kick(&self, dirs: &crate::dirs::Dirs) -> io::Result<()> {
+        let limit = crate::settings::Settings::load(&dirs.data)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
+            .max_running_tasks;
+        super::queue::kick_if_needed(dirs, self, limit)
+    }
+
+    fn start_worker(&self, dirs: &crate::dirs::Dirs) -> io::Result<()> {
+        super::queue::spawn_worker(dirs, self)
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
 }

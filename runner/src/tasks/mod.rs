@@ -6,28 +6,29 @@
 //! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is
 //! gone (its pid is dead, or was reused: the start time or boot differs) becomes `lost` at the next look.
 //!
-//! The store is the [`TaskStore`] trait; [`files::FileStore`] keeps one JSON file per task under
-//! `<anima dir>/state/background_tasks/`. A backend on a distributed queue can replace it for users who outgrow
-//! one machine. The fitting engine is a Postgres table used as a queue (`SELECT … FOR UPDATE SKIP LOCKED` for
-//! [`TaskStore::claim`], a per-anima count in the same transaction for the limit, `LISTEN/NOTIFY` for progress):
-//! it gives the same guarantees the files give here — atomic claim in submit order, a durable record per task,
-//! readers that never see half a row — with no new moving part for operators who already run Postgres. Redis
-//! Streams or NATS JetStream fit the hand-out but not the per-task record that `show`, `wait` and `prune` read, so
-//! they would need a second store beside them; the liveness check would move from pids to worker heartbeats with
-//! a lease, because a pid means nothing on another machine.
+//! The store is the [`TaskStore`] trait, chosen by `<data dir>/animaworks-tool.json` `"tasks"` ([`open`]):
+//! [`files::FileStore`] keeps one JSON file per task under `<anima dir>/state/background_tasks/` (one machine; a
+//! detached worker per task slot; liveness by pid), [`pg::PgStore`] one row per task in Postgres, run by
+//! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
+//! the one [`worker::execute`].
 
+pub mod config;
 pub mod files;
 pub mod identity;
 pub mod pending;
+pub mod pg;
 pub mod queue;
+pub mod secret_args;
+pub mod tool_version;
 pub mod submit;
 pub mod worker;
 
+use crate::dirs::Dirs;
 use crate::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +185,9 @@ pub struct Task {
     /// on disk says only `completed` or `failed`, the words AnimaWorks knows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Status>,
+    /// What a shared queue needs to hand the task to the right worker (see [`QueueInfo`]).
+    #[serde(flatten)]
+    pub queue: QueueInfo,
 }
 
 impl Serialize for Task {
@@ -235,6 +239,37 @@ pub fn cli_argv(tool_args: &Value) -> Option<Vec<String>> {
         argv.push("-j".into());
     }
     Some(argv)
+}
+
+/// The fields of a task that matter when it may run on another machine: which tool file it was checked against,
+/// whether it may run again, and who holds it. Empty on the file store except the tool's identity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    /// The tier of the tool file at submit (`core`, `common`, `personal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_tier: Option<String>,
+    /// The SHA-256 of the tool file at submit; a worker with another file leaves the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_sha256: Option<String>,
+    /// The action declares `idempotent`: a task whose worker was lost is run again (bounded), else marked lost.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
+    /// How many times a worker has claimed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// The worker holding the task (`host:pid:nonce`), on a shared queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// When the worker's lease ends unless renewed (seconds since the epoch, the database's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<f64>,
+    /// Why a pending task has not started (e.g. no worker has this version of the tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// Where declared credentials sit inside the arguments (names only, never values), so that a worker on another
+    /// machine can put its own resolved values back: see [`secret_args`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg_secrets: Option<Value>,
 }
 
 impl Task {
@@ -343,6 +378,43 @@ pub trait TaskStore: Send + Sync {
     fn notify(&self, task: &Task) -> io::Result<()>;
     /// Delete a finished task and everything kept for it.
     fn remove(&self, id: &str) -> io::Result<()>;
+
+    /// Where the tasks are, for messages.
+    fn location(&self) -> String;
+    /// Is the worker holding this running task still there (a live pid here; an unexpired lease on a shared queue)?
+    fn worker_alive(&self, t: &Task) -> bool;
+    /// The worker did not answer a cancel: end it where this store can (a local pid). A shared queue cannot reach
+    /// another machine; its worker finds the task taken from it at its next heartbeat and ends the tool there.
+    fn kill_worker(&self, _t: &Task) -> String {
+        "its worker (on another machine) ends the tool when it next renews its lease".to_owned()
+    }
+    /// Wait until task `id` may have changed, at most `max`.
+    fn wait_change(&self, _id: &str, max: Duration) {
+        std::thread::sleep(max);
+    }
+    /// After a look at the store: make sure pending tasks will be taken (the file store starts a local worker).
+    fn kick(&self, _dirs: &Dirs) -> io::Result<()> {
+        Ok(())
+    }
+    /// A task was just stored: start whatever runs it.
+    fn start_worker(&self, _dirs: &Dirs) -> io::Result<()> {
+        Ok(())
+    }
+    /// Tasks run on this machine only, by detached workers `submit` starts (the file store).
+    fn is_local(&self) -> bool {
+        false
+    }
+}
+
+/// The store the data dir's settings choose (`"tasks": {"backend": …}`) for the runner's anima.
+pub fn open(runner: &crate::Runner) -> Result<Box<dyn TaskStore>, crate::CallError> {
+    let cfg = config::load(&runner.dirs.data).map_err(|e| {
+        crate::CallError::new(ErrorCode::Usage, e).hint("fix \"tasks\" in <data dir>/animaworks-tool.json")
+    })?;
+    match cfg.backend {
+        config::Backend::Files => Ok(Box::new(submit::store_of(runner)?)),
+        config::Backend::Postgres { .. } => Ok(Box::new(pg::PgStore::open(&cfg, &runner.dirs)?)),
+    }
 }
 
 pub fn now_s() -> f64 {

@@ -4,7 +4,7 @@
 //! printed is the id of the result file), in submit order. A taken descriptor moves to `pending/done/`; one that
 //! cannot run moves to `pending/invalid/` beside a `<name>.reason.txt` — never deleted.
 
-use super::files::{write_atomic, FileStore};
+use super::files::write_atomic;
 use super::submit;
 use super::TaskStore;
 use crate::call::Runner;
@@ -88,8 +88,8 @@ fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
 }
 
 /// Take every descriptor in `pending/` over as a task of `store`.
-pub async fn take_over(runner: &Runner, store: &FileStore) -> io::Result<Report> {
-    let pending = store.dir.join("pending");
+pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Report> {
+    let pending = pending.to_path_buf();
     let mut report = Report::default();
     let rd = match fs::read_dir(&pending) {
         Ok(rd) => rd,

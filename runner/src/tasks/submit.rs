@@ -55,7 +55,8 @@ pub async fn check(
         None => !manifest.cli,
     };
     let tool_name = opened.name().to_owned();
-    let (kind, action, raw_args, masked, timeout, max_output) = if structured {
+    let tool_file = opened.resolved().file.clone();
+    let (kind, action, raw_args, masked, timeout, max_output, arg_secrets, idempotent) = if structured {
         let Some(action_word) = first else {
             return Err(
                 CallError::new(ErrorCode::Usage, format!("submit {tool}: name the action to run"))
@@ -83,6 +84,7 @@ pub async fn check(
             ..Default::default()
         };
         let eligible = target.action().profile.background_eligible;
+        let idempotent = target.action().profile.hints.idempotent;
         let call = target.prepare(argmap, &opts)?;
         let name = call.action().name.clone();
         if !eligible {
@@ -105,6 +107,8 @@ pub async fn check(
             call.masked_args(),
             flags.timeout,
             flags.max_output,
+            super::secret_args::template(call.secrets(), &Value::Object(call.args().clone())),
+            idempotent,
         )
     } else {
         if words.is_empty() {
@@ -121,12 +125,13 @@ pub async fn check(
         let anima = runner.dirs.anima.clone().unwrap_or_default();
         let raw = super::cli_tool_args(words, &anima);
         let masked = call.mask(&raw);
+        let arg_secrets = super::secret_args::template(call.secrets(), &raw);
         let sub = super::subcommand_of(words).to_owned();
-        (Kind::Cli, sub, raw, masked, None, None)
+        (Kind::Cli, sub, raw, masked, None, None, arg_secrets, false)
     };
     let private_args = (masked != raw_args).then_some(raw_args);
     let now = now_s();
-    let task = Task {
+    let mut task = Task {
         task_id,
         anima_name,
         tool_name: if action.is_empty() {
@@ -158,7 +163,12 @@ pub async fn check(
         output_path: None,
         source: Some("submit".into()),
         outcome: None,
+        queue: super::QueueInfo {
+            arg_secrets,
+            ..Default::default()
+        },
     };
+    super::tool_version::stamp(&mut task, &tool_file, idempotent);
     Ok(Checked {
         task,
         private_args,
@@ -169,12 +179,14 @@ pub async fn check(
 /// Check, store, and start a worker: the whole of `submit`, for every path (CLI, use-tool, MCP). Returns the
 /// stored task (its `receipt()` is what a caller prints) and the warnings to show.
 pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool) -> Result<Checked, CallError> {
-    let store = store_of(runner)?;
+    let store = super::open(runner)?;
     let checked = check(runner, tool, words, strict, None).await?;
-    enqueue(&store, &checked)?;
-    // Marks tasks of dead workers lost, as every task command does.
-    let _ = store.census();
-    if let Err(e) = super::queue::spawn_worker(&runner.dirs, &store) {
+    enqueue(store.as_ref(), &checked)?;
+    // Marks tasks of dead workers lost, as every task command does (on a shared queue the workers' rescuers do).
+    if store.is_local() {
+        let _ = store.census();
+    }
+    if let Err(e) = store.start_worker(&runner.dirs) {
         let mut checked = checked;
         checked.warnings.push(format!(
             "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool jobs` command starts one"
@@ -186,12 +198,12 @@ pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool)
 
 /// A task as stored, after marking lost the tasks whose worker is gone.
 pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
-    let store = store_of(runner)?;
-    let _ = super::queue::kick_if_needed(&runner.dirs, &store, runner.settings()?.max_running_tasks);
+    let store = super::open(runner)?;
+    let _ = store.kick(&runner.dirs);
     match store.get(id) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(
-            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.dir.display()))
+            CallError::new(ErrorCode::Usage, format!("no task {id:?} in {}", store.location()))
                 .hint("the task id is the one submit printed (12 hex digits)"),
         ),
         Err(e) => Err(CallError::new(
@@ -204,9 +216,12 @@ pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
 /// Store a checked task.
 pub fn enqueue(store: &dyn TaskStore, c: &Checked) -> Result<(), CallError> {
     store.create(&c.task, c.private_args.as_ref()).map_err(|e| {
+        if let Some(pg) = super::pg::StoreError::of(&e) {
+            return pg.to_call_error();
+        }
         CallError::new(
             ErrorCode::Internal,
-            format!("cannot write task {}: {e}", c.task.task_id),
+            format!("cannot write task {} in {}: {e}", c.task.task_id, store.location()),
         )
         .hint("check that the anima dir's state/background_tasks folder is writable")
     })

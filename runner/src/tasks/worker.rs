@@ -69,12 +69,12 @@ fn stop_on_sigterm() -> tokio::sync::watch::Receiver<bool> {
 }
 
 #[derive(Default)]
-struct Shared {
-    latest: Option<Progress>,
-    dirty: bool,
+pub(crate) struct Shared {
+    pub(crate) latest: Option<Progress>,
+    pub(crate) dirty: bool,
 }
 
-struct TaskObserver(Arc<Mutex<Shared>>);
+pub(crate) struct TaskObserver(pub(crate) Arc<Mutex<Shared>>);
 
 impl Observer for TaskObserver {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
@@ -202,9 +202,8 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
     }
 }
 
-/// Run one task through the call pipeline, as a foreground call would run: the tool, its arguments and the
-/// permissions are checked again (any of them may have changed since submit). `args` are the unmasked
-/// arguments (an object for an action, the argv list for a legacy `cli_main`).
+/// Run one task's call: the one path both stores' workers take. `args` are the unmasked arguments (the file
+/// store's private copy, or the masked ones with the worker's own credentials put back, on Postgres).
 pub async fn execute(
     runner: &Runner,
     task: &Task,

@@ -222,7 +222,10 @@ fn a_task_is_found_by_a_unique_prefix_of_its_id() {
     // Two ids with that prefix: ambiguous, both named.
     let dir = w.anima.join("state/background_tasks");
     let twin = format!("{}ffffff", &id[..6]);
-    std::fs::copy(dir.join(format!("{id}.json")), dir.join(format!("{twin}.json"))).unwrap();
+    let mut t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{id}.json"))).unwrap()).unwrap();
+    t["task_id"] = twin.clone().into();
+    std::fs::write(dir.join(format!("{twin}.json")), t.to_string()).unwrap();
     let o = w.run(&["jobs", "show", &id[..6]]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -531,6 +534,8 @@ fn no_command_panics_on_a_closed_pipe() {
         ("jobs", vec!["jobs", "show", &id], None),
         ("jobs", vec!["jobs", "wait", &id], None),
         ("jobs", vec!["jobs", "prune", "--older-than", "1w"], None),
+        // The file store has no shared queue: `worker` says so and ends.
+        ("worker", vec!["worker"], None),
         (
             "use-tool",
             vec!["use-tool"],

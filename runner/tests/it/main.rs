@@ -1,6 +1,7 @@
 //! Integration tests of the `animaworks-tool` binary and library: real processes, real files, real pipes.
 //! One test binary, split into topic modules; `support` builds temporary tiers.
 
+mod pg_cluster;
 mod support;
 
 mod audit;
@@ -20,6 +21,7 @@ mod processes;
 mod protocol_schema;
 mod review;
 mod tasks;
+mod tasks_pg;
 mod transcripts;
 mod workers;
 mod sandbox;

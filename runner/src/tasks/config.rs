@@ -1,0 +1,129 @@
+//! Which task store to use: `<data dir>/animaworks-tool.json` `"tasks": {"backend": "postgres", "url": "postgres://…"}`.
+//! The URL may come from `$ANIMAWORKS_TOOL_TASKS_URL` instead, so that a password need not sit in a file. With
+//! no `"tasks"` (or `"backend": "files"`) tasks stay in the anima dir's files.
+//!
+//! The Postgres backend's timing may be tuned in the same object: `"lease_s"` (30), `"max_attempts"` (3),
+//! `"drain_s"` (30), `"poll_s"` (2), `"watchdog"` (true).
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The environment variable that gives the database URL.
+pub const URL_ENV: &str = "ANIMAWORKS_TOOL_TASKS_URL";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backend {
+    Files,
+    Postgres { url: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct TasksConfig {
+    pub backend: Backend,
+    /// How long a worker holds a task without renewing; a task whose lease ended is rescued by any worker.
+    pub lease: Duration,
+    /// How many times an idempotent task is claimed at most (its first run included).
+    pub max_attempts: u32,
+    /// How long a worker stopped by SIGTERM lets its running tasks finish before it cancels and releases them.
+    pub drain: Duration,
+    /// How often an idle worker looks for tasks when no notification came (notifications can be missed).
+    pub poll: Duration,
+    /// Kill a worker that stops renewing its lease while its tools run (see `pg`). Off only where something else
+    /// ends a paused worker's tools.
+    pub watchdog: bool,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            backend: Backend::Files,
+            lease: Duration::from_secs(30),
+            max_attempts: 3,
+            drain: Duration::from_secs(30),
+            poll: Duration::from_secs(2),
+            watchdog: true,
+        }
+    }
+}
+
+fn seconds(obj: &serde_json::Map<String, Value>, key: &str, min: f64, path: &Path) -> Result<Option<Duration>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(s) if s.is_finite() && s >= min && s <= 86400.0 => Ok(Some(Duration::from_secs_f64(s))),
+            _ => Err(format!(
+                "{}: \"tasks\".\"{key}\" must be a number of seconds from {min} to 86400, not {v}",
+                path.display()
+            )),
+        },
+    }
+}
+
+/// Read the settings; a missing file or section is the default (files).
+pub fn load(data_dir: &Path) -> Result<TasksConfig, String> {
+    // The one reader of the settings file (settings.rs: bounded, regular files only); "tasks" is typed here.
+    let all = crate::settings::Settings::load(data_dir).map_err(|e| e.to_string())?;
+    let path = all.path.clone();
+    let mut cfg = TasksConfig::default();
+    let v = Value::Object(all.raw);
+    let tasks = match v.get("tasks") {
+        None | Some(Value::Null) => return Ok(cfg),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(format!("{}: \"tasks\" must be an object", path.display())),
+    };
+    let url = std::env::var(URL_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| tasks.get("url").and_then(Value::as_str).map(str::to_owned));
+    cfg.backend = match tasks.get("backend").and_then(Value::as_str) {
+        None | Some("files") => Backend::Files,
+        Some("postgres") => match url {
+            Some(url) => Backend::Postgres { url },
+            None => {
+                return Err(format!(
+                    "{}: \"tasks\" chooses postgres but gives no \"url\", and ${URL_ENV} is not set",
+                    path.display()
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(format!(
+                "{}: \"tasks\".\"backend\" is {other:?}; it must be \"files\" or \"postgres\"",
+                path.display()
+            ))
+        }
+    };
+    if let Some(d) = seconds(tasks, "lease_s", 2.0, &path)? {
+        cfg.lease = d;
+    }
+    if let Some(d) = seconds(tasks, "drain_s", 0.0, &path)? {
+        cfg.drain = d;
+    }
+    if let Some(d) = seconds(tasks, "poll_s", 0.05, &path)? {
+        cfg.poll = d;
+    }
+    match tasks.get("watchdog") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => cfg.watchdog = *b,
+        Some(v) => {
+            return Err(format!(
+                "{}: \"tasks\".\"watchdog\" must be true or false, not {v}",
+                path.display()
+            ))
+        }
+    }
+    match tasks.get("max_attempts") {
+        None | Some(Value::Null) => {}
+        Some(n) => match n.as_u64() {
+            Some(n @ 1..=100) => cfg.max_attempts = n as u32,
+            _ => {
+                return Err(format!(
+                    "{}: \"tasks\".\"max_attempts\" must be a whole number from 1 to 100, not {n}",
+                    path.display()
+                ))
+            }
+        },
+    }
+    Ok(cfg)
+}

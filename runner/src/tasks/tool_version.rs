@@ -1,0 +1,90 @@
+//! Which tool file a task was checked against: its tier and the SHA-256 of its content. A worker on another machine
+//! runs a task only when its own file for that tool, found the same way for the same anima, is the same.
+
+use super::Task;
+use crate::dirs::Dirs;
+use crate::discover::{self, ToolFile};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
+
+/// The SHA-256 of a tool file's content, in hex. Remembered per (path, inode, size, mtime) for the process.
+pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
+    static SEEN: Mutex<Option<HashMap<(std::path::PathBuf, u64, u64, i64, i64), String>>> = Mutex::new(None);
+    let meta = std::fs::metadata(&file.path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            file.path.display()
+        )));
+    }
+    let key = (
+        file.path.clone(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    if let Some(h) = SEEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .get(&key)
+    {
+        return Ok(h.clone());
+    }
+    let mut f = std::fs::File::open(&file.path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    SEEN.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(key, hex.clone());
+    Ok(hex)
+}
+
+/// Record the tool file a task was checked against, and whether its action may run again.
+pub fn stamp(task: &mut Task, file: &ToolFile, idempotent: bool) {
+    task.queue.tool_tier = Some(file.tier.as_str().to_owned());
+    task.queue.tool_sha256 = file_sha256(file).ok();
+    task.queue.idempotent = idempotent;
+}
+
+/// Can a worker with these dirs run `task` as it was submitted? `Err` says why not, for `jobs show`.
+pub fn check(dirs: &Dirs, task: &Task) -> Result<(), String> {
+    let found = discover::scan_for(dirs, &task.tool);
+    let Some(file) = found.tools.get(&task.tool) else {
+        return Err(format!("has no tool {:?}", task.tool));
+    };
+    let tier = file.tier.as_str();
+    if task.queue.tool_tier.as_deref().is_some_and(|t| t != tier) {
+        return Err(format!(
+            "finds {} in the {tier} tier, submitted from the {} tier",
+            task.tool,
+            task.queue.tool_tier.as_deref().unwrap_or("?")
+        ));
+    }
+    let Some(want) = task.queue.tool_sha256.as_deref() else {
+        return Err("cannot tell which version of the tool was submitted (no tool_sha256)".into());
+    };
+    match file_sha256(file) {
+        Ok(h) if h == want => Ok(()),
+        Ok(h) => Err(format!(
+            "has another version of {} (sha256 {}…, submitted {}…)",
+            task.tool,
+            &h[..12],
+            &want[..want.len().min(12)]
+        )),
+        Err(e) => Err(format!("cannot read {}: {e}", file.path.display())),
+    }
+}

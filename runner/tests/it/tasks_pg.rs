@@ -1,0 +1,753 @@
+//! Background tasks on both stores: one suite run on the file store and on a real Postgres server (with
+//! `animaworks-tool worker` processes), then what only a shared queue has: the schema, tool versions, the per-anima
+//! limit across workers, leases and the rescuer, and faults (workers killed, paused, Postgres restarted).
+
+use crate::need_postgres;
+use crate::pg_cluster::{self, scalar};
+use crate::support::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
+ {"name":"quick","input_schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"profile":{"background_eligible":true}},
+ {"name":"sleepy","profile":{"background_eligible":true}},
+ {"name":"once","profile":{"background_eligible":true}},
+ {"name":"idem","profile":{"background_eligible":true,"hints":{"idempotent":true}}},
+ {"name":"long_once","profile":{"background_eligible":true}},
+ {"name":"long_idem","profile":{"background_eligible":true,"hints":{"idempotent":true}}},
+ {"name":"needs_key","input_schema":{"type":"object","properties":{"auth":{"type":"string"}}},"profile":{"background_eligible":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}
+]}"#;
+
+/// Each run appends `S <id> <anima>` at its start and `E <id> <anima>` at its end to `<animas>/runs.log` (one
+/// file, O_APPEND: its order is the order in time); pids go to `<animas>/<id>.pid`.
+const BODY: &str = r#"
+act=$(echo "$req" | sed -E 's/.*"action":"([^"]*)".*/\1/')
+root=$(dirname "$ANIMAWORKS_ANIMA_DIR"); me=$(basename "$ANIMAWORKS_ANIMA_DIR")
+log="$root/runs.log"
+case "$act" in
+quick)
+  n=$(echo "$req" | sed -E 's/.*"n":([0-9]+).*/\1/')
+  echo '{"type":"progress","progress":1,"total":2,"message":"half"}'
+  echo "{\"type\":\"result\",\"result\":{\"n\":$n,\"id\":\"$ANIMAWORKS_CALL_ID\"}}";;
+sleepy)
+  echo $$ > "$root/$ANIMAWORKS_CALL_ID.pid"
+  echo '{"type":"progress","progress":0}'
+  sleep 120
+  echo '{"type":"result","result":"woke"}';;
+once|idem|long_once|long_idem)
+  echo $$ > "$root/$ANIMAWORKS_CALL_ID.pid"
+  echo "S $ANIMAWORKS_CALL_ID $me" >> "$log"
+  case "$act" in long_*) sleep 4;; *) sleep 0.05;; esac
+  echo "E $ANIMAWORKS_CALL_ID $me" >> "$log"
+  echo "{\"type\":\"result\",\"result\":\"$ANIMAWORKS_CALL_ID\"}";;
+needs_key)
+  echo "$req" | sed -E 's/.*"auth":"([^"]*)".*/\1/' > "$root/$ANIMAWORKS_CALL_ID.auth"
+  echo '{"type":"result","result":"ok"}';;
+esac
+"#;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Backend {
+    Files,
+    Postgres,
+}
+
+/// One world (tools, anima dirs) and, on Postgres, its database and workers.
+struct Env {
+    w: World,
+    backend: Backend,
+    url: Option<String>,
+    workers: Vec<(Child, PathBuf)>,
+    settings: Value,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for (c, _) in &mut self.workers {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Env {
+    /// A world on `backend`; on Postgres a new database with the schema applied (by the operator command).
+    fn new(backend: Backend, settings: Value) -> Env {
+        let e = Env::unmigrated(backend, settings);
+        if backend == Backend::Postgres {
+            let o = e.run(&["jobs", "migrate"]);
+            assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        }
+        e
+    }
+
+    fn unmigrated(backend: Backend, settings: Value) -> Env {
+        let w = World::new();
+        w.tool(&w.common(), "bg", &bash_tool(SCHEMAS, BODY));
+        let url = (backend == Backend::Postgres).then(|| pg_cluster::shared().new_db());
+        let env = Env {
+            w,
+            backend,
+            url,
+            workers: Vec::new(),
+            settings,
+        };
+        env.write_settings(&env.w.data);
+        env
+    }
+
+    fn animas(&self) -> PathBuf {
+        self.w.tmp.path().join("animas")
+    }
+
+    fn write_settings(&self, data: &Path) {
+        let mut s = self.settings.clone();
+        if let Some(url) = &self.url {
+            let mut tasks = json!({"backend": "postgres", "url": url, "lease_s": 6, "drain_s": 2, "poll_s": 1});
+            if let Some(extra) = s.get("tasks").and_then(Value::as_object) {
+                for (k, v) in extra {
+                    tasks[k] = v.clone();
+                }
+            }
+            s["tasks"] = tasks;
+        } else if let Some(o) = s.as_object_mut() {
+            o.remove("tasks");
+        }
+        // The test tools write their run records where a sandbox would refuse it: the sandbox is another test's.
+        if s.get("sandbox").is_none() {
+            s["sandbox"] = json!({"common": "off", "personal": "off"});
+        }
+        std::fs::write(data.join("animaworks-tool.json"), s.to_string()).unwrap();
+    }
+
+    /// A worker machine: its own data dir (settings and a copy of the common tools), the shared anima dirs.
+    fn machine(&self, n: usize) -> PathBuf {
+        let data = self.w.tmp.path().join(format!("machine{n}"));
+        std::fs::create_dir_all(data.join("common_tools")).unwrap();
+        for e in std::fs::read_dir(self.w.common()).unwrap().flatten() {
+            std::fs::copy(e.path(), data.join("common_tools").join(e.file_name())).unwrap();
+        }
+        self.write_settings(&data);
+        data
+    }
+
+    /// Start a worker on machine `n` (Postgres only); returns its index.
+    fn start_worker(&mut self, n: usize, concurrency: usize) -> usize {
+        let data = self.machine(n);
+        self.start_worker_in(&data, concurrency, &[])
+    }
+
+    fn start_worker_in(&mut self, data: &Path, concurrency: usize, env: &[(&str, &str)]) -> usize {
+        let log = data.join(format!("worker{}.log", self.workers.len()));
+        let mut c = self.w.cmd();
+        c.env("ANIMAWORKS_DATA_DIR", data).env_remove("ANIMAWORKS_ANIMA_DIR");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c
+            .args(["worker", "--concurrency", &concurrency.to_string(), "--animas-dir"])
+            .arg(self.animas())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        self.workers.push((child, log));
+        self.workers.len() - 1
+    }
+
+    fn worker_pid(&self, i: usize) -> i32 {
+        self.workers[i].0.id() as i32
+    }
+
+    fn worker_log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.workers[i].1).unwrap_or_default()
+    }
+
+    fn all_worker_logs(&self) -> String {
+        (0..self.workers.len())
+            .map(|i| format!("--- worker {i}\n{}", self.worker_log(i)))
+            .collect()
+    }
+
+    /// The store's ready to take tasks: on Postgres, one worker runs.
+    fn ready(backend: Backend, settings: Value) -> Env {
+        let mut e = Env::new(backend, settings);
+        if backend == Backend::Postgres {
+            e.start_worker(1, 4);
+        }
+        e
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        self.w.run(args)
+    }
+
+    fn run_as(&self, anima: &str, args: &[&str]) -> std::process::Output {
+        let dir = self.animas().join(anima);
+        std::fs::create_dir_all(dir.join("tools")).unwrap();
+        self.w
+            .cmd()
+            .env("ANIMAWORKS_ANIMA_DIR", dir)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn submit(&self, args: &[&str]) -> String {
+        let mut a = vec!["submit"];
+        a.extend_from_slice(args);
+        let o = self.run(&a);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}{}\n{}",
+            stdout(&o),
+            stderr(&o),
+            self.all_worker_logs()
+        );
+        json(&o)["task_id"].as_str().unwrap().to_owned()
+    }
+
+    /// The task as `jobs show` prints it, with `status` the finer word (`outcome`: on disk and on the wire,
+    /// `status` keeps to AnimaWorks' words, as Task's own reader does).
+    fn show(&self, id: &str) -> Value {
+        let o = self.run(&["jobs", "show", id]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let mut t = json(&o);
+        if let Some(out) = t.get("outcome").cloned().filter(Value::is_string) {
+            t["status"] = out;
+        }
+        t
+    }
+
+    fn status_becomes(&self, id: &str, want: &str, secs: u64) -> Value {
+        let mut last = Value::Null;
+        let ok = eventually(secs, || {
+            last = self.show(id);
+            last["status"] == want
+        });
+        assert!(
+            ok,
+            "task {id} never became {want}: {last:#}\n{}",
+            self.all_worker_logs()
+        );
+        last
+    }
+}
+
+/// Run `body` on the file store and on Postgres.
+fn both(body: impl Fn(Backend)) {
+    body(Backend::Files);
+    if let Some(why) = pg_cluster::unavailable() {
+        eprintln!("SKIPPED the Postgres half: {why}");
+        return;
+    }
+    body(Backend::Postgres);
+}
+
+fn runs_log(e: &Env) -> Vec<(String, String, String)> {
+    std::fs::read_to_string(e.animas().join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_owned(), w.next()?.to_owned(), w.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// The most runs of one anima that were ever between their start and end records at once.
+fn max_overlap(log: &[(String, String, String)]) -> HashMap<String, usize> {
+    let mut now: HashMap<String, usize> = HashMap::new();
+    let mut max: HashMap<String, usize> = HashMap::new();
+    for (ev, _, anima) in log {
+        let n = now.entry(anima.clone()).or_default();
+        if ev == "S" {
+            *n += 1;
+            let m = max.entry(anima.clone()).or_default();
+            *m = (*m).max(*n);
+        } else {
+            *n = n.saturating_sub(1);
+        }
+    }
+    max
+}
+
+fn alive(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|(st, _, _)| st != "Z")
+}
+
+// ---- the shared suite ---------------------------------------------------------------------------------------------
+
+#[test]
+fn suite_submit_wait_show_list() {
+    both(|b| {
+        let e = Env::ready(b, json!({}));
+        let id = e.submit(&["bg", "quick", "--n", "7"]);
+        let o = e.run(&["jobs", "wait", &id]);
+        assert_eq!(o.status.code(), Some(0), "{b:?}: {}{}", stderr(&o), e.all_worker_logs());
+        assert_eq!(json(&o), json!({"n": 7, "id": id}), "{b:?}");
+        let t = e.show(&id);
+        assert_eq!(t["status"], "completed", "{b:?}");
+        assert_eq!(t["tool_name"], "bg:quick");
+        assert_eq!(t["tool_tier"], "common");
+        assert_eq!(t["progress"]["total"], 2.0);
+        let l = json(&e.run(&["jobs", "list", "--json"]));
+        assert_eq!(l.as_array().unwrap().len(), 1, "{b:?}: {l}");
+        // Another anima sees none of it.
+        let other = e.run_as("bob", &["jobs", "list", "--json"]);
+        assert_eq!(json(&other), json!([]), "{b:?}");
+    });
+}
+
+#[test]
+fn suite_limit_of_one_runs_in_submit_order_never_overlapping() {
+    both(|b| {
+        let e = Env::ready(b, json!({"max_running_tasks": 1}));
+        let ids: Vec<String> = (0..5).map(|_| e.submit(&["bg", "once"])).collect();
+        for id in &ids {
+            e.status_becomes(id, "completed", 60);
+        }
+        let log = runs_log(&e);
+        let starts: Vec<&String> = log.iter().filter(|l| l.0 == "S").map(|l| &l.1).collect();
+        assert_eq!(starts, ids.iter().collect::<Vec<_>>(), "{b:?}");
+        assert_eq!(max_overlap(&log)["alice"], 1, "{b:?}: {log:?}");
+    });
+}
+
+#[test]
+fn suite_cancel_running_and_pending() {
+    both(|b| {
+        let e = Env::ready(b, json!({"max_running_tasks": 1}));
+        let running = e.submit(&["bg", "sleepy"]);
+        e.status_becomes(&running, "running", 60);
+        let pending = e.submit(&["bg", "quick", "--n", "1"]);
+        let pidfile = e.animas().join(format!("{running}.pid"));
+        assert!(eventually(30, || pidfile.exists()));
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let o = e.run(&["jobs", "cancel", &pending]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(e.show(&pending)["status"], "cancelled");
+        let o = e.run(&["jobs", "cancel", &running]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let t = e.status_becomes(&running, "cancelled", 30);
+        assert!(
+            eventually(10, || !alive(pid)),
+            "{b:?}: the tool {pid} outlived its cancel"
+        );
+        assert_eq!(t["error_code"], "cancelled");
+        let o = e.run(&["jobs", "wait", &running]);
+        assert_eq!(o.status.code(), Some(8), "{b:?}");
+        // The pending one never ran.
+        assert!(e.show(&pending)["started_at"].is_null(), "{b:?}");
+    });
+}
+
+#[test]
+fn suite_timeout_and_prune() {
+    both(|b| {
+        let e = Env::ready(b, json!({}));
+        let id = e.submit(&["bg", "sleepy", "--timeout", "1"]);
+        let t = e.status_becomes(&id, "timeout", 60);
+        assert_eq!(t["error_code"], "timeout");
+        let o = e.run(&["jobs", "prune", "--older-than", "0s"]);
+        assert_eq!(json(&o)["pruned"], json!([id]), "{b:?}");
+        assert_eq!(json(&e.run(&["jobs", "list", "--json"])), json!([]));
+    });
+}
+
+#[test]
+fn suite_refused_submit_stores_nothing() {
+    both(|b| {
+        let e = Env::ready(b, json!({}));
+        let o = e.run(&["submit", "bg", "quick"]);
+        assert_eq!(o.status.code(), Some(5), "{b:?}: {}", stdout(&o));
+        let o = e.run(&["submit", "bg", "nope"]);
+        assert_eq!(o.status.code(), Some(4), "{b:?}");
+        assert_eq!(json(&e.run(&["jobs", "list", "--json"])), json!([]), "{b:?}");
+    });
+}
+
+#[test]
+fn suite_secrets_in_arguments_are_masked_in_the_store_and_resolved_by_the_worker() {
+    both(|b| {
+        let mut e = Env::new(b, json!({}));
+        if b == Backend::Postgres {
+            let data = e.machine(1);
+            // The worker's machine resolves the credential itself (its own environment here).
+            e.start_worker_in(&data, 2, &[("SVC_TOKEN", "tok-worker-777")]);
+        }
+        let o =
+            e.w.cmd()
+                .env("SVC_TOKEN", "tok-submit-123")
+                .args(["submit", "bg", "needs_key", "--auth", "Bearer tok-submit-123"])
+                .output()
+                .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+        let t = e.status_becomes(&id, "completed", 60);
+        assert_eq!(t["tool_args"]["auth"], "Bearer ***", "{b:?}");
+        let got = std::fs::read_to_string(e.animas().join(format!("{id}.auth"))).unwrap();
+        match b {
+            // The file store keeps the submitter's value (mode 0600, beside the task, deleted at the end).
+            Backend::Files => assert_eq!(got.trim(), "Bearer tok-submit-123"),
+            // Postgres never holds it: the worker put its own value back.
+            Backend::Postgres => {
+                assert_eq!(got.trim(), "Bearer tok-worker-777");
+                let url = e.url.as_ref().unwrap();
+                let n = scalar(url, "SELECT count(*) FROM awt_tasks WHERE record::text LIKE '%tok-%'");
+                assert_eq!(n, "0", "a secret reached the database");
+            }
+        }
+    });
+}
+
+// ---- Postgres only ------------------------------------------------------------------------------------------------
+
+#[test]
+fn pg_submit_without_the_schema_names_the_migrate_command_and_workers_migrate_once() {
+    need_postgres!();
+    let mut e = Env::unmigrated(Backend::Postgres, json!({}));
+    let o = e.run(&["submit", "bg", "quick", "--n", "1"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("animaworks-tool jobs migrate"), "{}", stdout(&o));
+    // Three workers starting at once on the empty database: the schema is applied exactly once.
+    for n in 1..=3 {
+        e.start_worker(n, 1);
+    }
+    let url = e.url.clone().unwrap();
+    assert!(eventually(60, || pg_cluster::query(
+        &url,
+        "SELECT count(*) FROM awt_schema"
+    )
+    .is_ok_and(|r| r[0][0].as_deref() == Some("1"))));
+    let o = e.run(&["jobs", "migrate"]);
+    assert_eq!(json(&o), json!({"applied": [], "version": 1}));
+    let id = e.submit(&["bg", "quick", "--n", "2"]);
+    e.status_becomes(&id, "completed", 60);
+}
+
+#[test]
+fn pg_a_worker_with_another_version_of_the_tool_leaves_the_task_and_show_says_why() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({}));
+    let other = e.machine(1);
+    std::fs::write(
+        other.join("common_tools/bg"),
+        bash_tool(SCHEMAS, &format!("{BODY}\n# another version")),
+    )
+    .unwrap();
+    e.start_worker_in(&other, 2, &[]);
+    let id = e.submit(&["bg", "quick", "--n", "3"]);
+    let mut t = Value::Null;
+    assert!(
+        eventually(60, || {
+            t = e.show(&id);
+            t["waiting"]
+                .as_str()
+                .is_some_and(|w| w.contains("another version of bg"))
+        }),
+        "{t:#}\n{}",
+        e.all_worker_logs()
+    );
+    assert_eq!(t["status"], "pending");
+    // A worker with the submitted version runs it.
+    e.start_worker(2, 2);
+    e.status_becomes(&id, "completed", 60);
+}
+
+#[test]
+fn pg_the_per_anima_limit_holds_across_workers() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({"max_running_tasks": 2}));
+    for n in 1..=3 {
+        e.start_worker(n, 4);
+    }
+    let mut ids = Vec::new();
+    for i in 0..24 {
+        let anima = ["alice", "bob"][i % 2];
+        let o = e.run_as(anima, &["submit", "bg", "once"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        ids.push((anima, json(&o)["task_id"].as_str().unwrap().to_owned()));
+    }
+    for (anima, id) in &ids {
+        let ok = eventually(120, || {
+            let o = e.run_as(anima, &["jobs", "show", id]);
+            json(&o)["status"] == "completed"
+        });
+        assert!(ok, "{id}\n{}", e.all_worker_logs());
+    }
+    let m = max_overlap(&runs_log(&e));
+    assert!(m["alice"] <= 2 && m["bob"] <= 2, "{m:?}");
+}
+
+#[test]
+fn pg_a_killed_worker_loses_its_task_or_runs_it_again_when_idempotent() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({}));
+    let w = e.start_worker(1, 4);
+    let once = e.submit(&["bg", "sleepy"]);
+    let idem = e.submit(&["bg", "long_idem"]);
+    e.status_becomes(&once, "running", 60);
+    e.status_becomes(&idem, "running", 60);
+    let pidfile = e.animas().join(format!("{once}.pid"));
+    assert!(eventually(30, || pidfile.exists()));
+    let tool: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // SAFETY: kill of our own child.
+    unsafe { libc::kill(e.worker_pid(w), libc::SIGKILL) };
+    assert!(
+        eventually(10, || !alive(tool)),
+        "the killed worker's tool {tool} kept running"
+    );
+    e.start_worker(2, 4);
+    let killed_at = Instant::now();
+    let t = e.status_becomes(&once, "lost", 60);
+    eprintln!("lost after {:?} (lease 6 s)", killed_at.elapsed());
+    assert!(t["error"].as_str().unwrap().contains("not idempotent"), "{t:#}");
+    let t = e.status_becomes(&idem, "completed", 60);
+    assert_eq!(t["attempt"], 2, "{t:#}");
+    let o = e.run(&["jobs", "wait", &once]);
+    assert_eq!(o.status.code(), Some(11));
+}
+
+#[test]
+fn pg_chaos_three_workers_one_killed_one_stopped() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({"max_running_tasks": 3}));
+    for n in 1..=3 {
+        e.start_worker(n, 4);
+    }
+    let animas = ["alice", "bob", "carol"];
+    for a in animas {
+        std::fs::create_dir_all(e.animas().join(a).join("tools")).unwrap();
+    }
+    // 500 tasks, half of them idempotent, submitted from four threads at once.
+    let total = 500;
+    let ids: Vec<(String, String, bool)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    for i in (t..total).step_by(4) {
+                        let anima = animas[i % 3];
+                        let idem = i % 2 == 0;
+                        let o = e.run_as(anima, &["submit", "bg", if idem { "idem" } else { "once" }]);
+                        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+                        out.push((anima.to_owned(), json(&o)["task_id"].as_str().unwrap().to_owned(), idem));
+                    }
+                    out
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let url = e.url.clone().unwrap();
+    let finals = || -> usize {
+        scalar(
+            &url,
+            "SELECT count(*) FROM awt_tasks WHERE status NOT IN ('pending', 'running')",
+        )
+        .parse()
+        .unwrap()
+    };
+    assert!(eventually(120, || finals() >= 100), "{}", e.all_worker_logs());
+    // SAFETY: signals to our own children.
+    let killed = e.worker_pid(0);
+    unsafe { libc::kill(killed, libc::SIGKILL) };
+    let killed_name = scalar(
+        &url,
+        &format!("SELECT coalesce(max(worker), '') FROM awt_tasks WHERE worker LIKE '%:{killed}:%'"),
+    );
+    assert!(eventually(120, || finals() >= 250), "{}", e.all_worker_logs());
+    unsafe { libc::kill(e.worker_pid(1), libc::SIGTERM) };
+    assert!(
+        eventually(120, || finals() >= total),
+        "{} of {total} ended\n{}",
+        finals(),
+        e.all_worker_logs()
+    );
+    let stopped = e.workers[1].0.wait().unwrap();
+    assert_eq!(
+        stopped.code(),
+        Some(0),
+        "the SIGTERMed worker exits cleanly\n{}",
+        e.worker_log(1)
+    );
+
+    let rows = pg_cluster::query(&url, "SELECT id, status, attempt, coalesce(worker, '') FROM awt_tasks").unwrap();
+    assert_eq!(rows.len(), total, "one row per task");
+    let log = runs_log(&e);
+    let mut starts: HashMap<&str, usize> = HashMap::new();
+    let mut ends: HashMap<&str, usize> = HashMap::new();
+    for (ev, id, _) in &log {
+        *if ev == "S" { &mut starts } else { &mut ends }
+            .entry(id.as_str())
+            .or_default() += 1;
+    }
+    let idem: HashMap<&str, bool> = ids.iter().map(|(_, id, i)| (id.as_str(), *i)).collect();
+    let mut by_status: HashMap<String, usize> = HashMap::new();
+    for r in &rows {
+        let (id, status, worker) = (
+            r[0].as_deref().unwrap(),
+            r[1].as_deref().unwrap(),
+            r[3].as_deref().unwrap(),
+        );
+        *by_status.entry(status.to_owned()).or_default() += 1;
+        let ran = starts.get(id).copied().unwrap_or(0);
+        match status {
+            "completed" => assert!(
+                ends.get(id).copied().unwrap_or(0) >= 1,
+                "{id} completed without an end record"
+            ),
+            "lost" => {
+                assert!(
+                    !idem[id] || r[2].as_deref() == Some("3"),
+                    "{id}: an idempotent task lost before its attempts ran out"
+                );
+                assert_eq!(worker, killed_name, "{id} lost, but not on the killed worker");
+            }
+            "cancelled" => assert!(
+                !idem[id],
+                "{id}: an idempotent task is released on SIGTERM, not cancelled"
+            ),
+            other => panic!("{id} ended {other}"),
+        }
+        if !idem[id] {
+            assert!(ran <= 1, "{id} is not idempotent and ran {ran} times");
+        }
+    }
+    let m = max_overlap(&log);
+    for a in animas {
+        assert!(m.get(a).copied().unwrap_or(0) <= 3, "{a} ran {} at once: {m:?}", m[a]);
+    }
+    eprintln!("chaos: {by_status:?}, max per anima {m:?}");
+    // The notifications were written, once per task, wherever it ended.
+    let notes: usize = animas
+        .iter()
+        .map(|a| {
+            std::fs::read_dir(e.animas().join(a).join("state/background_notifications"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(notes, total);
+}
+
+#[test]
+fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
+    need_postgres!();
+    let cluster = pg_cluster::Cluster::start_new(false);
+    let url = cluster.new_db();
+    let mut e = Env::new(Backend::Files, json!({}));
+    e.backend = Backend::Postgres;
+    e.url = Some(url.clone());
+    e.settings = json!({"tasks": {"lease_s": 20}});
+    e.write_settings(&e.w.data.clone());
+    assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], 1);
+    e.start_worker(1, 4);
+    e.start_worker(2, 4);
+    let ids: Vec<String> = (0..8)
+        .map(|i| e.submit(&["bg", if i % 2 == 0 { "long_once" } else { "once" }]))
+        .collect();
+    assert!(eventually(60, || runs_log(&e).iter().filter(|l| l.0 == "S").count() >= 4));
+    cluster.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.start(false);
+    for id in &ids {
+        e.status_becomes(id, "completed", 120);
+    }
+    let log = runs_log(&e);
+    for id in &ids {
+        assert_eq!(
+            log.iter().filter(|l| l.0 == "S" && &l.1 == id).count(),
+            1,
+            "{id} ran twice\n{}",
+            e.all_worker_logs()
+        );
+    }
+}
+
+#[test]
+fn pg_a_paused_worker_never_reports_over_the_rescuer() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({"tasks": {"lease_s": 4}}));
+    let w = e.start_worker(1, 2);
+    let id = e.submit(&["bg", "long_idem"]);
+    assert!(eventually(60, || runs_log(&e).iter().any(|l| l.1 == id)));
+    let pid = e.worker_pid(w);
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let first = scalar(
+        e.url.as_ref().unwrap(),
+        &format!("SELECT worker FROM awt_tasks WHERE id = '{id}'"),
+    );
+    e.start_worker(2, 2);
+    let t = e.status_becomes(&id, "completed", 90);
+    assert_ne!(t["worker"].as_str().unwrap(), first, "{t:#}");
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    // The paused worker is gone (its watchdog killed it and the guardian its tool) or, if it ever wakes, finds its
+    // lease taken: either way the rescuer's outcome stands and the paused run never finished.
+    std::thread::sleep(Duration::from_secs(2));
+    let after = e.show(&id);
+    assert_eq!(after["worker"], t["worker"]);
+    assert_eq!(after["completed_at"], t["completed_at"]);
+    let log = runs_log(&e);
+    assert_eq!(
+        log.iter().filter(|l| l.0 == "E" && l.1 == id).count(),
+        1,
+        "{log:?}\n{}",
+        e.all_worker_logs()
+    );
+    assert_eq!(t["attempt"], 2);
+    assert!(!alive(pid), "the paused worker should have been killed by its watchdog");
+    assert!(e.worker_log(w).contains("watchdog"), "{}", e.worker_log(w));
+}
+
+#[test]
+fn pg_a_task_cancelled_while_its_worker_is_lost_is_not_run_again() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({}));
+    let w = e.start_worker(1, 2);
+    let id = e.submit(&["bg", "long_idem"]);
+    assert!(eventually(60, || runs_log(&e).iter().any(|l| l.1 == id)));
+    // SAFETY: signal to our own child.
+    unsafe { libc::kill(e.worker_pid(w), libc::SIGKILL) };
+    e.start_worker(2, 2);
+    let o = e.run(&["jobs", "cancel", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = e.status_becomes(&id, "cancelled", 60);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(e.show(&id)["status"], "cancelled", "{t:#}");
+    let log = runs_log(&e);
+    assert_eq!(log.iter().filter(|l| l.0 == "S" && l.1 == id).count(), 1, "{log:?}");
+}
+
+#[test]
+fn pg_without_its_watchdog_a_resumed_worker_finds_its_lease_taken_and_drops_its_result() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({"tasks": {"lease_s": 3, "watchdog": false}}));
+    let w = e.start_worker(1, 2);
+    let id = e.submit(&["bg", "long_idem"]);
+    assert!(eventually(60, || runs_log(&e).iter().any(|l| l.1 == id)));
+    let pid = e.worker_pid(w);
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    e.start_worker(2, 2);
+    let t = e.status_becomes(&id, "completed", 90);
+    assert_eq!(t["attempt"], 2, "{t:#}");
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(
+        eventually(30, || e.worker_log(w).contains("no longer held by this worker")
+            || e.worker_log(w).contains("lost its lease")),
+        "{}",
+        e.all_worker_logs()
+    );
+    let after = e.show(&id);
+    assert_eq!(after["worker"], t["worker"]);
+    assert_eq!(after["completed_at"], t["completed_at"]);
+    assert_eq!(after["result"], t["result"]);
+}
