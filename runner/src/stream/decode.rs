@@ -1,0 +1,237 @@
+//! The §5 stdout decoder: one value (§5.1) or an event stream (§5.2), read chunk by chunk with at most
+//! `max_output` bytes held in memory; past the cap, the output is spilled to a file.
+
+use super::Observer;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tool_sdk::protocol::{parse_line, Event, Line};
+
+/// What stdout held.
+#[derive(Debug)]
+pub enum Stdout {
+    Value(Vec<u8>),
+    Events { last: Option<Event> },
+    Capped { path: PathBuf, bytes: u64 },
+    Bad(String),
+}
+
+struct Spill {
+    file: std::fs::File,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl Spill {
+    fn open(dir: &Path, call_id: &str) -> std::io::Result<Spill> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("{call_id}.out"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)?;
+        Ok(Spill { file, path, bytes: 0 })
+    }
+    fn write(&mut self, b: &[u8]) {
+        if self.file.write_all(b).is_ok() {
+            self.bytes += b.len() as u64;
+        }
+    }
+}
+
+/// Reads stdout as the protocol says, keeping at most `max` bytes in memory.
+pub(super) struct StdoutState<'a> {
+    events: bool,
+    max: u64,
+    spill_dir: &'a Path,
+    call_id: &'a str,
+    value: Vec<u8>,
+    line: Vec<u8>,
+    spill: Option<Spill>,
+    line_spilled: bool,
+    capped: Option<(PathBuf, u64)>,
+    last: Option<Event>,
+    bad: Option<String>,
+}
+
+pub(super) fn quote_start(b: &[u8]) -> String {
+    let cut = b.len().min(120);
+    format!("{:?}", String::from_utf8_lossy(&b[..cut]))
+}
+
+impl<'a> StdoutState<'a> {
+    pub(super) fn new(events: bool, max: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
+        StdoutState {
+            events,
+            max,
+            spill_dir,
+            call_id,
+            value: Vec::new(),
+            line: Vec::new(),
+            spill: None,
+            line_spilled: false,
+            capped: None,
+            last: None,
+            bad: None,
+        }
+    }
+
+    pub(super) fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
+        if !self.events {
+            if let Some(sp) = &mut self.spill {
+                sp.write(chunk);
+            } else if (self.value.len() + chunk.len()) as u64 > self.max {
+                self.start_spill();
+                let held = std::mem::take(&mut self.value);
+                if let Some(sp) = &mut self.spill {
+                    sp.write(&held);
+                    sp.write(chunk);
+                }
+            } else {
+                self.value.extend_from_slice(chunk);
+            }
+            return;
+        }
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            let (piece, after) = rest.split_at(i);
+            rest = &after[1..];
+            if self.line_spilled {
+                self.finish_spilled_line(piece);
+            } else if (self.line.len() + piece.len()) as u64 > self.max {
+                self.spill_line(piece);
+                self.finish_spilled_line(&[]);
+            } else if self.line.is_empty() {
+                self.handle_line(piece, obs);
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(piece);
+                self.handle_line(&line, obs);
+                line.clear();
+                self.line = line;
+            }
+        }
+        if !rest.is_empty() {
+            if self.line_spilled {
+                if let Some(sp) = &mut self.spill {
+                    sp.write(rest);
+                }
+            } else if (self.line.len() + rest.len()) as u64 > self.max {
+                self.spill_line(rest);
+            } else {
+                self.line.extend_from_slice(rest);
+            }
+        }
+    }
+
+    fn start_spill(&mut self) {
+        match Spill::open(self.spill_dir, self.call_id) {
+            Ok(s) => self.spill = Some(s),
+            Err(e) => {
+                self.bad = Some(format!(
+                    "the output passed the cap of {} bytes and could not be written to {}: {e}",
+                    self.max,
+                    self.spill_dir.display()
+                ))
+            }
+        }
+    }
+
+    fn spill_line(&mut self, piece: &[u8]) {
+        if self.spill.is_none() {
+            self.start_spill();
+        }
+        let held = std::mem::take(&mut self.line);
+        if let Some(sp) = &mut self.spill {
+            sp.write(&held);
+            sp.write(piece);
+        }
+        self.line_spilled = true;
+    }
+
+    fn finish_spilled_line(&mut self, piece: &[u8]) {
+        if let Some(sp) = &mut self.spill {
+            sp.write(piece);
+            sp.write(b"\n");
+            self.capped = Some((sp.path.clone(), sp.bytes));
+        }
+        self.line_spilled = false;
+    }
+
+    fn handle_line(&mut self, line: &[u8], obs: &mut dyn Observer) {
+        if self.bad.is_some() {
+            return;
+        }
+        match parse_line(line) {
+            Line::Blank => {}
+            Line::Event(ev) => {
+                if self.last.is_some() {
+                    self.bad = Some(format!("output after the final event: {}", quote_start(line)));
+                    return;
+                }
+                obs.event(&ev, line);
+                if ev.is_final() {
+                    self.last = Some(ev);
+                }
+            }
+            Line::Unknown(_) => obs.unknown(line),
+            Line::NotProtocol(why) => {
+                self.bad = Some(if std::str::from_utf8(line).is_err() {
+                    format!("invalid UTF-8 on stdout: {}", quote_start(line))
+                } else {
+                    format!("non-protocol output on stdout ({why}): {}", quote_start(line))
+                });
+            }
+        }
+    }
+
+    pub(super) fn finish(mut self, obs: &mut dyn Observer) -> Stdout {
+        if self.events {
+            if self.line_spilled {
+                self.finish_spilled_line(&[]);
+            } else if !self.line.is_empty() {
+                let line = std::mem::take(&mut self.line);
+                self.handle_line(&line, obs);
+            }
+            if let Some(b) = self.bad {
+                return Stdout::Bad(b);
+            }
+            if let Some((path, bytes)) = self.capped {
+                return Stdout::Capped { path, bytes };
+            }
+            return Stdout::Events { last: self.last };
+        }
+        if let Some(b) = self.bad {
+            return Stdout::Bad(b);
+        }
+        match self.spill {
+            Some(sp) => Stdout::Capped {
+                path: sp.path,
+                bytes: sp.bytes,
+            },
+            None => Stdout::Value(self.value),
+        }
+    }
+}
+
+/// One call's event lines from a persistent worker (protocol.md §9), read with the same rules and output cap as a
+/// one-shot call's stdout. The worker's stdout outlives the call, so the caller feeds chunks and stops at
+/// [`EventLines::ended`].
+pub struct EventLines<'a>(StdoutState<'a>);
+
+impl<'a> EventLines<'a> {
+    pub fn new(max_output: u64, spill_dir: &'a Path, call_id: &'a str) -> Self {
+        EventLines(StdoutState::new(true, max_output, spill_dir, call_id))
+    }
+    pub fn feed(&mut self, chunk: &[u8], obs: &mut dyn Observer) {
+        self.0.feed(chunk, obs);
+        obs.flush();
+    }
+    /// A final event, a protocol error or a capped line was seen: the call is over.
+    pub fn ended(&self) -> bool {
+        self.0.last.is_some() || self.0.bad.is_some() || self.0.capped.is_some()
+    }
+    pub fn finish(self, obs: &mut dyn Observer) -> Stdout {
+        self.0.finish(obs)
+    }
+}
