@@ -3,6 +3,7 @@
 //! [`interpret`] then turns what happened into a result or one of the closed set of errors (protocol.md §5–7).
 
 mod decode;
+mod progress;
 
 pub use decode::{EventLines, Stdout};
 

@@ -40,6 +40,25 @@ impl Human {
         }
     }
 
+    /// A progress step that comes too soon after the last one shown (checked before stderr is locked: a tool may
+    /// send millions).
+    fn skip(&mut self, event: &Event) -> bool {
+        let Event::Progress { progress, total, .. } = event else {
+            return false;
+        };
+        let last_step = total.is_some_and(|t| *progress >= t);
+        let now = std::time::Instant::now();
+        if !last_step
+            && self
+                .last_progress
+                .is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY)
+        {
+            return true;
+        }
+        self.last_progress = Some(now);
+        false
+    }
+
     pub fn finish(&mut self) {
         let mut err = std::io::stderr().lock();
         self.clear_bar(&mut err);
@@ -48,6 +67,9 @@ impl Human {
 
 impl Observer for Human {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
+        if self.skip(event) {
+            return;
+        }
         let mut err = std::io::stderr().lock();
         match event {
             Event::Progress {
@@ -56,16 +78,6 @@ impl Observer for Human {
                 message,
                 ..
             } => {
-                let last_step = total.is_some_and(|t| *progress >= t);
-                let now = std::time::Instant::now();
-                if !last_step
-                    && self
-                        .last_progress
-                        .is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY)
-                {
-                    return;
-                }
-                self.last_progress = Some(now);
                 let msg = message.as_deref().unwrap_or("");
                 let count = match total {
                     Some(t) => format!("{progress}/{t}"),

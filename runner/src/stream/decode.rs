@@ -54,6 +54,14 @@ pub(super) struct StdoutState<'a> {
     bad: Option<String>,
 }
 
+/// [`parse_line`], with a shortcut for the event a tool may send millions of times.
+fn classify(line: &[u8]) -> Line {
+    match super::progress::parse(line) {
+        Some(ev) => Line::Event(ev),
+        None => parse_line(line),
+    }
+}
+
 pub(super) fn quote_start(b: &[u8]) -> String {
     let cut = b.len().min(120);
     format!("{:?}", String::from_utf8_lossy(&b[..cut]))
@@ -92,10 +100,10 @@ impl<'a> StdoutState<'a> {
             }
             return;
         }
-        let mut rest = chunk;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            let (piece, after) = rest.split_at(i);
-            rest = &after[1..];
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            let piece = &chunk[start..end];
+            start = end + 1;
             if self.line_spilled {
                 self.finish_spilled_line(piece);
             } else if (self.line.len() + piece.len()) as u64 > self.max {
@@ -111,6 +119,7 @@ impl<'a> StdoutState<'a> {
                 self.line = line;
             }
         }
+        let rest = &chunk[start..];
         if !rest.is_empty() {
             if self.line_spilled {
                 if let Some(sp) = &mut self.spill {
@@ -162,7 +171,7 @@ impl<'a> StdoutState<'a> {
         if self.bad.is_some() {
             return;
         }
-        match parse_line(line) {
+        match classify(line) {
             Line::Blank => {}
             Line::Event(ev) => {
                 if self.last.is_some() {
