@@ -375,7 +375,14 @@ pub fn interpret(
                     ));
                 }
             };
-            let parsed: Option<Value> = serde_json::from_str(&text).ok();
+            let parsed = serde_json::from_str::<Value>(&text);
+            if status.success() && parsed.as_ref().is_err_and(decode::too_deep) {
+                return Err(decorate(
+                    CallError::new(ErrorCode::BadOutput, format!("{who}: {}", decode::too_deep_message()))
+                        .hint("flatten the result (protocol.md §5)"),
+                ));
+            }
+            let parsed = parsed.ok();
             if status.success() {
                 return Ok(match parsed {
                     Some(v) => v,
