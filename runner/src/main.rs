@@ -2,10 +2,13 @@
 // its stack-overflow message), about a tenth of the runner's own CPU time in a one-shot call (bench/README.md,
 // 2§8a). The entry point below does the rest of what std's start-up does and the runner relies on; a stack overflow
 // is then a plain SIGSEGV.
-#![no_main]
+// (Under `cargo test` the test harness brings its own main.)
+#![cfg_attr(not(test), no_main)]
 
+#[cfg(not(test))]
 use std::os::raw::{c_char, c_int};
 
+#[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     // SAFETY: single-threaded start-up; plain system calls. (std::env::args is filled by std's own .init_array
@@ -23,6 +26,7 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 
 /// As std: descriptors 0–2 are open (on /dev/null when they were closed), so that no pipe or file of the runner
 /// can become stdin, stdout or stderr by accident.
+#[cfg(not(test))]
 unsafe fn standard_fds_open() {
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
     if libc::poll(fds.as_mut_ptr(), 3, 0) == -1 {
