@@ -7,7 +7,7 @@
 //! in which a group exists unregistered — and when the pipe reaches end of file (every runner copy of the write
 //! end is closed, which happens when the runner dies), it sends SIGKILL to every group still registered.
 //!
-//! The guardian shares the runner's address space (see [`start_process`]), so it never allocates and makes raw
+//! The guardian shares the runner's address space (see `start_process`), so it never allocates and makes raw
 //! system calls only.
 
 use std::io;
