@@ -29,6 +29,9 @@ ROOT = BENCH.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 AWT = TARGET / "release" / "animaworks-tool"
 HELLO = TARGET / "release" / "rust-hello"
+# Another build of the runner (e.g. the commit before a change, copied out of target/release) timed in the same
+# interleaved loop as this one by `call`, `stream` and `legacy`: the side-by-side comparison of a change.
+BASELINE = os.environ.get("BENCH_BASELINE")
 OUT = BENCH / "out"
 SHARED = Path(os.environ.get("ANIMAWORKS_SHARED", ROOT.parent / "shared"))
 VENV = BENCH / ".venv"
@@ -209,6 +212,9 @@ def bench_call(runs: int, timer: str) -> None:
         Case("runner", [str(AWT), "call", "rust-hello", "greet", "--json", '{"who":"Ada"}'], env, stdin=str(req_file)),
         Case("runner --version", [str(AWT), "--version"], env, stdin=str(req_file)),
     ]
+    if BASELINE:
+        cases.append(Case("baseline runner", [BASELINE, "call", "rust-hello", "greet", "--json", '{"who":"Ada"}'],
+                          {**env, "ANIMAWORKS_TOOL_CACHE_DIR": str(w.root / "baseline-cache")}, stdin=str(req_file)))
     m = time_cases(cases, runs, 20, timer)
     ratio, diff = m["runner"] / m["direct"], m["runner"] - m["direct"]
     record("2§8a", "compiled tool call via runner (rust-hello greet)", f"{m['runner']:.2f} ms", f"{m['direct']:.2f} ms direct",
@@ -225,6 +231,11 @@ def bench_call(runs: int, timer: str) -> None:
     tr, td = t["runner tiny"] / t["direct tiny"], t["runner tiny"] - t["direct tiny"]
     record("2§8a", "same with a do-nothing compiled tool (no input schema)", f"{t['runner tiny']:.2f} ms",
            f"{t['direct tiny']:.2f} ms direct", f"{tr:.2f}x, +{td:.2f} ms", "<=1.5x and <=+1.5 ms", tr <= 1.5 and td <= 1.5)
+    if BASELINE:
+        b = m["baseline runner"]
+        record("2§8a", "the same call with the baseline build (BENCH_BASELINE), same loop", f"{b:.2f} ms",
+               f"{m['direct']:.2f} ms direct", f"{b / m['direct']:.2f}x, +{b - m['direct']:.2f} ms; this build "
+               f"{m['runner'] - b:+.2f} ms", "reported", None)
     record("2§8a", "for scale: the runner starting and exiting (--version)", f"{m['runner --version']:.2f} ms",
            f"{m['direct']:.2f} ms direct tool call", f"+{m['runner --version'] - m['direct']:.2f} ms", "reported (no target)", None)
 
@@ -329,6 +340,9 @@ def bench_stream(runs: int, timer: str) -> None:
         ("runner --events", f"{shlex.quote(str(AWT))} call stream emit --events > /dev/null"),
         ("runner (no --events)", f"{shlex.quote(str(AWT))} call stream emit > /dev/null 2> /dev/null"),
     ]
+    if BASELINE:
+        cases.append(("baseline --events", f"{shlex.quote(BASELINE)} call stream emit --events > /dev/null"))
+        cases.append(("baseline (no --events)", f"{shlex.quote(BASELINE)} call stream emit > /dev/null 2> /dev/null"))
     times: dict[str, list[float]] = {k: [] for k, _ in cases}
     for _ in range(runs):  # interleaved; each run is seconds long, so spawn overhead does not matter
         for label, cmd in cases:
@@ -338,7 +352,7 @@ def bench_stream(runs: int, timer: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     for k, v in times.items():
         log(f"{k}: {[round(x, 2) for x in v]} s")
-    for label in ("runner --events", "runner (no --events)"):
+    for label in [k for k, _ in cases if k != "cat"]:
         record("2§8c", f"throughput, 1 GiB of events, {label}", f"{mib / med[label]:.0f} MiB/s ({med[label]:.2f} s)",
                f"{mib / med['cat']:.0f} MiB/s through cat ({med['cat']:.2f} s)", f"{med['cat'] / med[label]:.2f} of cat",
                "reported (no target)", None)
@@ -374,6 +388,14 @@ def bench_legacy(runs: int, timer: str) -> None:
     cases = [Case("python3 -c pass", [python, "-c", "pass"], env),
              Case("ours cli_main", ours, env),
              Case("ours call weather_tool", [str(AWT), "call", "weather_tool", "forecast", "--json", '{"city":"tokyo"}'], env)]
+    if BASELINE:
+        # Its own cache: a schema cache entry names the shim that wrote it, so two builds sharing one would probe
+        # the module again on every call.
+        benv = {**env, "ANIMAWORKS_TOOL_CACHE_DIR": str(w.root / "baseline-cache")}
+        for label, args in (("baseline cli_main", argv), ("baseline call weather_tool",
+                                                          ["call", "weather_tool", "forecast", "--json", '{"city":"tokyo"}'])):
+            assert subprocess.run([BASELINE, *args], env=benv, capture_output=True).returncode == 0, label
+            cases.append(Case(label, [BASELINE, *args], benv))
     if original_ok():
         orig = [str(VENV / "bin" / "animaworks-tool"), *argv]
         outo = subprocess.run(orig, env=env, capture_output=True, text=True)
@@ -387,7 +409,7 @@ def bench_legacy(runs: int, timer: str) -> None:
         record("3§6", "legacy module's cli_main (cli_only_tool greet -j), ANIMAWORKS_ANIMA_DIR set", f"{m['ours cli_main']:.1f} ms",
                f"{m['original cli_main']:.1f} ms AnimaWorks 0.15.0 animaworks-tool", f"{sp:.1f}x faster", ">=5x faster", sp >= 5)
     bare = m["python3 -c pass"]
-    for label in ("ours cli_main", "ours call weather_tool"):
+    for label in [c.label for c in cases if c.label.startswith(("ours", "baseline"))]:
         record("3§6", f"shim cost: {label} over bare python3 -c pass", f"{m[label]:.1f} ms", f"{bare:.1f} ms python3 -c pass",
                f"+{m[label] - bare:.1f} ms ({m[label] / bare:.2f}x)", "reported (no target)", None)
     bench_legacy_list(runs, timer, fixtures)

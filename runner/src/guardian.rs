@@ -1,4 +1,4 @@
-//! The guardian: a small process forked once per runner that kills every live tool group when the runner dies,
+//! The guardian: a small process started once per runner that kills every live tool group when the runner dies,
 //! even by SIGKILL, so tools never outlive the runner (protocol.md §7).
 //!
 //! Why a process and not only `PR_SET_PDEATHSIG`: the death signal reaches the tool's main process only, never
@@ -7,8 +7,8 @@
 //! in which a group exists unregistered — and when the pipe reaches end of file (every runner copy of the write
 //! end is closed, which happens when the runner dies), it sends SIGKILL to every group still registered.
 //!
-//! The guardian runs in the forked child of a possibly multi-threaded process, so it only makes
-//! async-signal-safe calls and never allocates.
+//! The guardian shares the runner's address space (see `start_process`), so it never allocates and makes raw
+//! system calls only.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -63,14 +63,13 @@ unsafe fn fork_guardian() -> Result<RawFd, i32> {
         return Err(*libc::__errno_location());
     }
     let (rfd, wfd) = (fds[0], fds[1]);
-    match libc::fork() {
+    match start_process(rfd) {
         -1 => {
             let e = *libc::__errno_location();
             libc::close(rfd);
             libc::close(wfd);
             Err(e)
         }
-        0 => guardian_main(rfd),
         pid => {
             libc::close(rfd);
             GUARDIAN_PID.store(pid, std::sync::atomic::Ordering::SeqCst);
@@ -102,50 +101,118 @@ pub fn shutdown() {
     }
 }
 
+/// Start the guardian process; its pid, or -1.
+///
+/// Why `clone(CLONE_VM)` and not `fork`: a fork copies the runner's page tables (a 10 MB binary, its heap) and makes
+/// every later write of the runner fault copy-on-write, for a process that needs none of that memory. Sharing the
+/// address space costs nothing; the guardian then runs on a stack of its own, writes nothing else, and makes raw
+/// system calls only (libc's wrappers would write `errno`, which lives in the runner's thread).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
+    const STACK: usize = 256 * 1024;
+    let stack = libc::mmap(
+        std::ptr::null_mut(),
+        STACK,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+        -1,
+        0,
+    );
+    if stack == libc::MAP_FAILED {
+        return -1;
+    }
+    // A guard page below the stack. The mapping is never unmapped: it is the guardian's for as long as it lives.
+    libc::mprotect(stack, 4096, libc::PROT_NONE);
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the guardian's own stack; only raw system calls from here on.
+        unsafe { guardian_main(arg as usize as RawFd) }
+    }
+    let top = stack.cast::<u8>().add(STACK).cast();
+    libc::clone(entry, top, libc::CLONE_VM | libc::SIGCHLD, rfd as usize as *mut libc::c_void)
+}
+
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
+    match libc::fork() {
+        0 => guardian_main(rfd),
+        pid => pid,
+    }
+}
+
+/// System calls without libc: they return `-errno` and touch no thread-local state.
+mod sys {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+        let ret: isize;
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => ret,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+        ret
+    }
+
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+        let ret: isize;
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n as usize,
+            inlateout("x0") a as isize => ret,
+            in("x1") b, in("x2") c, in("x3") d,
+            options(nostack),
+        );
+        ret
+    }
+
+    // Elsewhere the guardian is a forked copy, whose errno is its own.
+    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+        let r = libc::syscall(n, a, b, c, d);
+        if r == -1 {
+            -(*libc::__errno_location() as isize)
+        } else {
+            r as isize
+        }
+    }
+}
+
 unsafe fn close_all_but(keep: RawFd) {
-    // Why: the fork may copy pipe ends of tools being spawned by other threads; holding them would keep those
-    // tools' stdout open and hide their end of file from the runner.
-    let max = u32::MAX;
-    let lo = libc::syscall(libc::SYS_close_range, 0u32, (keep as u32).saturating_sub(1), 0u32);
-    let hi = libc::syscall(libc::SYS_close_range, keep as u32 + 1, max, 0u32);
+    // Why: the new process gets a copy of the runner's descriptors, among them pipe ends of tools being spawned by
+    // other threads; holding them would keep those tools' stdout open and hide their end of file from the runner.
+    let keep = keep as usize;
+    let lo = if keep > 0 { sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0) } else { 0 };
+    let hi = sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0);
     if lo != 0 || hi != 0 {
         for fd in 0..65536 {
             if fd != keep {
-                libc::close(fd);
+                sys::call(libc::SYS_close, fd, 0, 0, 0);
             }
         }
     }
 }
 
 unsafe fn guardian_main(rfd: RawFd) -> ! {
-    if rfd != 0 {
-        close_all_but(rfd);
-    } else {
-        let hi = libc::syscall(libc::SYS_close_range, 1u32, u32::MAX, 0u32);
-        if hi != 0 {
-            for fd in 1..65536 {
-                libc::close(fd);
-            }
-        }
-    }
+    close_all_but(rfd);
     // Why: a Ctrl-C or a kill of the runner's process group must not take the guardian with it.
-    libc::setpgid(0, 0);
+    sys::call(libc::SYS_setpgid, 0, 0, 0, 0);
+    // The kernel's struct sigaction (handler, flags, restorer, mask) with the handler SIG_IGN.
+    let ignore: [usize; 4] = [libc::SIG_IGN, 0, 0, 0];
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGQUIT] {
-        libc::signal(sig, libc::SIG_IGN);
+        sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8);
     }
     let mut groups = [0i32; MAX_GROUPS];
     let mut buf = [0u8; 4096];
     let mut carry = [0u8; 4];
     let mut carried = 0usize;
     loop {
-        let n = libc::read(rfd, buf.as_mut_ptr().cast(), buf.len());
-        if n == 0 {
-            break;
+        let n = sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0);
+        if n == -(libc::EINTR as isize) {
+            continue;
         }
-        if n < 0 {
-            if *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
+        if n <= 0 {
             break;
         }
         for &b in &buf[..n as usize] {
@@ -168,8 +235,10 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
     }
     for &g in groups.iter() {
         if g > 0 {
-            libc::kill(-g, libc::SIGKILL);
+            sys::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0);
         }
     }
-    libc::_exit(0)
+    sys::call(libc::SYS_exit_group, 0, 0, 0, 0);
+    #[allow(clippy::empty_loop)]
+    loop {}
 }

@@ -1,3 +1,42 @@
-fn main() {
-    std::process::exit(animaworks_tool::cli::main());
+// Why no `fn main`: std's start-up finds the main thread's stack guard by reading and parsing /proc/self/maps (for
+// its stack-overflow message), about a tenth of the runner's own CPU time in a one-shot call (bench/README.md,
+// 2§8a). The entry point below does the rest of what std's start-up does and the runner relies on; a stack overflow
+// is then a plain SIGSEGV.
+// (Under `cargo test` the test harness brings its own main.)
+#![cfg_attr(not(test), no_main)]
+
+#[cfg(not(test))]
+use std::os::raw::{c_char, c_int};
+
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    // SAFETY: single-threaded start-up; plain system calls. (std::env::args is filled by std's own .init_array
+    // entry on glibc, independently of this function.)
+    unsafe {
+        standard_fds_open();
+        // As std: a write to a closed pipe is an EPIPE error, not a signal (children get the default back).
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    // As std: a panic that reaches main ends the process with 101 after the hook printed it.
+    let code = std::panic::catch_unwind(animaworks_tool::cli::main).unwrap_or(101);
+    // Flushes stdout, as returning from std's main would.
+    std::process::exit(code)
+}
+
+/// As std: descriptors 0–2 are open (on /dev/null when they were closed), so that no pipe or file of the runner
+/// can become stdin, stdout or stderr by accident.
+#[cfg(not(test))]
+unsafe fn standard_fds_open() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    if libc::poll(fds.as_mut_ptr(), 3, 0) == -1 {
+        return;
+    }
+    for pfd in fds {
+        if pfd.revents & libc::POLLNVAL != 0
+            && libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) == -1
+        {
+            libc::abort();
+        }
+    }
 }

@@ -36,6 +36,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_shim.py"),
     ),
     (
+        "_start.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_start.py"),
+    ),
+    (
         "_use_tool.py",
         include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_use_tool.py"),
     ),
@@ -68,10 +72,11 @@ pub fn content_hash() -> u64 {
     })
 }
 
-/// The shim script's path, writing the package on first use (atomically: a temp dir renamed into place).
+/// The path of the script Python starts (`_start.py`, which imports the shim so that its byte code is cached),
+/// writing the package on first use (atomically: a temp dir renamed into place).
 pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
     let root = cache.join(format!("pysdk-{:016x}", content_hash()));
-    let shim = root.join("animaworks_tool_sdk").join("_shim.py");
+    let shim = root.join("animaworks_tool_sdk").join("_start.py");
     if shim.is_file() {
         return Ok(shim);
     }

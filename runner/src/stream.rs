@@ -2,6 +2,11 @@
 //! on as they arrive, the deadline and cancellation are watched, and the group is ended and reaped at the end.
 //! [`interpret`] then turns what happened into a result or one of the closed set of errors (protocol.md §5–7).
 
+mod decode;
+mod progress;
+
+pub use decode::MAX_DEPTH;
+
 use crate::error::{CallError, ErrorCode};
 use crate::spawn::Started;
 use crate::policy::Masker;
@@ -15,7 +20,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
-use tool_sdk::protocol::{parse_line, Event, Line};
+use tool_sdk::protocol::{Event, Line};
 
 /// How much of stderr is kept for errors.
 pub const STDERR_TAIL: usize = 4096;
@@ -227,10 +232,10 @@ impl<'a> StdoutState<'a> {
             }
             return;
         }
-        let mut rest = chunk;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            let (piece, after) = rest.split_at(i);
-            rest = &after[1..];
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            let piece = &chunk[start..end];
+            start = end + 1;
             if self.line_spilled {
                 self.finish_spilled_line(piece);
             } else if (self.line.len() + piece.len()) as u64 > self.max {
@@ -246,6 +251,7 @@ impl<'a> StdoutState<'a> {
                 self.line = line;
             }
         }
+        let rest = &chunk[start..];
         if !rest.is_empty() {
             if self.line_spilled {
                 if let Some(sp) = &mut self.spill {
@@ -308,7 +314,7 @@ impl<'a> StdoutState<'a> {
         if self.bad.is_some() {
             return;
         }
-        match parse_line(line) {
+        match decode::classify(line) {
             Line::Blank => {}
             Line::Event(ev) => {
                 if self.last.is_some() {
@@ -322,7 +328,9 @@ impl<'a> StdoutState<'a> {
             }
             Line::Unknown(_) => obs.unknown(line),
             Line::NotProtocol(why) => {
-                self.bad = Some(if std::str::from_utf8(line).is_err() {
+                self.bad = Some(if why.contains("recursion limit exceeded") {
+                    format!("{}: {}", decode::too_deep_message(), quote_start(line))
+                } else if std::str::from_utf8(line).is_err() {
                     format!("invalid UTF-8 on stdout: {}", quote_start(line))
                 } else {
                     format!("non-protocol output on stdout ({why}): {}", quote_start(line))
@@ -684,7 +692,14 @@ pub fn interpret(
                     ));
                 }
             };
-            let parsed: Option<Value> = serde_json::from_str(&text).ok();
+            let parsed = serde_json::from_str::<Value>(&text);
+            if status.success() && parsed.as_ref().is_err_and(decode::too_deep) {
+                return Err(decorate(
+                    CallError::new(ErrorCode::BadOutput, format!("{who}: {}", decode::too_deep_message()))
+                        .hint("flatten the result (protocol.md §5)"),
+                ));
+            }
+            let parsed = parsed.ok();
             if status.success() {
                 return Ok(match parsed {
                     Some(v) => v,

@@ -166,3 +166,21 @@ def test_shim_import_is_lean() -> None:
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_start_script_runs_the_shim_with_its_byte_code_cached(tier: Path, tmp_path: Path) -> None:
+    """The runner starts _start.py, which imports the shim: same answers and sys.path as the shim run as a script,
+    and the shim's byte code is cached (a script's never is)."""
+    cache = tmp_path / "cache" / "py-shim-0"
+    shutil.copytree(SHIM.parent, cache / "animaworks_tool_sdk", ignore=shutil.ignore_patterns("__pycache__"))
+    start = cache / "animaworks_tool_sdk" / "_start.py"
+    probe = tier / "paths.py"
+    probe.write_text("import sys\n\ndef get_tool_schemas():\n    return []\n\ndef dispatch(name, args):\n"
+                     "    return [p for p in sys.path if 'py-shim-0' in p or p.endswith('tools')]\n")
+    env = base_env(tier)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the runner's clean environment does not carry it either
+    via_start = run_shim(probe, stdin=request("paths_x"), shim=start, env=env).final["result"]
+    via_script = run_shim(probe, stdin=request("paths_x"), shim=start.with_name("_shim.py"), env=env).final["result"]
+    assert via_start == via_script
+    assert json.loads(via_start) == [str(cache), str(tier)]
+    assert list((cache / "animaworks_tool_sdk" / "__pycache__").glob("_shim.*.pyc"))

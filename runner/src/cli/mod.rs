@@ -159,8 +159,8 @@ enum Cmd {
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
     complete::answer_if_asked();
-    // Why first: forked before anything is allocated, the guardian shares almost no written pages with the
-    // runner, so the runner pays few copy-on-write faults for it later (it is started lazily otherwise).
+    // Started up front for every command that may start a tool (lazily otherwise); it shares the runner's address
+    // space (guardian::start_process), so when it starts does not change what it costs.
     if !matches!(
         std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
         Some("--version" | "-V" | "--help" | "-h" | "help" | "version") | None

@@ -307,3 +307,28 @@ fn unknown_event_types_are_ignored_and_passed_through_by_events() {
     );
     assert!(lines.iter().any(|l| l["type"] == "result"), "{}", stdout(&o));
 }
+
+/// Issue 12 item 12: valid JSON nested past serde_json's depth was printed back as a string. Up to the bound in
+/// protocol.md §5 it is the value; past it, `bad_output` — never a silent change of type.
+#[test]
+fn deep_results_keep_their_type_or_are_bad_output() {
+    let w = World::new();
+    let nest = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
+    value_tool(&w, "deepok", &format!("echo '{}'", nest(127)));
+    let (code, out) = call(&w, "deepok", "run", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.is_array(), "{out}");
+
+    value_tool(&w, "deepval", &format!("echo '{}'", nest(200)));
+    let (code, e) = err(&w, "deepval", &[]);
+    assert_eq!(code, 10, "{e}");
+    assert_eq!(e["code"], "bad_output");
+    assert!(msg(&e).contains("127"), "{e}");
+
+    // An event line counts the event object as one level.
+    events_tool(&w, "deepev", &format!("echo '{{\"type\":\"result\",\"result\":{}}}'", nest(200)));
+    let (code, e) = err(&w, "deepev", &[]);
+    assert_eq!(code, 10, "{e}");
+    assert_eq!(e["code"], "bad_output");
+    assert!(msg(&e).contains("127"), "{e}");
+}

@@ -1,6 +1,7 @@
 """The runner's Python shim: runs AnimaWorks-style tool modules and tool-sdk-py tools under protocol v1.
 
-Invocation (the runner embeds this package and starts this file as a plain script)::
+Invocation (the runner embeds this package and starts ``_start.py``, which imports this module so that its byte
+code is cached, with the same arguments; this file also runs as a plain script)::
 
     PYTHON .../animaworks_tool_sdk/_shim.py TOOL.py --schemas      # print the v1 document (protocol §2.1)
     PYTHON .../animaworks_tool_sdk/_shim.py TOOL.py                # one request on stdin, events on stdout
@@ -23,9 +24,10 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Run as a script, sys.path[0] is this package's own folder, which would make its private modules importable
 # as top-level names. Put the package's parent first instead, so `animaworks_tool_sdk` is this embedded copy.
+# (Imported by _start.py, the parent is first already.)
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
     sys.path[0] = os.path.dirname(_HERE)
-else:
+elif not sys.path or os.path.abspath(sys.path[0] or os.curdir) != os.path.dirname(_HERE):
     sys.path.insert(0, os.path.dirname(_HERE))
 
 import importlib.machinery  # noqa: E402
