@@ -16,7 +16,7 @@
 //!    caller's for AnimaWorks modules, [`tool_env`]) from the [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
 //! 4. **spawn** ([`spawn`]'s `start_tool`, which only a prepared call reaches): the one place a file becomes a
 //!    process — its own group, registered with the [`guardian`] so it dies with the runner — or a persistent
-//!    worker of the [`workers`] pool.
+//!    worker of the [`pool`] pool.
 //! 5. **stream** ([`stream::drive`]): the request goes in; stdout and stderr are drained concurrently; events
 //!    reach the caller's [`stream::Observer`] as they arrive; the deadline and cancellation are watched.
 //! 6. **reap** ([`reap`]): SIGTERM to the group, a grace period, SIGKILL, and every member reaped.
@@ -26,7 +26,7 @@
 //! Every attempt writes exactly one audit line, including an unknown tool or action, bad arguments and refusals.
 //!
 //! ## Around it
-//! - [`workers`]: long-lived callers keep persistent tool processes (protocol.md §9); a prepared call borrows one.
+//! - [`pool`]: long-lived callers keep persistent tool processes (protocol.md §9); a prepared call borrows one.
 //! - [`tasks`]: background tasks — a file store, a detached worker, AnimaWorks' pending queue.
 //! - [`llm`]: AnimaWorks' `use_tool`, the MCP server, provider schemas, the catalogue they share.
 //! - [`check`], [`scaffold`]: `check` and `new` for tool authors; [`pyshim`]: the embedded Python shim.
@@ -67,7 +67,7 @@ pub mod suggest;
 pub mod tasks;
 pub mod tool_env;
 pub mod validate;
-pub mod workers;
+pub mod pool;
 
 pub use call::{CallOptions, Resolved, Runner};
 pub use dirs::{DirOptions, Dirs};

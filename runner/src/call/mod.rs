@@ -21,13 +21,13 @@
 //! let _ = animaworks_tool::spawn::start_tool; // spawn a tool file with any environment
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::workers::WorkerPool::run; // hand any request to a pooled worker
+//! let _ = animaworks_tool::pool::WorkerPool::run; // hand any request to a pooled worker
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::workers::Worker::spawn; // start `TOOL --serve` with any environment
+//! let _ = animaworks_tool::pool::Worker::spawn; // start `TOOL --serve` with any environment
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::workers::Worker::call;
+//! let _ = animaworks_tool::pool::Worker::call;
 //! ```
 //! ```compile_fail
 //! let _ = animaworks_tool::Runner::open_resolved; // prepare a call from a forged manifest (its own gates)
@@ -48,7 +48,7 @@ use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
 use crate::settings::{Settings, SettingsError};
-use crate::workers::WorkerPool;
+use crate::pool::WorkerPool;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -7,7 +7,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::policy::Masker;
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Drive, Observer};
-use crate::workers::{Job, WorkerSpec};
+use crate::pool::{Job, WorkerSpec};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;

@@ -83,8 +83,8 @@ fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
 fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
     crate::reap::reap_orphans_periodically();
     let mut r = runner.clone();
-    r.pool = Some(std::sync::Arc::new(crate::workers::WorkerPool::new(
-        crate::workers::PoolConfig::from_settings(runner.settings()?),
+    r.pool = Some(std::sync::Arc::new(crate::pool::WorkerPool::new(
+        crate::pool::PoolConfig::from_settings(runner.settings()?),
     )));
     Ok(r)
 }

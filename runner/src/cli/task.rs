@@ -77,7 +77,7 @@ pub struct WorkerArgs {
     /// Only this anima's tasks (repeatable, or comma-separated). Default: every anima.
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
     pub anima: Vec<String>,
-    /// Where the anima dirs are. Default: <data dir>/animas.
+    /// Where the anima dirs are. Default: `<data dir>/animas`.
     #[arg(long, value_name = "DIR")]
     pub animas_dir: Option<std::path::PathBuf>,
 }
@@ -170,7 +170,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
 
 pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
     match a.cmd {
-        TaskCmd::Worker => return tasks::worker::run(runner).await,
+        TaskCmd::Worker => return tasks::detached::run(runner).await,
         TaskCmd::Watchdog => return tasks::pg::worker::watchdog_main(),
         TaskCmd::Migrate => return migrate(runner).await,
         _ => {}

@@ -1,6 +1,6 @@
 //! Background tasks: `submit` checks a call like a foreground one, writes a `pending` task and starts a detached
 //! worker; the worker claims tasks in submit order while fewer than the per-anima limit run, runs each through
-//! the call pipeline ([`worker::execute`]: a prepared call, or a legacy `cli_main` with captured output) with the task id as the call
+//! the call pipeline ([`detached::execute`]: a prepared call, or a legacy `cli_main` with captured output) with the task id as the call
 //! id, streams progress into the task, and writes the outcome and an AnimaWorks notification.
 //!
 //! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is
@@ -10,7 +10,7 @@
 //! [`files::FileStore`] keeps one JSON file per task under `<anima dir>/state/background_tasks/` (one machine; a
 //! detached worker per task slot; liveness by pid), [`pg::PgStore`] one row per task in Postgres, run by
 //! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
-//! the one [`worker::execute`].
+//! the one [`detached::execute`].
 
 pub mod config;
 pub mod files;
@@ -21,7 +21,7 @@ pub mod queue;
 pub mod secret_args;
 pub mod tool_version;
 pub mod submit;
-pub mod worker;
+pub mod detached;
 
 use crate::dirs::Dirs;
 use crate::error::ErrorCode;

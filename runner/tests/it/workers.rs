@@ -3,7 +3,7 @@
 
 use crate::support::*;
 use animaworks_tool::stream::{Cancel, Observer, Quiet};
-use animaworks_tool::workers::{PoolConfig, WorkerPool};
+use animaworks_tool::pool::{PoolConfig, WorkerPool};
 use animaworks_tool::{CallError, CallOptions, ErrorCode, Runner};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;

@@ -8,7 +8,7 @@ use crate::dirs::Dirs;
 use crate::error::{CallError, ErrorCode};
 use crate::stream::Cancel;
 use crate::tasks::config::{self, Backend, TasksConfig};
-use crate::tasks::worker::{execute, record, Shared, TaskObserver, PROGRESS_EVERY};
+use crate::tasks::detached::{execute, record, Shared, TaskObserver, PROGRESS_EVERY};
 use crate::tasks::{tool_version, now_s, secret_args, Kind, Status, Task};
 use deadpool_postgres::Pool;
 use serde_json::Value;

@@ -7,7 +7,7 @@
 //! one tool get more workers, up to `workers_per_tool`; a worker idle for `worker_idle_s` is stopped. A worker that
 //! dies, misses a deadline, is cancelled or breaks the protocol is ended (its whole group) and never reused.
 
-pub mod worker;
+pub mod serve_process;
 
 use crate::cache::FileKey;
 use crate::dirs::Dirs;
@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{sleep, sleep_until, Instant};
-pub use worker::{Fate, Job, Worker};
+pub use serve_process::{Fate, Job, Worker};
 
 /// Which process a pooled call needs: the tool file, where it runs, and the worker's environment.
 pub struct WorkerSpec<'a> {
