@@ -110,6 +110,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("f.json");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = read(&fifo, SMALL).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");

@@ -22,6 +22,7 @@ const MAX_GROUPS: usize = 4096;
 /// Start the guardian (once per process) and make this process the subreaper of its descendants, so that the
 /// members of a tool's group can be reaped after the group is killed.
 pub fn start() -> io::Result<()> {
+    // SAFETY: run once (OnceLock); fork_guardian makes only the system calls it documents.
     let r = WRITE_FD.get_or_init(|| unsafe { fork_guardian() });
     match r {
         Ok(_) => Ok(()),

@@ -192,6 +192,7 @@ struct DirectExec {
 
 // SAFETY: the pointers point into `_owned`, which the struct owns and never changes.
 unsafe impl Send for DirectExec {}
+// SAFETY: as for Send: nothing mutates the pointed-to strings.
 unsafe impl Sync for DirectExec {}
 
 impl DirectExec {

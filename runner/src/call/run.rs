@@ -17,21 +17,11 @@ impl PreparedCall<'_> {
     pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
         self.audit.running = true;
         let out = self.execute(obs, cancel).await;
-        let out = match out {
-            Ok(v) => {
-                let v = self.masker.mask_value(&v);
-                crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
-            }
-            Err(e) => Err(mask_error(e, &self.masker)),
-        };
-        audit::outcome(
-            self.runner,
-            &mut self.audit,
-            &self.attempt,
-            out.as_ref().map(|_| Some(0)),
-            &self.masker,
-        );
-        out
+        let out = out.and_then(|v| {
+            let v = self.masker.mask_value(&v);
+            crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
+        });
+        settle(self.runner, &mut self.audit, &self.attempt, &self.masker, out)
     }
 
     async fn execute(&self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
@@ -161,18 +151,7 @@ impl PreparedCli<'_> {
             Err(e) => Err(e),
         };
         masking.finish();
-        let out = match out {
-            Ok(v) => Ok(self.masker.mask_value(&v)),
-            Err(e) => Err(mask_error(e, &self.masker)),
-        };
-        audit::outcome(
-            self.runner,
-            &mut self.audit,
-            &self.attempt,
-            out.as_ref().map(|_| Some(0)),
-            &self.masker,
-        );
-        out
+        settle(self.runner, &mut self.audit, &self.attempt, &self.masker, out)
     }
 
     async fn drive(&self, inherit: bool, obs: &mut dyn Observer, cancel: Cancel) -> Result<stream::Finished, CallError> {
@@ -230,6 +209,23 @@ impl Drop for PreparedCli<'_> {
     fn drop(&mut self) {
         audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
     }
+}
+
+/// The end of a call that returns a value: every secret masked (a result is masked before it is held to its
+/// schema), one audit line.
+fn settle(
+    runner: &crate::call::Runner,
+    handle: &mut audit::Handle,
+    attempt: &audit::Attempt,
+    masker: &Masker,
+    out: Result<Value, CallError>,
+) -> Result<Value, CallError> {
+    let out = match out {
+        Ok(v) => Ok(masker.mask_value(&v)),
+        Err(e) => Err(mask_error(e, masker)),
+    };
+    audit::outcome(runner, handle, attempt, out.as_ref().map(|_| Some(0)), masker);
+    out
 }
 
 /// Mask every resolved secret in an error: message, hint and every detail.

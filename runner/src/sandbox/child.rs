@@ -35,6 +35,7 @@ impl ReadOnlyBind {
     pub fn new(p: &std::path::Path) -> Option<ReadOnlyBind> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs is plain data; all zeroes is a valid value.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: path is a valid C string, st a zeroed struct.
         if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {

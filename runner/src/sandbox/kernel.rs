@@ -48,6 +48,7 @@ fn probe() -> Support {
             1u32, // LANDLOCK_CREATE_RULESET_VERSION
         )
     };
+    // SAFETY: seccomp(GET_ACTION_AVAIL) only reads whether an action is supported; `action` outlives the call.
     let seccomp = unsafe {
         let action: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
         libc::syscall(libc::SYS_seccomp, 2u32 /* GET_ACTION_AVAIL */, 0u32, &action) == 0

@@ -104,8 +104,8 @@ impl Builder {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a fresh fd we own.
         Ok(Builder {
+            // SAFETY: a fresh fd we own.
             fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
             fs: h.fs,
         })
@@ -115,6 +115,7 @@ impl Builder {
     /// opened without following any symbolic link, so a link swapped in since it was resolved is refused.
     pub fn allow_path(&mut self, path: &Path, access: u64) -> io::Result<()> {
         let fd = open_path(path)?;
+        // SAFETY: stat is plain data; all zeroes is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fstat into a zeroed struct.
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {

@@ -74,6 +74,16 @@ pub(crate) struct Shared {
     pub(crate) dirty: bool,
 }
 
+/// The latest progress, when it changed since it was last taken (`None`: nothing new to write).
+pub(crate) fn take_new_progress(shared: &Mutex<Shared>) -> Option<Option<Progress>> {
+    let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+    if !s.dirty {
+        return None;
+    }
+    s.dirty = false;
+    Some(s.latest.clone())
+}
+
 pub(crate) struct TaskObserver(pub(crate) Arc<Mutex<Shared>>);
 
 impl Observer for TaskObserver {
@@ -126,14 +136,7 @@ async fn run_one(
                     let _ = tx.send(true);
                 }
                 if last_write.elapsed() >= PROGRESS_EVERY {
-                    let p = {
-                        let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        if !s.dirty {
-                            continue;
-                        }
-                        s.dirty = false;
-                        s.latest.clone()
-                    };
+                    let Some(p) = take_new_progress(&shared) else { continue };
                     last_write = Instant::now();
                     let _ = store.update(&id, &mut |t| {
                         if t.status != Status::Running {

@@ -8,7 +8,7 @@ use crate::dirs::Dirs;
 use crate::error::{CallError, ErrorCode};
 use crate::stream::Cancel;
 use crate::tasks::config::{self, Backend, TasksConfig};
-use crate::tasks::detached::{execute, record, Shared, TaskObserver, PROGRESS_EVERY};
+use crate::tasks::detached::{execute, record, take_new_progress, Shared, TaskObserver, PROGRESS_EVERY};
 use crate::tasks::{tool_version, now_s, secret_args, Kind, Status, Task};
 use deadpool_postgres::Pool;
 use serde_json::Value;
@@ -435,14 +435,7 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
                     async {
                         loop {
                             tokio::time::sleep(PROGRESS_EVERY).await;
-                            let p = {
-                                let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
-                                if !s.dirty {
-                                    continue;
-                                }
-                                s.dirty = false;
-                                s.latest.clone()
-                            };
+                            let Some(p) = take_new_progress(&shared) else { continue };
                             let Ok(c) = w.pool.get().await else { continue };
                             let _ = c
                         .execute(
@@ -722,6 +715,7 @@ pub fn watchdog_main() -> i32 {
                         "animaworks-tool worker: watchdog: the worker {parent} did not renew its lease in time (paused \
                          or hung); killing it so that its tools end before another worker takes its tasks"
                     );
+                    // SAFETY: kill(2) of this watchdog's own parent, the worker it watches.
                     unsafe { libc::kill(parent, libc::SIGKILL) };
                 }
                 return 0;
