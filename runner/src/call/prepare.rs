@@ -79,7 +79,8 @@ impl<'r> Target<'r> {
             return fail(&attempt, e, &early());
         }
         let gate = gate_of(&resolved, &action);
-        let d = gate::decide(&runner.permissions(), &tool, resolved.file.tier, &action.name, &gate);
+        let perms = runner.permissions();
+        let d = gate::decide(&perms, &tool, resolved.file.tier, &action.name, &gate);
         if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)) {
             return fail(&attempt, e, &early());
         }
@@ -91,9 +92,10 @@ impl<'r> Target<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let sandbox = crate::sandbox::for_process(
-            &runner.dirs,
+        let sandbox = crate::sandbox::for_call(
+            runner,
             &resolved.file,
+            &perms,
             crate::sandbox::Needs::Call(action.profile.sandbox.as_ref()),
         );
         let sandbox = match sandbox {
@@ -175,7 +177,8 @@ impl<'r> Tool<'r> {
                 .any(|v| v.get("gated").and_then(Value::as_bool).unwrap_or(false)),
             LegacyProfile::Absent => false,
         };
-        let d = gate::decide_cli(&runner.permissions(), &tool, resolved.file.tier, argv, profile);
+        let perms = runner.permissions();
+        let d = gate::decide_cli(&perms, &tool, resolved.file.tier, argv, profile);
         if let Err(e) = refusal_to_error(d, &tool, None) {
             return fail(&attempt, e, &early());
         }
@@ -191,9 +194,10 @@ impl<'r> Tool<'r> {
             Ok(s) => s,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let sandbox = crate::sandbox::for_process(
-            &runner.dirs,
+        let sandbox = crate::sandbox::for_call(
+            runner,
             &resolved.file,
+            &perms,
             crate::sandbox::Needs::serve(&resolved.manifest),
         );
         let sandbox = match sandbox {

@@ -387,10 +387,38 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::load(&dirs.data).map_err(|e| {
-        CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-            .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool}")
-    })?;
+    let settings = Settings::load(&dirs.data).map_err(settings_error)?;
+    plan_with(dirs, file, perms, needs, &settings)
+}
+
+fn settings_error(e: String) -> CallError {
+    CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
+        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool}")
+}
+
+/// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
+/// once per call).
+pub fn for_call(
+    runner: &crate::call::Runner,
+    file: &ToolFile,
+    perms: &Result<LoadedPermissions, PermissionsError>,
+    needs: Needs<'_>,
+) -> Result<Plan, CallError> {
+    let settings = Settings::from_runner(runner.settings()?).map_err(settings_error)?;
+    let p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    for w in &p.warnings {
+        tracing::warn!("sandbox of {}: {w}", file.name);
+    }
+    Ok(p)
+}
+
+fn plan_with(
+    dirs: &Dirs,
+    file: &ToolFile,
+    perms: &Result<LoadedPermissions, PermissionsError>,
+    needs: Needs<'_>,
+    settings: &Settings,
+) -> Result<Plan, CallError> {
     let (grants, perms_path) = match perms {
         Ok(p) => (p.permissions.sandbox.clone(), p.path().to_path_buf()),
         // The gate refuses every call then; a probe still gets the defaults.
