@@ -90,6 +90,17 @@ pub fn shutdown() {
         // SAFETY: the write end is ours; after this no one writes to it (the runner is exiting).
         unsafe { libc::close(fd) };
     }
+    // Woken the moment the guardian exits (a pidfd is readable then), at most a second; no polling sleep on
+    // the exit path of every call.
+    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+        if let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let second = rustix::event::Timespec { tv_sec: 1, tv_nsec: 0 };
+            let _ = rustix::event::poll(&mut fds, Some(&second));
+            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+            return;
+        }
+    }
     let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
     loop {
         let mut status = 0;
