@@ -60,6 +60,9 @@ pub enum Probed {
         /// The tool could not be started at all (never cached: an interpreter may be installed any moment).
         #[serde(default)]
         spawn: bool,
+        /// `--schemas` did not answer in time (never cached: it may be load on the machine; remembered a while).
+        #[serde(default)]
+        timed_out: bool,
     },
 }
 

@@ -20,6 +20,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
         reason,
         stderr_tail,
         spawn: false,
+        timed_out: false,
     };
     let plan = match crate::sandbox::for_process(dirs, file, crate::sandbox::Needs::Probe) {
         Ok(p) => p,
@@ -29,6 +30,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
                 reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
                 stderr_tail: String::new(),
                 spawn: true,
+                timed_out: false,
             }
         }
     };
@@ -39,6 +41,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
                 reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
                 stderr_tail: String::new(),
                 spawn: true,
+                timed_out: false,
             }
         }
     };
@@ -56,10 +59,12 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
     match (f.ending, f.stdout) {
-        (Ending::TimedOut, _) => failed(
-            format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()),
-            tail,
-        ),
+        (Ending::TimedOut, _) => Probed::Failed {
+            reason: format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()),
+            stderr_tail: tail,
+            spawn: false,
+            timed_out: true,
+        },
         (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
         // Before the exit status: past the cap the probe is ended, so it died of our signal.
         (_, Stdout::Capped { .. }) => failed(
@@ -116,6 +121,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
                     reason: format!("cannot read {}: {e}", file.path.display()),
                     stderr_tail: String::new(),
                     spawn: false,
+                    timed_out: false,
                 },
                 Source::Probe,
             )
@@ -134,13 +140,14 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
                 reason,
                 stderr_tail: String::new(),
                 spawn: false,
+                timed_out: true,
             },
             Source::Probe,
         );
     }
     let probed = probe(file, dirs, env).await;
     // Why not cache a timeout: it may be load on the machine, not the tool. It is remembered for a while instead.
-    let timed_out = matches!(&probed, Probed::Failed { reason, .. } if reason.contains("did not answer"));
+    let timed_out = matches!(&probed, Probed::Failed { timed_out: true, .. });
     if timed_out {
         cache::remember_timeout(dirs, file, &key);
     }

@@ -45,6 +45,7 @@ impl Runner {
                 reason,
                 stderr_tail,
                 spawn,
+                ..
             } => {
                 let mut e = CallError::new(
                     if spawn {
