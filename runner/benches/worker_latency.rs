@@ -3,8 +3,8 @@
 //!
 //! Measured through the library: the MCP server's `tools/call` runs the same `Runner::call`, plus JSON-RPC framing.
 
-use animaworks_tool::stream::{Cancel, Quiet};
 use animaworks_tool::pool::{PoolConfig, WorkerPool};
+use animaworks_tool::stream::{Cancel, Quiet};
 use animaworks_tool::{CallOptions, DirOptions, Dirs, Runner};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;

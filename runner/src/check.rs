@@ -290,13 +290,11 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
             "give the required properties a `default` or `examples` value so a sample call can be made",
         );
     }
-    let timeout = opts
-        .timeout
-        .unwrap_or_else(|| {
-            crate::call::timeout_from_secs(act.timeout_s(), "timeout_s")
-                .unwrap_or(DEFAULT_CALL_TIMEOUT)
-                .min(DEFAULT_CALL_TIMEOUT)
-        });
+    let timeout = opts.timeout.unwrap_or_else(|| {
+        crate::call::timeout_from_secs(act.timeout_s(), "timeout_s")
+            .unwrap_or(DEFAULT_CALL_TIMEOUT)
+            .min(DEFAULT_CALL_TIMEOUT)
+    });
     let call_opts = CallOptions {
         timeout: Some(timeout),
         ..Default::default()

@@ -140,7 +140,12 @@ unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
         unsafe { guardian_main(arg as usize as RawFd) }
     }
     let top = stack.cast::<u8>().add(STACK).cast();
-    libc::clone(entry, top, libc::CLONE_VM | libc::SIGCHLD, rfd as usize as *mut libc::c_void)
+    libc::clone(
+        entry,
+        top,
+        libc::CLONE_VM | libc::SIGCHLD,
+        rfd as usize as *mut libc::c_void,
+    )
 }
 
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
@@ -195,7 +200,11 @@ unsafe fn close_all_but(keep: RawFd) {
     // Why: the new process gets a copy of the runner's descriptors, among them pipe ends of tools being spawned by
     // other threads; holding them would keep those tools' stdout open and hide their end of file from the runner.
     let keep = keep as usize;
-    let lo = if keep > 0 { sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0) } else { 0 };
+    let lo = if keep > 0 {
+        sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0)
+    } else {
+        0
+    };
     let hi = sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0);
     if lo != 0 || hi != 0 {
         for fd in 0..65536 {

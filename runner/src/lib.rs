@@ -52,6 +52,7 @@ pub mod locale;
 pub mod manifest;
 pub mod names;
 pub mod policy;
+pub mod pool;
 pub mod probe;
 #[cfg(test)]
 mod proptests;
@@ -67,7 +68,6 @@ pub mod suggest;
 pub mod tasks;
 pub mod tool_env;
 pub mod validate;
-pub mod pool;
 
 pub use call::{CallOptions, Resolved, Runner};
 pub use dirs::{DirOptions, Dirs};

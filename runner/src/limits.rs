@@ -8,16 +8,29 @@ use std::time::Duration;
 /// that reports progress, and a bound keeps every deadline representable.
 pub const MAX_SECONDS: f64 = 7.0 * 86400.0;
 
-/// `v` seconds as a duration, when `v` is a number above 0 and at most [`MAX_SECONDS`]; else a sentence that
-/// names `what` and the accepted range.
-pub fn seconds(v: f64, what: &str) -> Result<Duration, String> {
+/// A number of seconds out of range: the sentence names what it was for and the accepted range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what} must be a number of seconds above 0 and at most {max} (7 days), not {value}", max = MAX_SECONDS as u64)]
+pub struct OutOfRange {
+    pub what: String,
+    pub value: f64,
+}
+
+impl From<OutOfRange> for String {
+    fn from(e: OutOfRange) -> String {
+        e.to_string()
+    }
+}
+
+/// `v` seconds as a duration, when `v` is a number above 0 and at most [`MAX_SECONDS`].
+pub fn seconds(v: f64, what: &str) -> Result<Duration, OutOfRange> {
     if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
         Ok(Duration::from_secs_f64(v))
     } else {
-        Err(format!(
-            "{what} must be a number of seconds above 0 and at most {} (7 days), not {v}",
-            MAX_SECONDS as u64
-        ))
+        Err(OutOfRange {
+            what: what.to_owned(),
+            value: v,
+        })
     }
 }
 
@@ -40,6 +53,9 @@ mod tests {
             assert!(d.as_secs_f64() <= MAX_SECONDS && d > Duration::ZERO);
         }
         assert_eq!(seconds(2.5, "x").unwrap(), Duration::from_millis(2500));
-        assert!(seconds(1e30, "--timeout").unwrap_err().contains("--timeout"));
+        assert!(seconds(1e30, "--timeout")
+            .unwrap_err()
+            .to_string()
+            .contains("--timeout"));
     }
 }

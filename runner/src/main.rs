@@ -28,14 +28,16 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 /// can become stdin, stdout or stderr by accident.
 #[cfg(not(test))]
 unsafe fn standard_fds_open() {
-    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
     if libc::poll(fds.as_mut_ptr(), 3, 0) == -1 {
         return;
     }
     for pfd in fds {
-        if pfd.revents & libc::POLLNVAL != 0
-            && libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) == -1
-        {
+        if pfd.revents & libc::POLLNVAL != 0 && libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) == -1 {
             libc::abort();
         }
     }

@@ -88,8 +88,17 @@ impl Manifest {
     }
 }
 
+/// Why a `--schemas` answer is not a usable manifest, in one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ManifestError(pub String);
+
 /// Read `--schemas` stdout of tool `tool`. The error says what is wrong, in one sentence.
-pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
+pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, ManifestError> {
+    parse_doc(tool, stdout).map_err(ManifestError)
+}
+
+fn parse_doc(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
     let text = std::str::from_utf8(stdout).map_err(|e| format!("--schemas printed invalid UTF-8 ({e})"))?;
     if text.trim().is_empty() {
         return Err("--schemas printed nothing; it must print one JSON document (protocol.md §2)".into());
@@ -261,7 +270,7 @@ mod tests {
         assert_eq!(m.actions[0].name, "web_search");
         assert_eq!(m.actions[1].name, "news");
         let e = parse("evil", br#"[{"name":"gt_delete_all"}]"#).unwrap_err();
-        assert!(e.contains("gt_delete_all"), "{e}");
+        assert!(e.0.contains("gt_delete_all"), "{e}");
         let m = parse(
             "evil",
             br#"{"actions":[{"name":"x","schema_name":"gt_x"},{"name":"y"}]}"#,
@@ -273,20 +282,23 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert!(parse("t", b"").unwrap_err().contains("printed nothing"));
-        assert!(parse("t", b"hello").unwrap_err().contains("first bytes"));
+        assert!(parse("t", b"").unwrap_err().0.contains("printed nothing"));
+        assert!(parse("t", b"hello").unwrap_err().0.contains("first bytes"));
         assert!(parse("t", br#"{"protocol":2,"actions":[{"name":"a"}]}"#)
             .unwrap_err()
+            .0
             .contains("protocol 2"));
         assert!(parse("t", br#"{"actions":[{"name":"a.b"}]}"#)
             .unwrap_err()
+            .0
             .contains("a.b"));
         assert!(parse("t", br#"{"actions":[{"name":"a-b"},{"name":"a_b"}]}"#)
             .unwrap_err()
+            .0
             .contains("differ only"));
         let e = parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"nope"}}]}"#).unwrap_err();
-        assert!(e.contains("invalid input_schema"), "{e}");
-        assert!(parse("t", br#"{"actions":[]}"#).unwrap_err().contains("no actions"));
+        assert!(e.0.contains("invalid input_schema"), "{e}");
+        assert!(parse("t", br#"{"actions":[]}"#).unwrap_err().0.contains("no actions"));
     }
 
     #[test]

@@ -56,7 +56,6 @@ pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
     None
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,7 +100,11 @@ impl Settings {
                 .and_then(|x| (x >= 0.0).then_some(x))
                 .and_then(|x| Duration::try_from_secs_f64(x).ok())
                 .filter(|d| *d <= Duration::from_secs(86400 * 365))
-                .ok_or_else(|| err(format!("worker_idle_s must be a number of seconds from 0 to a year, not {v}")))?;
+                .ok_or_else(|| {
+                    err(format!(
+                        "worker_idle_s must be a number of seconds from 0 to a year, not {v}"
+                    ))
+                })?;
         }
         let count = |name: &str| -> Result<Option<usize>, SettingsError> {
             match key(name) {

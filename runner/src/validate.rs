@@ -87,7 +87,10 @@ pub fn check_output(tool: &str, action: &Action, result: &Value) -> Result<(), C
     let at = if pointer.is_empty() { "/ (the result)" } else { &pointer };
     Err(CallError::new(
         ErrorCode::BadOutput,
-        format!("{tool}.{}: the result does not match its output_schema: at {at}: {first}", action.name),
+        format!(
+            "{tool}.{}: the result does not match its output_schema: at {at}: {first}",
+            action.name
+        ),
     )
     .hint("fix the tool's result or its output_schema (`animaworks-tool check` calls every action)")
     .with("pointer", pointer.clone())

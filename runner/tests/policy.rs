@@ -684,7 +684,10 @@ fn audit_appends_never_interleave_across_threads_and_processes() {
     for l in lines {
         let v: Value = serde_json::from_str(l).expect("every line is whole JSON");
         // The 20 kB arguments are logged bounded (start, length, digest), masked before the cut.
-        assert!(v["args"]["truncated"].as_str().unwrap().contains(r#""secret":"***""#), "{v}");
+        assert!(
+            v["args"]["truncated"].as_str().unwrap().contains(r#""secret":"***""#),
+            "{v}"
+        );
     }
     assert!(!text.contains("-secret"));
 }

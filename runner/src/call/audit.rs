@@ -133,7 +133,16 @@ pub(crate) fn outcome(
     match out {
         Ok(exit) => {
             let outcome = if exit.unwrap_or(0) == 0 { "ok" } else { "exit_nonzero" };
-            write(runner, handle.file.as_mut(), a, &Decision::Allow, ms, outcome, exit, masker)
+            write(
+                runner,
+                handle.file.as_mut(),
+                a,
+                &Decision::Allow,
+                ms,
+                outcome,
+                exit,
+                masker,
+            )
         }
         Err(e) => {
             let exit = e
@@ -141,7 +150,16 @@ pub(crate) fn outcome(
                 .and_then(Value::as_i64)
                 .map(|c| c as i32)
                 .or(Some(e.code.exit_code()));
-            write(runner, handle.file.as_mut(), a, &decision_of(e), ms, e.code.as_str(), exit, masker)
+            write(
+                runner,
+                handle.file.as_mut(),
+                a,
+                &decision_of(e),
+                ms,
+                e.code.as_str(),
+                exit,
+                masker,
+            )
         }
     }
 }

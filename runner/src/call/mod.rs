@@ -47,8 +47,8 @@ use crate::error::{CallError, ErrorCode};
 use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
-use crate::settings::{Settings, SettingsError};
 use crate::pool::WorkerPool;
+use crate::settings::{Settings, SettingsError};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,7 +162,13 @@ impl Runner {
             anima_name: self.dirs.anima_name(),
             deadline_ms,
         };
-        Ok(crate::policy::env::build_env(std::env::vars_os(), &ctx, secrets, passthrough, policy))
+        Ok(crate::policy::env::build_env(
+            std::env::vars_os(),
+            &ctx,
+            secrets,
+            passthrough,
+            policy,
+        ))
     }
 
     /// The whole pipeline in one step, for programs that have the arguments as JSON: open → action → prepare →

@@ -71,7 +71,12 @@ impl<'r> Target<'r> {
         let resolved = self.tool.resolved;
         let action = self.action;
         let tool = resolved.file.name.clone();
-        let mut attempt = Attempt::new(&tool, Some(resolved.file.tier), Some(&action.name), Value::Object(args.clone()));
+        let mut attempt = Attempt::new(
+            &tool,
+            Some(resolved.file.tier),
+            Some(&action.name),
+            Value::Object(args.clone()),
+        );
         let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
         // A refused attempt is logged with its arguments, which may hold a declared secret.
         let early = || lenient_masker(runner, &resolved, Some(&action));
@@ -114,9 +119,13 @@ impl<'r> Target<'r> {
         let policy = runner.env_policy(&resolved);
         attempt.env = policy.as_str();
         let launch = if pooled {
-            runner.env_for("worker", 0, &secrets, policy).map(|env| Launch::Pooled { env })
+            runner
+                .env_for("worker", 0, &secrets, policy)
+                .map(|env| Launch::Pooled { env })
         } else {
-            runner.env_for(&call_id, deadline_ms, &secrets, policy).map(|env| Launch::OneShot { env })
+            runner
+                .env_for(&call_id, deadline_ms, &secrets, policy)
+                .map(|env| Launch::OneShot { env })
         };
         let launch = match launch {
             Ok(l) => l,
@@ -160,12 +169,18 @@ impl<'r> Tool<'r> {
         if !resolved.manifest.cli {
             return fail(
                 &attempt,
-                CallError::new(ErrorCode::Usage, format!("{tool} has no cli_main: name one of its actions"))
-                    .hint(format!("`animaworks-tool {tool} --help` lists them")),
+                CallError::new(
+                    ErrorCode::Usage,
+                    format!("{tool} has no cli_main: name one of its actions"),
+                )
+                .hint(format!("`animaworks-tool {tool} --help` lists them")),
                 &early(),
             );
         }
-        let profile = match (&resolved.manifest.legacy_profile_error, &resolved.manifest.legacy_profile) {
+        let profile = match (
+            &resolved.manifest.legacy_profile_error,
+            &resolved.manifest.legacy_profile,
+        ) {
             (Some(_), _) => LegacyProfile::Unreadable,
             (None, Some(map)) => LegacyProfile::Known(map),
             (None, None) => LegacyProfile::Absent,
@@ -392,7 +407,12 @@ pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&Action>
         return Masker::default();
     }
     let caller: HashMap<String, String> = std::env::vars().collect();
-    match credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls.iter()) {
+    match credentials::resolve_all(
+        &runner.dirs.data,
+        runner.dirs.anima_name().as_deref(),
+        caller,
+        decls.iter(),
+    ) {
         Ok(found) => Masker::new(found.iter().map(|s| s.value.as_str())),
         Err(_) => Masker::default(),
     }

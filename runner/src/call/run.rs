@@ -5,9 +5,9 @@ use super::audit;
 use super::prepare::{Launch, PreparedCall, PreparedCli};
 use crate::error::{CallError, ErrorCode};
 use crate::policy::Masker;
+use crate::pool::{Job, WorkerSpec};
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Drive, Observer};
-use crate::pool::{Job, WorkerSpec};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -60,7 +60,10 @@ impl PreparedCall<'_> {
         let spill = crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker);
         match &self.launch {
             Launch::Pooled { env } => {
-                let pool = runner.pool.as_ref().expect("a pooled call was prepared on a runner with a pool");
+                let pool = runner
+                    .pool
+                    .as_ref()
+                    .expect("a pooled call was prepared on a runner with a pool");
                 let spec = WorkerSpec {
                     file,
                     dirs: &runner.dirs,
@@ -113,10 +116,13 @@ impl PreparedCli<'_> {
     /// Run `cli_main(argv)` with the caller's stdio; the deadline holds. Returns the module's exit code.
     pub async fn run_inherit(mut self, cancel: Cancel) -> Result<i32, CallError> {
         self.audit.running = true;
-        let out = self.drive(true, &mut stream::Quiet, cancel).await.and_then(|f| match f.ending {
-            stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
-            _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
-        });
+        let out = self
+            .drive(true, &mut stream::Quiet, cancel)
+            .await
+            .and_then(|f| match f.ending {
+                stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
+                _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
+            });
         let out = out.map_err(|e| mask_error(e, &self.masker));
         audit::outcome(
             self.runner,
@@ -154,12 +160,24 @@ impl PreparedCli<'_> {
         settle(self.runner, &mut self.audit, &self.attempt, &self.masker, out)
     }
 
-    async fn drive(&self, inherit: bool, obs: &mut dyn Observer, cancel: Cancel) -> Result<stream::Finished, CallError> {
+    async fn drive(
+        &self,
+        inherit: bool,
+        obs: &mut dyn Observer,
+        cancel: Cancel,
+    ) -> Result<stream::Finished, CallError> {
         let runner = self.runner;
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
         let mode = Mode::Cli { argv: &argv, inherit };
-        let process = spawn::start_tool(&self.resolved.file, &runner.dirs, mode, &self.env, cwd, Some(&self.sandbox))?;
+        let process = spawn::start_tool(
+            &self.resolved.file,
+            &runner.dirs,
+            mode,
+            &self.env,
+            cwd,
+            Some(&self.sandbox),
+        )?;
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",

@@ -164,7 +164,11 @@ impl<'r> Target<'r> {
     /// word that does not parse, or a `--timeout` out of range, is audited as an attempt.
     pub fn parse_flags(&self, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
         let parsed = crate::flags::parse(&self.action, words).and_then(|(args, flags)| {
-            match flags.timeout.map(|s| super::timeout_from_secs(s, "--timeout")).transpose() {
+            match flags
+                .timeout
+                .map(|s| super::timeout_from_secs(s, "--timeout"))
+                .transpose()
+            {
                 Ok(_) => Ok((args, flags)),
                 Err(e) => Err(e),
             }

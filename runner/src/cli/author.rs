@@ -114,7 +114,11 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
 }
 
 pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
-    let timeout = match a.timeout.map(|t| crate::call::timeout_from_secs(t, "--timeout")).transpose() {
+    let timeout = match a
+        .timeout
+        .map(|t| crate::call::timeout_from_secs(t, "--timeout"))
+        .transpose()
+    {
         Ok(t) => t,
         Err(e) => return refuse(ErrorCode::Usage, e.message, ""),
     };

@@ -1,7 +1,7 @@
 //! `--help` for tools and actions, generated from their schemas.
 
-use crate::flags::prop_type;
 use crate::call::Resolved;
+use crate::flags::prop_type;
 use crate::manifest::Action;
 use serde_json::Value;
 use std::fmt::Write as _;

@@ -181,7 +181,10 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         if let Some(s) = sandbox["settings"].as_object() {
             say!(
                 "  modes: core {}, common {}, personal {}; where the kernel falls short: {}",
-                s["core"], s["common"], s["personal"], s["unsupported"]
+                s["core"],
+                s["common"],
+                s["personal"],
+                s["unsupported"]
             );
         }
         if let Some(e) = &settings_error {

@@ -35,9 +35,9 @@ pub mod list;
 pub mod llm;
 pub mod render;
 pub mod task;
+pub mod term;
 pub mod usage;
 pub mod version;
-pub mod term;
 
 use crate::call::{CallOptions, Runner};
 use crate::dirs::{DirOptions, Dirs};
@@ -384,10 +384,17 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
         Err(e) => return fail(&e, json_errors),
     };
     if flags.help {
-        say_raw!("{}", term::for_stdout(&help::action_help(target.resolved(), target.action())));
+        say_raw!(
+            "{}",
+            term::for_stdout(&help::action_help(target.resolved(), target.action()))
+        );
         return 0;
     }
-    let timeout = match flags.timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
+    let timeout = match flags
+        .timeout
+        .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
+        .transpose()
+    {
         Ok(t) => t,
         Err(e) => return fail(&e, json_errors),
     };

@@ -193,7 +193,10 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
             0
         }),
         TaskCmd::Wait { id, timeout } => {
-            match timeout.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose() {
+            match timeout
+                .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
+                .transpose()
+            {
                 Ok(limit) => match full_id(store, &id) {
                     Ok(id) => wait(store, &id, limit).await,
                     Err(e) => Err(e),

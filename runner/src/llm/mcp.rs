@@ -163,8 +163,11 @@ impl Server {
         }
         let Some((tool, action)) = self.lookup(&req.name).await else {
             let near = self.closest_name(&req.name).await;
-            let e = CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {:?}", req.name))
-                .hint("tools/list shows every tool this server offers");
+            let e = CallError::new(
+                ErrorCode::UnknownTool,
+                format!("no permitted tool named {:?}", req.name),
+            )
+            .hint("tools/list shows every tool this server offers");
             let e = near.map_or(e.clone(), |n| e.with("did_you_mean", n));
             return Err(refusal(&self.runner.refuse_unknown(&req.name, e)));
         };

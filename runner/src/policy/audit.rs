@@ -268,7 +268,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let log = AuditLog::for_anima(d.path());
         let big = "x".repeat(2 * 1024 * 1024);
-        let rec = AuditRecord::new(None, "t", None, None, &Decision::Allow, 0, "ok", None, json!({"body": big}));
+        let rec = AuditRecord::new(
+            None,
+            "t",
+            None,
+            None,
+            &Decision::Allow,
+            0,
+            "ok",
+            None,
+            json!({"body": big}),
+        );
         log.append(&rec, &Masker::default()).unwrap();
         let text = std::fs::read_to_string(log.path()).unwrap();
         assert!(text.len() < 2 * MAX_LOGGED_ARGS, "{} bytes", text.len());

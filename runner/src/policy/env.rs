@@ -12,9 +12,7 @@ use std::ffi::{OsStr, OsString};
 
 use std::path::{Path, PathBuf};
 
-
 use super::credentials::ResolvedCredential;
-
 
 /// `<data dir>/animaworks-tool.json`, the runner's settings ([`crate::settings`]).
 pub const RUNNER_CONFIG_FILE: &str = crate::settings::SETTINGS_FILE;

@@ -16,6 +16,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::settings::Settings;
 use crate::stream::{Cancel, Observer};
 use serde_json::Value;
+pub use serve_process::{Fate, Job, Worker};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::hash::{Hash, Hasher};
@@ -24,7 +25,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{sleep, sleep_until, Instant};
-pub use serve_process::{Fate, Job, Worker};
 
 /// Which process a pooled call needs: the tool file, where it runs, and the worker's environment.
 pub struct WorkerSpec<'a> {
@@ -112,7 +112,6 @@ impl WorkerPool {
             }),
         }
     }
-
 
     pub fn config(&self) -> PoolConfig {
         self.inner.config

@@ -68,8 +68,7 @@ impl Worker {
         cwd: Option<&Path>,
         sandbox: crate::sandbox::Plan,
     ) -> Result<Worker, CallError> {
-        let spawn::Started { mut child, pgid } =
-            spawn::start_tool(file, dirs, Mode::Serve, env, cwd, Some(&sandbox))?;
+        let spawn::Started { mut child, pgid } = spawn::start_tool(file, dirs, Mode::Serve, env, cwd, Some(&sandbox))?;
         let pid = pgid as u32;
         let guard = GroupGuard::new(pgid);
         let (stdin, stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {

@@ -123,7 +123,14 @@ unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
     }
     if !ns.ro_binds.is_empty() {
         // Nothing mounted here may reach the runner's mount namespace.
-        if libc::mount(std::ptr::null(), b"/\0".as_ptr().cast(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+        if libc::mount(
+            std::ptr::null(),
+            b"/\0".as_ptr().cast(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
             return Err(err());
         }
         for b in &ns.ro_binds {
@@ -223,8 +230,15 @@ unsafe fn relay(g: i32, status_fd: i32) -> ! {
     if libc::WIFEXITED(st) {
         libc::_exit(libc::WEXITSTATUS(st));
     }
-    let sig = if libc::WIFSIGNALED(st) { libc::WTERMSIG(st) } else { libc::SIGKILL };
-    let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let sig = if libc::WIFSIGNALED(st) {
+        libc::WTERMSIG(st)
+    } else {
+        libc::SIGKILL
+    };
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     libc::setrlimit(libc::RLIMIT_CORE, &no_core);
     libc::signal(sig, libc::SIG_DFL);
     let mut set: libc::sigset_t = std::mem::zeroed();
@@ -242,7 +256,13 @@ unsafe fn drop_capabilities(last_cap: i32) {
     for cap in 0..=last_cap {
         libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
     }
-    libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0);
+    libc::prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        0,
+        0,
+        0,
+    );
     let mut hdr = super::kernel::CapHeader {
         version: super::kernel::CAP_VERSION_3,
         pid: 0,

@@ -121,7 +121,8 @@ pub fn report(s: &Support) -> Vec<String> {
         ),
     });
     out.push(if s.seccomp {
-        "seccomp: available: UDP, raw sockets, io_uring, user namespaces and keyrings refused inside the sandbox".to_owned()
+        "seccomp: available: UDP, raw sockets, io_uring, user namespaces and keyrings refused inside the sandbox"
+            .to_owned()
     } else {
         "seccomp: NOT available: a tool without network can still use UDP and raw sockets".to_owned()
     });

@@ -29,8 +29,17 @@ pub const READ: u64 = READ_FILE | READ_DIR;
 /// Read and run.
 pub const EXEC: u64 = READ | EXECUTE;
 /// Read, write, create, remove, rename; never make devices, never run (a writable place is not executable).
-pub const WRITE: u64 =
-    READ | WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM | REFER | TRUNCATE;
+pub const WRITE: u64 = READ
+    | WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE;
 /// The rights that make sense on a file that is not a folder.
 const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
 

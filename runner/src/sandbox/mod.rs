@@ -85,8 +85,9 @@ impl Settings {
     pub fn from_runner(all: &crate::settings::Settings) -> Result<Settings, String> {
         match all.raw.get("sandbox") {
             None | Some(Value::Null) => Ok(Settings::default()),
-            Some(s) => serde_json::from_value(s.clone())
-                .map_err(|e| format!("{}: \"sandbox\": {e}", all.path.display())),
+            Some(s) => {
+                serde_json::from_value(s.clone()).map_err(|e| format!("{}: \"sandbox\": {e}", all.path.display()))
+            }
         }
     }
 
@@ -376,7 +377,14 @@ fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &
 }
 
 /// The folders of the data dir an undeclared AnimaWorks tool reads (`shared/` and `tmp/` it also writes).
-const DATA_READ: &[&str] = &["common_knowledge", "common_skills", "common_tools", "reference", "company", "prompts"];
+const DATA_READ: &[&str] = &[
+    "common_knowledge",
+    "common_skills",
+    "common_tools",
+    "reference",
+    "company",
+    "prompts",
+];
 const DATA_WRITE: &[&str] = &["shared", "tmp"];
 
 /// Compute the sandbox of one process. A declared need the anima's grants do not cover, or (with
@@ -443,7 +451,12 @@ fn plan_with(
     let tmp = tempfile::Builder::new()
         .prefix("animaworks-tool-")
         .tempdir()
-        .map_err(|e| CallError::new(ErrorCode::Internal, format!("cannot make the call's private temp dir: {e}")))?;
+        .map_err(|e| {
+            CallError::new(
+                ErrorCode::Internal,
+                format!("cannot make the call's private temp dir: {e}"),
+            )
+        })?;
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
@@ -486,8 +499,14 @@ fn plan_with(
     }
     let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> { v.iter().filter_map(|p| rules::canonical(p)).collect() };
     let grant_write = canon(grant_write);
-    let grant_read: Vec<PathBuf> = canon(grant_read).into_iter().chain(grant_write.iter().cloned()).collect();
-    let grant_exec: Vec<PathBuf> = canon(grant_exec).into_iter().chain(grant_read.iter().cloned()).collect();
+    let grant_read: Vec<PathBuf> = canon(grant_read)
+        .into_iter()
+        .chain(grant_write.iter().cloned())
+        .collect();
+    let grant_exec: Vec<PathBuf> = canon(grant_exec)
+        .into_iter()
+        .chain(grant_read.iter().cloned())
+        .collect();
     let net_granted = grants.net_for(tool, tier);
 
     let support = kernel::support();
@@ -513,20 +532,40 @@ fn plan_with(
             // Undeclared: what AnimaWorks tools do — their anima, the shared folders, the network if granted.
             read.extend(grant_read.iter().cloned());
             write.extend(grant_write.iter().cloned());
-            exec.extend(canon(grants.exec.iter().filter_map(|r| places.expand(r).ok().flatten()).collect()));
+            exec.extend(canon(
+                grants
+                    .exec
+                    .iter()
+                    .filter_map(|r| places.expand(r).ok().flatten())
+                    .collect(),
+            ));
             if net_granted {
                 net = net.union(NetPlan::All);
             }
             continue;
         };
-        if lenient && !covered(d, &places, &grant_read, &grant_write, &grant_exec, net_granted, &protected_read, &protected_write) {
+        if lenient
+            && !covered(
+                d,
+                &places,
+                &grant_read,
+                &grant_write,
+                &grant_exec,
+                net_granted,
+                &protected_read,
+                &protected_write,
+            )
+        {
             continue;
         }
         if let Some(problem) = validate(d).into_iter().next() {
-            return Err(CallError::new(ErrorCode::PermissionDenied, format!("{tool}: invalid sandbox declaration: {problem}"))
-                .hint("fix the tool's profile (protocol.md §2.4); `animaworks-tool check` shows every problem")
-                .with("tool", tool)
-                .with("reason", "sandbox_invalid"));
+            return Err(CallError::new(
+                ErrorCode::PermissionDenied,
+                format!("{tool}: invalid sandbox declaration: {problem}"),
+            )
+            .hint("fix the tool's profile (protocol.md §2.4); `animaworks-tool check` shows every problem")
+            .with("tool", tool)
+            .with("reason", "sandbox_invalid"));
         }
         for (field, list, allowed, out) in [
             ("read", &d.read, &grant_read, &mut read),
@@ -536,7 +575,10 @@ fn plan_with(
             for raw in list {
                 let Ok(Some(p)) = places.expand(raw) else { continue };
                 let Some(real) = rules::canonical(&p) else {
-                    warnings.push(format!("sandbox.{field} {raw:?}: {} does not exist; nothing granted", p.display()));
+                    warnings.push(format!(
+                        "sandbox.{field} {raw:?}: {} does not exist; nothing granted",
+                        p.display()
+                    ));
                     continue;
                 };
                 let runner_state = match field {
@@ -546,12 +588,19 @@ fn plan_with(
                 let system = field != "write" && system_read().iter().any(|s| real.starts_with(s));
                 if runner_state || !(system || allowed.iter().any(|a| real.starts_with(a))) {
                     let why = if runner_state {
-                        "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted".to_owned()
+                        "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted"
+                            .to_owned()
                     } else {
-                        format!("add {raw:?} (or a folder above it) to \"sandbox\": {{\"{field}\": [...]}} in {}", perms_path.display())
+                        format!(
+                            "add {raw:?} (or a folder above it) to \"sandbox\": {{\"{field}\": [...]}} in {}",
+                            perms_path.display()
+                        )
                     };
                     return Err(refusal(
-                        format!("{tool} declares sandbox.{field} {raw:?} ({}), which the anima's permissions do not grant", real.display()),
+                        format!(
+                            "{tool} declares sandbox.{field} {raw:?} ({}), which the anima's permissions do not grant",
+                            real.display()
+                        ),
                         why,
                         &format!("sandbox.{field}"),
                         "sandbox_not_granted",
@@ -567,7 +616,10 @@ fn plan_with(
             let key = format!("sandbox.net: [\"{tool}\"]");
             return Err(refusal(
                 format!("{tool} ({tier}) declares network access, which the anima's permissions do not grant"),
-                format!("add \"sandbox\": {{\"net\": [\"{tool}\"]}} (or true) to {}", perms_path.display()),
+                format!(
+                    "add \"sandbox\": {{\"net\": [\"{tool}\"]}} (or true) to {}",
+                    perms_path.display()
+                ),
                 &key,
                 "sandbox_not_granted",
                 &perms_path,
@@ -588,7 +640,10 @@ fn plan_with(
         missing.push("seccomp (UDP and raw sockets)");
     }
     if !missing.is_empty() {
-        let what = format!("this kernel cannot enforce the sandbox of {tool}: no {}", missing.join(", no "));
+        let what = format!(
+            "this kernel cannot enforce the sandbox of {tool}: no {}",
+            missing.join(", no ")
+        );
         if settings.unsupported == Unsupported::Refuse {
             return Err(CallError::new(ErrorCode::PermissionDenied, what)
                 .hint("run on a kernel with Landlock (Linux 5.13+; TCP: 6.7+), or set \"sandbox\": {\"unsupported\": \"warn\"} in <data dir>/animaworks-tool.json to run it less confined")
@@ -636,18 +691,24 @@ fn covered(
     if !validate(d).is_empty() || (declared_net(d) != NetPlan::None && !net_granted) {
         return false;
     }
-    [(&d.read, read, pr, false), (&d.write, write, pw, true), (&d.exec, exec, pr, false)]
-        .into_iter()
-        .all(|(list, allowed, prot, is_write)| {
-            list.iter().all(|raw| match places.expand(raw).ok().flatten().and_then(|p| rules::canonical(&p)) {
+    [
+        (&d.read, read, pr, false),
+        (&d.write, write, pw, true),
+        (&d.exec, exec, pr, false),
+    ]
+    .into_iter()
+    .all(|(list, allowed, prot, is_write)| {
+        list.iter().all(
+            |raw| match places.expand(raw).ok().flatten().and_then(|p| rules::canonical(&p)) {
                 None => true,
                 Some(real) => {
                     !prot.covers(&real)
                         && ((!is_write && system_read().iter().any(|s| real.starts_with(s)))
                             || allowed.iter().any(|a| real.starts_with(a)))
                 }
-            })
-        })
+            },
+        )
+    })
 }
 
 /// The runner's files in the anima's `state/` (audit log, task store), made to exist so that they can be
@@ -665,7 +726,13 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
     }
     let audit = anima.join(crate::policy::audit::AUDIT_FILE);
     use std::os::unix::fs::OpenOptionsExt;
-    if std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&audit).is_ok() {
+    if std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&audit)
+        .is_ok()
+    {
         out.extend(rules::canonical(&audit));
     }
     out
@@ -674,18 +741,52 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
 /// The runner's state, as canonical paths: (never read, never written).
 fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
-    let anima = dirs.anima.as_deref().map(|a| rules::canonical(a).unwrap_or_else(|| a.to_path_buf()));
-    let mut secret: Vec<PathBuf> = ["config.json", "vault.json", "vault.key", "shared/credentials.json", "outputs", "state"]
-        .iter()
-        .map(|f| data.join(f))
-        .collect();
+    let anima = dirs
+        .anima
+        .as_deref()
+        .map(|a| rules::canonical(a).unwrap_or_else(|| a.to_path_buf()));
+    let mut secret: Vec<PathBuf> = [
+        "config.json",
+        "vault.json",
+        "vault.key",
+        "shared/credentials.json",
+        "outputs",
+        "state",
+    ]
+    .iter()
+    .map(|f| data.join(f))
+    .collect();
     secret.push(dirs.cache.clone());
-    secret.extend(std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG").filter(|v| !v.is_empty()).map(PathBuf::from));
-    for f in ["shadow", "gshadow", "shadow-", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl/private", "security/opasswd"] {
+    secret.extend(
+        std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+    );
+    for f in [
+        "shadow",
+        "gshadow",
+        "shadow-",
+        "gshadow-",
+        "sudoers",
+        "sudoers.d",
+        "ssh",
+        "ssl/private",
+        "security/opasswd",
+    ] {
         secret.push(Path::new("/etc").join(f));
     }
     if let Some(h) = home {
-        for f in [".ssh", ".gnupg", ".aws", ".netrc", ".docker", ".kube", ".git-credentials", ".config/gh", ".config/gcloud"] {
+        for f in [
+            ".ssh",
+            ".gnupg",
+            ".aws",
+            ".netrc",
+            ".docker",
+            ".kube",
+            ".git-credentials",
+            ".config/gh",
+            ".config/gcloud",
+        ] {
             secret.push(h.join(f));
         }
     }
@@ -757,7 +858,14 @@ const ETC_READ: &[&str] = &[
     "/etc/profile",
 ];
 const DEV_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
-const DEV_READ: &[&str] = &["/dev/random", "/dev/urandom", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu"];
+const DEV_READ: &[&str] = &[
+    "/dev/random",
+    "/dev/urandom",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/sys/devices/system/cpu",
+];
 
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
@@ -874,7 +982,11 @@ impl Plan {
         for p in SYSTEM_EXEC.iter().filter_map(|p| rules::canonical(Path::new(p))) {
             rules::grant(&mut b, &p, EXEC, &i.protected_read)?;
         }
-        for p in ETC_READ.iter().chain(DEV_READ).filter_map(|p| rules::canonical(Path::new(p))) {
+        for p in ETC_READ
+            .iter()
+            .chain(DEV_READ)
+            .filter_map(|p| rules::canonical(Path::new(p)))
+        {
             rules::grant(&mut b, &p, READ, &i.protected_read)?;
         }
         for p in DEV_RW.iter().filter_map(|p| rules::canonical(Path::new(p))) {
@@ -967,10 +1079,22 @@ mod tests {
     fn interpreter_prefix_is_never_home() {
         let home = Path::new("/home/u");
         let data = Path::new("/home/u/.animaworks");
-        assert_eq!(prefix_of(Path::new("/usr/bin/python3"), Some(home), data), Some("/usr".into()));
-        assert_eq!(prefix_of(Path::new("/home/u/bin/python3"), Some(home), data), Some("/home/u/bin".into()));
-        assert_eq!(prefix_of(Path::new("/home/u/venv/bin/python"), Some(home), data), Some("/home/u/venv".into()));
+        assert_eq!(
+            prefix_of(Path::new("/usr/bin/python3"), Some(home), data),
+            Some("/usr".into())
+        );
+        assert_eq!(
+            prefix_of(Path::new("/home/u/bin/python3"), Some(home), data),
+            Some("/home/u/bin".into())
+        );
+        assert_eq!(
+            prefix_of(Path::new("/home/u/venv/bin/python"), Some(home), data),
+            Some("/home/u/venv".into())
+        );
         assert_eq!(prefix_of(Path::new("/bin/sh"), Some(home), data), Some("/bin".into()));
-        assert_eq!(prefix_of(Path::new("/home/u/.pyenv/shims/python3"), Some(home), data), Some("/home/u/.pyenv".into()));
+        assert_eq!(
+            prefix_of(Path::new("/home/u/.pyenv/shims/python3"), Some(home), data),
+            Some("/home/u/.pyenv".into())
+        );
     }
 }

@@ -29,9 +29,7 @@ impl Protected {
             return true;
         }
         match &self.animas {
-            Some((dir, own)) => {
-                p.starts_with(dir) && p != dir && !own.as_ref().is_some_and(|o| p.starts_with(o))
-            }
+            Some((dir, own)) => p.starts_with(dir) && p != dir && !own.as_ref().is_some_and(|o| p.starts_with(o)),
             None => false,
         }
     }
@@ -69,7 +67,14 @@ fn grant_at(b: &mut Builder, root: &Path, access: u64, protected: &Protected, de
         return match b.allow_path(root, access) {
             Ok(()) => Ok(1),
             // Gone since it was listed, or swapped for a symbolic link: nothing granted.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ELOOP) | Some(libc::ENOTDIR)) => Ok(0),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT) | Some(libc::ELOOP) | Some(libc::ENOTDIR)
+                ) =>
+            {
+                Ok(0)
+            }
             Err(e) => Err(e),
         };
     }

@@ -64,18 +64,38 @@ impl Asm {
         self.labels[l] = Some(self.code.len());
     }
     fn load(&mut self, off: u32) {
-        self.code.push(SockFilter { code: LD_W_ABS, jt: 0, jf: 0, k: off });
+        self.code.push(SockFilter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: off,
+        });
     }
     fn and(&mut self, k: u32) {
-        self.code.push(SockFilter { code: AND_K, jt: 0, jf: 0, k });
+        self.code.push(SockFilter {
+            code: AND_K,
+            jt: 0,
+            jf: 0,
+            k,
+        });
     }
     fn ret(&mut self, k: u32) {
-        self.code.push(SockFilter { code: RET_K, jt: 0, jf: 0, k });
+        self.code.push(SockFilter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k,
+        });
     }
     /// if A op k goto t (else fall through)
     fn jump(&mut self, op: u16, k: u32, t: usize) {
         self.fix.push((self.code.len(), Some(t), None));
-        self.code.push(SockFilter { code: op, jt: 0, jf: 0, k });
+        self.code.push(SockFilter {
+            code: op,
+            jt: 0,
+            jf: 0,
+            k,
+        });
     }
     fn finish(mut self) -> Vec<SockFilter> {
         for (i, t, f) in self.fix {
@@ -197,7 +217,9 @@ mod tests {
         for net in [NetPlan::None, NetPlan::All, NetPlan::Ports(vec![443])] {
             let p = program(&net);
             for (i, ins) in p.iter().enumerate() {
-                assert!(i + 1 + (ins.jt as usize) < p.len() && i + 1 + (ins.jf as usize) < p.len() || ins.code == RET_K);
+                assert!(
+                    i + 1 + (ins.jt as usize) < p.len() && i + 1 + (ins.jf as usize) < p.len() || ins.code == RET_K
+                );
             }
             assert_eq!(p.last().unwrap().code, RET_K);
         }

@@ -302,7 +302,6 @@ impl<'a> EventLines<'a> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,9 +14,9 @@ use decode::StdoutState;
 
 pub use decode::MAX_DEPTH;
 
-use crate::spawn::Started;
 use crate::policy::Masker;
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
+use crate::spawn::Started;
 use crate::spill::SpillTo;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -259,4 +259,3 @@ pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut c
         leftovers,
     }
 }
-

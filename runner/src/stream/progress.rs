@@ -145,7 +145,12 @@ mod tests {
     fn agrees(line: &[u8]) -> Option<Event> {
         let fast = parse(line);
         if let Some(ev) = &fast {
-            assert_eq!(parse_line(line), Line::Event(ev.clone()), "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                parse_line(line),
+                Line::Event(ev.clone()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
             if let (Event::Progress { progress: a, .. }, Line::Event(Event::Progress { progress: b, .. })) =
                 (ev, parse_line(line))
             {
@@ -203,14 +208,49 @@ mod tests {
     /// Lines built from fragments near the shortcut's edges: wherever it answers, it answers as parse_line.
     #[test]
     fn generated() {
-        const KEYS: &[&str] = &["progress", "total", "message", "call_id", "level", "type", "pro\\u0067ress"];
+        const KEYS: &[&str] = &[
+            "progress",
+            "total",
+            "message",
+            "call_id",
+            "level",
+            "type",
+            "pro\\u0067ress",
+        ];
         const NUMBERS: &[&str] = &[
-            "1", "0", "-0", "007", "1.5", "-2.25e-3", "1e400", "1E+2", "12345678901234567", "0.1", "1.", "-", "null",
-            "999999999999999", "1000000000000000", "4.9e-324", "1.7976931348623157e308", "2.5E-0",
+            "1",
+            "0",
+            "-0",
+            "007",
+            "1.5",
+            "-2.25e-3",
+            "1e400",
+            "1E+2",
+            "12345678901234567",
+            "0.1",
+            "1.",
+            "-",
+            "null",
+            "999999999999999",
+            "1000000000000000",
+            "4.9e-324",
+            "1.7976931348623157e308",
+            "2.5E-0",
         ];
         const TEXTS: &[&str] = &[
-            "\"x\"", "\"a b-c_1\"", "\"\\u00e9\"", "\"\\\"\"", "\"\"", "\"\u{e9}\u{65e5}\"", "null", "\"a\u{7f}\"",
-            "\"progress\"", "true", "[]", "{}", "{\"a\":[1]}",
+            "\"x\"",
+            "\"a b-c_1\"",
+            "\"\\u00e9\"",
+            "\"\\\"\"",
+            "\"\"",
+            "\"\u{e9}\u{65e5}\"",
+            "null",
+            "\"a\u{7f}\"",
+            "\"progress\"",
+            "true",
+            "[]",
+            "{}",
+            "{\"a\":[1]}",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |n: usize| {
@@ -226,7 +266,11 @@ mod tests {
             for _ in 0..next(4) {
                 let key = KEYS[[0, 1, 1, 2, 2, 3, 3, 4, 5, 6][next(10)]];
                 let numeric = matches!(key, "progress" | "total") ^ (next(8) == 0);
-                let v = if numeric { NUMBERS[next(NUMBERS.len())] } else { TEXTS[next(TEXTS.len())] };
+                let v = if numeric {
+                    NUMBERS[next(NUMBERS.len())]
+                } else {
+                    TEXTS[next(TEXTS.len())]
+                };
                 members.push(format!("\"{key}\":{v}"));
             }
             let (i, j) = (next(members.len()), next(members.len()));

@@ -232,7 +232,10 @@ pub async fn execute(
     match task.kind {
         Kind::Action => {
             let Value::Object(map) = args else {
-                let e = CallError::new(ErrorCode::InvalidArguments, "the task's arguments are not a JSON object");
+                let e = CallError::new(
+                    ErrorCode::InvalidArguments,
+                    "the task's arguments are not a JSON object",
+                );
                 return Err(tool.refuse(Some(label), args, e));
             };
             tool.action(&task.action)?.prepare(map, &opts)?.run(obs, cancel).await

@@ -13,15 +13,15 @@
 //! the one [`detached::execute`].
 
 pub mod config;
+pub mod detached;
 pub mod files;
 pub mod identity;
 pub mod pending;
 pub mod pg;
 pub mod queue;
 pub mod secret_args;
-pub mod tool_version;
 pub mod submit;
-pub mod detached;
+pub mod tool_version;
 
 use crate::dirs::Dirs;
 use crate::error::ErrorCode;

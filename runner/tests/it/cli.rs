@@ -159,7 +159,8 @@ fn an_unknown_tool_and_doctor_say_when_the_personal_tier_was_not_searched() {
     assert_eq!(
         o.status.code(),
         Some(1),
-        "a named anima dir that is missing is a problem: {}", stdout(&o)
+        "a named anima dir that is missing is a problem: {}",
+        stdout(&o)
     );
     assert!(stdout(&o).contains("does not exist"), "{}", stdout(&o));
     let o = w
@@ -788,7 +789,10 @@ fn submit_on_a_terminal_says_how_to_follow_the_task() {
     c.env("TERM", "xterm").args(["submit", "hello", "greet", "--who", "x"]);
     let (code, out, term) = run_in_pty(&mut c, 200, |_| {});
     assert_eq!(code, Some(0), "{term}");
-    let id = serde_json::from_str::<Value>(&out).unwrap()["task_id"].as_str().unwrap().to_owned();
+    let id = serde_json::from_str::<Value>(&out).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(term.contains(&format!("animaworks-tool jobs wait {id}")), "{term}");
     // In a pipe, only the receipt.
     let o = w.run(&["submit", "hello", "greet", "--who", "y"]);

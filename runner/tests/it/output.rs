@@ -326,7 +326,11 @@ fn deep_results_keep_their_type_or_are_bad_output() {
     assert!(msg(&e).contains("127"), "{e}");
 
     // An event line counts the event object as one level.
-    events_tool(&w, "deepev", &format!("echo '{{\"type\":\"result\",\"result\":{}}}'", nest(200)));
+    events_tool(
+        &w,
+        "deepev",
+        &format!("echo '{{\"type\":\"result\",\"result\":{}}}'", nest(200)),
+    );
     let (code, e) = err(&w, "deepev", &[]);
     assert_eq!(code, 10, "{e}");
     assert_eq!(e["code"], "bad_output");

@@ -79,7 +79,10 @@ fn seen_of(text: &str, blob: String) -> Seen {
     let err = find_error(&v);
     Seen {
         code: err.and_then(|e| e["code"].as_str()).map(str::to_owned),
-        key: err.and_then(|e| e.get("key")).and_then(Value::as_str).map(str::to_owned),
+        key: err
+            .and_then(|e| e.get("key"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         blob,
     }
 }
@@ -115,10 +118,9 @@ fn task_outcome(w: &World, id: &str, mut blob: String) -> Seen {
     ] {
         blob.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
     }
-    let task: Value = serde_json::from_str(
-        &std::fs::read_to_string(state.join(format!("background_tasks/{id}.json"))).unwrap(),
-    )
-    .unwrap();
+    let task: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join(format!("background_tasks/{id}.json"))).unwrap())
+            .unwrap();
     let code = task["error_code"].as_str().map(str::to_owned);
     let key = task["error_detail"]["key"].as_str().map(str::to_owned);
     Seen { code, key, blob }
@@ -127,14 +129,24 @@ fn task_outcome(w: &World, id: &str, mut blob: String) -> Seen {
 fn run_pending(w: &World, tool: &str, words: &[&str]) -> Seen {
     let pending = w.anima.join("state/background_tasks/pending");
     std::fs::create_dir_all(&pending).unwrap();
-    let id = format!("{:012x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() & 0xffff_ffff_ffff);
+    let id = format!(
+        "{:012x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            & 0xffff_ffff_ffff
+    );
     let d = json!({"task_id": id, "tool_name": tool, "subcommand": words[0], "raw_args": words,
                    "anima_name": "alice", "submitted_at": 1.5, "status": "pending"});
     std::fs::write(pending.join(format!("{id}.json")), d.to_string()).unwrap();
     let o = w.run(&["jobs", "run-pending"]);
     let out = stdout(&o);
     let rep: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-    if rep["queued"].as_array().is_some_and(|q| q.iter().any(|t| t["task_id"] == id.as_str())) {
+    if rep["queued"]
+        .as_array()
+        .is_some_and(|q| q.iter().any(|t| t["task_id"] == id.as_str()))
+    {
         return task_outcome(w, &id, out);
     }
     seen_of(&out, format!("{out}{}", stderr(&o)))
@@ -142,10 +154,18 @@ fn run_pending(w: &World, tool: &str, words: &[&str]) -> Seen {
 
 fn use_tool(w: &World, tool: &str, action: &str, args: Value) -> Seen {
     let mut c = w.cmd();
-    c.arg("use-tool").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.arg("use-tool")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let req = json!({"tool_name": tool, "action": action, "args": args});
-    child.stdin.take().unwrap().write_all(req.to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.to_string().as_bytes())
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     let mut s = seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)));
     // A tool's own error is AnimaWorks' plain text.
@@ -157,7 +177,10 @@ fn use_tool(w: &World, tool: &str, action: &str, args: Value) -> Seen {
 
 fn use_tool_serve(w: &World, tool: &str, action: &str, args: Value) -> Seen {
     let mut c = w.cmd();
-    c.args(["use-tool", "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(["use-tool", "--serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let req = json!({"id": 7, "tool_name": tool, "action": action, "args": args});
     let mut stdin = child.stdin.take().unwrap();
@@ -175,13 +198,18 @@ fn use_tool_serve(w: &World, tool: &str, action: &str, args: Value) -> Seen {
 
 fn mcp(w: &World, name: &str, args: Value) -> Seen {
     let mut c = w.cmd();
-    c.arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
-        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -189,7 +217,10 @@ fn mcp(w: &World, name: &str, args: Value) -> Seen {
     let mut blob = String::new();
     let answer: Value = loop {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the MCP server ended without answering");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the MCP server ended without answering"
+        );
         blob.push_str(&line);
         let v: Value = serde_json::from_str(&line).unwrap();
         if v["id"] == 2 {
@@ -210,7 +241,10 @@ fn mcp(w: &World, name: &str, args: Value) -> Seen {
     // A tool's own error is its text; the runner's errors after the start read `<code>: <message>`.
     let is_error = answer["result"]["isError"] == true;
     let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    let code = text.split_once(": ").map(|(c, _)| c).filter(|c| c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    let code = text
+        .split_once(": ")
+        .map(|(c, _)| c)
+        .filter(|c| c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
     Seen {
         code: is_error.then(|| code.unwrap_or("tool_error").to_owned()),
         key: None,
@@ -231,33 +265,68 @@ type Entry = (&'static str, &'static str, fn(&World) -> Seen);
 /// Each entry point, calling the gated action of `gt` (structured) or `leg` (a legacy argv).
 fn gated_entries() -> Vec<Entry> {
     vec![
-        ("generated CLI", "gt_purge", |w| run_cli(w, &["gt", "purge", "--note", SECRET])),
+        ("generated CLI", "gt_purge", |w| {
+            run_cli(w, &["gt", "purge", "--note", SECRET])
+        }),
         ("call", "gt_purge", |w| {
-            run_cli(w, &["call", "gt", "purge", "--json", &json!({"note": SECRET}).to_string()])
+            run_cli(
+                w,
+                &["call", "gt", "purge", "--json", &json!({"note": SECRET}).to_string()],
+            )
         }),
         ("legacy argv", "leg_purge", |w| run_cli(w, &["leg", "purge"])),
-        ("submit", "gt_purge", |w| submit(w, &["submit", "gt", "purge", "--note", SECRET])),
-        ("submit legacy argv", "leg_purge", |w| submit(w, &["submit", "leg", "purge"])),
+        ("submit", "gt_purge", |w| {
+            submit(w, &["submit", "gt", "purge", "--note", SECRET])
+        }),
+        ("submit legacy argv", "leg_purge", |w| {
+            submit(w, &["submit", "leg", "purge"])
+        }),
         ("run-pending", "leg_purge", |w| run_pending(w, "leg", &["purge"])),
-        ("use-tool", "gt_purge", |w| use_tool(w, "gt", "purge", json!({"note": SECRET}))),
-        ("use-tool --serve", "gt_purge", |w| use_tool_serve(w, "gt", "purge", json!({"note": SECRET}))),
+        ("use-tool", "gt_purge", |w| {
+            use_tool(w, "gt", "purge", json!({"note": SECRET}))
+        }),
+        ("use-tool --serve", "gt_purge", |w| {
+            use_tool_serve(w, "gt", "purge", json!({"note": SECRET}))
+        }),
         ("mcp", "gt_purge", |w| mcp(w, "gt_purge", json!({"note": SECRET}))),
     ]
 }
 
 fn assert_one_audit_line(w: &World, before: usize, entry: &str, decision: &str) -> Value {
     let lines = audit_lines(w);
-    assert_eq!(lines.len(), before + 1, "{entry}: want exactly one audit line, got {:#?}", &lines[before..]);
+    assert_eq!(
+        lines.len(),
+        before + 1,
+        "{entry}: want exactly one audit line, got {:#?}",
+        &lines[before..]
+    );
     let l = lines.last().unwrap().clone();
     let mut keys: Vec<&str> = l.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort();
     assert_eq!(
         keys,
-        ["action", "anima", "args", "decision", "duration_ms", "env", "exit_code", "outcome", "reason", "sandbox", "tier", "time", "tool"],
+        [
+            "action",
+            "anima",
+            "args",
+            "decision",
+            "duration_ms",
+            "env",
+            "exit_code",
+            "outcome",
+            "reason",
+            "sandbox",
+            "tier",
+            "time",
+            "tool"
+        ],
         "{entry}: {l}"
     );
     assert_eq!(l["decision"], decision, "{entry}: {l}");
-    assert!(!l.to_string().contains(SECRET), "{entry}: the audit line holds the secret: {l}");
+    assert!(
+        !l.to_string().contains(SECRET),
+        "{entry}: the audit line holds the secret: {l}"
+    );
     l
 }
 
@@ -272,7 +341,10 @@ fn every_entry_point_refuses_a_gated_action_alike_and_audits_it_once() {
         assert_eq!(s.key.as_deref(), Some(key), "{entry}: {s:#?}");
         let l = assert_one_audit_line(&w, before, entry, "deny");
         assert_eq!(l["outcome"], "permission_denied", "{entry}: {l}");
-        assert!(l["reason"].as_str().unwrap().starts_with("grant_missing"), "{entry}: {l}");
+        assert!(
+            l["reason"].as_str().unwrap().starts_with("grant_missing"),
+            "{entry}: {l}"
+        );
     }
 }
 
@@ -298,17 +370,28 @@ fn a_tool_error_that_says_its_secret_is_masked_in_message_hint_and_stderr_on_eve
     type Case = (&'static str, fn(&World) -> Seen);
     let entries: Vec<Case> = vec![
         ("generated CLI", |w| run_cli(w, &["gt", "leak", "--note", SECRET])),
-        ("call", |w| run_cli(w, &["call", "gt", "leak", "--json", &json!({"note": SECRET}).to_string()])),
+        ("call", |w| {
+            run_cli(
+                w,
+                &["call", "gt", "leak", "--json", &json!({"note": SECRET}).to_string()],
+            )
+        }),
         ("submit", |w| submit(w, &["submit", "gt", "leak", "--note", SECRET])),
         ("use-tool", |w| use_tool(w, "gt", "leak", json!({"note": SECRET}))),
-        ("use-tool --serve", |w| use_tool_serve(w, "gt", "leak", json!({"note": SECRET}))),
+        ("use-tool --serve", |w| {
+            use_tool_serve(w, "gt", "leak", json!({"note": SECRET}))
+        }),
         ("mcp", |w| mcp(w, "gt_leak", json!({"note": SECRET}))),
     ];
     for (entry, f) in entries {
         let before = audit_lines(&w).len();
         let s = f(&w);
         assert_eq!(s.code.as_deref(), Some("tool_error"), "{entry}: {s:#?}");
-        assert!(s.blob.contains("bad token ***"), "{entry}: the error is not there, masked: {}", s.blob);
+        assert!(
+            s.blob.contains("bad token ***"),
+            "{entry}: the error is not there, masked: {}",
+            s.blob
+        );
         assert!(!s.blob.contains(SECRET), "{entry}: the secret was shown: {}", s.blob);
         let l = assert_one_audit_line(&w, before, entry, "allow");
         assert_eq!(l["outcome"], "tool_error", "{entry}: {l}");
@@ -349,7 +432,10 @@ fn a_result_that_breaks_its_output_schema_is_bad_output_on_every_entry_point() {
     assert_eq!(s.code.as_deref(), Some("bad_output"), "{s:#?}");
     assert!(s.blob.contains("/n"), "the pointer is named: {}", s.blob);
     assert!(s.blob.contains("not a number"), "the raw result is kept: {}", s.blob);
-    assert_eq!(use_tool(&w, "shape", "n", json!({})).code.as_deref(), Some("bad_output"));
+    assert_eq!(
+        use_tool(&w, "shape", "n", json!({})).code.as_deref(),
+        Some("bad_output")
+    );
     assert_eq!(mcp(&w, "shape_n", json!({})).code.as_deref(), Some("bad_output"));
 }
 

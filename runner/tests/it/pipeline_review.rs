@@ -22,7 +22,8 @@ const GT_BODY: &str = r#"case "$req" in
 esac"#;
 
 /// `go` writes its secret to stderr in two writes, a moment apart: two reads for the runner.
-const SPLIT: &str = r#"{"protocol":1,"actions":[{"name":"go","profile":{"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}]}"#;
+const SPLIT: &str =
+    r#"{"protocol":1,"actions":[{"name":"go","profile":{"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}]}"#;
 const SPLIT_BODY: &str = r#"printf '%s' "${SVC_TOKEN:0:8}" >&2
 sleep 0.3
 printf '%s\n' "${SVC_TOKEN:8}" >&2
@@ -35,7 +36,11 @@ fn slow_marker() -> String {
 
 fn world() -> World {
     let w = World::new();
-    w.tool(&w.common(), "gt.sh", &bash_tool(GT, &GT_BODY.replace("SLOW", &slow_marker())));
+    w.tool(
+        &w.common(),
+        "gt.sh",
+        &bash_tool(GT, &GT_BODY.replace("SLOW", &slow_marker())),
+    );
     w.tool(&w.common(), "split.sh", &bash_tool(SPLIT, SPLIT_BODY));
     std::fs::write(
         w.data.join("config.json"),
@@ -100,7 +105,10 @@ fn huge_or_odd_timeouts_never_panic_the_runner() {
     let w = world();
     for t in ["1e308", "1e19", "NaN"] {
         let mut c = w.cmd();
-        c.args(["use-tool", "--timeout", t]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(["use-tool", "--timeout", t])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let req = json!({"tool_name": "gt", "action": "leak", "args": {}});
         // The runner may refuse before it reads its stdin.
@@ -134,7 +142,14 @@ async fn a_library_call_with_a_deadline_past_the_clock_is_refused_not_a_panic() 
     };
     let (_tx, cancel) = animaworks_tool::stream::Cancel::new();
     let out = r
-        .call("gt", "leak", Default::default(), &opts, &mut animaworks_tool::stream::Quiet, cancel)
+        .call(
+            "gt",
+            "leak",
+            Default::default(),
+            &opts,
+            &mut animaworks_tool::stream::Quiet,
+            cancel,
+        )
         .await;
     assert_eq!(out.unwrap_err().code, animaworks_tool::ErrorCode::Usage);
 }
@@ -158,7 +173,11 @@ fn a_task_that_fails_before_its_call_is_prepared_is_audited_once() {
     let cases = [
         // (A forged timeout_s is clamped and the task runs: hardening::a_forged_task_timeout_does_not_lose_the_task.)
         ("00000000000b", json!({"tool_args": [1, 2]}), "invalid_arguments"),
-        ("00000000000c", json!({"kind": "cli", "tool_args": {"not": "argv"}}), "invalid_arguments"),
+        (
+            "00000000000c",
+            json!({"kind": "cli", "tool_args": {"not": "argv"}}),
+            "invalid_arguments",
+        ),
     ];
     for (id, extra, outcome) in cases {
         forge_task(&w, id, extra.clone());
@@ -181,13 +200,22 @@ fn a_task_that_fails_before_its_call_is_prepared_is_audited_once() {
 fn a_strict_submit_refused_as_not_background_eligible_is_audited_once() {
     let w = world();
     let mut o = None;
-    let lines = audited(&w, || o = Some(w.run(&["submit", "--strict", "gt", "leak", "--note", SECRET])));
+    let lines = audited(&w, || {
+        o = Some(w.run(&["submit", "--strict", "gt", "leak", "--note", SECRET]))
+    });
     let o = o.unwrap();
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
     assert_eq!(lines[0]["outcome"], "permission_denied");
     assert_eq!(lines[0]["decision"], "deny");
-    assert!(lines[0]["reason"].as_str().unwrap().starts_with("not_background_eligible"), "{}", lines[0]);
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not_background_eligible"),
+        "{}",
+        lines[0]
+    );
     assert!(!lines[0].to_string().contains(SECRET), "{}", lines[0]);
 }
 
@@ -200,13 +228,18 @@ struct Mcp {
 impl Mcp {
     fn start(w: &World) -> Mcp {
         let mut c = w.cmd();
-        c.arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let stdin = child.stdin.take();
         let out = BufReader::new(child.stdout.take().unwrap());
         let mut m = Mcp { child, stdin, out };
-        m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
-            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        m.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
         m.answer(1);
         m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         m
@@ -218,7 +251,10 @@ impl Mcp {
         let mut line = String::new();
         loop {
             line.clear();
-            assert!(self.out.read_line(&mut line).unwrap() > 0, "the MCP server ended without answering");
+            assert!(
+                self.out.read_line(&mut line).unwrap() > 0,
+                "the MCP server ended without answering"
+            );
             let v: Value = serde_json::from_str(&line).unwrap();
             if v["id"] == id {
                 return v;
@@ -226,7 +262,9 @@ impl Mcp {
         }
     }
     fn call(&mut self, id: i64, name: &str) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": {}}}));
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": {}}}),
+        );
     }
 }
 
@@ -264,7 +302,10 @@ fn an_mcp_call_cut_off_by_the_client_leaving_is_audited_once() {
     assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
     assert_eq!(lines[0]["action"], "slow");
     assert_eq!(lines[0]["outcome"], "cancelled");
-    assert!(eventually(30, || pids_with_cmdline(&slow_marker()).is_empty()), "the tool outlived the call");
+    assert!(
+        eventually(30, || pids_with_cmdline(&slow_marker()).is_empty()),
+        "the tool outlived the call"
+    );
 }
 
 /// An event tool whose JSON escapes `&` as `\u0026` (Go's encoding/json does), with a secret holding one.
@@ -288,9 +329,15 @@ fn a_secret_in_an_event_escaped_by_the_tool_is_masked() {
         let o = w.run(args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         let all = format!("{}{}", stdout(&o), stderr(&o));
-        assert!(all.contains("token ***"), "{args:?}: the masked log is not there: {all}");
+        assert!(
+            all.contains("token ***"),
+            "{args:?}: the masked log is not there: {all}"
+        );
         assert!(!all.contains(secret), "{args:?}: the secret was shown: {all}");
-        assert!(!all.contains("pass\\u0026word"), "{args:?}: the escaped secret was shown: {all}");
+        assert!(
+            !all.contains("pass\\u0026word"),
+            "{args:?}: the escaped secret was shown: {all}"
+        );
     }
 }
 
@@ -308,6 +355,9 @@ fn a_legacy_argv_refused_for_a_missing_credential_is_audited_with_the_others_mas
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert_eq!(lines.len(), 1, "want one audit line, got {lines:#?}");
     assert_eq!(lines[0]["outcome"], "permission_denied");
-    assert!(!lines[0].to_string().contains(SECRET), "the audit line holds the secret: {}", lines[0]);
+    assert!(
+        !lines[0].to_string().contains(SECRET),
+        "the audit line holds the secret: {}",
+        lines[0]
+    );
 }
-

@@ -124,7 +124,10 @@ fn rust_wire_types_validate() {
     let doc: SchemasDoc =
         serde_json::from_value(json!({"actions":[{"name":"a","profile":{"sandbox": sandbox}}]})).unwrap();
     let back = serde_json::to_value(&doc).unwrap();
-    assert_eq!(back["actions"][0]["profile"]["sandbox"], sandbox, "the sandbox declaration round-trips");
+    assert_eq!(
+        back["actions"][0]["profile"]["sandbox"], sandbox,
+        "the sandbox declaration round-trips"
+    );
     assert_valid("schemasFull", &back);
     for net in [json!(true), json!(false)] {
         let doc: SchemasDoc =

@@ -24,7 +24,11 @@ fn bait(w: &World) -> Value {
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE KEY").unwrap();
     std::fs::write(w.data.join("vault.key"), "VAULT KEY").unwrap();
-    std::fs::write(w.data.join("config.json"), r#"{"credentials": {"x": {"api_key": "sk-secret"}}}"#).unwrap();
+    std::fs::write(
+        w.data.join("config.json"),
+        r#"{"credentials": {"x": {"api_key": "sk-secret"}}}"#,
+    )
+    .unwrap();
     let bob = w.data.join("animas/bob");
     std::fs::create_dir_all(&bob).unwrap();
     std::fs::write(bob.join("episodes.md"), "bob's memory").unwrap();
@@ -193,10 +197,16 @@ fn python_tool_and_its_children_cannot_escape() {
     }
     assert!(r["child_read_ssh"].as_str().unwrap().contains("PermissionError"), "{r}");
     assert!(r["child_tcp"].as_str().unwrap().contains("PermissionError"), "{r}");
-    assert_eq!(r["cap_sys_admin"], 0, "no capability survives, even for a runner started as root: {r}");
+    assert_eq!(
+        r["cap_sys_admin"], 0,
+        "no capability survives, even for a runner started as root: {r}"
+    );
     assert_eq!(r["no_new_privs"], 1, "{r}");
     assert!(!accepted(&l), "no connection reached the listener");
-    assert_eq!(std::fs::read_to_string(w.tmp.path().join(".ssh/id_rsa")).unwrap(), "PRIVATE KEY");
+    assert_eq!(
+        std::fs::read_to_string(w.tmp.path().join(".ssh/id_rsa")).unwrap(),
+        "PRIVATE KEY"
+    );
     assert!(!w.tmp.path().join("planted.txt").exists());
     assert!(!w.anima.join("permissions.json").exists());
 }
@@ -269,7 +279,12 @@ fn compiled_tool_and_its_children_cannot_escape() {
     let src = w.tmp.path().join("cattack.c");
     std::fs::write(&src, C_ATTACKER).unwrap();
     let bin = w.personal().join("cattack");
-    let cc = std::process::Command::new("cc").arg("-O1").arg("-o").arg(&bin).arg(&src).output();
+    let cc = std::process::Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output();
     match cc {
         Ok(o) if o.status.success() => {}
         other => {
@@ -278,7 +293,11 @@ fn compiled_tool_and_its_children_cannot_escape() {
         }
     }
     let (l, port) = listener();
-    std::fs::write(w.data.join("animaworks-tool.json"), json!({"env_passthrough": ["BAIT_*"]}).to_string()).unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
     let o = w
         .cmd()
         .env("BAIT_SSH", b["ssh"].as_str().unwrap())
@@ -299,7 +318,10 @@ fn compiled_tool_and_its_children_cannot_escape() {
             "{refused} must fail: {r}"
         );
     }
-    assert_eq!(r["child_cat_ssh_exit"], 1, "cat, exec'd by the tool, cannot read the key either: {r}");
+    assert_eq!(
+        r["child_cat_ssh_exit"], 1,
+        "cat, exec'd by the tool, cannot read the key either: {r}"
+    );
     assert!(!accepted(&l));
 }
 
@@ -321,7 +343,12 @@ fn signals_to_the_runner_are_refused_without_a_pid_namespace_too() {
         &bash_tool(r#"[{"name":"sig_parent","input_schema":{"type":"object"}}]"#, body),
     );
     let o = w.run(&["call", "sig", "parent"]);
-    assert_eq!(stdout(&o).trim(), "refused", "Landlock's signal scope keeps the runner safe: {}", stderr(&o));
+    assert_eq!(
+        stdout(&o).trim(),
+        "refused",
+        "Landlock's signal scope keeps the runner safe: {}",
+        stderr(&o)
+    );
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["sandbox"]["pid_namespace"], false);
@@ -356,9 +383,7 @@ fn declared_net_tool(port: u16) -> String {
         {"name": "fetch", "profile": {"sandbox": {"net": [format!("127.0.0.1:{port}")]}}},
         {"name": "other", "profile": {"sandbox": {"net": [format!("127.0.0.1:{}", port.wrapping_add(1).max(1))]}}}
     ]});
-    let body = format!(
-        r#"exec 3<>/dev/tcp/127.0.0.1/{port} 2>/dev/null && echo '"connected"' || echo '"refused"'"#
-    );
+    let body = format!(r#"exec 3<>/dev/tcp/127.0.0.1/{port} 2>/dev/null && echo '"connected"' || echo '"refused"'"#);
     format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\nreq=$(cat)\n{body}\n")
 }
 
@@ -384,11 +409,17 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     let e = json(&o);
     assert_eq!(o.status.code(), Some(6), "{e}");
     assert_eq!(e["error"]["reason"], "sandbox_not_granted", "{e}");
-    assert!(e["error"]["hint"].as_str().unwrap().contains(r#""net": ["pnet"]"#), "{e}");
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains(r#""net": ["pnet"]"#),
+        "{e}"
+    );
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["decision"], "deny");
-    assert!(line["reason"].as_str().unwrap().starts_with("sandbox_not_granted"), "{line}");
+    assert!(
+        line["reason"].as_str().unwrap().starts_with("sandbox_not_granted"),
+        "{line}"
+    );
     // Granted in permissions.json: it runs.
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["pnet"]}}"#).unwrap();
     let o = w.run(&["call", "pnet", "fetch"]);
@@ -412,7 +443,11 @@ fn a_declared_path_beyond_the_grants_is_refused_and_runner_state_never_granted()
     assert_eq!(e["error"]["reason"], "sandbox_not_granted", "{e}");
     assert_eq!(e["error"]["key"], "sandbox.read", "{e}");
     // Even granting the whole data dir never grants the vault key.
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"read": ["$DATA_DIR"]}}"#).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"read": ["$DATA_DIR"]}}"#,
+    )
+    .unwrap();
     w.tool(&w.personal(), "vault.sh", &tool("$DATA_DIR/vault.key"));
     let e = json(&w.run(&["call", "vault", "go"]));
     assert_eq!(e["error"]["reason"], "sandbox_not_granted", "{e}");
@@ -424,9 +459,18 @@ fn off_tiers_run_unconfined_and_the_audit_says_so() {
     let w = World::sandboxed();
     std::fs::write(w.tmp.path().join("free.txt"), "free").unwrap();
     let body = format!("cat {}/free.txt", w.tmp.path().display());
-    w.tool(&w.core, "corecat.sh", &bash_tool(r#"[{"name":"corecat_go","input_schema":{"type":"object"}}]"#, &body));
+    w.tool(
+        &w.core,
+        "corecat.sh",
+        &bash_tool(r#"[{"name":"corecat_go","input_schema":{"type":"object"}}]"#, &body),
+    );
     let o = w.run(&["call", "corecat", "go"]);
-    assert_eq!(stdout(&o).trim(), "free", "core tools are not confined by default: {}", stderr(&o));
+    assert_eq!(
+        stdout(&o).trim(),
+        "free",
+        "core tools are not confined by default: {}",
+        stderr(&o)
+    );
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["sandbox"], json!({"mode": "off"}));

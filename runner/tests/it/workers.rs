@@ -2,8 +2,8 @@
 //! crashes, deadlines, idle stop, changed files, and the SDKs' `--serve`.
 
 use crate::support::*;
-use animaworks_tool::stream::{Cancel, Observer, Quiet};
 use animaworks_tool::pool::{PoolConfig, WorkerPool};
+use animaworks_tool::stream::{Cancel, Observer, Quiet};
 use animaworks_tool::{CallError, CallOptions, ErrorCode, Runner};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -249,7 +249,9 @@ async fn a_changed_tool_file_replaces_its_worker() {
 fn pool_settings_come_from_the_runner_config() {
     let w = World::new();
     let load = |d: &std::path::Path| {
-        animaworks_tool::settings::Settings::load(d).map(|s| PoolConfig::from_settings(&s)).map_err(|e| e.to_string())
+        animaworks_tool::settings::Settings::load(d)
+            .map(|s| PoolConfig::from_settings(&s))
+            .map_err(|e| e.to_string())
     };
     assert_eq!(load(&w.data).unwrap(), PoolConfig::default());
     assert_eq!(

@@ -9,7 +9,7 @@ use crate::error::{CallError, ErrorCode};
 use crate::stream::Cancel;
 use crate::tasks::config::{self, Backend, TasksConfig};
 use crate::tasks::detached::{execute, record, take_new_progress, Shared, TaskObserver, PROGRESS_EVERY};
-use crate::tasks::{tool_version, now_s, secret_args, Kind, Status, Task};
+use crate::tasks::{now_s, secret_args, tool_version, Kind, Status, Task};
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
