@@ -3,7 +3,6 @@
 //! AnimaWorks has only in Japanese and English falls back to English, as its `t()` does.
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::Path;
 
 /// The locale of AnimaWorks' messages.
@@ -22,17 +21,10 @@ const MAX_CONFIG_BYTES: u64 = 8 * 1024 * 1024;
 impl Locale {
     /// The locale configured in `<data dir>/config.json`.
     pub fn of_data_dir(data_dir: &Path) -> Locale {
-        let path = data_dir.join("config.json");
-        let mut text = String::new();
-        let read = std::fs::File::open(&path)
-            .and_then(|f| {
-                if !f.metadata()?.is_file() {
-                    return Err(std::io::ErrorKind::InvalidInput.into());
-                }
-                f.take(MAX_CONFIG_BYTES).read_to_string(&mut text)
-            })
-            .is_ok();
-        let v: Option<Value> = read.then(|| serde_json::from_str(&text).ok()).flatten();
+        // fsread: a regular file only, opened without blocking (a FIFO named config.json must not hang a call).
+        let v: Option<Value> = crate::fsread::read(&data_dir.join("config.json"), MAX_CONFIG_BYTES)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
         match v.as_ref().and_then(|v| v.get("locale")).and_then(Value::as_str) {
             Some("en") => Locale::En,
             Some("ko") => Locale::Ko,
@@ -151,5 +143,17 @@ mod tests {
         }
         assert!(Locale::Ko.output_truncated(7).starts_with("[Output truncated"));
         assert!(Locale::Ja.output_truncated(7).ends_with("元のサイズ: 7]"));
+    }
+
+    #[test]
+    fn a_fifo_as_config_json_is_the_default_locale_not_a_hang() {
+        let d = tempfile::tempdir().unwrap();
+        let c = std::ffi::CString::new(d.path().join("config.json").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(Locale::of_data_dir(d.path()), Locale::Ja);
+        std::fs::remove_file(d.path().join("config.json")).unwrap();
+        std::fs::write(d.path().join("config.json"), r#"{"locale": "en"}"#).unwrap();
+        assert_eq!(Locale::of_data_dir(d.path()), Locale::En);
     }
 }

@@ -230,7 +230,7 @@ impl<'r> Tool<'r> {
             Err(e) => return fail(&attempt, e, &masker),
         };
         // The gated subcommands this anima may not run, for the shim to refuse under any other name.
-        env.extend(crate::policy::cli_alias::env_for(runner, &resolved));
+        env.extend(crate::policy::cli_alias::env_for(&perms, &resolved));
         let audit = match audit::Handle::open(runner, gated) {
             Ok(h) => h,
             Err(e) => return fail(&attempt, e, &masker),

@@ -272,7 +272,7 @@ fn task_ids(dirs: &Dirs) -> Vec<(String, String)> {
                 return None;
             }
             let meta = e.metadata().ok().filter(|m| m.is_file() && m.len() < 1 << 20)?;
-            let about = std::fs::read(e.path())
+            let about = crate::fsread::read(&e.path(), crate::fsread::TASK)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
                 .map(|v| {

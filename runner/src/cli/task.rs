@@ -95,7 +95,7 @@ pub async fn worker(runner: &Runner, a: WorkerArgs) -> i32 {
 }
 
 async fn migrate(runner: &Runner) -> i32 {
-    let cfg = match tasks::config::load(&runner.dirs.data) {
+    let cfg = match tasks::config::load(runner) {
         Ok(c) => c,
         Err(e) => return fail(&CallError::new(ErrorCode::Usage, e)),
     };

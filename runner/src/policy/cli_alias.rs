@@ -5,7 +5,8 @@
 //! itself, an alias, an abbreviation) when one of them is refused, printing [`REFUSAL_MARK`] on stderr and exiting
 //! with the runner's own `permission_denied` code (6).
 
-use crate::call::{Resolved, Runner};
+use super::permissions::{LoadedPermissions, PermissionsError};
+use crate::call::Resolved;
 use crate::discover::Launch;
 use std::ffi::OsString;
 
@@ -14,13 +15,14 @@ pub const REFUSE_VAR: &str = "ANIMAWORKS_TOOL_CLI_REFUSE";
 /// How the shim's refusal starts on stderr.
 pub const REFUSAL_MARK: &str = "animaworks-tool: permission_denied:";
 
-/// The variable for a `cli_main` call of `r`, when its profile gates something this anima may not run.
-pub fn env_for(runner: &Runner, r: &Resolved) -> Option<(OsString, OsString)> {
+/// The variable for a `cli_main` call of `r`, when its profile gates something this anima may not run. `perms`
+/// are the ones the gate already read for this call.
+pub fn env_for(perms: &Result<LoadedPermissions, PermissionsError>, r: &Resolved) -> Option<(OsString, OsString)> {
     if r.file.launch != Launch::Python {
         return None;
     }
     let profile = r.manifest.legacy_profile.as_ref()?;
-    let keys = super::gate::refused_cli_keys(&runner.permissions(), &r.file.name, r.file.tier, profile);
+    let keys = super::gate::refused_cli_keys(perms, &r.file.name, r.file.tier, profile);
     if keys.is_empty() {
         return None;
     }

@@ -60,13 +60,12 @@ fn seconds(obj: &serde_json::Map<String, Value>, key: &str, min: f64, path: &Pat
     }
 }
 
-/// Read the settings; a missing file or section is the default (files).
-pub fn load(data_dir: &Path) -> Result<TasksConfig, String> {
-    // The one reader of the settings file (settings.rs: bounded, regular files only); "tasks" is typed here.
-    let all = crate::settings::Settings::load(data_dir).map_err(|e| e.to_string())?;
+/// The `"tasks"` section of the runner's settings (read once, by [`crate::settings`]); absent: the file store.
+pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, String> {
+    let all = runner.settings().map_err(|e| e.message)?;
     let path = all.path.clone();
     let mut cfg = TasksConfig::default();
-    let v = Value::Object(all.raw);
+    let v = Value::Object(all.raw.clone());
     let tasks = match v.get("tasks") {
         None | Some(Value::Null) => return Ok(cfg),
         Some(Value::Object(o)) => o,

@@ -91,7 +91,7 @@ fn host() -> String {
 
 /// Run the worker until SIGTERM or SIGINT; returns the exit code.
 pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
-    let cfg = match config::load(&runner.dirs.data) {
+    let cfg = match config::load(runner) {
         Ok(c) => c,
         Err(e) => {
             say(e);
