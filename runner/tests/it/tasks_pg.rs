@@ -259,11 +259,18 @@ fn runs_log(e: &Env) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The most runs of one anima that were ever between their start and end records at once.
+/// The most runs of one anima that were ever between their start and end records at once. A run with no end
+/// record was killed mid-way (its worker SIGKILLed or stopped): when it died is not in the log, so it is left out
+/// rather than counted as running for ever after (which made a later, legal third run look like a fourth).
 fn max_overlap(log: &[(String, String, String)]) -> HashMap<String, usize> {
+    let ended: std::collections::HashSet<&str> =
+        log.iter().filter(|(ev, _, _)| ev == "E").map(|(_, id, _)| id.as_str()).collect();
     let mut now: HashMap<String, usize> = HashMap::new();
     let mut max: HashMap<String, usize> = HashMap::new();
-    for (ev, _, anima) in log {
+    for (ev, id, anima) in log {
+        if !ended.contains(id.as_str()) {
+            continue;
+        }
         let n = now.entry(anima.clone()).or_default();
         if ev == "S" {
             *n += 1;
