@@ -198,7 +198,7 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
                 .transpose()
             {
                 Ok(limit) => match full_id(store, &id) {
-                    Ok(id) => wait(store, &id, limit).await,
+                    Ok(id) => wait(runner, store, &id, limit).await,
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
@@ -321,8 +321,9 @@ fn list(store: &dyn TaskStore, status: &[String], as_json: bool) -> Result<i32, 
 }
 
 /// Follow a task to its end with the display of a foreground call (its progress events come from the task file).
-async fn wait(store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
+async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
     let started = Instant::now();
+    let mut kicked = Instant::now();
     let mut shown: Option<tasks::Progress> = None;
     let mut pause = Duration::from_millis(20);
     let mut display = render::Human::new();
@@ -347,6 +348,11 @@ async fn wait(store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Resul
         if t.status.is_final() {
             display.finish();
             return Ok(outcome(&t));
+        }
+        // A task whose submitter's worker never started waits for a kick, which holds back for a grace period.
+        if t.status == Status::Pending && kicked.elapsed() >= Duration::from_secs(1) {
+            kicked = Instant::now();
+            let _ = store.kick(&runner.dirs);
         }
         if limit.is_some_and(|l| started.elapsed() >= l) {
             display.finish();

@@ -104,7 +104,12 @@ impl FileStore {
         let mut tasks = self.list()?;
         for t in tasks.iter_mut() {
             match t.status {
-                Status::Pending => census.pending += 1,
+                Status::Pending => {
+                    census.pending += 1;
+                    if super::now_s() - t.updated_at >= super::queue::KICK_GRACE.as_secs_f64() {
+                        census.stale_pending += 1;
+                    }
+                }
                 Status::Running => {
                     if ProcessId::of_task(t).is_some_and(|p| p.alive()) {
                         census.running += 1;

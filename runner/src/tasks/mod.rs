@@ -350,6 +350,9 @@ impl Task {
 pub struct Census {
     pub lost: Vec<Task>,
     pub pending: usize,
+    /// Pending tasks untouched for [`queue::KICK_GRACE`]: the worker their submitter started should have taken
+    /// them by then.
+    pub stale_pending: usize,
     pub running: usize,
 }
 

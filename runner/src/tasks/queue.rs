@@ -59,11 +59,16 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     Ok(())
 }
 
-/// After a look at the store: start a worker when tasks wait and a slot is free (a worker that died before
-/// claiming must not leave its tasks pending for ever).
+/// How long a pending task is left to the worker its submitter started before another command starts one. Why: a
+/// task runs in its worker's environment (credentials from environment variables, a legacy module's environment),
+/// which is the submitter's; a `jobs show` racing that worker must not run the task with its own.
+pub const KICK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// After a look at the store: start a worker when tasks have waited past [`KICK_GRACE`] and a slot is free (a
+/// worker that died before claiming must not leave its tasks pending for ever).
 pub fn kick_if_needed(dirs: &Dirs, store: &FileStore, limit: usize) -> io::Result<()> {
     let c = store.census()?;
-    if c.pending > 0 && c.running < limit {
+    if c.stale_pending > 0 && c.running < limit {
         spawn_worker(dirs, store)?;
     }
     Ok(())

@@ -528,6 +528,8 @@ impl TaskStore for PgStore {
         Ok(Census {
             lost: finals.into_iter().filter(|t| t.status == Status::Lost).collect(),
             pending,
+            // Workers poll the database; nothing is started from here.
+            stale_pending: 0,
             running,
         })
     }
