@@ -182,14 +182,7 @@ fn hints_for_an_llm_name_the_meta_tools_and_the_closest_name_never_a_shell_comma
     let w = World::new();
     hello(&w);
     let ask = |req: &str| -> Value {
-        let mut c = w.cmd();
-        c.arg("use-tool")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(req.as_bytes()).unwrap();
-        let o = child.wait_with_output().unwrap();
+        let o = w.feed(&["use-tool"], req);
         serde_json::from_slice(&o.stdout).unwrap_or_else(|_| Value::String(stdout(&o)))
     };
     for (req, near) in [
@@ -658,17 +651,7 @@ fn the_mcp_server_logs_one_line_records_without_escape_codes() {
 {"jsonrpc":"2.0","method":"notifications/initialized"}
 {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hello_gret","arguments":{}}}
 "#;
-    let mut child = w
-        .cmd()
-        .arg("mcp")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(init.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = w.feed(&["mcp"], init);
     let err = stderr(&o);
     assert!(!err.contains('\x1b'), "{err}");
     assert!(

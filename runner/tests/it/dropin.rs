@@ -399,24 +399,13 @@ fn side_by_side_the_environment_and_working_directory_a_module_sees() {
 
 /// Runs `script` under the original's Python with `input` as its stdin; its stdout as JSON.
 fn original_python(venv: &Path, w: &World, script: &str, input: &serde_json::Value) -> serde_json::Value {
-    use std::io::Write;
     let mut c = Command::new(venv.join("bin/python"));
     c.env_clear()
         .env("PATH", plain_path())
         .env("HOME", w.tmp.path())
         .env("ANIMAWORKS_DATA_DIR", &w.data)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+        .args(["-c", script]);
+    let o = feed(&mut c, input.to_string().as_bytes());
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
 }
@@ -730,21 +719,8 @@ fn side_by_side_use_tool_answers() {
     let names = ["echoer_big", "echoer_boom", "echoer_jp"];
     let theirs = original_python(&venv, &w, USE_TOOL_ANSWERS, &serde_json::json!([path, w.anima, names]));
     let ours = |tool: &str, action: &str| {
-        use std::io::Write;
-        let mut c = w.cmd();
-        c.arg("use-tool")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
         let req = serde_json::json!({"tool_name": tool, "action": action, "args": {}});
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(req.to_string().as_bytes())
-            .unwrap();
-        stdout(&child.wait_with_output().unwrap())
+        stdout(&w.feed(&["use-tool"], &req.to_string()))
     };
     assert_eq!(
         ours("echoer", "boom"),

@@ -396,15 +396,7 @@ fn long_lived_modes_answer_every_request() {
         json!({"id": 2, "tool_name": "echo", "action": "say", "args": {}}),
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let mut c = w.cmd();
-    c.args(["use-tool", "--serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = w.feed(&["use-tool", "--serve"], &input);
     let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(
         answers.len(),

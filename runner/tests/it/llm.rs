@@ -56,20 +56,7 @@ fn world() -> World {
 }
 
 fn use_tool(w: &World, extra: &[&str], request: &Value) -> (Option<i32>, String) {
-    let mut c = w.cmd();
-    c.arg("use-tool")
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = feed(w.cmd().arg("use-tool").args(extra), request.to_string().as_bytes());
     (o.status.code(), stdout(&o))
 }
 

@@ -153,20 +153,8 @@ fn run_pending(w: &World, tool: &str, words: &[&str]) -> Seen {
 }
 
 fn use_tool(w: &World, tool: &str, action: &str, args: Value) -> Seen {
-    let mut c = w.cmd();
-    c.arg("use-tool")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
     let req = json!({"tool_name": tool, "action": action, "args": args});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(req.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = w.feed(&["use-tool"], &req.to_string());
     let mut s = seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)));
     // A tool's own error is AnimaWorks' plain text.
     if s.code.is_none() && stdout(&o).starts_with("Error executing ") {
@@ -176,17 +164,8 @@ fn use_tool(w: &World, tool: &str, action: &str, args: Value) -> Seen {
 }
 
 fn use_tool_serve(w: &World, tool: &str, action: &str, args: Value) -> Seen {
-    let mut c = w.cmd();
-    c.args(["use-tool", "--serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
     let req = json!({"id": 7, "tool_name": tool, "action": action, "args": args});
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{req}").unwrap();
-    drop(stdin);
-    let o = child.wait_with_output().unwrap();
+    let o = w.feed(&["use-tool", "--serve"], &format!("{req}\n"));
     let mut s = seen_of(&stdout(&o), format!("{}{}", stdout(&o), stderr(&o)));
     // A tool's own error: `{"status": "error", "result": "Error executing …", "code": "tool_error"}`.
     if s.code.is_none() {

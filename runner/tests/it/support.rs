@@ -79,6 +79,11 @@ impl World {
         self.cmd().args(args).output().unwrap()
     }
 
+    /// The runner with `args`, `input` on its stdin.
+    pub fn feed(&self, args: &[&str], input: &str) -> Output {
+        feed(self.cmd().args(args), input.as_bytes())
+    }
+
     /// A library `Runner` for this world.
     pub fn runner(&self) -> animaworks_tool::Runner {
         animaworks_tool::Runner::new(animaworks_tool::Dirs::resolve(&animaworks_tool::DirOptions {
@@ -89,6 +94,20 @@ impl World {
             python: None,
         }))
     }
+}
+
+/// Runs `c` with `input` on its stdin (closed after it) and collects its output. A program may exit before it reads
+/// its stdin, so a broken pipe is not an error here.
+pub fn feed(c: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
 }
 
 pub fn stdout(o: &Output) -> String {
