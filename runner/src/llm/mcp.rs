@@ -339,15 +339,26 @@ pub fn snapshot(runner: &Runner) -> Snapshot {
     out
 }
 
+/// Why the MCP server could not start or did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The client's initialisation failed.
+    #[error("MCP start failed: {0}")]
+    Start(rmcp::service::ServerInitializeError),
+    /// The server's task ended abnormally (a panic or a cancellation).
+    #[error("MCP server stopped: {0}")]
+    Stopped(tokio::task::JoinError),
+}
+
 /// Serve MCP on stdin/stdout until the client closes the connection.
-pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
+pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     let poll = opts.poll;
     let server = Server::new(runner, opts);
     let watch_runner = server.runner.clone();
     let service = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await
-        .map_err(|e| format!("MCP start failed: {e}"))?;
+        .map_err(ServeError::Start)?;
     let peer = service.peer().clone();
     let watcher = tokio::spawn(async move {
         let mut last = snapshot(&watch_runner);
@@ -364,5 +375,5 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
     });
     let out = service.waiting().await;
     watcher.abort();
-    out.map(|_| ()).map_err(|e| format!("MCP server stopped: {e}"))
+    out.map(|_| ()).map_err(ServeError::Stopped)
 }

@@ -94,7 +94,7 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
     let cfg = match config::load(runner) {
         Ok(c) => c,
         Err(e) => {
-            say(e);
+            say(e.to_string());
             return ErrorCode::Usage.exit_code();
         }
     };
@@ -328,7 +328,7 @@ async fn claim(w: &Worker) -> std::io::Result<Option<Task>> {
             (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
             (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
                 None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
-                Some(_) => tool_version::check(&d, &t).map(|_| t),
+                Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
             },
         };
         let mut t = match why_not {
