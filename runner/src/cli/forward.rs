@@ -135,10 +135,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
     }
     // Why: the guardian made this process the subreaper of its descendants; the CLI (a server may daemonise
     // from it) must leave its orphans to init as it would when started directly.
-    // SAFETY: prctl with these arguments changes only this process's subreaper flag.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-    }
+    let _ = rustix::process::set_child_subreaper(None);
     use std::os::unix::process::CommandExt;
     let e = cmd.exec();
     Some(

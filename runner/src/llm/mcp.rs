@@ -344,7 +344,7 @@ pub fn snapshot(runner: &Runner) -> Snapshot {
 pub enum ServeError {
     /// The client's initialisation failed.
     #[error("MCP start failed: {0}")]
-    Start(rmcp::service::ServerInitializeError),
+    Start(Box<rmcp::service::ServerInitializeError>),
     /// The server's task ended abnormally (a panic or a cancellation).
     #[error("MCP server stopped: {0}")]
     Stopped(tokio::task::JoinError),
@@ -358,7 +358,7 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     let service = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await
-        .map_err(ServeError::Start)?;
+        .map_err(|e| ServeError::Start(Box::new(e)))?;
     let peer = service.peer().clone();
     let watcher = tokio::spawn(async move {
         let mut last = snapshot(&watch_runner);

@@ -981,8 +981,7 @@ impl Plan {
         };
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
         let pid_ns = i.pid_ns.then(|| {
-            // SAFETY: getuid/getgid cannot fail.
-            let (u, g) = unsafe { (libc::getuid(), libc::getgid()) };
+            let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             child::PidNs {
                 user: s.needs_user_namespace,
                 uid_map: format!("{u} {u} 1").into_bytes(),

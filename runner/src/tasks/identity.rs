@@ -18,9 +18,7 @@ pub const SECRET_VAR: &str = "ANIMAWORKS_TOOL_WORKER_SECRET";
 /// A fresh secret: 16 random bytes, as hex.
 pub fn new_secret() -> String {
     let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most len bytes into the buffer.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
+    if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).ok() != Some(b.len()) {
         return format!("{}{}", crate::call::new_call_id(), crate::call::new_call_id());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()

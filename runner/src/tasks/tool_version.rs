@@ -14,7 +14,9 @@ use std::sync::Mutex;
 
 /// The SHA-256 of a tool file's content, in hex. Remembered per (path, inode, size, mtime) for the process.
 pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
-    static SEEN: Mutex<Option<HashMap<(std::path::PathBuf, u64, u64, i64, i64), String>>> = Mutex::new(None);
+    /// Path, inode, size, mtime (s, ns).
+    type Key = (PathBuf, u64, u64, i64, i64);
+    static SEEN: Mutex<Option<HashMap<Key, String>>> = Mutex::new(None);
     let meta = std::fs::metadata(&file.path)?;
     if !meta.is_file() {
         return Err(std::io::Error::other(format!(
