@@ -64,7 +64,7 @@ pub fn stamp(task: &mut Task, file: &ToolFile, idempotent: bool) {
     task.queue.idempotent = idempotent;
 }
 
-/// Why a worker cannot run a task as it was submitted. The message reads after "worker <id> " (`jobs show`).
+/// Why a worker cannot run a task as it was submitted. The message reads after `worker <id> ` (`jobs show`).
 #[derive(Debug, thiserror::Error)]
 pub enum Mismatch {
     /// The worker finds no tool of that name.
