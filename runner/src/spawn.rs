@@ -8,7 +8,7 @@
 
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -52,7 +52,7 @@ pub(crate) fn start_tool(
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
-            .with("tool", file.name.clone())
+            .with(Detail::Tool, file.name.clone())
     };
     let mut cmd = command(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
     let child = start(&mut cmd).map_err(explain)?;

@@ -43,7 +43,7 @@ pub use target::{Target, Tool};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
@@ -138,7 +138,7 @@ impl Runner {
         self.settings_file().map_err(|e| {
             CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
                 .hint("fix that file (README: \"Settings\"), or move it away to use the defaults")
-                .with("path", e.path.to_string_lossy().into_owned())
+                .with(Detail::Path, e.path.to_string_lossy().into_owned())
         })
     }
 

@@ -4,7 +4,7 @@
 //! `core/integrations/__init__.py`). We do the same, after the tool lookup, by exec'ing that CLI: the argv, the
 //! working directory, the environment, the streams and the exit code are the caller's and the CLI's.
 
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -122,7 +122,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
                 "install AnimaWorks (`pip install animaworks`), or set ANIMAWORKS_PYTHON to the Python it is \
                  installed in (its `animaworks` script sits next to it)",
             )
-            .with("tool", word),
+            .with(Detail::Tool, word),
         );
     };
     let mut cmd = std::process::Command::new(&cli);
@@ -144,7 +144,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
             format!("cannot run the AnimaWorks CLI {}: {e}", cli.display()),
         )
         .hint("reinstall AnimaWorks, or set ANIMAWORKS_PYTHON to the Python it is installed in")
-        .with("tool", word),
+        .with(Detail::Tool, word),
     )
 }
 

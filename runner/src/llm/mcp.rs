@@ -12,7 +12,7 @@
 //!   `notifications/tools/list_changed`.
 
 use crate::call::{CallOptions, Runner};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::llm::{background, catalog, providers, use_tool};
 use crate::stream::{Cancel, Observer};
 use rmcp::model::{
@@ -168,7 +168,7 @@ impl Server {
                 format!("no permitted tool named {:?}", req.name),
             )
             .hint("tools/list shows every tool this server offers");
-            let e = near.map_or(e.clone(), |n| e.with("did_you_mean", n));
+            let e = near.map_or(e.clone(), |n| e.with(Detail::DidYouMean, n));
             return Err(refusal(&self.runner.refuse_unknown(&req.name, e)));
         };
         let r = &self.runner;

@@ -20,7 +20,7 @@ mod seccomp;
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Tier;
 use rules::Protected;
@@ -399,10 +399,10 @@ fn declared_net(d: &Declared) -> NetPlan {
 fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &Path, tool: &str) -> CallError {
     CallError::new(ErrorCode::PermissionDenied, message)
         .hint(hint)
-        .with("tool", tool)
-        .with("reason", reason)
-        .with("key", key)
-        .with("permissions_path", perms_path.to_string_lossy().into_owned())
+        .with(Detail::Tool, tool)
+        .with(Detail::Reason, reason)
+        .with(Detail::Key, key)
+        .with(Detail::PermissionsPath, perms_path.to_string_lossy().into_owned())
 }
 
 /// The folders of the data dir an undeclared AnimaWorks tool reads (`shared/` and `tmp/` it also writes).
@@ -593,8 +593,8 @@ fn plan_with(
                 format!("{tool}: invalid sandbox declaration: {problem}"),
             )
             .hint("fix the tool's profile (protocol.md §2.4); `animaworks-tool check` shows every problem")
-            .with("tool", tool)
-            .with("reason", "sandbox_invalid"));
+            .with(Detail::Tool, tool)
+            .with(Detail::Reason, "sandbox_invalid"));
         }
         for (field, list, allowed, out) in [
             ("read", &d.read, &grant_read, &mut read),
@@ -676,8 +676,8 @@ fn plan_with(
         if settings.unsupported == Unsupported::Refuse {
             return Err(CallError::new(ErrorCode::PermissionDenied, what)
                 .hint("run on a kernel with Landlock (Linux 5.13+; TCP: 6.7+), or set \"sandbox\": {\"unsupported\": \"warn\"} in <data dir>/animaworks-tool.json to run it less confined")
-                .with("tool", tool)
-                .with("reason", "sandbox_unsupported"));
+                .with(Detail::Tool, tool)
+                .with(Detail::Reason, "sandbox_unsupported"));
         }
         warnings.push(format!("{what}; running it less confined (\"unsupported\": \"warn\")"));
     }
