@@ -43,7 +43,7 @@ fn split(s: &str, secrets: &[ResolvedCredential]) -> Option<Vec<Value>> {
             }
         }
     }
-    needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    needles.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
     let mut parts = Vec::new();
     let mut lit = String::new();
     let mut rest = s;
