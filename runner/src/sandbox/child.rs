@@ -76,9 +76,8 @@ pub unsafe fn enter(c: &Confined) -> io::Result<()> {
     }
     // SAFETY: as above.
     unsafe { drop_capabilities(c.last_cap) };
-    if rustix::thread::set_no_new_privs(true).is_err() {
-        return Err(err());
-    }
+    // (rustix returns its error; it does not set errno, so `err()` would not see it.)
+    rustix::thread::set_no_new_privs(true)?;
     if let Some(fd) = &c.ruleset {
         // SAFETY: as above; `fd` is the open ruleset made before the fork.
         if unsafe { landlock::restrict_self(fd.as_raw_fd()) } != 0 {
