@@ -8,7 +8,7 @@ use crate::cache::Probed;
 use crate::call::{CallOptions, Resolved, Runner};
 use crate::dirs::{DirOptions, Dirs};
 use crate::discover::{Launch, ToolFile};
-use crate::error::ErrorCode;
+use crate::error::{Detail, ErrorCode};
 use crate::manifest::Action;
 use crate::policy::Tier;
 use crate::stream::{Cancel, Observer};
@@ -314,7 +314,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
         String::new()
     };
     match out {
-        Err(e) if e.code == ErrorCode::BadOutput && e.detail("result").is_some() => f.fail(
+        Err(e) if e.code == ErrorCode::BadOutput && e.detail(Detail::Result).is_some() => f.fail(
             &subject,
             format!(
                 "called with {shown}: {}",
@@ -331,7 +331,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
             );
         }
         Err(e) if e.code == ErrorCode::ToolError => {
-            let code = e.detail("tool_code").and_then(Value::as_str).unwrap_or("-");
+            let code = e.detail(Detail::ToolCode).and_then(Value::as_str).unwrap_or("-");
             f.pass(
                 &subject,
                 format!(
@@ -352,7 +352,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
         ),
         Err(e) => {
             let tail = e
-                .detail("stderr_tail")
+                .detail(Detail::StderrTail)
                 .and_then(Value::as_str)
                 .map(last_line)
                 .unwrap_or_default();

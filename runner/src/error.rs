@@ -97,14 +97,81 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+/// The keys of [`CallError::details`] (protocol.md §6, and the runner's own refusal fields), so that the code that
+/// writes a detail and the code that reads it can never disagree on its spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Detail {
+    /// The tool's name.
+    Tool,
+    /// The action's name.
+    Action,
+    /// The tool's exit code.
+    ExitCode,
+    /// The signal that ended the tool (`SIGKILL`, …).
+    Signal,
+    /// The bounded tail of the tool's stderr.
+    StderrTail,
+    /// The first characters of a stdout that broke the protocol.
+    StdoutHead,
+    /// How long the call ran.
+    DurationMs,
+    /// A file: the whole output of a capped result, a settings file at fault.
+    Path,
+    /// The size of a capped output.
+    Bytes,
+    /// The JSON pointer of an invalid argument or result value.
+    Pointer,
+    /// A tool error's own data.
+    Data,
+    /// A tool error's own code.
+    ToolCode,
+    /// Why a gate or a check refused, as a stable word (`grant_missing`, `sandbox_not_granted`, …).
+    Reason,
+    /// The permissions key (or credential key) a refusal is about.
+    Key,
+    /// The permissions file a refusal read.
+    PermissionsPath,
+    /// The closest existing name to an unknown tool or action.
+    DidYouMean,
+    /// Every problem found in the arguments.
+    Problems,
+    /// A result that does not match the action's `output_schema`.
+    Result,
+}
+
+impl Detail {
+    /// The key as it appears in the error object.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detail::Tool => "tool",
+            Detail::Action => "action",
+            Detail::ExitCode => "exit_code",
+            Detail::Signal => "signal",
+            Detail::StderrTail => "stderr_tail",
+            Detail::StdoutHead => "stdout_head",
+            Detail::DurationMs => "duration_ms",
+            Detail::Path => "path",
+            Detail::Bytes => "bytes",
+            Detail::Pointer => "pointer",
+            Detail::Data => "data",
+            Detail::ToolCode => "tool_code",
+            Detail::Reason => "reason",
+            Detail::Key => "key",
+            Detail::PermissionsPath => "permissions_path",
+            Detail::DidYouMean => "did_you_mean",
+            Detail::Problems => "problems",
+            Detail::Result => "result",
+        }
+    }
+}
+
 /// A failed call: a code, a message that says what was wrong, a hint that says what to do, and details.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallError {
     pub code: ErrorCode,
     pub message: String,
     pub hint: Option<String>,
-    /// Optional fields of protocol.md §6: tool, action, exit_code, signal, stderr_tail, duration_ms, path, bytes,
-    /// pointer, data (and the tool's own `code` under `tool_code`).
+    /// Optional fields of protocol.md §6, keyed by [`Detail::as_str`]; written with [`CallError::with`].
     pub details: Map<String, Value>,
 }
 
@@ -123,13 +190,13 @@ impl CallError {
         self
     }
 
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details.insert(key.to_owned(), value.into());
+    pub fn with(mut self, key: Detail, value: impl Into<Value>) -> Self {
+        self.details.insert(key.as_str().to_owned(), value.into());
         self
     }
 
-    pub fn detail(&self, key: &str) -> Option<&Value> {
-        self.details.get(key)
+    pub fn detail(&self, key: Detail) -> Option<&Value> {
+        self.details.get(key.as_str())
     }
 
     /// The `{"error": {...}}` object printed on stdout (protocol.md §6).

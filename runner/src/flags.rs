@@ -2,7 +2,7 @@
 //! `--flag` / `--no-flag` for booleans; repeated flags (or a JSON array) for arrays; JSON for objects. `--json`
 //! gives the whole arguments object (`'{…}'`, `@file` or `-` for stdin); flags given with it override its keys.
 
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
 use crate::names::canon;
 use serde_json::{Map, Value};
@@ -93,7 +93,7 @@ fn convert(flag: &str, ty: Option<&str>, item_schema: Option<&Value>, raw: &str)
             format!("--{flag} expects {what}, got {raw:?}"),
         )
         .hint(format!("give --{flag} {what}"))
-        .with("pointer", format!("/{flag}"))
+        .with(Detail::Pointer, format!("/{flag}"))
     };
     match ty {
         Some("integer") => raw

@@ -71,4 +71,4 @@ pub mod validate;
 
 pub use call::{CallOptions, Resolved, Runner};
 pub use dirs::{DirOptions, Dirs};
-pub use error::{CallError, ErrorCode};
+pub use error::{CallError, Detail, ErrorCode};

@@ -16,12 +16,6 @@ pub struct OutOfRange {
     pub value: f64,
 }
 
-impl From<OutOfRange> for String {
-    fn from(e: OutOfRange) -> String {
-        e.to_string()
-    }
-}
-
 /// `v` seconds as a duration, when `v` is a number above 0 and at most [`MAX_SECONDS`].
 pub fn seconds(v: f64, what: &str) -> Result<Duration, OutOfRange> {
     if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {

@@ -11,10 +11,10 @@ use std::os::raw::{c_char, c_int};
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
-    // SAFETY: single-threaded start-up; plain system calls. (std::env::args is filled by std's own .init_array
-    // entry on glibc, independently of this function.)
+    // (std::env::args is filled by std's own .init_array entry on glibc, independently of this function.)
+    standard_fds_open();
+    // SAFETY: single-threaded start-up, so no other thread races the disposition; SIG_IGN installs no handler.
     unsafe {
-        standard_fds_open();
         // As std: a write to a closed pipe is an EPIPE error, not a signal (children get the default back).
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
@@ -26,19 +26,23 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 
 /// As std: descriptors 0–2 are open (on /dev/null when they were closed), so that no pipe or file of the runner
 /// can become stdin, stdout or stderr by accident.
+/// (Raw libc: rustix's poll takes borrowed descriptors, which must be open; here they may not be.)
 #[cfg(not(test))]
-unsafe fn standard_fds_open() {
+fn standard_fds_open() {
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
         fd,
         events: 0,
         revents: 0,
     });
-    if libc::poll(fds.as_mut_ptr(), 3, 0) == -1 {
+    // SAFETY: `fds` holds 3 pollfd structs, alive for the call; a closed descriptor is reported, not an error.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } == -1 {
         return;
     }
     for pfd in fds {
-        if pfd.revents & libc::POLLNVAL != 0 && libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) == -1 {
-            libc::abort();
+        // SAFETY: open of a C string literal; the descriptor it returns is meant to stay open (it fills the
+        // lowest free number, the closed standard one).
+        if pfd.revents & libc::POLLNVAL != 0 && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } == -1 {
+            std::process::abort();
         }
     }
 }

@@ -88,37 +88,83 @@ impl Manifest {
     }
 }
 
-/// Why a `--schemas` answer is not a usable manifest, in one sentence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ManifestError(pub String);
+/// Why a `--schemas` answer is not a usable manifest; each message is one sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("--schemas printed invalid UTF-8 ({0})")]
+    NotUtf8(std::str::Utf8Error),
+    #[error("--schemas printed nothing; it must print one JSON document (protocol.md §2)")]
+    Empty,
+    /// Not JSON; `first` holds the first characters printed.
+    #[error("--schemas did not print one JSON document ({source}); first bytes: {first:?}")]
+    NotJson { source: serde_json::Error, first: String },
+    #[error("the tool speaks protocol {0}; this runner supports protocol {PROTOCOL_VERSION} only (upgrade animaworks-tool)", PROTOCOL_VERSION = PROTOCOL_VERSION)]
+    NewerProtocol(u64),
+    #[error("--schemas printed JSON that is neither a protocol document nor a list of schemas ({0})")]
+    Shape(serde_json::Error),
+    #[error("--schemas lists no actions")]
+    NoActions,
+    /// An action or schema name that is not one (the reason says which).
+    #[error("{0}")]
+    BadName(String),
+    #[error("actions {first:?} and {second:?} differ only in '-' and '_'; rename one")]
+    DifferOnlyInDash { first: String, second: String },
+    /// A profile's `timeout_s` or `expected_seconds` out of range.
+    #[error("action {action:?}: {source}")]
+    Numbers {
+        action: String,
+        source: crate::limits::OutOfRange,
+    },
+    #[error("action {action:?}: invalid input_schema: {source}")]
+    InputSchema { action: String, source: SchemaError },
+    #[error("action {action:?}: invalid output_schema: {source}")]
+    OutputSchema { action: String, source: SchemaError },
+    /// Every action was left out; why, one reason each.
+    #[error("every action was refused: {}", .0.join("; "))]
+    AllRefused(Vec<String>),
+}
+
+/// Why a value is not a usable JSON Schema.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("a JSON Schema must be an object")]
+    NotObject,
+    /// Its draft's meta-schema cannot be had.
+    #[error("{0}")]
+    NoMetaSchema(jsonschema::ValidationError<'static>),
+    /// The draft's meta-schema refuses it (the message names the place unless it is the root).
+    #[error("{at}{0}", at = at_prefix(.0))]
+    MetaInvalid(jsonschema::ValidationError<'static>),
+    /// The meta-schema accepts it but it cannot be compiled (an unresolvable `$ref`, a bad regex).
+    #[error("{0}")]
+    Unusable(jsonschema::ValidationError<'static>),
+}
+
+fn at_prefix(e: &jsonschema::ValidationError<'_>) -> String {
+    let at = e.instance_path().to_string();
+    if at.is_empty() {
+        at
+    } else {
+        format!("at {at}: ")
+    }
+}
 
 /// Read `--schemas` stdout of tool `tool`. The error says what is wrong, in one sentence.
 pub fn parse(tool: &str, stdout: &[u8]) -> Result<Manifest, ManifestError> {
-    parse_doc(tool, stdout).map_err(ManifestError)
-}
-
-fn parse_doc(tool: &str, stdout: &[u8]) -> Result<Manifest, String> {
-    let text = std::str::from_utf8(stdout).map_err(|e| format!("--schemas printed invalid UTF-8 ({e})"))?;
+    let text = std::str::from_utf8(stdout).map_err(ManifestError::NotUtf8)?;
     if text.trim().is_empty() {
-        return Err("--schemas printed nothing; it must print one JSON document (protocol.md §2)".into());
+        return Err(ManifestError::Empty);
     }
-    let raw: Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "--schemas did not print one JSON document ({e}); first bytes: {:?}",
-            first_bytes(text)
-        )
+    let raw: Value = serde_json::from_str(text).map_err(|source| ManifestError::NotJson {
+        source,
+        first: first_bytes(text),
     })?;
     if let Some(p) = raw.get("protocol").and_then(Value::as_u64) {
         if p > PROTOCOL_VERSION as u64 {
-            return Err(format!(
-                "the tool speaks protocol {p}; this runner supports protocol {PROTOCOL_VERSION} only (upgrade animaworks-tool)"
-            ));
+            return Err(ManifestError::NewerProtocol(p));
         }
     }
-    let out: SchemasOutput = serde_json::from_value(raw).map_err(|e| {
-        format!("--schemas printed JSON that is neither a protocol document nor a list of schemas ({e})")
-    })?;
+    let out: SchemasOutput = serde_json::from_value(raw).map_err(ManifestError::Shape)?;
     let doc = match out {
         SchemasOutput::Full(doc) => doc,
         SchemasOutput::Short(list) => SchemasDoc {
@@ -161,9 +207,9 @@ pub fn owns_schema_name(tool: &str, schema_name: &str) -> bool {
             .is_some_and(|rest| rest.len() > 1 && rest.starts_with('_'))
 }
 
-fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
+fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
     if doc.actions.is_empty() && !doc.cli {
-        return Err("--schemas lists no actions".into());
+        return Err(ManifestError::NoActions);
     }
     let mut actions: Vec<Action> = Vec::with_capacity(doc.actions.len());
     let mut refused = Vec::new();
@@ -179,19 +225,28 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
             continue;
         }
         if let Some(p) = action_name_problem(&a.name, &schema_name) {
-            return Err(p);
+            return Err(ManifestError::BadName(p));
         }
         if let Some(other) = actions.iter().find(|b| canon(&b.name) == canon(&a.name)) {
-            return Err(format!(
-                "actions {:?} and {:?} differ only in '-' and '_'; rename one",
-                other.name, a.name
-            ));
+            return Err(ManifestError::DifferOnlyInDash {
+                first: other.name.clone(),
+                second: a.name,
+            });
         }
-        check_numbers(&a.profile).map_err(|e| format!("action {:?}: {e}", a.name))?;
+        check_numbers(&a.profile).map_err(|source| ManifestError::Numbers {
+            action: a.name.clone(),
+            source,
+        })?;
         let input_schema = a.input_schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
-        check_schema(&input_schema).map_err(|e| format!("action {:?}: invalid input_schema: {e}", a.name))?;
+        check_schema(&input_schema).map_err(|source| ManifestError::InputSchema {
+            action: a.name.clone(),
+            source,
+        })?;
         if let Some(out) = &a.output_schema {
-            check_schema(out).map_err(|e| format!("action {:?}: invalid output_schema: {e}", a.name))?;
+            check_schema(out).map_err(|source| ManifestError::OutputSchema {
+                action: a.name.clone(),
+                source,
+            })?;
         }
         actions.push(Action {
             name: a.name,
@@ -203,7 +258,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
         });
     }
     if had_actions && actions.is_empty() && !doc.cli {
-        return Err(format!("every action was refused: {}", refused.join("; ")));
+        return Err(ManifestError::AllRefused(refused));
     }
     Ok(Manifest {
         protocol: doc.protocol,
@@ -223,7 +278,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, String> {
 
 /// A profile's numbers must make a deadline: `timeout_s` above 0 (0 or less means the default, as before) and
 /// `expected_seconds` at least 0, both at most [`crate::limits::MAX_SECONDS`].
-fn check_numbers(p: &Profile) -> Result<(), String> {
+fn check_numbers(p: &Profile) -> Result<(), crate::limits::OutOfRange> {
     if let Some(t) = p.timeout_s.filter(|t| *t > 0.0 || !t.is_finite()) {
         crate::limits::seconds(t, "profile.timeout_s")?;
     }
@@ -234,20 +289,17 @@ fn check_numbers(p: &Profile) -> Result<(), String> {
 }
 
 /// A JSON Schema is valid when it is an object (or boolean) that its draft's meta-schema accepts.
-pub fn check_schema(schema: &Value) -> Result<(), String> {
+pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
     if !schema.is_object() && !schema.is_boolean() {
-        return Err("a JSON Schema must be an object".into());
+        return Err(SchemaError::NotObject);
     }
-    let meta = jsonschema::meta::validator_for(schema).map_err(|e| e.to_string())?;
+    let meta = jsonschema::meta::validator_for(schema).map_err(SchemaError::NoMetaSchema)?;
     if let Err(e) = meta.validate(schema) {
-        let at = e.instance_path().to_string();
-        return Err(if at.is_empty() {
-            e.to_string()
-        } else {
-            format!("at {at}: {e}")
-        });
+        return Err(SchemaError::MetaInvalid(e.to_owned()));
     }
-    jsonschema::validator_for(schema).map(|_| ()).map_err(|e| e.to_string())
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(SchemaError::Unusable)
 }
 
 #[cfg(test)]
@@ -270,7 +322,10 @@ mod tests {
         assert_eq!(m.actions[0].name, "web_search");
         assert_eq!(m.actions[1].name, "news");
         let e = parse("evil", br#"[{"name":"gt_delete_all"}]"#).unwrap_err();
-        assert!(e.0.contains("gt_delete_all"), "{e}");
+        assert!(
+            matches!(&e, ManifestError::AllRefused(r) if r[0].contains("gt_delete_all")),
+            "{e}"
+        );
         let m = parse(
             "evil",
             br#"{"actions":[{"name":"x","schema_name":"gt_x"},{"name":"y"}]}"#,
@@ -282,23 +337,27 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert!(parse("t", b"").unwrap_err().0.contains("printed nothing"));
-        assert!(parse("t", b"hello").unwrap_err().0.contains("first bytes"));
+        assert!(parse("t", b"").unwrap_err().to_string().contains("printed nothing"));
+        assert!(parse("t", b"hello").unwrap_err().to_string().contains("first bytes"));
         assert!(parse("t", br#"{"protocol":2,"actions":[{"name":"a"}]}"#)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("protocol 2"));
         assert!(parse("t", br#"{"actions":[{"name":"a.b"}]}"#)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("a.b"));
         assert!(parse("t", br#"{"actions":[{"name":"a-b"},{"name":"a_b"}]}"#)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("differ only"));
         let e = parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"nope"}}]}"#).unwrap_err();
-        assert!(e.0.contains("invalid input_schema"), "{e}");
-        assert!(parse("t", br#"{"actions":[]}"#).unwrap_err().0.contains("no actions"));
+        assert!(matches!(e, ManifestError::InputSchema { .. }), "{e}");
+        assert!(e.to_string().contains("invalid input_schema"), "{e}");
+        assert!(parse("t", br#"{"actions":[]}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("no actions"));
     }
 
     #[test]

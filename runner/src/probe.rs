@@ -92,7 +92,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
         }
         (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
             Ok(m) => Probed::Ok(m),
-            Err(e) => failed(e.0, tail),
+            Err(e) => failed(e.to_string(), tail),
         },
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
         (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),

@@ -8,7 +8,7 @@
 
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -52,7 +52,7 @@ pub(crate) fn start_tool(
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
-            .with("tool", file.name.clone())
+            .with(Detail::Tool, file.name.clone())
     };
     let mut cmd = command(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
     let child = start(&mut cmd).map_err(explain)?;
@@ -109,12 +109,10 @@ fn command(
             // Capture the whole struct (it is Send), not its raw-pointer fields one by one.
             let d: &DirectExec = &d;
             // A new session: the tool leads its own process group and has no controlling terminal.
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            rustix::process::setsid()?;
+            let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
             crate::guardian::register_self();
-            let group = libc::getpid();
+            let group = rustix::process::getpid().as_raw_pid();
             let entered = confined.as_ref().map_or(Ok(()), |c| crate::sandbox::child::enter(c));
             if entered.is_ok() {
                 libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());

@@ -3,7 +3,7 @@
 //! name what an LLM can do (the meta tools, `tools/list`), never a shell command.
 
 use crate::dirs::Dirs;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 
 /// How far a candidate may be from the word: one edit per three characters, at least one.
@@ -93,9 +93,9 @@ pub fn unknown_tool(tool: &str, why: &str, tools: &[&str], dirs: &Dirs) -> CallE
     }
     let mut e = CallError::new(ErrorCode::UnknownTool, message)
         .hint(hint)
-        .with("tool", tool);
+        .with(Detail::Tool, tool);
     if let Some(n) = near.first() {
-        e = e.with("did_you_mean", *n);
+        e = e.with(Detail::DidYouMean, *n);
     }
     e
 }
@@ -115,10 +115,10 @@ pub fn unknown_action(tool: &str, action: &str, actions: &[&str]) -> CallError {
         format!("tool {tool} has no action {action:?}; its actions: {listed}"),
     )
     .hint(hint)
-    .with("tool", tool)
-    .with("action", action);
+    .with(Detail::Tool, tool)
+    .with(Detail::Action, action);
     if let Some(n) = near.first() {
-        e = e.with("did_you_mean", *n);
+        e = e.with(Detail::DidYouMean, *n);
     }
     e
 }
@@ -138,9 +138,9 @@ fn request(tool: &str, action: &str, args: Value) -> String {
 /// The same error with a hint an LLM can act on: the closest name and the meta tool (or `tools/list`) that
 /// shows more. A hint that names a shell command is replaced, never passed on.
 pub fn for_llm(e: &CallError, reader: Reader) -> CallError {
-    let tool = e.detail("tool").and_then(Value::as_str);
-    let action = e.detail("action").and_then(Value::as_str);
-    let near = e.detail("did_you_mean").and_then(Value::as_str);
+    let tool = e.detail(Detail::Tool).and_then(Value::as_str);
+    let action = e.detail(Detail::Action).and_then(Value::as_str);
+    let near = e.detail(Detail::DidYouMean).and_then(Value::as_str);
     let mean = |n: &str| did_you_mean(&[n]).map(|d| format!("{d} ")).unwrap_or_default();
     let hint = match (reader, e.code, tool) {
         (Reader::UseTool, ErrorCode::UnknownTool, _) => Some(format!(

@@ -1,6 +1,6 @@
 //! Arguments are checked against the action's `input_schema` before any process starts.
 
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
 use serde_json::{Map, Value};
 
@@ -61,10 +61,10 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
             "see `animaworks-tool {tool} {} --help` for the arguments",
             action.name
         ))
-        .with("tool", tool)
-        .with("action", action.name.clone())
-        .with("pointer", first["pointer"].clone())
-        .with("problems", Value::Array(problems)))
+        .with(Detail::Tool, tool)
+        .with(Detail::Action, action.name.clone())
+        .with(Detail::Pointer, first["pointer"].clone())
+        .with(Detail::Problems, Value::Array(problems)))
 }
 
 /// Check a result against the action's `output_schema`, when it declares one (protocol.md §5). A mismatch is
@@ -93,8 +93,8 @@ pub fn check_output(tool: &str, action: &Action, result: &Value) -> Result<(), C
         ),
     )
     .hint("fix the tool's result or its output_schema (`animaworks-tool check` calls every action)")
-    .with("pointer", pointer.clone())
-    .with("result", result.clone()))
+    .with(Detail::Pointer, pointer.clone())
+    .with(Detail::Result, result.clone()))
 }
 
 /// Keywords that constrain nothing (annotations), which [`quick`] may pass over.
@@ -376,7 +376,7 @@ mod tests {
         assert!(check_args("t", &a, json!({"n": 3}).as_object().unwrap()).is_ok());
         let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap()).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArguments);
-        assert_eq!(e.detail("pointer").unwrap(), "/n");
+        assert_eq!(e.detail(Detail::Pointer).unwrap(), "/n");
         assert!(
             e.message.contains("/n") && e.message.contains("minimum"),
             "{}",

@@ -2,7 +2,7 @@
 //! tool or action, bad arguments, a refusal) where it happens, a prepared call when it ends.
 
 use super::Runner;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::audit::{AuditLog, AuditRecord};
 use crate::policy::gate::{Decision, Refusal, RefusalKind};
 use crate::policy::{Masker, Tier};
@@ -81,8 +81,8 @@ impl Handle {
                 format!("the audit log {} cannot be written: {e}", log.path().display()),
             )
             .hint("a gated action runs only when its call can be audited: fix the audit log's folder or file")
-            .with("reason", "audit_unavailable")
-            .with("path", log.path().to_string_lossy().into_owned())),
+            .with(Detail::Reason, "audit_unavailable")
+            .with(Detail::Path, log.path().to_string_lossy().into_owned())),
             Err(e) => {
                 tracing::warn!("the audit log {} cannot be written: {e}", log.path().display());
                 Ok(Handle {
@@ -99,7 +99,7 @@ fn decision_of(e: &CallError) -> Decision {
     if e.code != ErrorCode::PermissionDenied {
         return Decision::Allow;
     }
-    let kind = match e.detail("reason").and_then(Value::as_str) {
+    let kind = match e.detail(Detail::Reason).and_then(Value::as_str) {
         Some("permissions_unusable") => RefusalKind::PermissionsUnusable,
         Some("tool_denied") => RefusalKind::ToolDenied,
         Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
@@ -115,7 +115,7 @@ fn decision_of(e: &CallError) -> Decision {
         kind,
         message: e.message.clone(),
         hint: e.hint.clone().unwrap_or_default(),
-        key: e.detail("key").and_then(Value::as_str).map(str::to_owned),
+        key: e.detail(Detail::Key).and_then(Value::as_str).map(str::to_owned),
         permissions_path: PathBuf::new(),
     })
 }
@@ -146,7 +146,7 @@ pub(crate) fn outcome(
         }
         Err(e) => {
             let exit = e
-                .detail("exit_code")
+                .detail(Detail::ExitCode)
                 .and_then(Value::as_i64)
                 .map(|c| c as i32)
                 .or(Some(e.code.exit_code()));

@@ -43,7 +43,7 @@ pub use target::{Target, Tool};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
@@ -116,7 +116,7 @@ pub(crate) fn now_ms() -> u64 {
 /// Seconds from a schema, a flag or a setting as a deadline: finite, positive, at most [`MAX_TIMEOUT`]
 /// ([`crate::limits`]), else a usage error.
 pub fn timeout_from_secs(secs: f64, what: &str) -> Result<Duration, CallError> {
-    crate::limits::seconds(secs, what).map_err(|m| CallError::new(ErrorCode::Usage, m))
+    crate::limits::seconds(secs, what).map_err(|m| CallError::new(ErrorCode::Usage, m.to_string()))
 }
 
 impl Runner {
@@ -135,14 +135,16 @@ impl Runner {
 
     /// `<data dir>/animaworks-tool.json`, read once. A file that cannot be used stops every call that needs it.
     pub fn settings(&self) -> Result<&Settings, CallError> {
-        self.settings
-            .get_or_init(|| Settings::load(&self.dirs.data))
-            .as_ref()
-            .map_err(|e| {
-                CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                    .hint("fix that file (README: \"Settings\"), or move it away to use the defaults")
-                    .with("path", e.path.to_string_lossy().into_owned())
-            })
+        self.settings_file().map_err(|e| {
+            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
+                .hint("fix that file (README: \"Settings\"), or move it away to use the defaults")
+                .with(Detail::Path, e.path.to_string_lossy().into_owned())
+        })
+    }
+
+    /// [`Runner::settings`] with the file's own error, for callers that report it in their own terms.
+    pub fn settings_file(&self) -> Result<&Settings, &SettingsError> {
+        self.settings.get_or_init(|| Settings::load(&self.dirs.data)).as_ref()
     }
 
     /// The environment of a tool process (protocol.md §8), built by the policy engine under `policy`

@@ -5,7 +5,7 @@
 use super::audit::{self, Attempt};
 use super::target::{Target, Tool};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
@@ -385,8 +385,8 @@ fn secrets(
     credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
         CallError::new(ErrorCode::PermissionDenied, e.to_string())
             .hint("set the credential in one of the places named, then call again")
-            .with("tool", r.file.name.clone())
-            .with("reason", "credential_missing")
+            .with(Detail::Tool, r.file.name.clone())
+            .with(Detail::Reason, "credential_missing")
     })
 }
 
@@ -424,14 +424,17 @@ fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(),
         Decision::Deny(r) => {
             let mut e = CallError::new(ErrorCode::PermissionDenied, r.message)
                 .hint(r.hint)
-                .with("tool", tool)
-                .with("reason", r.kind.as_str())
-                .with("permissions_path", r.permissions_path.to_string_lossy().into_owned());
+                .with(Detail::Tool, tool)
+                .with(Detail::Reason, r.kind.as_str())
+                .with(
+                    Detail::PermissionsPath,
+                    r.permissions_path.to_string_lossy().into_owned(),
+                );
             if let Some(a) = action {
-                e = e.with("action", a);
+                e = e.with(Detail::Action, a);
             }
             if let Some(k) = r.key {
-                e = e.with("key", k);
+                e = e.with(Detail::Key, k);
             }
             Err(e)
         }

@@ -3,7 +3,7 @@
 
 use super::audit;
 use super::prepare::{Launch, PreparedCall, PreparedCli};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::Masker;
 use crate::pool::{Job, WorkerSpec};
 use crate::spawn::{self, Mode};
@@ -212,8 +212,8 @@ fn cli_refusal(f: &stream::Finished, r: &crate::call::Resolved) -> Option<CallEr
             line[crate::policy::cli_alias::REFUSAL_MARK.len()..].trim().to_owned(),
         )
         .hint("add the grant named to external_tools.allow in permissions.json")
-        .with("tool", r.file.name.clone())
-        .with("reason", "grant_missing")
+        .with(Detail::Tool, r.file.name.clone())
+        .with(Detail::Reason, "grant_missing")
     })
 }
 

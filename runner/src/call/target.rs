@@ -5,7 +5,7 @@ use super::audit::Attempt;
 use super::{Resolved, Runner};
 use crate::cache::Probed;
 use crate::discover;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::flags::RunnerFlags;
 use crate::manifest::Action;
 use crate::policy::Masker;
@@ -56,9 +56,9 @@ impl Runner {
                     format!("{tool} ({}) cannot be called: {reason}", file.path.display()),
                 )
                 .hint("fix the tool; after installing a missing dependency run `animaworks-tool refresh`")
-                .with("tool", tool);
+                .with(Detail::Tool, tool);
                 if !stderr_tail.is_empty() {
-                    e = e.with("stderr_tail", stderr_tail);
+                    e = e.with(Detail::StderrTail, stderr_tail);
                 }
                 Err(e)
             }

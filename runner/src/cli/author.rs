@@ -109,7 +109,7 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
             }
             0
         }
-        Err(e) => refuse(ErrorCode::Usage, e, ""),
+        Err(e) => refuse(ErrorCode::Usage, e.to_string(), ""),
     }
 }
 

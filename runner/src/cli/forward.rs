@@ -4,7 +4,7 @@
 //! `core/integrations/__init__.py`). We do the same, after the tool lookup, by exec'ing that CLI: the argv, the
 //! working directory, the environment, the streams and the exit code are the caller's and the CLI's.
 
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -122,7 +122,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
                 "install AnimaWorks (`pip install animaworks`), or set ANIMAWORKS_PYTHON to the Python it is \
                  installed in (its `animaworks` script sits next to it)",
             )
-            .with("tool", word),
+            .with(Detail::Tool, word),
         );
     };
     let mut cmd = std::process::Command::new(&cli);
@@ -135,10 +135,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
     }
     // Why: the guardian made this process the subreaper of its descendants; the CLI (a server may daemonise
     // from it) must leave its orphans to init as it would when started directly.
-    // SAFETY: prctl with these arguments changes only this process's subreaper flag.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-    }
+    let _ = rustix::process::set_child_subreaper(None);
     use std::os::unix::process::CommandExt;
     let e = cmd.exec();
     Some(
@@ -147,7 +144,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
             format!("cannot run the AnimaWorks CLI {}: {e}", cli.display()),
         )
         .hint("reinstall AnimaWorks, or set ANIMAWORKS_PYTHON to the Python it is installed in")
-        .with("tool", word),
+        .with(Detail::Tool, word),
     )
 }
 

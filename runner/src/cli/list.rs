@@ -110,7 +110,7 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
     let k = kernel::support();
     let (settings, err) = match Settings::load(&runner.dirs.data) {
         Ok(s) => (Some(s), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.to_string())),
     };
     let v = json!({
         "landlock_abi": k.landlock_abi,

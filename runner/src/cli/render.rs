@@ -3,7 +3,7 @@
 //! terminal), or with `--events` the raw event stream as JSON lines.
 
 use super::term::{self, CleanStream};
-use crate::error::CallError;
+use crate::error::{CallError, Detail};
 use crate::stream::Observer;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
@@ -435,7 +435,7 @@ fn print_error_with(e: &CallError, json_on_stdout: bool, tail: bool) {
         if let Some(h) = &e.hint {
             let _ = writeln!(err, "  {}", paint("2", &format!("hint: {h}")));
         }
-        if let (true, true, Some(Value::String(t))) = (tail, err_tty, e.detail("stderr_tail")) {
+        if let (true, true, Some(Value::String(t))) = (tail, err_tty, e.detail(Detail::StderrTail)) {
             let lines: Vec<&str> = t.lines().collect();
             let start = lines.len().saturating_sub(10);
             let _ = writeln!(err, "  stderr (last lines):");

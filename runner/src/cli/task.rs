@@ -97,7 +97,7 @@ pub async fn worker(runner: &Runner, a: WorkerArgs) -> i32 {
 async fn migrate(runner: &Runner) -> i32 {
     let cfg = match tasks::config::load(runner) {
         Ok(c) => c,
-        Err(e) => return fail(&CallError::new(ErrorCode::Usage, e)),
+        Err(e) => return fail(&CallError::new(ErrorCode::Usage, e.to_string())),
     };
     let tasks::config::Backend::Postgres { url } = cfg.backend else {
         return fail(

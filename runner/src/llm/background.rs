@@ -5,7 +5,7 @@
 //! stored.
 
 use crate::call::Runner;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::tasks::submit;
 use serde_json::{json, Map, Value};
 
@@ -44,7 +44,7 @@ fn text_arg<'a>(args: &'a Map<String, Value>, key: &str, what: &str) -> Result<&
                 ErrorCode::InvalidArguments,
                 format!("task {what}: \"{key}\" (a string) is required"),
             )
-            .with("pointer", format!("/{key}"))
+            .with(Detail::Pointer, format!("/{key}"))
         })
 }
 
@@ -60,7 +60,7 @@ pub async fn answer(runner: &Runner, action: &str, args: &Map<String, Value>) ->
                 Some(_) => {
                     return Err(
                         CallError::new(ErrorCode::InvalidArguments, "task submit: \"args\" must be an object")
-                            .with("pointer", "/args"),
+                            .with(Detail::Pointer, "/args"),
                     )
                 }
             };

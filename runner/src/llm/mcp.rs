@@ -12,7 +12,7 @@
 //!   `notifications/tools/list_changed`.
 
 use crate::call::{CallOptions, Runner};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::llm::{background, catalog, providers, use_tool};
 use crate::stream::{Cancel, Observer};
 use rmcp::model::{
@@ -168,7 +168,7 @@ impl Server {
                 format!("no permitted tool named {:?}", req.name),
             )
             .hint("tools/list shows every tool this server offers");
-            let e = near.map_or(e.clone(), |n| e.with("did_you_mean", n));
+            let e = near.map_or(e.clone(), |n| e.with(Detail::DidYouMean, n));
             return Err(refusal(&self.runner.refuse_unknown(&req.name, e)));
         };
         let r = &self.runner;
@@ -339,15 +339,26 @@ pub fn snapshot(runner: &Runner) -> Snapshot {
     out
 }
 
+/// Why the MCP server could not start or did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The client's initialisation failed.
+    #[error("MCP start failed: {0}")]
+    Start(Box<rmcp::service::ServerInitializeError>),
+    /// The server's task ended abnormally (a panic or a cancellation).
+    #[error("MCP server stopped: {0}")]
+    Stopped(tokio::task::JoinError),
+}
+
 /// Serve MCP on stdin/stdout until the client closes the connection.
-pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
+pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     let poll = opts.poll;
     let server = Server::new(runner, opts);
     let watch_runner = server.runner.clone();
     let service = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await
-        .map_err(|e| format!("MCP start failed: {e}"))?;
+        .map_err(|e| ServeError::Start(Box::new(e)))?;
     let peer = service.peer().clone();
     let watcher = tokio::spawn(async move {
         let mut last = snapshot(&watch_runner);
@@ -364,5 +375,5 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), String> {
     });
     let out = service.waiting().await;
     watcher.abort();
-    out.map(|_| ()).map_err(|e| format!("MCP server stopped: {e}"))
+    out.map(|_| ()).map_err(ServeError::Stopped)
 }

@@ -29,7 +29,7 @@ pub enum Format {
 pub struct Rendered {
     pub tools: Vec<Value>,
     /// OpenAI only: `(name, why)` of every action given with `strict: false`.
-    pub not_strict: Vec<(String, String)>,
+    pub not_strict: Vec<(String, NotStrict)>,
     /// `(name, why)` of actions left out: a schema name another tool already uses.
     pub skipped: Vec<(String, String)>,
 }
@@ -137,34 +137,46 @@ const NOT_STRICT_KEYWORDS: &[&str] = &[
     "maxProperties",
 ];
 
+/// Why a schema cannot be given to OpenAI in strict mode; `at` is the JSON pointer of the place (`/` for the
+/// root).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotStrict {
+    /// A boolean schema, which accepts any value.
+    #[error("at {at}: a boolean schema (any value) cannot be strict")]
+    BooleanSchema { at: String },
+    /// A keyword strict mode does not take (`patternProperties`, `oneOf`, …).
+    #[error("at {at}: {keyword} is not supported in strict mode")]
+    Keyword { at: String, keyword: &'static str },
+    /// An object that allows extra keys.
+    #[error("at {at}: open additionalProperties (any extra key) cannot be strict")]
+    OpenAdditionalProperties { at: String },
+    /// A nested object without `properties`.
+    #[error("at {at}: a free-form object (no properties) cannot be strict")]
+    FreeForm { at: String },
+}
+
 /// `schema` rewritten for OpenAI's strict mode, or why it cannot be.
-pub fn strict(schema: &Value) -> Result<Value, String> {
+pub fn strict(schema: &Value) -> Result<Value, NotStrict> {
     strictify(schema, "", true)
 }
 
-fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, String> {
-    let here = if at.is_empty() { "/" } else { at };
+fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
+    let here = || if at.is_empty() { "/".to_owned() } else { at.to_owned() };
     let Value::Object(m) = s else {
-        return Err(format!("at {here}: a boolean schema (any value) cannot be strict"));
+        return Err(NotStrict::BooleanSchema { at: here() });
     };
     if let Some(k) = NOT_STRICT_KEYWORDS.iter().find(|k| m.contains_key(**k)) {
-        return Err(format!("at {here}: {k} is not supported in strict mode"));
+        return Err(NotStrict::Keyword { at: here(), keyword: k });
     }
     let mut m = m.clone();
     let is_object = m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("properties");
     if is_object {
         match m.get("additionalProperties") {
             None | Some(Value::Bool(false)) => {}
-            Some(_) => {
-                return Err(format!(
-                    "at {here}: open additionalProperties (any extra key) cannot be strict"
-                ))
-            }
+            Some(_) => return Err(NotStrict::OpenAdditionalProperties { at: here() }),
         }
         if !root && !m.contains_key("properties") {
-            return Err(format!(
-                "at {here}: a free-form object (no properties) cannot be strict"
-            ));
+            return Err(NotStrict::FreeForm { at: here() });
         }
         let required: HashSet<String> = m
             .get("required")
@@ -283,13 +295,20 @@ mod tests {
     #[test]
     fn strict_refusals_name_the_place() {
         let e = strict(&json!({"type": "object", "additionalProperties": true})).unwrap_err();
-        assert!(e.contains("additionalProperties") && e.contains("at /"), "{e}");
+        assert_eq!(e, NotStrict::OpenAdditionalProperties { at: "/".into() });
+        assert_eq!(
+            e.to_string(),
+            "at /: open additionalProperties (any extra key) cannot be strict"
+        );
         let e = strict(
             &json!({"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^x": {}}}}}),
         )
         .unwrap_err();
-        assert!(e.contains("at /m") && e.contains("patternProperties"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "at /m: patternProperties is not supported in strict mode"
+        );
         let e = strict(&json!({"type": "object", "properties": {"m": {"type": "object"}}})).unwrap_err();
-        assert!(e.contains("free-form"), "{e}");
+        assert_eq!(e, NotStrict::FreeForm { at: "/m".into() });
     }
 }

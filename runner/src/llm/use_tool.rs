@@ -25,7 +25,7 @@
 //! `"action"`) one tool's full schemas, `search` (`{"query": "words"}`) the catalogue lines that match.
 
 use crate::call::{CallOptions, Runner};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::llm::catalog::{self, Entry};
 use crate::locale::Locale;
 use crate::stream::{Cancel, Observer};
@@ -115,7 +115,7 @@ pub fn error_answer(e: &CallError) -> Answer {
         obj.insert("suggestion".into(), h.clone().into());
     }
     obj.insert("code".into(), e.code.as_str().into());
-    if let Some(k) = e.detail("key") {
+    if let Some(k) = e.detail(Detail::Key) {
         obj.insert("key".into(), k.clone());
     }
     Answer::Error(Value::Object(obj), e.code)
@@ -228,14 +228,15 @@ pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Local
         obj.insert("message".into(), message.into());
         obj.insert("suggestion".into(), suggestion.into());
         obj.insert("code".into(), e.code.as_str().into());
-        if let Some(k) = e.detail("key") {
+        if let Some(k) = e.detail(Detail::Key) {
             obj.insert("key".into(), k.clone());
         }
         Answer::Error(Value::Object(obj), e.code)
     };
     // The tool's own error, and an action the tool does not have (the original hands any name to the module's
     // dispatch, whose exception it reports): the original's plain text.
-    let plain = e.code == ErrorCode::ToolError || (e.code == ErrorCode::UnknownAction && e.detail("action").is_some());
+    let plain =
+        e.code == ErrorCode::ToolError || (e.code == ErrorCode::UnknownAction && e.detail(Detail::Action).is_some());
     match e.code {
         _ if plain => {
             let mut text = if e.message.starts_with("Error executing ") {
@@ -257,8 +258,8 @@ pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Local
         // Unknown and private tools: the original answers that the tool is not permitted.
         ErrorCode::UnknownTool => structured("PermissionDenied", locale.tool_not_permitted(tool), ours()),
         ErrorCode::PermissionDenied => {
-            let reason = e.detail("reason").and_then(Value::as_str).unwrap_or("");
-            let key = e.detail("key").and_then(Value::as_str);
+            let reason = e.detail(Detail::Reason).and_then(Value::as_str).unwrap_or("");
+            let key = e.detail(Detail::Key).and_then(Value::as_str);
             let message = match reason {
                 "tool_denied" => locale.tool_denied(tool),
                 "tool_not_allowed" => locale.tool_not_permitted(tool),
@@ -360,13 +361,13 @@ async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Resul
                     "help.describe needs \"tool\": the name of a tool",
                 )
                 .hint(r#"{"tool_name": "help", "action": "describe", "args": {"tool": "<tool>"}}"#)
-                .with("pointer", "/tool")
+                .with(Detail::Pointer, "/tool")
             })?;
             let Some(e) = entries.iter().find(|e| e.name() == tool) else {
                 return Err(
                     CallError::new(ErrorCode::UnknownTool, format!("no permitted tool named {tool:?}"))
                         .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
-                        .with("tool", tool),
+                        .with(Detail::Tool, tool),
                 );
             };
             let only = args.get("action").and_then(Value::as_str);
@@ -380,7 +381,7 @@ async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Resul
                     ErrorCode::InvalidArguments,
                     "help.search needs \"query\": words to look for",
                 )
-                .with("pointer", "/query"));
+                .with(Detail::Pointer, "/query"));
             }
             let hits: Vec<Entry> = entries
                 .into_iter()

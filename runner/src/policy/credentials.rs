@@ -134,17 +134,29 @@ pub struct MissingCredential {
     pub keys: String,
 }
 
-fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
+/// Why a JSON file of the chain cannot be used (the reason of [`CredentialError::Source`]). Shared, since the
+/// outcome of a read is kept for every lookup of the call.
+#[derive(Debug, Clone, thiserror::Error)]
+enum FileProblem {
+    #[error("cannot read: {0}")]
+    Unreadable(std::sync::Arc<std::io::Error>),
+    #[error("not a JSON object")]
+    NotObject,
+    // serde_json's message names line and column, and quotes no more than a bad token.
+    #[error("invalid JSON: {0}")]
+    Invalid(std::sync::Arc<serde_json::Error>),
+}
+
+fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, FileProblem> {
     let Some(text) = crate::fsread::read_to_string_if_present(path, crate::fsread::SMALL)
-        .map_err(|e| format!("cannot read: {e}"))?
+        .map_err(|e| FileProblem::Unreadable(e.into()))?
     else {
         return Ok(None);
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(Some(m)),
-        Ok(_) => Err("not a JSON object".into()),
-        // serde_json's message names line and column, and quotes no more than a bad token.
-        Err(e) => Err(format!("invalid JSON: {e}")),
+        Ok(_) => Err(FileProblem::NotObject),
+        Err(e) => Err(FileProblem::Invalid(e.into())),
     }
 }
 
@@ -154,8 +166,8 @@ pub struct Resolver {
     data_dir: PathBuf,
     anima_name: Option<String>,
     caller_env: HashMap<String, String>,
-    config: OnceCell<Result<Option<Map<String, Value>>, String>>,
-    shared: OnceCell<Result<Option<Map<String, Value>>, String>>,
+    config: OnceCell<Result<Option<Map<String, Value>>, FileProblem>>,
+    shared: OnceCell<Result<Option<Map<String, Value>>, FileProblem>>,
     vault: OnceCell<Result<Vault, VaultError>>,
 }
 
@@ -185,7 +197,7 @@ impl Resolver {
             Err(reason) => Err(CredentialError::Source {
                 name: name.into(),
                 path,
-                reason: reason.clone(),
+                reason: reason.to_string(),
             }),
         }
     }
@@ -197,7 +209,7 @@ impl Resolver {
             Err(reason) => Err(CredentialError::Source {
                 name: name.into(),
                 path,
-                reason: reason.clone(),
+                reason: reason.to_string(),
             }),
         }
     }

@@ -31,6 +31,17 @@ pub struct VaultError {
     pub reason: String,
 }
 
+/// Why the text of `vault.key` is not a key. Never carries the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The text is not standard base64.
+    #[error("not base64 ({0})")]
+    NotBase64(base64::DecodeError),
+    /// The text decodes to this many bytes instead of 32.
+    #[error("holds {0} bytes, a key is 32")]
+    WrongLength(usize),
+}
+
 /// The vault's private key. Its `Debug` never shows the key; the inner key is zeroed on drop.
 pub struct VaultKey(SecretKey);
 
@@ -44,13 +55,13 @@ impl VaultKey {
     /// Parses the text of `vault.key`: standard base64 of 32 bytes, surrounding whitespace ignored.
     ///
     /// # Errors
-    /// A reason in words (never the key) when the text is not base64 of exactly 32 bytes.
-    pub fn from_text(text: &str) -> Result<Self, String> {
-        let bytes = STANDARD.decode(text.trim()).map_err(|e| format!("not base64 ({e})"))?;
+    /// [`KeyError`] (never the key) when the text is not base64 of exactly 32 bytes.
+    pub fn from_text(text: &str) -> Result<Self, KeyError> {
+        let bytes = STANDARD.decode(text.trim()).map_err(KeyError::NotBase64)?;
         let arr: [u8; 32] = bytes
             .as_slice()
             .try_into()
-            .map_err(|_| format!("holds {} bytes, a key is 32", bytes.len()))?;
+            .map_err(|_| KeyError::WrongLength(bytes.len()))?;
         Ok(VaultKey(SecretKey::from(arr)))
     }
 
@@ -111,9 +122,9 @@ impl Vault {
         };
         let key = match read_optional(&key_path) {
             Ok(None) => Ok(None),
-            Ok(Some(text)) => VaultKey::from_text(&text).map(Some).map_err(|reason| VaultError {
+            Ok(Some(text)) => VaultKey::from_text(&text).map(Some).map_err(|e| VaultError {
                 path: key_path.clone(),
-                reason,
+                reason: e.to_string(),
             }),
             Err(e) => Err(e),
         };
@@ -179,9 +190,13 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_keys_are_refused_without_echoing_them() {
-        assert!(VaultKey::from_text("%%%").unwrap_err().contains("not base64"));
+        assert!(VaultKey::from_text("%%%")
+            .unwrap_err()
+            .to_string()
+            .contains("not base64"));
         let e = VaultKey::from_text(&STANDARD.encode([1u8; 31])).unwrap_err();
-        assert!(e.contains("31 bytes"), "{e}");
+        assert_eq!(e, KeyError::WrongLength(31));
+        assert!(e.to_string().contains("31 bytes"), "{e}");
         assert_eq!(
             format!("{:?}", VaultKey::from_text(&STANDARD.encode([1u8; 32])).unwrap()),
             "VaultKey(…)"

@@ -12,7 +12,7 @@ pub mod serve_process;
 use crate::cache::FileKey;
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::settings::Settings;
 use crate::stream::{Cancel, Observer};
 use serde_json::Value;
@@ -158,7 +158,7 @@ impl WorkerPool {
         let mut lease = self
             .checkout(&key, spawn, job.deadline, cancel.clone())
             .await
-            .map_err(|e| e.with("tool", tool).with("action", action))?;
+            .map_err(|e| e.with(Detail::Tool, tool).with(Detail::Action, action))?;
         let w = lease.worker.as_mut().expect("a lease holds its worker");
         let (out, fate) = w.call(job, obs, cancel).await;
         lease.give_back(fate);

@@ -4,7 +4,7 @@
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
@@ -241,18 +241,18 @@ impl Worker {
             ),
         )
         .hint("read stderr_tail; the next call starts a new worker")
-        .with("tool", job.tool)
-        .with("action", job.action)
-        .with("duration_ms", took.as_millis() as u64);
+        .with(Detail::Tool, job.tool)
+        .with(Detail::Action, job.action)
+        .with(Detail::DurationMs, took.as_millis() as u64);
         if let Some(c) = exit.and_then(|s| s.code()) {
-            e = e.with("exit_code", c);
+            e = e.with(Detail::ExitCode, c);
         }
         if let Some(s) = exit.and_then(|s| s.signal()) {
-            e = e.with("signal", s);
+            e = e.with(Detail::Signal, s);
         }
         let tail = self.tail_text(&job.spill.masker);
         if !tail.is_empty() {
-            e = e.with("stderr_tail", tail);
+            e = e.with(Detail::StderrTail, tail);
         }
         e
     }

@@ -35,12 +35,7 @@ impl ReadOnlyBind {
     pub fn new(p: &std::path::Path) -> Option<ReadOnlyBind> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-        // SAFETY: statvfs is plain data; all zeroes is a valid value.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: path is a valid C string, st a zeroed struct.
-        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-            return None;
-        }
+        let f_flag = rustix::fs::statvfs(p).ok()?.f_flag.bits();
         let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
         for (st_flag, ms) in [
             (libc::ST_NOSUID, libc::MS_NOSUID),
@@ -50,7 +45,7 @@ impl ReadOnlyBind {
             (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
             (libc::ST_RELATIME, libc::MS_RELATIME),
         ] {
-            if st.f_flag & st_flag != 0 {
+            if f_flag & st_flag != 0 {
                 flags |= ms;
             }
         }
@@ -76,197 +71,242 @@ fn err() -> io::Error {
 /// Only between fork and exec.
 pub unsafe fn enter(c: &Confined) -> io::Result<()> {
     if let Some(ns) = &c.pid_ns {
-        enter_pid_ns(ns)?;
+        // SAFETY: between fork and exec (this function's contract), in the forked child's one thread.
+        unsafe { enter_pid_ns(ns)? };
     }
-    drop_capabilities(c.last_cap);
-    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-        return Err(err());
-    }
+    // SAFETY: as above.
+    unsafe { drop_capabilities(c.last_cap) };
+    // (rustix returns its error; it does not set errno, so `err()` would not see it.)
+    rustix::thread::set_no_new_privs(true)?;
     if let Some(fd) = &c.ruleset {
-        if landlock::restrict_self(fd.as_raw_fd()) != 0 {
+        // SAFETY: as above; `fd` is the open ruleset made before the fork.
+        if unsafe { landlock::restrict_self(fd.as_raw_fd()) } != 0 {
             return Err(err());
         }
     }
     if let Some(f) = &c.filter {
-        if seccomp::install(f) != 0 {
+        // SAFETY: as above; `f` is the filter program made before the fork, alive until exec.
+        if unsafe { seccomp::install(f) } != 0 {
             return Err(err());
         }
     }
     Ok(())
 }
 
+/// # Safety
+/// `path` ends in a NUL byte.
 unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
-    let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-    if fd < 0 {
-        return Err(err());
-    }
-    let n = libc::write(fd, data.as_ptr().cast(), data.len());
-    let e = err();
-    libc::close(fd);
-    if n != data.len() as isize {
-        return Err(e);
-    }
-    Ok(())
-}
-
-unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
-    let flags = libc::CLONE_NEWPID
-        | if ns.user { libc::CLONE_NEWUSER } else { 0 }
-        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS };
-    if libc::unshare(flags) != 0 {
-        return Err(err());
-    }
-    if ns.user {
-        write_file(b"/proc/self/setgroups\0", b"deny")?;
-        write_file(b"/proc/self/uid_map\0", &ns.uid_map)?;
-        write_file(b"/proc/self/gid_map\0", &ns.gid_map)?;
-    }
-    if !ns.ro_binds.is_empty() {
-        // Nothing mounted here may reach the runner's mount namespace.
-        if libc::mount(
-            std::ptr::null(),
-            b"/\0".as_ptr().cast(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
+    // SAFETY: `path` is a C string (the caller's contract), `data` a live slice of data.len() bytes;
+    // the descriptor is this function's own and closed before it returns.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
             return Err(err());
         }
-        for b in &ns.ro_binds {
-            let p = b.path.as_ptr();
-            if libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0
-                || libc::mount(std::ptr::null(), p, std::ptr::null(), b.flags, std::ptr::null()) != 0
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let e = err();
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// # Safety
+/// Only between fork and exec, in a process with one thread.
+unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
+    // SAFETY: one thread between fork and exec (the caller's contract), so fork is safe and each process
+    // goes on with its own copy of memory prepared before the fork; the paths are C strings (ReadOnlyBind,
+    // literals ending in NUL); G and C never return (init and relay end in _exit), only T does.
+    unsafe {
+        let flags = libc::CLONE_NEWPID
+            | if ns.user { libc::CLONE_NEWUSER } else { 0 }
+            | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS };
+        if libc::unshare(flags) != 0 {
+            return Err(err());
+        }
+        if ns.user {
+            write_file(b"/proc/self/setgroups\0", b"deny")?;
+            write_file(b"/proc/self/uid_map\0", &ns.uid_map)?;
+            write_file(b"/proc/self/gid_map\0", &ns.gid_map)?;
+        }
+        if !ns.ro_binds.is_empty() {
+            // Nothing mounted here may reach the runner's mount namespace.
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
             {
                 return Err(err());
             }
-        }
-    }
-    let mut p = [0i32; 2];
-    if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-        return Err(err());
-    }
-    match libc::fork() {
-        -1 => Err(err()),
-        0 => {
-            // G: process 1 of the namespace.
-            libc::close(p[0]);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            match libc::fork() {
-                -1 => libc::_exit(127),
-                0 => {
-                    // T: the tool.
-                    libc::close(p[1]);
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                    Ok(())
+            for b in &ns.ro_binds {
+                let p = b.path.as_ptr();
+                if libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0
+                    || libc::mount(std::ptr::null(), p, std::ptr::null(), b.flags, std::ptr::null()) != 0
+                {
+                    return Err(err());
                 }
-                t => init(t, p[1]),
             }
         }
-        g => relay(g, p[0]),
+        let mut p = [0i32; 2];
+        if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(err());
+        }
+        match libc::fork() {
+            -1 => Err(err()),
+            0 => {
+                // G: process 1 of the namespace.
+                libc::close(p[0]);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                match libc::fork() {
+                    -1 => libc::_exit(127),
+                    0 => {
+                        // T: the tool.
+                        libc::close(p[1]);
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                        Ok(())
+                    }
+                    t => init(t, p[1]),
+                }
+            }
+            g => relay(g, p[0]),
+        }
     }
 }
 
+/// # Safety
+/// Only in C or G, which use no descriptor but `keep`.
 unsafe fn close_all_but(keep: i32) {
-    if keep > 0 {
-        libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+    // SAFETY: close_range takes numbers; the descriptors closed are this process's own copies, unused by it.
+    unsafe {
+        if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
     }
-    libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
 }
 
+/// # Safety
+/// Only in C or G (the tool's own signal dispositions are its business).
 unsafe fn ignore_signals() {
-    for sig in [
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGQUIT,
-        libc::SIGPIPE,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGALRM,
-    ] {
-        libc::signal(sig, libc::SIG_IGN);
+    // SAFETY: SIG_IGN installs no handler; the process has one thread.
+    unsafe {
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGPIPE,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGALRM,
+        ] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
     }
 }
 
 /// G: reap everything in the namespace; when the tool exits, pass its status to C and exit (which ends the
 /// namespace).
+///
+/// # Safety
+/// Only as G, which ends here.
 unsafe fn init(tool: i32, status_fd: i32) -> ! {
-    close_all_but(status_fd);
-    ignore_signals();
-    loop {
-        let mut st = 0;
-        let r = libc::waitpid(-1, &mut st, 0);
-        if r == tool {
-            let b = st.to_ne_bytes();
-            libc::write(status_fd, b.as_ptr().cast(), 4);
-            libc::_exit(0);
-        }
-        if r < 0 && *libc::__errno_location() != libc::EINTR {
-            libc::_exit(127);
+    // SAFETY: G's own descriptors and a 4-byte write from a local; errno is this one-thread process's own.
+    unsafe {
+        close_all_but(status_fd);
+        ignore_signals();
+        loop {
+            let mut st = 0;
+            let r = libc::waitpid(-1, &mut st, 0);
+            if r == tool {
+                let b = st.to_ne_bytes();
+                libc::write(status_fd, b.as_ptr().cast(), 4);
+                libc::_exit(0);
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
         }
     }
 }
 
 /// C: wait for G, then end as the tool ended (the same exit code, or the same signal).
+///
+/// # Safety
+/// Only as C, which ends here.
 unsafe fn relay(g: i32, status_fd: i32) -> ! {
-    close_all_but(status_fd);
-    // Why: the runner signals the whole group; the tool gets the signal itself, C must live to relay its end.
-    ignore_signals();
-    let mut st = 0;
-    loop {
-        let r = libc::waitpid(g, &mut st, 0);
-        if r == g {
-            break;
+    // SAFETY: C's own descriptors, reads and writes of locals; sigset_t and rlimit are plain data (all zeroes
+    // is a valid sigset_t); errno is this one-thread process's own.
+    unsafe {
+        close_all_but(status_fd);
+        // Why: the runner signals the whole group; the tool gets the signal itself, C must live to relay its end.
+        ignore_signals();
+        let mut st = 0;
+        loop {
+            let r = libc::waitpid(g, &mut st, 0);
+            if r == g {
+                break;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
         }
-        if r < 0 && *libc::__errno_location() != libc::EINTR {
-            libc::_exit(127);
+        let mut b = [0u8; 4];
+        if libc::read(status_fd, b.as_mut_ptr().cast(), 4) == 4 {
+            st = i32::from_ne_bytes(b);
         }
+        if libc::WIFEXITED(st) {
+            libc::_exit(libc::WEXITSTATUS(st));
+        }
+        let sig = if libc::WIFSIGNALED(st) {
+            libc::WTERMSIG(st)
+        } else {
+            libc::SIGKILL
+        };
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        libc::_exit(128 + sig);
     }
-    let mut b = [0u8; 4];
-    if libc::read(status_fd, b.as_mut_ptr().cast(), 4) == 4 {
-        st = i32::from_ne_bytes(b);
-    }
-    if libc::WIFEXITED(st) {
-        libc::_exit(libc::WEXITSTATUS(st));
-    }
-    let sig = if libc::WIFSIGNALED(st) {
-        libc::WTERMSIG(st)
-    } else {
-        libc::SIGKILL
-    };
-    let no_core = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-    libc::signal(sig, libc::SIG_DFL);
-    let mut set: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut set);
-    libc::sigaddset(&mut set, sig);
-    libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-    libc::kill(libc::getpid(), sig);
-    libc::_exit(128 + sig);
 }
 
 /// Drop every capability for good. Failures are ignored: without CAP_SETPCAP there is nothing to drop.
+///
+/// # Safety
+/// Only between fork and exec (it changes the calling process for good).
 unsafe fn drop_capabilities(last_cap: i32) {
-    const SECURE: libc::c_ulong = 0xff; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS(off), NO_CAP_AMBIENT_RAISE, all locked
-    libc::prctl(libc::PR_SET_SECUREBITS, SECURE & !(1 << 4), 0, 0, 0);
-    for cap in 0..=last_cap {
-        libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+    // SAFETY: prctl with numbers only; capset reads the header and two data structs that live on this stack.
+    unsafe {
+        const SECURE: libc::c_ulong = 0xff; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS(off), NO_CAP_AMBIENT_RAISE, all locked
+        libc::prctl(libc::PR_SET_SECUREBITS, SECURE & !(1 << 4), 0, 0, 0);
+        for cap in 0..=last_cap {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let mut hdr = super::kernel::CapHeader {
+            version: super::kernel::CAP_VERSION_3,
+            pid: 0,
+        };
+        let data = [super::kernel::CapData::default(); 2];
+        libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr());
     }
-    libc::prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        0,
-        0,
-        0,
-    );
-    let mut hdr = super::kernel::CapHeader {
-        version: super::kernel::CAP_VERSION_3,
-        pid: 0,
-    };
-    let data = [super::kernel::CapData::default(); 2];
-    libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr());
 }

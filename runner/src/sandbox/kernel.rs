@@ -83,14 +83,7 @@ fn pid_namespace_support() -> (bool, bool) {
 }
 
 fn has_cap_sys_admin() -> bool {
-    let mut hdr = CapHeader {
-        version: CAP_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget fills the two data words of this thread.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) };
-    r == 0 && data[0].effective & (1 << 21) /* CAP_SYS_ADMIN */ != 0
+    rustix::thread::capabilities(None).is_ok_and(|c| c.effective.contains(rustix::thread::CapabilitySet::SYS_ADMIN))
 }
 
 pub(crate) const CAP_VERSION_3: u32 = 0x2008_0522;

@@ -20,7 +20,7 @@ mod seccomp;
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Tier;
 use rules::Protected;
@@ -73,21 +73,33 @@ impl Default for Settings {
     }
 }
 
+/// The sandbox settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The runner's settings file cannot be read or parsed.
+    #[error(transparent)]
+    File(#[from] crate::settings::SettingsError),
+    /// Its `"sandbox"` key is not of the [`Settings`] shape.
+    #[error("{}: \"sandbox\": {source}", path.display())]
+    Key { path: PathBuf, source: serde_json::Error },
+}
+
 impl Settings {
     /// The `"sandbox"` key of the runner's settings (`<data dir>/animaworks-tool.json`, read by
     /// [`crate::settings`]); absent file or key: the defaults.
-    pub fn load(data_dir: &Path) -> Result<Settings, String> {
-        let all = crate::settings::Settings::load(data_dir).map_err(|e| e.to_string())?;
+    pub fn load(data_dir: &Path) -> Result<Settings, SettingsError> {
+        let all = crate::settings::Settings::load(data_dir)?;
         Settings::from_runner(&all)
     }
 
     /// The `"sandbox"` key of already read runner settings.
-    pub fn from_runner(all: &crate::settings::Settings) -> Result<Settings, String> {
+    pub fn from_runner(all: &crate::settings::Settings) -> Result<Settings, SettingsError> {
         match all.raw.get("sandbox") {
             None | Some(Value::Null) => Ok(Settings::default()),
-            Some(s) => {
-                serde_json::from_value(s.clone()).map_err(|e| format!("{}: \"sandbox\": {e}", all.path.display()))
-            }
+            Some(s) => serde_json::from_value(s.clone()).map_err(|source| SettingsError::Key {
+                path: all.path.clone(),
+                source,
+            }),
         }
     }
 
@@ -278,9 +290,18 @@ struct Places {
     home: Option<PathBuf>,
 }
 
+/// A declared or granted place that is not one.
+#[derive(Debug, thiserror::Error)]
+enum BadPlace {
+    #[error("unknown placeholder {placeholder} in {raw:?}")]
+    UnknownPlaceholder { placeholder: String, raw: String },
+    #[error("{raw:?} is not an absolute path or a placeholder path without `..`")]
+    NotClean { raw: String },
+}
+
 impl Places {
     /// `$X/rest` or an absolute path, expanded; `None` when it names nothing usable (no anima, `..`).
-    fn expand(&self, raw: &str) -> Result<Option<PathBuf>, String> {
+    fn expand(&self, raw: &str) -> Result<Option<PathBuf>, BadPlace> {
         let (base, rest) = match raw.split_once('/') {
             Some((b, r)) if b.starts_with('$') || b == "~" => (Some(b), r),
             None if raw.starts_with('$') || raw == "~" => (Some(raw), ""),
@@ -295,7 +316,12 @@ impl Places {
                     "$TMP" => Some(self.tmp.clone()),
                     "$TOOL_DIR" => Some(self.tool_dir.clone()),
                     "$HOME" | "~" => self.home.clone(),
-                    other => return Err(format!("unknown placeholder {other} in {raw:?}")),
+                    other => {
+                        return Err(BadPlace::UnknownPlaceholder {
+                            placeholder: other.to_owned(),
+                            raw: raw.to_owned(),
+                        })
+                    }
                 };
                 match root {
                     None => return Ok(None),
@@ -305,9 +331,7 @@ impl Places {
             }
         };
         if !rules::is_clean_absolute(&p) {
-            return Err(format!(
-                "{raw:?} is not an absolute path or a placeholder path without `..`"
-            ));
+            return Err(BadPlace::NotClean { raw: raw.to_owned() });
         }
         Ok(Some(p))
     }
@@ -340,8 +364,13 @@ pub fn validate(d: &Declared) -> Vec<String> {
     out
 }
 
-fn parse_host_port(e: &str) -> Result<u16, String> {
-    let bad = || format!("{e:?} is not \"host:port\" (a port from 1 to 65535; \"*:443\" for any host)");
+/// A `net` entry that is not `host:port`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not \"host:port\" (a port from 1 to 65535; \"*:443\" for any host)")]
+struct BadHostPort(String);
+
+fn parse_host_port(e: &str) -> Result<u16, BadHostPort> {
+    let bad = || BadHostPort(e.to_owned());
     let (host, port) = e.rsplit_once(':').ok_or_else(bad)?;
     if host.is_empty() || host.len() > 253 {
         return Err(bad());
@@ -370,10 +399,10 @@ fn declared_net(d: &Declared) -> NetPlan {
 fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &Path, tool: &str) -> CallError {
     CallError::new(ErrorCode::PermissionDenied, message)
         .hint(hint)
-        .with("tool", tool)
-        .with("reason", reason)
-        .with("key", key)
-        .with("permissions_path", perms_path.to_string_lossy().into_owned())
+        .with(Detail::Tool, tool)
+        .with(Detail::Reason, reason)
+        .with(Detail::Key, key)
+        .with(Detail::PermissionsPath, perms_path.to_string_lossy().into_owned())
 }
 
 /// The folders of the data dir an undeclared AnimaWorks tool reads (`shared/` and `tmp/` it also writes).
@@ -399,7 +428,7 @@ pub fn plan(
     plan_with(dirs, file, perms, needs, &settings)
 }
 
-fn settings_error(e: String) -> CallError {
+fn settings_error(e: SettingsError) -> CallError {
     CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
         .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool}")
 }
@@ -564,8 +593,8 @@ fn plan_with(
                 format!("{tool}: invalid sandbox declaration: {problem}"),
             )
             .hint("fix the tool's profile (protocol.md §2.4); `animaworks-tool check` shows every problem")
-            .with("tool", tool)
-            .with("reason", "sandbox_invalid"));
+            .with(Detail::Tool, tool)
+            .with(Detail::Reason, "sandbox_invalid"));
         }
         for (field, list, allowed, out) in [
             ("read", &d.read, &grant_read, &mut read),
@@ -647,8 +676,8 @@ fn plan_with(
         if settings.unsupported == Unsupported::Refuse {
             return Err(CallError::new(ErrorCode::PermissionDenied, what)
                 .hint("run on a kernel with Landlock (Linux 5.13+; TCP: 6.7+), or set \"sandbox\": {\"unsupported\": \"warn\"} in <data dir>/animaworks-tool.json to run it less confined")
-                .with("tool", tool)
-                .with("reason", "sandbox_unsupported"));
+                .with(Detail::Tool, tool)
+                .with(Detail::Reason, "sandbox_unsupported"));
         }
         warnings.push(format!("{what}; running it less confined (\"unsupported\": \"warn\")"));
     }
@@ -952,8 +981,7 @@ impl Plan {
         };
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
         let pid_ns = i.pid_ns.then(|| {
-            // SAFETY: getuid/getgid cannot fail.
-            let (u, g) = unsafe { (libc::getuid(), libc::getgid()) };
+            let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             child::PidNs {
                 user: s.needs_user_namespace,
                 uid_map: format!("{u} {u} 1").into_bytes(),

@@ -205,7 +205,11 @@ pub unsafe fn install(prog: &[SockFilter]) -> i64 {
         len: prog.len() as u16,
         filter: prog.as_ptr(),
     };
-    libc::syscall(libc::SYS_seccomp, 1u32 /* SET_MODE_FILTER */, 0u32, &fprog) as i64
+    // SAFETY: `fprog` points at `prog`, both alive for the call (the kernel copies the program); `prog.len()` is
+    // the count of its instructions.
+    unsafe {
+        libc::syscall(libc::SYS_seccomp, 1u32 /* SET_MODE_FILTER */, 0u32, &fprog) as i64
+    }
 }
 
 #[cfg(test)]

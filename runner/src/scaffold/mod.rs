@@ -80,37 +80,69 @@ fn existing_with_stem(dir: &Path, name: &str) -> Option<PathBuf> {
     })
 }
 
+/// Why `new` wrote nothing, or stopped part-way.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The name is not a tool name, or is reserved (the reason says which).
+    #[error("{0}")]
+    BadName(String),
+    /// The tool's file or folder exists already.
+    #[error("{} already exists; pick another name or remove it", .0.display())]
+    Exists(PathBuf),
+    /// Another file in the folder already is tool `name` (same stem, another extension).
+    #[error("{} is already tool {name:?} in that folder; pick another name or remove it", other.display())]
+    SameStem { other: PathBuf, name: String },
+    /// A folder could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    /// A file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// A written file's mode could not be set.
+    #[error("cannot chmod {}: {source}", path.display())]
+    Chmod { path: PathBuf, source: std::io::Error },
+}
+
 /// Write a new tool `name` in `lang` into `dir`. `in_tier`: `dir` is a tier folder (the binary of a Rust
 /// tool is linked there). Refuses an invalid or reserved name and anything already in the way.
-pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Written, String> {
+pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Written, ScaffoldError> {
     if let Some(p) = crate::names::tool_name_problem(name) {
-        return Err(p);
+        return Err(ScaffoldError::BadName(p));
     }
     let path = target(name, lang, dir, in_tier);
     if path.symlink_metadata().is_ok() {
-        return Err(format!(
-            "{} already exists; pick another name or remove it",
-            path.display()
-        ));
+        return Err(ScaffoldError::Exists(path));
     }
     if lang != Lang::Rust || in_tier {
         if let Some(other) = existing_with_stem(dir, name) {
-            return Err(format!(
-                "{} is already tool {name:?} in that folder; pick another name or remove it",
-                other.display()
-            ));
+            return Err(ScaffoldError::SameStem {
+                other,
+                name: name.to_owned(),
+            });
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let write = |p: &Path, text: &str, mode: u32| -> Result<(), String> {
+    let create_dir = |p: &Path| {
+        std::fs::create_dir_all(p).map_err(|source| ScaffoldError::CreateDir {
+            path: p.to_owned(),
+            source,
+        })
+    };
+    create_dir(dir)?;
+    let write = |p: &Path, text: &str, mode: u32| -> Result<(), ScaffoldError> {
+        let failed = |source| ScaffoldError::Write {
+            path: p.to_owned(),
+            source,
+        };
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(p)
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("cannot chmod {}: {e}", p.display()))
+            .map_err(failed)?;
+        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(failed)?;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(|source| ScaffoldError::Chmod {
+            path: p.to_owned(),
+            source,
+        })
     };
     let shown = path.display().to_string();
     match lang {
@@ -138,7 +170,7 @@ pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Writte
         }
         Lang::Rust => {
             let src = path.join("src");
-            std::fs::create_dir_all(&src).map_err(|e| format!("cannot create {}: {e}", src.display()))?;
+            create_dir(&src)?;
             let files = vec![path.join("Cargo.toml"), src.join("main.rs"), path.join("README.md")];
             let tier_dir = if in_tier {
                 dir.to_path_buf()

@@ -2,7 +2,7 @@
 
 use super::decode::{self, quote_start};
 use super::{Ending, Finished, Stdout};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -36,11 +36,11 @@ pub fn interpret(
     let who = format!("{d_tool}.{d_action}");
     let decorate = |e: CallError| -> CallError {
         let mut e = e
-            .with("tool", d_tool)
-            .with("action", d_action)
-            .with("duration_ms", f.duration.as_millis() as u64);
+            .with(Detail::Tool, d_tool)
+            .with(Detail::Action, d_action)
+            .with(Detail::DurationMs, f.duration.as_millis() as u64);
         if !f.stderr_tail.is_empty() {
-            e = e.with("stderr_tail", f.stderr_tail.clone());
+            e = e.with(Detail::StderrTail, f.stderr_tail.clone());
         }
         e
     };
@@ -71,10 +71,10 @@ pub fn interpret(
         let mut e = CallError::new(ErrorCode::Crashed, format!("{who} {what}"))
             .hint("read stderr_tail; run the tool by hand with the same request to see more");
         if let Some(c) = code {
-            e = e.with("exit_code", c);
+            e = e.with(Detail::ExitCode, c);
         }
         if let Some(s) = signal {
-            e = e.with("signal", s);
+            e = e.with(Detail::Signal, s);
         }
         decorate(e)
     };
@@ -112,9 +112,9 @@ pub fn interpret(
             };
             let mut e = CallError::new(ErrorCode::OutputCapped, msg)
                 .hint(hint)
-                .with("bytes", bytes);
+                .with(Detail::Bytes, bytes);
             if let Some(p) = path {
-                e = e.with("path", p.to_string_lossy().into_owned());
+                e = e.with(Detail::Path, p.to_string_lossy().into_owned());
             }
             Err(decorate(e))
         }
@@ -126,10 +126,10 @@ pub fn interpret(
                 e = e.hint(h);
             }
             if let Some(c) = error.code {
-                e = e.with("tool_code", c);
+                e = e.with(Detail::ToolCode, c);
             }
             if let Some(data) = error.data {
-                e = e.with("data", data);
+                e = e.with(Detail::Data, data);
             }
             Err(decorate(e))
         }
@@ -192,13 +192,13 @@ pub fn interpret(
                             e = e.hint(h);
                         }
                         if let Some(c) = err.get("code").and_then(Value::as_str) {
-                            e = e.with("tool_code", c);
+                            e = e.with(Detail::ToolCode, c);
                         }
                         if let Some(data) = err.get("data") {
-                            e = e.with("data", data.clone());
+                            e = e.with(Detail::Data, data.clone());
                         }
                         if let Some(c) = code {
-                            e = e.with("exit_code", c);
+                            e = e.with(Detail::ExitCode, c);
                         }
                         return Err(decorate(e));
                     }
@@ -206,7 +206,7 @@ pub fn interpret(
             }
             let mut e = crashed(how);
             if !text.trim().is_empty() {
-                e = e.with("stdout_head", text.chars().take(1000).collect::<String>());
+                e = e.with(Detail::StdoutHead, text.chars().take(1000).collect::<String>());
             }
             Err(e)
         }

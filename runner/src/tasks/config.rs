@@ -6,7 +6,7 @@
 //! `"drain_s"` (30), `"poll_s"` (2), `"watchdog"` (true).
 
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable that gives the database URL.
@@ -47,29 +47,61 @@ impl Default for TasksConfig {
     }
 }
 
-fn seconds(obj: &serde_json::Map<String, Value>, key: &str, min: f64, path: &Path) -> Result<Option<Duration>, String> {
+/// The `"tasks"` section cannot be used; each names the settings file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The settings file itself cannot be used.
+    #[error("cannot use the runner settings: {0}")]
+    Settings(crate::settings::SettingsError),
+    #[error("{}: \"tasks\" must be an object", path.display())]
+    NotObject { path: PathBuf },
+    #[error("{}: \"tasks\" chooses postgres but gives no \"url\", and ${} is not set", path.display(), URL_ENV)]
+    NoUrl { path: PathBuf },
+    #[error("{}: \"tasks\".\"backend\" is {backend:?}; it must be \"files\" or \"postgres\"", path.display())]
+    UnknownBackend { path: PathBuf, backend: String },
+    /// A duration key (`lease_s`, `drain_s`, `poll_s`) out of its range.
+    #[error("{}: \"tasks\".\"{key}\" must be a number of seconds from {min} to 86400, not {value}", path.display())]
+    Seconds {
+        path: PathBuf,
+        key: &'static str,
+        min: f64,
+        value: Value,
+    },
+    #[error("{}: \"tasks\".\"watchdog\" must be true or false, not {value}", path.display())]
+    Watchdog { path: PathBuf, value: Value },
+    #[error("{}: \"tasks\".\"max_attempts\" must be a whole number from 1 to 100, not {value}", path.display())]
+    MaxAttempts { path: PathBuf, value: Value },
+}
+
+fn seconds(
+    obj: &serde_json::Map<String, Value>,
+    key: &'static str,
+    min: f64,
+    path: &Path,
+) -> Result<Option<Duration>, ConfigError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
             Some(s) if s.is_finite() && s >= min && s <= 86400.0 => Ok(Some(Duration::from_secs_f64(s))),
-            _ => Err(format!(
-                "{}: \"tasks\".\"{key}\" must be a number of seconds from {min} to 86400, not {v}",
-                path.display()
-            )),
+            _ => Err(ConfigError::Seconds {
+                path: path.to_owned(),
+                key,
+                min,
+                value: v.clone(),
+            }),
         },
     }
 }
 
 /// The `"tasks"` section of the runner's settings (read once, by [`crate::settings`]); absent: the file store.
-pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, String> {
-    let all = runner.settings().map_err(|e| e.message)?;
+pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, ConfigError> {
+    let all = runner.settings_file().map_err(|e| ConfigError::Settings(e.clone()))?;
     let path = all.path.clone();
     let mut cfg = TasksConfig::default();
-    let v = Value::Object(all.raw.clone());
-    let tasks = match v.get("tasks") {
+    let tasks = match all.raw.get("tasks") {
         None | Some(Value::Null) => return Ok(cfg),
         Some(Value::Object(o)) => o,
-        Some(_) => return Err(format!("{}: \"tasks\" must be an object", path.display())),
+        Some(_) => return Err(ConfigError::NotObject { path }),
     };
     let url = std::env::var(URL_ENV)
         .ok()
@@ -79,18 +111,13 @@ pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, String> {
         None | Some("files") => Backend::Files,
         Some("postgres") => match url {
             Some(url) => Backend::Postgres { url },
-            None => {
-                return Err(format!(
-                    "{}: \"tasks\" chooses postgres but gives no \"url\", and ${URL_ENV} is not set",
-                    path.display()
-                ))
-            }
+            None => return Err(ConfigError::NoUrl { path }),
         },
         Some(other) => {
-            return Err(format!(
-                "{}: \"tasks\".\"backend\" is {other:?}; it must be \"files\" or \"postgres\"",
-                path.display()
-            ))
+            return Err(ConfigError::UnknownBackend {
+                path,
+                backend: other.to_owned(),
+            })
         }
     };
     if let Some(d) = seconds(tasks, "lease_s", 2.0, &path)? {
@@ -105,23 +132,13 @@ pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, String> {
     match tasks.get("watchdog") {
         None | Some(Value::Null) => {}
         Some(Value::Bool(b)) => cfg.watchdog = *b,
-        Some(v) => {
-            return Err(format!(
-                "{}: \"tasks\".\"watchdog\" must be true or false, not {v}",
-                path.display()
-            ))
-        }
+        Some(v) => return Err(ConfigError::Watchdog { path, value: v.clone() }),
     }
     match tasks.get("max_attempts") {
         None | Some(Value::Null) => {}
         Some(n) => match n.as_u64() {
             Some(n @ 1..=100) => cfg.max_attempts = n as u32,
-            _ => {
-                return Err(format!(
-                    "{}: \"tasks\".\"max_attempts\" must be a whole number from 1 to 100, not {n}",
-                    path.display()
-                ))
-            }
+            _ => return Err(ConfigError::MaxAttempts { path, value: n.clone() }),
         },
     }
     Ok(cfg)

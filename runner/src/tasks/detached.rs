@@ -6,7 +6,7 @@
 use super::files::FileStore;
 use super::{now_s, Kind, ProcessId, Progress, Status, Task, TaskStore};
 use crate::call::{CallOptions, Runner};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::stream::{Cancel, Observer};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -199,7 +199,7 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
             }
             t.error = Some(format!("{}: {}", e.code, e.message));
             t.error_code = Some(e.code.as_str().to_owned());
-            t.output_path = e.detail("path").and_then(Value::as_str).map(str::to_owned);
+            t.output_path = e.detail(Detail::Path).and_then(Value::as_str).map(str::to_owned);
             t.error_detail = e.to_json().get("error").cloned();
         }
     }

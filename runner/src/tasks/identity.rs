@@ -18,9 +18,7 @@ pub const SECRET_VAR: &str = "ANIMAWORKS_TOOL_WORKER_SECRET";
 /// A fresh secret: 16 random bytes, as hex.
 pub fn new_secret() -> String {
     let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most len bytes into the buffer.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
+    if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).ok() != Some(b.len()) {
         return format!("{}{}", crate::call::new_call_id(), crate::call::new_call_id());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -40,40 +38,69 @@ pub fn own_secret() -> Option<String> {
     std::env::var(SECRET_VAR).ok().filter(|s| !s.is_empty())
 }
 
-/// `Ok` when the process named by `t` is provably the runner's worker running `t`; else why not.
-pub fn proves_worker(t: &Task) -> Result<i32, String> {
-    let id = ProcessId::of_task(t).ok_or("the task names no worker")?;
+/// Why the process a task names is not provably its worker (so it is not signalled).
+#[derive(Debug, thiserror::Error)]
+pub enum NotProven {
+    #[error("the task names no worker")]
+    NoWorker,
+    #[error("pid {0} is not the process that claimed the task")]
+    NotAlive(i32),
+    #[error("the task holds no worker token")]
+    NoToken,
+    #[error("cannot look at pid {pid}'s executable: {source}")]
+    TheirExe { pid: i32, source: std::io::Error },
+    #[error("cannot look at this runner's executable: {0}")]
+    OurExe(std::io::Error),
+    #[error("pid {0} does not run this runner's executable")]
+    OtherExe(i32),
+    #[error("cannot read pid {pid}'s environment: {source}")]
+    Environ { pid: i32, source: std::io::Error },
+    #[error("pid {0} holds no worker secret")]
+    NoSecret(i32),
+    #[error("pid {pid} is not the worker of task {task_id}")]
+    OtherTask { pid: i32, task_id: String },
+    /// The start time changed while it was checked: the pid may have been reused.
+    #[error("pid {0} ended while it was being checked")]
+    Ended(i32),
+}
+
+/// `Ok` with the pid when the process named by `t` is provably the runner's worker running `t`; else why not.
+pub fn proves_worker(t: &Task) -> Result<i32, NotProven> {
+    let id = ProcessId::of_task(t).ok_or(NotProven::NoWorker)?;
+    let pid = id.pid;
     if !id.alive() {
-        return Err(format!("pid {} is not the process that claimed the task", id.pid));
+        return Err(NotProven::NotAlive(pid));
     }
-    let want = t.worker_token.as_deref().ok_or("the task holds no worker token")?;
-    let exe = std::fs::metadata(format!("/proc/{}/exe", id.pid))
-        .map_err(|e| format!("cannot look at pid {}'s executable: {e}", id.pid))?;
+    let want = t.worker_token.as_deref().ok_or(NotProven::NoToken)?;
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).map_err(|source| NotProven::TheirExe { pid, source })?;
     let ours = std::env::current_exe()
         .and_then(std::fs::metadata)
-        .map_err(|e| format!("cannot look at this runner's executable: {e}"))?;
+        .map_err(NotProven::OurExe)?;
     if (exe.dev(), exe.ino()) != (ours.dev(), ours.ino()) {
-        return Err(format!("pid {} does not run this runner's executable", id.pid));
+        return Err(NotProven::OtherExe(pid));
     }
     let environ = crate::fsread::read(
-        std::path::Path::new(&format!("/proc/{}/environ", id.pid)),
+        std::path::Path::new(&format!("/proc/{pid}/environ")),
         crate::fsread::SMALL,
     )
-    .map_err(|e| format!("cannot read pid {}'s environment: {e}", id.pid))?;
+    .map_err(|source| NotProven::Environ { pid, source })?;
     let prefix = format!("{SECRET_VAR}=");
     let secret = environ
         .split(|b| *b == 0)
         .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
         .and_then(|s| std::str::from_utf8(s).ok())
-        .ok_or_else(|| format!("pid {} holds no worker secret", id.pid))?;
+        .ok_or(NotProven::NoSecret(pid))?;
     if token(secret, &t.task_id) != want {
-        return Err(format!("pid {} is not the worker of task {}", id.pid, t.task_id));
+        return Err(NotProven::OtherTask {
+            pid,
+            task_id: t.task_id.clone(),
+        });
     }
     // The start time again: the pid must not have been reused while we looked.
     if !id.alive() {
-        return Err(format!("pid {} ended while it was being checked", id.pid));
+        return Err(NotProven::Ended(pid));
     }
-    Ok(id.pid)
+    Ok(pid)
 }
 
 #[cfg(test)]

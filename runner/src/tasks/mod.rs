@@ -412,7 +412,7 @@ pub trait TaskStore: Send + Sync {
 /// The store the data dir's settings choose (`"tasks": {"backend": …}`) for the runner's anima.
 pub fn open(runner: &crate::Runner) -> Result<Box<dyn TaskStore>, crate::CallError> {
     let cfg = config::load(runner).map_err(|e| {
-        crate::CallError::new(ErrorCode::Usage, e).hint("fix \"tasks\" in <data dir>/animaworks-tool.json")
+        crate::CallError::new(ErrorCode::Usage, e.to_string()).hint("fix \"tasks\" in <data dir>/animaworks-tool.json")
     })?;
     match cfg.backend {
         config::Backend::Files => Ok(Box::new(submit::store_of(runner)?)),

@@ -29,35 +29,50 @@ pub(crate) struct Descriptor {
     pub(crate) submitted_at: f64,
 }
 
-pub(crate) fn parse(text: &[u8]) -> Result<Descriptor, String> {
-    let v: Value = serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
-    let obj = v.as_object().ok_or("not a JSON object")?;
+/// Why a descriptor cannot be taken over; written beside it as `<name>.reason.txt`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadDescriptor {
+    #[error("cannot read it: {0}")]
+    Unreadable(io::Error),
+    #[error("not valid JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not a JSON object")]
+    NotObject,
+    #[error("no \"task_id\" string")]
+    NoTaskId,
+    #[error("\"task_id\" {0:?} is not a task id (letters, digits, - and _)")]
+    BadTaskId(String),
+    #[error("no \"tool_name\" string")]
+    NoToolName,
+    #[error("\"raw_args\" holds something that is not a string")]
+    ArgNotString,
+    #[error("\"raw_args\" is not a list of strings")]
+    ArgsNotList,
+}
+
+pub(crate) fn parse(text: &[u8]) -> Result<Descriptor, BadDescriptor> {
+    let v: Value = serde_json::from_slice(text).map_err(BadDescriptor::NotJson)?;
+    let obj = v.as_object().ok_or(BadDescriptor::NotObject)?;
     let task_id = obj
         .get("task_id")
         .and_then(Value::as_str)
-        .ok_or("no \"task_id\" string")?
+        .ok_or(BadDescriptor::NoTaskId)?
         .to_owned();
     if !super::valid_task_id(&task_id) {
-        return Err(format!(
-            "\"task_id\" {task_id:?} is not a task id (letters, digits, - and _)"
-        ));
+        return Err(BadDescriptor::BadTaskId(task_id));
     }
     let tool = obj
         .get("tool_name")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or("no \"tool_name\" string")?;
+        .ok_or(BadDescriptor::NoToolName)?;
     let mut words: Vec<String> = match obj.get("raw_args") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|w| {
-                w.as_str()
-                    .map(str::to_owned)
-                    .ok_or("\"raw_args\" holds something that is not a string")
-            })
+            .map(|w| w.as_str().map(str::to_owned).ok_or(BadDescriptor::ArgNotString))
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err("\"raw_args\" is not a list of strings".into()),
+        Some(_) => return Err(BadDescriptor::ArgsNotList),
     };
     if let Some(sub) = obj.get("subcommand").and_then(Value::as_str).filter(|s| !s.is_empty()) {
         if words.first().map(String::as_str) != Some(sub) {
@@ -121,10 +136,10 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
             continue;
         }
         let outcome = match crate::fsread::read(&mine, crate::fsread::SMALL)
-            .map_err(|e| format!("cannot read it: {e}"))
+            .map_err(BadDescriptor::Unreadable)
             .and_then(|b| parse(&b))
         {
-            Err(reason) => Err((reason, None)),
+            Err(reason) => Err((reason.to_string(), None)),
             Ok(d) => {
                 if store.get(&d.task_id).ok().flatten().is_some() {
                     Err((format!("a task {} exists already", d.task_id), None))

@@ -8,7 +8,7 @@
 //! declares can be named (a forged entry naming anything else is refused), and a worker that cannot resolve one
 //! fails the task as a foreground call would. A secret inside an argument's *name* (an object key) stays masked.
 
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::credentials::ResolvedCredential;
 use crate::policy::mask::MIN_SECRET_CHARS;
 use serde_json::{json, Value};
@@ -43,7 +43,7 @@ fn split(s: &str, secrets: &[ResolvedCredential]) -> Option<Vec<Value>> {
             }
         }
     }
-    needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    needles.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
     let mut parts = Vec::new();
     let mut lit = String::new();
     let mut rest = s;
@@ -143,7 +143,7 @@ pub fn fill(masked: &Value, template: &Value, secrets: &[ResolvedCredential]) ->
                             ),
                         )
                         .hint("set the credential on the worker's machine (vault, config.json or environment)")
-                        .with("reason", "credential_missing")
+                        .with(Detail::Reason, "credential_missing")
                     })?;
                     s.push_str(&form_of(&c.value, form).ok_or_else(|| bad("an arg_secrets entry is malformed"))?);
                 }

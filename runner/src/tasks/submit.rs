@@ -4,7 +4,7 @@
 use super::files::FileStore;
 use super::{now_s, Kind, Status, Task, TaskStore};
 use crate::call::{CallOptions, Runner};
-use crate::error::{CallError, ErrorCode};
+use crate::error::{CallError, Detail, ErrorCode};
 use serde_json::Value;
 
 /// A checked task, not stored yet.
@@ -93,9 +93,9 @@ pub async fn check(
                 return Err(call.refuse(
                     CallError::new(ErrorCode::PermissionDenied, msg)
                         .hint("drop --strict to submit it anyway, or call it in the foreground")
-                        .with("tool", tool)
-                        .with("action", name)
-                        .with("reason", "not_background_eligible"),
+                        .with(Detail::Tool, tool)
+                        .with(Detail::Action, name)
+                        .with(Detail::Reason, "not_background_eligible"),
                 ));
             }
             warnings.push(format!("{msg}; submitting anyway"));

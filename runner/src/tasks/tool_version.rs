@@ -4,15 +4,19 @@
 use super::Task;
 use crate::dirs::Dirs;
 use crate::discover::{self, ToolFile};
+use crate::policy::Tier;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// The SHA-256 of a tool file's content, in hex. Remembered per (path, inode, size, mtime) for the process.
 pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
-    static SEEN: Mutex<Option<HashMap<(std::path::PathBuf, u64, u64, i64, i64), String>>> = Mutex::new(None);
+    /// Path, inode, size, mtime (s, ns).
+    type Key = (PathBuf, u64, u64, i64, i64);
+    static SEEN: Mutex<Option<HashMap<Key, String>>> = Mutex::new(None);
     let meta = std::fs::metadata(&file.path)?;
     if !meta.is_file() {
         return Err(std::io::Error::other(format!(
@@ -60,31 +64,69 @@ pub fn stamp(task: &mut Task, file: &ToolFile, idempotent: bool) {
     task.queue.idempotent = idempotent;
 }
 
+/// Why a worker cannot run a task as it was submitted. The message reads after `worker <id> ` (`jobs show`).
+#[derive(Debug, thiserror::Error)]
+pub enum Mismatch {
+    /// The worker finds no tool of that name.
+    #[error("has no tool {0:?}")]
+    NoTool(String),
+    /// The worker finds the tool in another tier than the submitter did.
+    #[error("finds {tool} in the {found} tier, submitted from the {submitted} tier")]
+    OtherTier {
+        tool: String,
+        found: Tier,
+        submitted: String,
+    },
+    /// The task does not record which file it was checked against.
+    #[error("cannot tell which version of the tool was submitted (no tool_sha256)")]
+    NoDigest,
+    /// The worker's file has other content (both digests, in hex).
+    #[error(
+        "has another version of {tool} (sha256 {}…, submitted {}…)",
+        short(found),
+        short(submitted)
+    )]
+    OtherVersion {
+        tool: String,
+        found: String,
+        submitted: String,
+    },
+    /// The worker's file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: std::io::Error },
+}
+
+/// The first 12 characters of a digest, for messages.
+fn short(hex: &str) -> &str {
+    hex.char_indices().nth(12).map_or(hex, |(i, _)| &hex[..i])
+}
+
 /// Can a worker with these dirs run `task` as it was submitted? `Err` says why not, for `jobs show`.
-pub fn check(dirs: &Dirs, task: &Task) -> Result<(), String> {
+pub fn check(dirs: &Dirs, task: &Task) -> Result<(), Mismatch> {
     let found = discover::scan_for(dirs, &task.tool);
     let Some(file) = found.tools.get(&task.tool) else {
-        return Err(format!("has no tool {:?}", task.tool));
+        return Err(Mismatch::NoTool(task.tool.clone()));
     };
-    let tier = file.tier.as_str();
-    if task.queue.tool_tier.as_deref().is_some_and(|t| t != tier) {
-        return Err(format!(
-            "finds {} in the {tier} tier, submitted from the {} tier",
-            task.tool,
-            task.queue.tool_tier.as_deref().unwrap_or("?")
-        ));
+    if task.queue.tool_tier.as_deref().is_some_and(|t| t != file.tier.as_str()) {
+        return Err(Mismatch::OtherTier {
+            tool: task.tool.clone(),
+            found: file.tier,
+            submitted: task.queue.tool_tier.clone().unwrap_or_default(),
+        });
     }
     let Some(want) = task.queue.tool_sha256.as_deref() else {
-        return Err("cannot tell which version of the tool was submitted (no tool_sha256)".into());
+        return Err(Mismatch::NoDigest);
     };
     match file_sha256(file) {
         Ok(h) if h == want => Ok(()),
-        Ok(h) => Err(format!(
-            "has another version of {} (sha256 {}…, submitted {}…)",
-            task.tool,
-            &h[..12],
-            &want[..want.len().min(12)]
-        )),
-        Err(e) => Err(format!("cannot read {}: {e}", file.path.display())),
+        Ok(h) => Err(Mismatch::OtherVersion {
+            tool: task.tool.clone(),
+            found: h,
+            submitted: want.to_owned(),
+        }),
+        Err(source) => Err(Mismatch::Unreadable {
+            path: file.path.clone(),
+            source,
+        }),
     }
 }

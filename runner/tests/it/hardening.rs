@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 /// Run `cmd` to its end, or kill it after `secs` (a guard against a hang, never a speed assertion) and return
 /// `None`. Its address space is bounded, so a runner that reads without end fails instead of eating the machine.
 pub fn run_guarded(cmd: &mut Command, secs: u64) -> Option<Output> {
+    // SAFETY: between fork and exec only setrlimit, async-signal-safe, on a struct on the stack.
     unsafe {
         cmd.pre_exec(|| {
             let lim = libc::rlimit {
@@ -54,6 +55,7 @@ pub fn run_guarded(cmd: &mut Command, secs: u64) -> Option<Output> {
 
 pub fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a C string that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
@@ -710,6 +712,7 @@ fn cancel_still_kills_a_real_worker_that_does_not_answer() {
         pid = t["pid"].as_i64().unwrap_or(0) as i32;
         t["status"] == "running" && t["worker_token"].is_string()
     }));
+    // SAFETY: kill takes numbers; the pid is the worker this test started.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let o = run_guarded(w.cmd().args(["jobs", "cancel", &id]), 60).unwrap();
     assert_eq!(code(&o), 0, "{}", stderr(&o));

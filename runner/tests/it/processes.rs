@@ -136,6 +136,7 @@ fn ctrl_c_cancels_the_call_and_ends_the_group() {
         eventually(30, || catches(runner.id(), libc::SIGINT)),
         "the runner never handles SIGINT"
     );
+    // SAFETY: kill takes numbers; the pid is the runner this test started.
     unsafe { libc::kill(runner.id() as i32, libc::SIGINT) };
     let o = runner.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(8), "{}\n{}", stdout(&o), stderr(&o));

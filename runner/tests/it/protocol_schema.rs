@@ -1,7 +1,7 @@
 //! Pins the wire: protocol.schema.json, the examples in protocol.md, the Rust wire types and the error codes
 //! must agree. A change to any of them without the others fails here.
 
-use animaworks_tool::error::{CallError, ErrorCode};
+use animaworks_tool::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use tool_sdk::protocol::{Context, Event, Level, Request, SchemasDoc, ToolErrorBody};
@@ -180,9 +180,9 @@ fn error_codes_match_protocol_md() {
         assert!(doc.contains(&row), "protocol.md §6 lacks the row {row}");
         let e = CallError::new(code, "m")
             .hint("h")
-            .with("tool", "t")
-            .with("duration_ms", 3u64)
-            .with("did_you_mean", "t2");
+            .with(Detail::Tool, "t")
+            .with(Detail::DurationMs, 3u64)
+            .with(Detail::DidYouMean, "t2");
         assert_valid("runnerError", &e.to_json());
     }
 }

@@ -5,6 +5,7 @@ use std::process::Stdio;
 
 fn kill_pids_with(needle: &str) {
     for pid in pids_with_cmdline(needle) {
+        // SAFETY: kill takes numbers; the pids are this test's leftovers, found by their command line.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }

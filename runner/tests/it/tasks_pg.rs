@@ -589,14 +589,15 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
         .unwrap()
     };
     assert!(eventually(120, || finals() >= 100), "{}", e.all_worker_logs());
-    // SAFETY: signals to our own children.
     let killed = e.worker_pid(0);
+    // SAFETY: kill takes numbers; signals to our own children.
     unsafe { libc::kill(killed, libc::SIGKILL) };
     let killed_name = scalar(
         &url,
         &format!("SELECT coalesce(max(worker), '') FROM awt_tasks WHERE worker LIKE '%:{killed}:%'"),
     );
     assert!(eventually(120, || finals() >= 250), "{}", e.all_worker_logs());
+    // SAFETY: as above.
     unsafe { libc::kill(e.worker_pid(1), libc::SIGTERM) };
     assert!(
         eventually(120, || finals() >= total),
@@ -726,6 +727,7 @@ fn pg_a_paused_worker_never_reports_over_the_rescuer() {
     e.start_worker(2, 2);
     let t = e.status_becomes(&id, "completed", 90);
     assert_ne!(t["worker"].as_str().unwrap(), first, "{t:#}");
+    // SAFETY: kill takes numbers; the pid is the worker this test started.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     // The paused worker is gone (its watchdog killed it and the guardian its tool) or, if it ever wakes, finds its
     // lease taken: either way the rescuer's outcome stands and the paused run never finished.
@@ -777,6 +779,7 @@ fn pg_without_its_watchdog_a_resumed_worker_finds_its_lease_taken_and_drops_its_
     e.start_worker(2, 2);
     let t = e.status_becomes(&id, "completed", 90);
     assert_eq!(t["attempt"], 2, "{t:#}");
+    // SAFETY: kill takes numbers; the pid is the worker this test started.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     assert!(
         eventually(30, || e.worker_log(w).contains("no longer held by this worker")

@@ -4,7 +4,7 @@
 use crate::support::*;
 use animaworks_tool::pool::{PoolConfig, WorkerPool};
 use animaworks_tool::stream::{Cancel, Observer, Quiet};
-use animaworks_tool::{CallError, CallOptions, ErrorCode, Runner};
+use animaworks_tool::{CallError, CallOptions, Detail, ErrorCode, Runner};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -127,8 +127,8 @@ async fn a_crash_fails_its_call_and_the_next_call_gets_a_new_worker() {
     let first = echo_pid(&r, 1).await;
     let e = call(&r, "ptool", "crash", json!({})).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Crashed, "{e}");
-    assert_eq!(e.detail("exit_code"), Some(&json!(3)), "{e}: {:?}", e.details);
-    let tail = e.detail("stderr_tail").and_then(Value::as_str).unwrap_or_default();
+    assert_eq!(e.detail(Detail::ExitCode), Some(&json!(3)), "{e}: {:?}", e.details);
+    let tail = e.detail(Detail::StderrTail).and_then(Value::as_str).unwrap_or_default();
     assert!(tail.contains("dying on purpose"), "stderr tail: {tail:?}");
     assert!(gone(first));
     let next = echo_pid(&r, 2).await;
@@ -210,7 +210,7 @@ async fn the_output_cap_holds_for_a_worker() {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::OutputCapped, "{e}");
-    let path = e.detail("path").and_then(Value::as_str).unwrap().to_owned();
+    let path = e.detail(Detail::Path).and_then(Value::as_str).unwrap().to_owned();
     let kept = std::fs::read_to_string(&path).unwrap();
     assert!(kept.contains(&"x".repeat(500)), "{kept}");
     // The worker may be out of step after a capped line: it is not reused.

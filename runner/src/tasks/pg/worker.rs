@@ -78,14 +78,12 @@ fn say(msg: impl AsRef<str>) {
 }
 
 fn host() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most len bytes.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let n = buf.iter().position(|b| *b == 0).unwrap_or(0);
-    if ok && n > 0 {
-        String::from_utf8_lossy(&buf[..n]).into_owned()
-    } else {
+    let u = rustix::system::uname();
+    let name = u.nodename().to_bytes();
+    if name.is_empty() {
         "host".into()
+    } else {
+        String::from_utf8_lossy(name).into_owned()
     }
 }
 
@@ -94,7 +92,7 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
     let cfg = match config::load(runner) {
         Ok(c) => c,
         Err(e) => {
-            say(e);
+            say(e.to_string());
             return ErrorCode::Usage.exit_code();
         }
     };
@@ -328,7 +326,7 @@ async fn claim(w: &Worker) -> std::io::Result<Option<Task>> {
             (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
             (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
                 None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
-                Some(_) => tool_version::check(&d, &t).map(|_| t),
+                Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
             },
         };
         let mut t = match why_not {
@@ -688,53 +686,49 @@ fn start_watchdog() -> std::io::Result<std::process::ChildStdin> {
 /// `animaworks-tool jobs watchdog` (internal): kills its parent, the worker, when a deadline it was given passes
 /// without a new one. The worker's guardian then kills its tools. Lines on stdin: `arm <ms>`, `disarm`.
 pub fn watchdog_main() -> i32 {
-    // SAFETY: getppid never fails.
-    let parent = unsafe { libc::getppid() };
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use std::os::fd::AsFd;
+    let Some(parent) = rustix::process::getppid() else {
+        return 1;
+    };
+    let stdin = std::io::stdin();
     let mut deadline: Option<Instant> = None;
     let mut buf = Vec::new();
     loop {
-        let timeout_ms = match deadline {
-            Some(d) => d
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as i32,
-            None => -1,
+        let timeout = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            Timespec {
+                tv_sec: left.as_secs() as _,
+                tv_nsec: left.subsec_nanos() as _,
+            }
+        });
+        let mut pfd = [PollFd::new(&stdin, PollFlags::IN)];
+        let n = match poll(&mut pfd, timeout.as_ref()) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return 1,
         };
-        let mut pfd = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd on stdin.
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if n == 0 {
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                // SAFETY: getppid/kill; the pid is checked to be still our parent (not reused by another process).
-                if unsafe { libc::getppid() } == parent {
+                // The pid is checked to be still our parent (not reused by another process).
+                if rustix::process::getppid() == Some(parent) {
                     eprintln!(
-                        "animaworks-tool worker: watchdog: the worker {parent} did not renew its lease in time (paused \
-                         or hung); killing it so that its tools end before another worker takes its tasks"
+                        "animaworks-tool worker: watchdog: the worker {} did not renew its lease in time (paused \
+                         or hung); killing it so that its tools end before another worker takes its tasks",
+                        parent.as_raw_pid()
                     );
-                    // SAFETY: kill(2) of this watchdog's own parent, the worker it watches.
-                    unsafe { libc::kill(parent, libc::SIGKILL) };
+                    let _ = rustix::process::kill_process(parent, rustix::process::Signal::KILL);
                 }
                 return 0;
             }
             continue;
         }
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return 1;
-        }
         let mut chunk = [0u8; 512];
-        // SAFETY: reading into a local buffer.
-        let r = unsafe { libc::read(0, chunk.as_mut_ptr().cast(), chunk.len()) };
-        if r <= 0 {
-            return 0;
-        }
-        buf.extend_from_slice(&chunk[..r as usize]);
+        let r = match rustix::io::read(stdin.as_fd(), &mut chunk) {
+            Ok(0) | Err(_) => return 0,
+            Ok(r) => r,
+        };
+        buf.extend_from_slice(&chunk[..r]);
         while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=pos).collect();
             let line = String::from_utf8_lossy(&line);
