@@ -1,14 +1,12 @@
 """The wire side shared by the shim and the SDK runtime: stdout belongs to the protocol.
 
-Imports only ``os``, ``sys`` and ``json`` so the legacy shim stays fast.
+Imports only ``os``, ``sys`` and ``json`` so the legacy shim stays fast (and no ``__future__``: annotations are strings).
 
 How stdout is kept clean: on first use the process's real stdout (fd 1) is duplicated to a private,
 non-inheritable descriptor that only :func:`emit` writes to; fd 1 is then pointed at stderr, and
 ``sys.stdout`` is replaced by ``sys.stderr``. A stray ``print``, a C extension writing to fd 1, or a child
 process inheriting fd 1 all end up on stderr, and a grandchild can never hold the protocol pipe open.
 """
-from __future__ import annotations
-
 import json
 import os
 import sys
@@ -34,7 +32,7 @@ def take_stdout() -> None:
     sys.stdout = sys.stderr
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: "Any") -> "Any":
     # Common non-JSON values an author may return; anything else becomes its str().
     if hasattr(value, "__dataclass_fields__"):
         from dataclasses import asdict
@@ -50,7 +48,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: "Any") -> str:
     """One JSON line, UTF-8 kept as is; NaN and infinities are refused (they are not JSON)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_json_default)
 
@@ -65,7 +63,7 @@ def write_line(line: str) -> None:
         data = data[n:]
 
 
-def emit(event: dict[str, Any], call_id: str | None = None) -> None:
+def emit(event: "dict[str, Any]", call_id: "str | None" = None) -> None:
     """Write one event line; in a persistent worker every event carries the call's ``call_id`` (protocol §9)."""
     if call_id is not None:
         event = {**event, "call_id": call_id}
@@ -86,7 +84,7 @@ def emit(event: dict[str, Any], call_id: str | None = None) -> None:
     write_line(line)
 
 
-def error_event(code: str, message: str, hint: str | None = None, data: Any = None) -> dict[str, Any]:
+def error_event(code: str, message: str, hint: "str | None" = None, data: "Any" = None) -> "dict[str, Any]":
     event: dict[str, Any] = {"type": "error", "code": code, "message": message}
     if hint is not None:
         event["hint"] = hint
@@ -95,7 +93,7 @@ def error_event(code: str, message: str, hint: str | None = None, data: Any = No
     return event
 
 
-def anima_dir_of(context: dict[str, Any]) -> str | None:
+def anima_dir_of(context: "dict[str, Any]") -> "str | None":
     """The calling anima's directory: the request context's, else ``$ANIMAWORKS_ANIMA_DIR``, else None."""
     value = context.get("anima_dir")
     if isinstance(value, str) and value:
@@ -116,7 +114,7 @@ def setup_logging() -> None:
         root.setLevel(logging.INFO)
 
 
-def read_requests(stream: BinaryIO) -> Iterator[tuple[dict[str, Any] | None, str]]:
+def read_requests(stream: "BinaryIO") -> "Iterator[tuple[dict[str, Any] | None, str]]":
     """Yield (request or None, error text) for each non-blank line of a binary stream."""
     for raw in stream:
         if not raw.strip():
