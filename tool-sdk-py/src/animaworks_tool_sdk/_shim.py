@@ -14,8 +14,9 @@ be imported (the last stderr line is then ``animaworks-tool: cannot import <path
 The module is imported once per process, registered in ``sys.modules`` (as ``animaworks_tool_<stem>``, never
 as the bare stem, which could shadow a library of the same name) before it runs. A module that registers
 tool-sdk-py actions is served by the SDK runtime; any other module follows the AnimaWorks convention.
-Only os, sys, json and importlib are imported up front: this file is on the path of every Python call. For the
-same reason annotations are strings rather than ``from __future__ import annotations``, which imports ``__future__``.
+Only os, sys and importlib are imported up front (and ``_wire``, which does JSON without the ``json`` package): this
+file is on the path of every Python call. For the same reason annotations are strings rather than
+``from __future__ import annotations``, which imports ``__future__``.
 """
 import os
 import sys
@@ -31,7 +32,6 @@ elif not sys.path or os.path.abspath(sys.path[0] or os.curdir) != os.path.dirnam
 
 import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
-import json  # noqa: E402
 
 from animaworks_tool_sdk import _wire  # noqa: E402
 
@@ -158,6 +158,8 @@ def legacy_document(module: "ModuleType", stem: str) -> "dict[str, Any]":
     doc.update(events=True, persistent=True, cli=callable(getattr(module, "cli_main", None)), legacy=True)
     doc["actions"] = actions
     if isinstance(profile, dict):
+        import json  # --schemas only, whose answer is cached
+
         # As written, made JSON-safe (str() for odd values, non-string keys dropped).
         doc["legacy_profile"] = json.loads(json.dumps(profile, default=str, skipkeys=True))
     problem = _profile_problem(profile)
@@ -188,7 +190,7 @@ def _original_name(module: "ModuleType", stem: str, name: str, action: "Any") ->
 def _as_text(result: "Any") -> str:
     """The result text exactly as AnimaWorks makes it."""
     if isinstance(result, (dict, list)):
-        return json.dumps(result, ensure_ascii=False, indent=2, default=str)
+        return _wire.pretty(result)  # json.dumps(result, ensure_ascii=False, indent=2, default=str)
     if result is None:
         return "(no output)"
     return str(result)
