@@ -118,7 +118,9 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
 /// write under the cache dir (which must stay so: byte code there runs in every tool), and
 /// `PYTHONDONTWRITEBYTECODE`, common in containers, forbids it anyway; the shim was then compiled on every call
 /// (about 3 ms). The compiler is the tool's own interpreter, isolated (`-I -S`: no `PYTHON*` variables, no
-/// `site`, no user site-packages), so nothing but the standard library's `py_compile` runs unconfined. It runs
+/// `site`, no user site-packages), so nothing but the standard library's `py_compile` runs unconfined (the
+/// interpreter is the operator's, `--python`, `$ANIMAWORKS_PYTHON` or `python3` on the tool's `PATH`, which the
+/// runner already runs unconfined for core tools and the AnimaWorks CLI). It runs
 /// in the background, in a group of its own: the call that starts it does not wait, later calls load the byte
 /// code. Python checks each `.pyc` against its source's mtime and size, as for byte code it writes itself. A
 /// marker per interpreter (its path, size, mtime, inode) says it is done; a claim keeps concurrent runners
