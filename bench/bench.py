@@ -385,17 +385,38 @@ def bench_legacy(runs: int, timer: str) -> None:
     ours = [str(AWT), *argv]
     outs = subprocess.run(ours, env=env, capture_output=True, text=True)
     assert outs.returncode == 0 and "hello, Ada" in outs.stdout, outs
+    call = ["call", "weather_tool", "forecast", "--json", '{"city":"tokyo"}']
+    # The same call with the personal tier unconfined: the sandbox's share (13§4) apart from the shim's.
+    wu = World(new_root("legacy-unconfined"))
+    (wu.data / "animaworks-tool.json").write_text(json.dumps({"sandbox": {"personal": "off"}}))
+    shutil.copy2(fixtures / "weather_tool.py", wu.personal / "weather_tool.py")
+    uenv = wu.env(ANIMAWORKS_PYTHON=python)
+    assert subprocess.run([str(AWT), *call], env=uenv, capture_output=True).returncode == 0
     cases = [Case("python3 -c pass", [python, "-c", "pass"], env),
              Case("ours cli_main", ours, env),
-             Case("ours call weather_tool", [str(AWT), "call", "weather_tool", "forecast", "--json", '{"city":"tokyo"}'], env)]
+             Case("ours call weather_tool", [str(AWT), *call], env),
+             Case("ours call weather_tool, unconfined", [str(AWT), *call], uenv)]
+    benv = None
     if BASELINE:
         # Its own cache: a schema cache entry names the shim that wrote it, so two builds sharing one would probe
         # the module again on every call.
         benv = {**env, "ANIMAWORKS_TOOL_CACHE_DIR": str(w.root / "baseline-cache")}
-        for label, args in (("baseline cli_main", argv), ("baseline call weather_tool",
-                                                          ["call", "weather_tool", "forecast", "--json", '{"city":"tokyo"}'])):
+        for label, args in (("baseline cli_main", argv), ("baseline call weather_tool", call)):
             assert subprocess.run([BASELINE, *args], env=benv, capture_output=True).returncode == 0, label
             cases.append(Case(label, [BASELINE, *args], benv))
+    # The shim alone, without the runner: `python3 <shim> weather_tool.py` with a request on stdin, as the runner
+    # starts it but unconfined. PYTHONDONTWRITEBYTECODE=1 as for a sandboxed call, which cannot write byte code:
+    # the shim then has only what the runner compiled for it.
+    request = w.root / "request.json"
+    request.write_text(json.dumps({"name": "weather_tool_forecast", "args": {"city": "tokyo"},
+                                   "context": {"anima_dir": str(w.anima), "action": "forecast"}}) + "\n")
+    senv = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+    for label, cache in (("ours", w.cache), ("baseline", Path(benv["ANIMAWORKS_TOOL_CACHE_DIR"]) if benv else None)):
+        starts = sorted(cache.glob("pysdk-*/animaworks_tool_sdk/_start.py")) if cache else []
+        if starts:
+            wait_compiled(starts[0].parent)
+            cases.append(Case(f"{label} shim alone, call weather_tool", [python, str(starts[0]), str(w.personal / "weather_tool.py")],
+                              senv, stdin=str(request)))
     if original_ok():
         orig = [str(VENV / "bin" / "animaworks-tool"), *argv]
         outo = subprocess.run(orig, env=env, capture_output=True, text=True)
@@ -415,6 +436,15 @@ def bench_legacy(runs: int, timer: str) -> None:
     bench_legacy_list(runs, timer, fixtures)
 
 
+def wait_compiled(pkg: Path) -> None:
+    """Until the runner's background compile of its shim (pyshim.rs) is done, when that build does one."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not list(pkg.glob("__pycache__/.compiled-*")):
+        if not (pkg / "__pycache__").exists() and time.monotonic() > deadline - 15:
+            return  # a build that writes no byte code
+        time.sleep(0.05)
+
+
 COUNTING_PYTHON = """#!/bin/sh
 # Counts every start of Python by the runner, then runs the real one.
 echo "$*" >> {log}
@@ -424,6 +454,8 @@ exec {python} "$@"
 
 def bench_legacy_list(runs: int, timer: str, fixtures: Path) -> None:
     w = World(new_root("legacy-list"))
+    # Unconfined: the sandbox would not let the counting script below write its log or exec the real Python.
+    (w.data / "animaworks-tool.json").write_text(json.dumps({"sandbox": {"common": "off"}}))
     src = (fixtures / "weather_tool.py").read_text()
     for i in range(200):
         (w.common / f"w{i:03d}.py").write_text(src.replace("weather_tool_forecast", f"w{i:03d}_forecast"))
@@ -435,7 +467,8 @@ def bench_legacy_list(runs: int, timer: str, fixtures: Path) -> None:
     r = subprocess.run([str(AWT), "tools", "--json"], env=env, capture_output=True, text=True)
     listed = json.loads(r.stdout)
     n = len(listed["tools"] if isinstance(listed, dict) else listed)
-    cold_starts = len(starts.read_text().splitlines()) if starts.exists() else 0
+    # Counted: starts of the shim (`<shim> <tool> --schemas`), not the runner's one-off compile of the shim.
+    cold_starts = sum(" --schemas" in line for line in starts.read_text().splitlines()) if starts.exists() else 0
     starts.write_text("")
     warm = time_cases([Case("list-200-legacy-warm", [str(AWT), "tools"], env)], runs, 3, timer)["list-200-legacy-warm"]
     warm_starts = len(starts.read_text().splitlines())

@@ -1,8 +1,12 @@
 //! The Python shim that runs `.py` tools (AnimaWorks modules and tool-sdk-py tools) ships inside the binary:
 //! the files of tool-sdk-py's package are embedded and written once per content hash into the cache dir, so
-//! there is no install step.
+//! there is no install step. The runner also writes the package's byte code, once per interpreter
+//! ([`compile_in_background`]), because a sandboxed tool's Python cannot.
 
+use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The embedded package: (path relative to the package folder, contents).
@@ -57,18 +61,24 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// FNV-1a, continued from `h`.
+fn fnv(mut h: u64, bytes: impl IntoIterator<Item = u8>) -> u64 {
+    for b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf29ce484222325;
+
 /// Identifies this build's shim: schemas cached by another shim are probed again.
 pub fn content_hash() -> u64 {
     static HASH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *HASH.get_or_init(|| {
-        let mut h: u64 = 0xcbf29ce484222325;
-        for (name, text) in FILES {
-            for b in name.bytes().chain(text.bytes()) {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x100000001b3);
-            }
-        }
-        h
+        FILES
+            .iter()
+            .fold(FNV_START, |h, (name, text)| fnv(h, name.bytes().chain(text.bytes())))
     })
 }
 
@@ -100,6 +110,111 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
             format!("could not write the Python shim under {}", root.display()),
         ))
     }
+}
+
+/// Compiles the package's modules into `__pycache__` for `python`, unless that was done already; never waits.
+///
+/// Why the runner does it: Python caches an imported module's byte code beside it, but a sandboxed tool cannot
+/// write under the cache dir (which must stay so: byte code there runs in every tool), and
+/// `PYTHONDONTWRITEBYTECODE`, common in containers, forbids it anyway; the shim was then compiled on every call
+/// (about 3 ms). The compiler is the tool's own interpreter, isolated (`-I -S`: no `PYTHON*` variables, no
+/// `site`, no user site-packages), so nothing but the standard library's `py_compile` runs unconfined (the
+/// interpreter is the operator's, `--python`, `$ANIMAWORKS_PYTHON` or `python3` on the tool's `PATH`, which the
+/// runner already runs unconfined for core tools and the AnimaWorks CLI). It runs
+/// in the background, in a group of its own: the call that starts it does not wait, later calls load the byte
+/// code. Python checks each `.pyc` against its source's mtime and size, as for byte code it writes itself. A
+/// marker per interpreter (its path, size, mtime, inode) says it is done; a claim keeps concurrent runners
+/// from compiling twice and expires after a minute, should the compiler have died.
+pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsString)]) {
+    let Some(pkg) = shim.parent() else { return };
+    let cache = pkg.join("__pycache__");
+    let key = interpreter_key(python);
+    let done = cache.join(format!(".compiled-{key:016x}"));
+    if done.exists() {
+        return;
+    }
+    let claim = cache.join(format!(".compiling-{key:016x}"));
+    if std::fs::create_dir_all(&cache).is_err() || !take_claim(&claim) {
+        return;
+    }
+    let mut cmd = std::process::Command::new(python);
+    cmd.args(["-I", "-S", "-c", COMPILE])
+        .arg(pkg)
+        .arg(&done)
+        .arg(&claim)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(pkg)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    match cmd.spawn() {
+        Ok(mut child) => {
+            crate::reap::own(child.id());
+            // Reaped by a thread, so a long-lived runner keeps no zombie; a one-shot call exits without waiting.
+            let _ = std::thread::Builder::new()
+                .name("pyshim-compile".into())
+                .spawn(move || {
+                    let _ = child.wait();
+                    crate::reap::disown(child.id());
+                });
+        }
+        Err(_) => {
+            let _ = std::fs::remove_file(&claim);
+        }
+    }
+}
+
+/// What the isolated interpreter runs: argv = package dir, done marker, claim. A module this interpreter
+/// cannot compile is left out (it is then compiled, or fails, as without byte code) and the rest marked done,
+/// so it is not tried again on every call.
+const COMPILE: &str = "\
+import os, py_compile, sys
+pkg, done, claim = sys.argv[1:4]
+for name in sorted(os.listdir(pkg)):
+    if name.endswith('.py'):
+        for level in (0, 1, 2):
+            try:
+                py_compile.compile(os.path.join(pkg, name), optimize=level, doraise=True,
+                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            except Exception:
+                pass
+open(done, 'a').close()
+os.unlink(claim)
+";
+
+/// The interpreter as a file: its canonical path and what changes when it is replaced.
+fn interpreter_key(python: &Path) -> u64 {
+    let real = std::fs::canonicalize(python).unwrap_or_else(|_| python.to_path_buf());
+    let h = fnv(FNV_START, real.as_os_str().as_bytes().iter().copied());
+    match std::fs::metadata(&real) {
+        Ok(m) => {
+            let stamp = [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino(), m.dev()];
+            fnv(h, stamp.iter().flat_map(|v| v.to_le_bytes()))
+        }
+        Err(_) => h,
+    }
+}
+
+/// Create the claim, or take over one older than a minute (its compiler died).
+fn take_claim(claim: &Path) -> bool {
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(claim)
+            .is_ok()
+    };
+    if create() {
+        return true;
+    }
+    let stale = std::fs::metadata(claim)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(60));
+    stale && std::fs::remove_file(claim).is_ok() && create()
 }
 
 #[cfg(test)]

@@ -184,3 +184,25 @@ def test_start_script_runs_the_shim_with_its_byte_code_cached(tier: Path, tmp_pa
     assert via_start == via_script
     assert json.loads(via_start) == [str(cache), str(tier)]
     assert list((cache / "animaworks_tool_sdk" / "__pycache__").glob("_shim.*.pyc"))
+
+
+def test_a_legacy_call_imports_no_json_package(tier: Path) -> None:
+    """The call path reads the request and writes the result (a dict: json.dumps(indent=2)) without importing the
+    json package or __future__ (each a measurable share of a call); a module that imports json gets it as usual."""
+    probe = tier / "lean.py"
+    probe.write_text("import sys\nSEEN = sorted(m for m in ('json', '__future__') if m in sys.modules)\n\n"
+                     "def get_tool_schemas():\n    return []\n\n"
+                     "def dispatch(name, args):\n"
+                     "    return {'at_import': SEEN, 'at_call': sorted(m for m in ('json', '__future__') if m in sys.modules),"
+                     " 'é': [1.5, None]}\n")
+    import subprocess
+
+    # What this interpreter has loaded before any script runs (a .pth file may import json): not the shim's doing.
+    pre = json.loads(subprocess.run([sys.executable, "-c", "import sys; print([m for m in ('json', '__future__') "
+                                     "if m in sys.modules]).replace(\"'\", '\"')"],
+                                    capture_output=True, text=True, env=base_env(tier)).stdout)
+    r = run_shim(probe, stdin=request("lean_x"))
+    assert r.final["result"] == json.dumps({"at_import": pre, "at_call": pre, "é": [1.5, None]}, ensure_ascii=False, indent=2)
+    probe.write_text("import json\n\ndef get_tool_schemas():\n    return []\n\n"
+                     "def dispatch(name, args):\n    return json.dumps({'a': json.loads('[1]')})\n")
+    assert run_shim(probe, stdin=request("lean_x")).final["result"] == '{"a": [1]}'

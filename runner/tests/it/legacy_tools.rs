@@ -217,3 +217,65 @@ fn modules_importing_animaworks_run_under_its_interpreter() {
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(stdout(&o).trim(), "from-animaworks");
 }
+
+/// A sandboxed call's Python can write no byte code under the cache (nor may it: byte code there runs in every
+/// tool), so the runner compiles the shim once per interpreter, in the background: timestamped `.pyc` files
+/// beside the shim's modules, which Python then loads, and nothing in the tools' folder.
+#[test]
+fn the_runner_compiles_the_shim_for_sandboxed_calls() {
+    let w = World::sandboxed();
+    w.tool(
+        &w.personal(),
+        "lean.py",
+        "def get_tool_schemas():\n    return [{'name': 'lean_go', 'input_schema': {'type': 'object'}}]\n\n\
+         def dispatch(name, args):\n    return {'ok': True}\n",
+    );
+    let (code, v) = call(&w, "lean", "go", "{}", &[]);
+    assert_eq!(code, 0, "{v}");
+    let cache = w.data.join("cache").join("animaworks-tool");
+    let pkg = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("pysdk-"))
+        .expect("the shim is extracted")
+        .join("animaworks_tool_sdk");
+    let pycache = pkg.join("__pycache__");
+    let marked = || {
+        std::fs::read_dir(&pycache).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".compiled-"))
+        })
+    };
+    assert!(eventually(30, marked), "no compile marker in {}", pycache.display());
+    let names: Vec<String> = std::fs::read_dir(&pycache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with(".compiling-")), "{names:?}");
+    for module in ["__init__", "_wire", "_shim", "_runtime", "_action"] {
+        let pyc = names
+            .iter()
+            .find(|n| n.starts_with(&format!("{module}.")) && n.ends_with(".pyc") && !n.contains(".opt-"))
+            .unwrap_or_else(|| panic!("no byte code of {module}: {names:?}"));
+        // A timestamp .pyc (PEP 552 flags 0) of this very source: its mtime and size, as Python checks them.
+        let head = std::fs::read(pycache.join(pyc)).unwrap();
+        let src = std::fs::metadata(pkg.join(format!("{module}.py"))).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(u32::from_le_bytes(head[4..8].try_into().unwrap()), 0, "{pyc}");
+        assert_eq!(
+            u32::from_le_bytes(head[8..12].try_into().unwrap()),
+            src.mtime() as u32,
+            "{pyc}"
+        );
+        assert_eq!(
+            u32::from_le_bytes(head[12..16].try_into().unwrap()),
+            src.len() as u32,
+            "{pyc}"
+        );
+    }
+    assert!(!w.personal().join("__pycache__").exists());
+    let (code, v) = call(&w, "lean", "go", "{}", &[]);
+    assert_eq!((code, &v), (0, &serde_json::json!({"ok": true})));
+}

@@ -16,8 +16,6 @@
 Names are loaded on first use (PEP 562), so that the runner's legacy shim, which imports only
 ``animaworks_tool_sdk._wire``, does not pay for ``inspect`` and friends.
 """
-from __future__ import annotations
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -65,5 +63,5 @@ def __getattr__(name: str) -> object:
     return value
 
 
-def __dir__() -> list[str]:
+def __dir__() -> "list[str]":
     return sorted(set(globals()) | set(__all__))

@@ -14,10 +14,10 @@ be imported (the last stderr line is then ``animaworks-tool: cannot import <path
 The module is imported once per process, registered in ``sys.modules`` (as ``animaworks_tool_<stem>``, never
 as the bare stem, which could shadow a library of the same name) before it runs. A module that registers
 tool-sdk-py actions is served by the SDK runtime; any other module follows the AnimaWorks convention.
-Only os, sys, json and importlib are imported up front: this file is on the path of every Python call.
+Only os, sys and importlib are imported up front (and ``_wire``, which does JSON without the ``json`` package): this
+file is on the path of every Python call. For the same reason annotations are strings rather than
+``from __future__ import annotations``, which imports ``__future__``.
 """
-from __future__ import annotations
-
 import os
 import sys
 
@@ -32,7 +32,6 @@ elif not sys.path or os.path.abspath(sys.path[0] or os.curdir) != os.path.dirnam
 
 import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
-import json  # noqa: E402
 
 from animaworks_tool_sdk import _wire  # noqa: E402
 
@@ -53,7 +52,7 @@ class ImportFailed(Exception):
         self.line = line
 
 
-def load_module(path: str, stem: str) -> ModuleType:
+def load_module(path: str, stem: str) -> "ModuleType":
     """Import the tool file once, registered in sys.modules before it runs (dataclasses need that)."""
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
     modname = "animaworks_tool_" + safe
@@ -80,7 +79,7 @@ def load_module(path: str, stem: str) -> ModuleType:
 # The AnimaWorks ("legacy") convention
 
 
-def _schemas(module: ModuleType) -> list[dict[str, Any]]:
+def _schemas(module: "ModuleType") -> "list[dict[str, Any]]":
     get = getattr(module, "get_tool_schemas", None)
     if not callable(get):
         return []
@@ -95,7 +94,7 @@ def _action_of(schema_name: str, stem: str) -> str:
     return schema_name[len(prefix):] if schema_name.startswith(prefix) and len(schema_name) > len(prefix) else schema_name
 
 
-def _profile_for(profile: Any, action: str) -> dict[str, Any] | None:
+def _profile_for(profile: "Any", action: str) -> "dict[str, Any] | None":
     """EXECUTION_PROFILE entry for an action: key as written, then `_`→`-`, then `-`→`_` (CLI spelling).
 
     A gated entry found under another spelling gets ``gated_as`` = that key, so the grant is the one that
@@ -124,7 +123,7 @@ def _profile_for(profile: Any, action: str) -> dict[str, Any] | None:
     return out
 
 
-def _profile_problem(profile: Any) -> str | None:
+def _profile_problem(profile: "Any") -> "str | None":
     """Why an EXECUTION_PROFILE cannot be read (the runner then treats every action as gated), or None."""
     if profile is None:
         return None
@@ -136,7 +135,7 @@ def _profile_problem(profile: Any) -> str | None:
     return None
 
 
-def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
+def legacy_document(module: "ModuleType", stem: str) -> "dict[str, Any]":
     """The protocol v1 full-form document of an AnimaWorks module."""
     profile = getattr(module, "EXECUTION_PROFILE", None)
     actions = []
@@ -159,6 +158,8 @@ def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
     doc.update(events=True, persistent=True, cli=callable(getattr(module, "cli_main", None)), legacy=True)
     doc["actions"] = actions
     if isinstance(profile, dict):
+        import json  # --schemas only, whose answer is cached
+
         # As written, made JSON-safe (str() for odd values, non-string keys dropped).
         doc["legacy_profile"] = json.loads(json.dumps(profile, default=str, skipkeys=True))
     problem = _profile_problem(profile)
@@ -167,7 +168,7 @@ def legacy_document(module: ModuleType, stem: str) -> dict[str, Any]:
     return doc
 
 
-def _original_name(module: ModuleType, stem: str, name: str, action: Any) -> str:
+def _original_name(module: "ModuleType", stem: str, name: str, action: "Any") -> str:
     """Map the request's schema name back to the module's own (exact, then `<stem>_` + original)."""
     try:
         names = [s["name"] for s in _schemas(module)]
@@ -186,16 +187,16 @@ def _original_name(module: ModuleType, stem: str, name: str, action: Any) -> str
     return name  # no schema (e.g. get_tool_schemas() == []): dispatch() still gets the name, as AnimaWorks does
 
 
-def _as_text(result: Any) -> str:
+def _as_text(result: "Any") -> str:
     """The result text exactly as AnimaWorks makes it."""
     if isinstance(result, (dict, list)):
-        return json.dumps(result, ensure_ascii=False, indent=2, default=str)
+        return _wire.pretty(result)  # json.dumps(result, ensure_ascii=False, indent=2, default=str)
     if result is None:
         return "(no output)"
     return str(result)
 
 
-def legacy_call(module: ModuleType, stem: str, req: dict[str, Any], call_id: str | None) -> bool:
+def legacy_call(module: "ModuleType", stem: str, req: "dict[str, Any]", call_id: "str | None") -> bool:
     """Run one request through dispatch() or the function named like the schema; emit its final event."""
     context = req.get("context") if isinstance(req.get("context"), dict) else {}
     args = req.get("args") if req.get("args") is not None else {}
@@ -230,12 +231,12 @@ def legacy_call(module: ModuleType, stem: str, req: dict[str, Any], call_id: str
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _sdk_actions() -> list[Any]:
+def _sdk_actions() -> "list[Any]":
     registry = sys.modules.get("animaworks_tool_sdk._action")
     return list(registry.REGISTRY) if registry is not None else []
 
 
-def _import_failed(failure: ImportFailed, mode: str) -> int:
+def _import_failed(failure: "ImportFailed", mode: str) -> int:
     if mode != "schemas":
         call_id = None
         if mode == "serve":  # answer the first request, so the caller sees why, then stop
@@ -249,7 +250,7 @@ def _import_failed(failure: ImportFailed, mode: str) -> int:
     return 3
 
 
-def _refuse_gated_subcommands(stem: str, refused: list[str]) -> None:
+def _refuse_gated_subcommands(stem: str, refused: "list[str]") -> None:
     """Refuse, before any handler runs, an argparse subcommand reached under any of its names (the name, an
     alias, an abbreviation) when one of those names is a gated key this anima may not run. The runner gates the
     argv words; only argparse knows which subparser a word selects (``add_parser("delete-all", aliases=["rmall"])``).
@@ -284,7 +285,7 @@ def _refuse_gated_subcommands(stem: str, refused: list[str]) -> None:
     argparse._SubParsersAction.__call__ = guarded  # type: ignore[method-assign]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: "list[str]") -> int:
     if not argv or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return 2
