@@ -869,13 +869,31 @@ const DEV_READ: &[&str] = &[
 
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    S.get_or_init(|| {
-        SYSTEM_EXEC
-            .iter()
-            .chain(ETC_READ)
-            .filter_map(|p| rules::canonical(Path::new(p)))
-            .collect()
-    })
+    S.get_or_init(|| [System::Exec, System::EtcRead].into_iter().flat_map(System::canonical).cloned().collect())
+}
+
+/// The fixed system lists above.
+#[derive(Clone, Copy)]
+enum System {
+    Exec,
+    EtcRead,
+    DevRw,
+    DevRead,
+}
+
+impl System {
+    /// The canonical forms of the list's paths that exist, found once per process (the plan and the ruleset both
+    /// need them).
+    fn canonical(self) -> &'static [PathBuf] {
+        static FOUND: [std::sync::OnceLock<Vec<PathBuf>>; 4] = [const { std::sync::OnceLock::new() }; 4];
+        let list = match self {
+            System::Exec => SYSTEM_EXEC,
+            System::EtcRead => ETC_READ,
+            System::DevRw => DEV_RW,
+            System::DevRead => DEV_READ,
+        };
+        FOUND[self as usize].get_or_init(|| list.iter().filter_map(|p| rules::canonical(Path::new(p))).collect())
+    }
 }
 
 /// The folder an interpreter belongs to: `<prefix>` of `<prefix>/bin/x` or of a version manager's
@@ -979,18 +997,14 @@ impl Plan {
             scope: s.landlock_signal_scope(),
         })?;
         let none = Protected::default();
-        for p in SYSTEM_EXEC.iter().filter_map(|p| rules::canonical(Path::new(p))) {
-            rules::grant(&mut b, &p, EXEC, &i.protected_read)?;
+        for p in System::Exec.canonical() {
+            rules::grant(&mut b, p, EXEC, &i.protected_read)?;
         }
-        for p in ETC_READ
-            .iter()
-            .chain(DEV_READ)
-            .filter_map(|p| rules::canonical(Path::new(p)))
-        {
-            rules::grant(&mut b, &p, READ, &i.protected_read)?;
+        for p in System::EtcRead.canonical().iter().chain(System::DevRead.canonical()) {
+            rules::grant(&mut b, p, READ, &i.protected_read)?;
         }
-        for p in DEV_RW.iter().filter_map(|p| rules::canonical(Path::new(p))) {
-            rules::grant(&mut b, &p, READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
+        for p in System::DevRw.canonical() {
+            rules::grant(&mut b, p, READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
         }
         if let Some(h) = &i.home {
             // User-installed Python packages (pip install --user).
