@@ -156,60 +156,20 @@ unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
     }
 }
 
-/// System calls without libc: they return `-errno` and touch no thread-local state.
-mod sys {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-        let ret: isize;
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") n as isize => ret,
-            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack),
-        );
-        ret
-    }
-
-    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
-    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-        let ret: isize;
-        std::arch::asm!(
-            "svc 0",
-            in("x8") n as usize,
-            inlateout("x0") a as isize => ret,
-            in("x1") b, in("x2") c, in("x3") d,
-            options(nostack),
-        );
-        ret
-    }
-
-    // Elsewhere the guardian is a forked copy, whose errno is its own.
-    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
-    pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-        let r = libc::syscall(n, a, b, c, d);
-        if r == -1 {
-            -(*libc::__errno_location() as isize)
-        } else {
-            r as isize
-        }
-    }
-}
-
 unsafe fn close_all_but(keep: RawFd) {
     // Why: the new process gets a copy of the runner's descriptors, among them pipe ends of tools being spawned by
     // other threads; holding them would keep those tools' stdout open and hide their end of file from the runner.
     let keep = keep as usize;
     let lo = if keep > 0 {
-        sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0)
+        crate::sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0)
     } else {
         0
     };
-    let hi = sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0);
+    let hi = crate::sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0);
     if lo != 0 || hi != 0 {
         for fd in 0..65536 {
             if fd != keep {
-                sys::call(libc::SYS_close, fd, 0, 0, 0);
+                crate::sys::call(libc::SYS_close, fd, 0, 0, 0);
             }
         }
     }
@@ -218,18 +178,18 @@ unsafe fn close_all_but(keep: RawFd) {
 unsafe fn guardian_main(rfd: RawFd) -> ! {
     close_all_but(rfd);
     // Why: a Ctrl-C or a kill of the runner's process group must not take the guardian with it.
-    sys::call(libc::SYS_setpgid, 0, 0, 0, 0);
+    crate::sys::call(libc::SYS_setpgid, 0, 0, 0, 0);
     // The kernel's struct sigaction (handler, flags, restorer, mask) with the handler SIG_IGN.
     let ignore: [usize; 4] = [libc::SIG_IGN, 0, 0, 0];
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGQUIT] {
-        sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8);
+        crate::sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8);
     }
     let mut groups = [0i32; MAX_GROUPS];
     let mut buf = [0u8; 4096];
     let mut carry = [0u8; 4];
     let mut carried = 0usize;
     loop {
-        let n = sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0);
+        let n = crate::sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0);
         if n == -(libc::EINTR as isize) {
             continue;
         }
@@ -256,10 +216,10 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
     }
     for &g in groups.iter() {
         if g > 0 {
-            sys::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0);
+            crate::sys::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0);
         }
     }
-    sys::call(libc::SYS_exit_group, 0, 0, 0, 0);
+    crate::sys::call(libc::SYS_exit_group, 0, 0, 0, 0);
     #[allow(clippy::empty_loop)]
     loop {}
 }

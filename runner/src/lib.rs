@@ -65,6 +65,7 @@ pub mod spawn;
 pub mod spill;
 pub mod stream;
 pub mod suggest;
+pub(crate) mod sys;
 pub mod tasks;
 pub mod tool_env;
 pub mod validate;

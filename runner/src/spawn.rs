@@ -115,11 +115,20 @@ fn command(
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             crate::guardian::register_self();
             let group = libc::getpid();
-            let entered = confined.as_ref().map_or(Ok(()), |c| crate::sandbox::child::enter(c));
-            if entered.is_ok() {
-                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
-            }
-            let e = entered.err().unwrap_or_else(io::Error::last_os_error);
+            let e = match confined.as_ref() {
+                Some(c) => {
+                    let exec = crate::sandbox::child::Exec {
+                        path: d.path.as_ptr(),
+                        argv: d.argv.as_ptr(),
+                        envp: d.envp.as_ptr(),
+                    };
+                    crate::sandbox::child::enter_and_exec(c, &exec)
+                }
+                None => {
+                    libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+                    io::Error::last_os_error()
+                }
+            };
             // The process never became the tool: the guardian must not remember its group.
             crate::guardian::unregister(group);
             Err(e)

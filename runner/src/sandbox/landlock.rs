@@ -222,10 +222,10 @@ fn open_path(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// `landlock_restrict_self`. Async-signal-safe.
+/// `landlock_restrict_self`; `-errno` on failure. A raw system call (no `errno`).
 ///
 /// # Safety
 /// Between fork and exec; `no_new_privs` set.
-pub unsafe fn restrict_self(fd: i32) -> i64 {
-    libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) as i64
+pub unsafe fn restrict_self(fd: i32) -> isize {
+    crate::sys::call(libc::SYS_landlock_restrict_self, fd as usize, 0, 0, 0)
 }

@@ -5,7 +5,7 @@
 //!    settings (`<data dir>/animaworks-tool.json` `"sandbox"`) and the anima's grants (`permissions.json`
 //!    `"sandbox"`) to a [`Plan`] — or a refusal, before anything starts, naming the key to add.
 //! 2. [`Plan::confine`], in the spawn path once the program is known: the Landlock ruleset (an fd), the
-//!    seccomp program and the namespace setup, so that the child ([`child::enter`]) only makes system calls.
+//!    seccomp program and the namespace setup, so that the child ([`child::enter_and_exec`]) only makes system calls.
 //!
 //! The runner's own state is cut out of every grant ([`rules::Protected`]): `config.json`, `vault.json`,
 //! `vault.key`, `shared/credentials.json`, the schema cache, spilled outputs, other animas' folders (never
@@ -869,7 +869,13 @@ const DEV_READ: &[&str] = &[
 
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    S.get_or_init(|| [System::Exec, System::EtcRead].into_iter().flat_map(System::canonical).cloned().collect())
+    S.get_or_init(|| {
+        [System::Exec, System::EtcRead]
+            .into_iter()
+            .flat_map(System::canonical)
+            .cloned()
+            .collect()
+    })
 }
 
 /// The fixed system lists above.
