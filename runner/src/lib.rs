@@ -54,6 +54,7 @@ pub mod names;
 pub mod policy;
 pub mod pool;
 pub mod probe;
+pub mod process;
 #[cfg(test)]
 mod proptests;
 pub mod pyshim;

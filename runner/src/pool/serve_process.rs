@@ -5,6 +5,7 @@
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
 use crate::error::{CallError, ErrorCode};
+use crate::process::{Child, ChildStdin, ChildStdout};
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
@@ -16,7 +17,6 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tool_sdk::protocol::Event;
