@@ -2,7 +2,7 @@
 //! sandbox's PID-namespace init and the tool's process before its exec): they return `-errno` and touch no
 //! thread-local state (libc's wrappers write `errno`, which lives in the other process's thread).
 
-/// One system call with up to four arguments; `-errno` on failure.
+/// One system call with up to four arguments (the fifth and sixth are 0); `-errno` on failure.
 ///
 /// # Safety
 /// As the system call itself requires of its arguments.
@@ -13,13 +13,16 @@ pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> i
         "syscall",
         inlateout("rax") n as isize => ret,
         in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
+        // The fifth and sixth arguments are 0, not whatever the registers held: prctl refuses
+        // PR_SET_NO_NEW_PRIVS with EINVAL unless its unused arguments are 0.
+        in("r8") 0usize, in("r9") 0usize,
         lateout("rcx") _, lateout("r11") _,
         options(nostack),
     );
     ret
 }
 
-/// One system call with up to four arguments; `-errno` on failure.
+/// One system call with up to four arguments (the fifth and sixth are 0); `-errno` on failure.
 ///
 /// # Safety
 /// As the system call itself requires of its arguments.
@@ -30,7 +33,7 @@ pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> i
         "svc 0",
         in("x8") n as usize,
         inlateout("x0") a as isize => ret,
-        in("x1") b, in("x2") c, in("x3") d,
+        in("x1") b, in("x2") c, in("x3") d, in("x4") 0usize, in("x5") 0usize,
         options(nostack),
     );
     ret
