@@ -1,9 +1,9 @@
 //! A tool's process started the way `posix_spawn` starts one: `clone(CLONE_VM | CLONE_VFORK)` on a stack of its
 //! own, so the runner's page tables are never copied (std's `Command` forks as soon as there is a `pre_exec`
 //! step, and ours has several: new session, death signal, guardian registration, sandbox). The fork, its
-//! copy-on-write faults in both processes and the copy's teardown at the exec were about a fifth of what a
-//! one-shot call added to a tool's own start (bench/README.md). A plan with a PID namespace still forks: the
-//! child's `unshare` of a user namespace needs an address space of its own.
+//! copy-on-write faults in both processes and the copy's teardown at the exec cost a one-shot call about
+//! 0.15 ms (bench/README.md). A plan with a PID namespace still forks: the child's `unshare` of a user
+//! namespace needs an address space of its own.
 //!
 //! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
 

@@ -6,8 +6,8 @@
 //!    exits, `G` exits and the kernel kills everything left in the namespace — `setsid` daemons included.
 //!    `C` and `G` close every descriptor, so the tool's pipes reach end of file when the tool's side closes.
 //!    `G` and `T` share `C`'s memory (`clone(CLONE_VM)`, `T` also `CLONE_VFORK`, as `posix_spawn` does)
-//!    instead of each copying it by `fork`: those two copies of the runner's page tables, their copy-on-write
-//!    faults and their teardown were half of what the namespace added to a call (bench/README.md). So from
+//!    instead of each copying it by `fork` (two copies of the runner's page tables, their copy-on-write faults
+//!    and their teardown, for two processes that never use that memory). So from
 //!    the first clone on, `C`, `G` and `T` make raw system calls only ([`crate::sys`]: libc's wrappers would
 //!    write one shared `errno`), and `T` tells `G`, and `G` tells `C`, whether it reached its exec.
 //! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off
