@@ -25,19 +25,40 @@ pub struct Protected {
 impl Protected {
     /// Is `p` (canonical) protected itself, or inside something protected?
     pub fn covers(&self, p: &Path) -> bool {
-        if self.paths.iter().any(|q| p.starts_with(q)) {
+        if self.paths.iter().any(|q| under(p, q)) {
             return true;
         }
         match &self.animas {
-            Some((dir, own)) => p.starts_with(dir) && p != dir && !own.as_ref().is_some_and(|o| p.starts_with(o)),
+            Some((dir, own)) => under(p, dir) && p != dir && !own.as_ref().is_some_and(|o| under(p, o)),
             None => false,
         }
     }
 
     /// Does the tree at `p` hold something protected (below it, not `p` itself)?
     fn inside(&self, p: &Path) -> bool {
-        self.paths.iter().any(|q| q.starts_with(p) && q != p)
-            || self.animas.as_ref().is_some_and(|(dir, _)| dir.starts_with(p))
+        self.paths.iter().any(|q| under(q, p) && q != p) || self.animas.as_ref().is_some_and(|(dir, _)| under(dir, p))
+    }
+}
+
+/// `p.starts_with(q)`, on bytes when both are clean (no `.` or `..` component, no doubled or trailing `/`):
+/// `Path::starts_with` compares component by component, and the ruleset asks this a few thousand times per
+/// sandboxed call. A protected path that does not exist keeps the spelling it was given (`$HOME`, an
+/// environment variable), so an unclean one takes the slow way.
+fn under(p: &Path, q: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (pb, qb) = (p.as_os_str().as_bytes(), q.as_os_str().as_bytes());
+    if pb.starts_with(qb) && (pb.len() == qb.len() || qb.ends_with(b"/") || pb[qb.len()] == b'/') {
+        return true;
+    }
+    let clean = |b: &[u8]| {
+        !b.windows(2).any(|w| w == b"//")
+            && !b.split(|c| *c == b'/').any(|c| c == b"." || c == b"..")
+            && (b.len() <= 1 || !b.ends_with(b"/"))
+    };
+    if clean(pb) && clean(qb) {
+        false
+    } else {
+        p.starts_with(q)
     }
 }
 
@@ -164,6 +185,28 @@ fn grant_at(b: &mut Builder, root: &Path, access: u64, protected: &Protected, de
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn under_is_starts_with_on_canonical_paths() {
+        for (p, q) in [
+            ("/a/b", "/a"),
+            ("/a/b", "/a/b"),
+            ("/a/bc", "/a/b"),
+            ("/a", "/a/b"),
+            ("/a/b", "/"),
+            ("/", "/"),
+            ("/ab", "/a"),
+            ("/a//b/c", "/a/b"),
+            ("/a/b/c", "/a/./b/"),
+            ("/a/b", "a"),
+        ] {
+            assert_eq!(
+                under(Path::new(p), Path::new(q)),
+                Path::new(p).starts_with(q),
+                "{p} {q}"
+            );
+        }
+    }
 
     #[test]
     fn canonical_is_realpath() {
