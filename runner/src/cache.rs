@@ -84,7 +84,7 @@ fn fnv(s: &[u8]) -> u64 {
 
 fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
     let folder = file.path.parent().unwrap_or(Path::new("/"));
-    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let folder = crate::sandbox::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
     let name = file
         .path
         .file_name()

@@ -54,6 +54,7 @@ pub mod names;
 pub mod policy;
 pub mod pool;
 pub mod probe;
+pub mod process;
 #[cfg(test)]
 mod proptests;
 pub mod pyshim;
@@ -65,6 +66,7 @@ pub mod spawn;
 pub mod spill;
 pub mod stream;
 pub mod suggest;
+pub(crate) mod sys;
 pub mod tasks;
 pub mod tool_env;
 pub mod validate;

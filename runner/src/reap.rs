@@ -95,7 +95,7 @@ impl Drop for GroupGuard {
             // reused; the other members are reaped later by `reap_orphans`.
             signal_group(self.pgid, libc::SIGKILL);
             crate::guardian::unregister(self.pgid);
-            // Tokio's orphan queue reaps the main process from here on.
+            // `reap_orphans` reaps the main process from here on (the child handle killed it when dropped).
             disown(self.pgid as u32);
         }
     }
@@ -116,7 +116,7 @@ pub fn disown(pid: u32) {
 }
 
 /// Wait for (and reap) a child started with `spawn::start_tool`; cancel-safe like `Child::wait`.
-pub async fn wait(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+pub async fn wait(child: &mut crate::process::Child) -> std::io::Result<std::process::ExitStatus> {
     let pid = child.id();
     let r = child.wait().await;
     if let (Some(pid), Ok(_)) = (pid, &r) {

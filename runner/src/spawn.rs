@@ -8,13 +8,12 @@
 
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
-use crate::error::{CallError, Detail, ErrorCode};
+use crate::error::{CallError, ErrorCode};
+use crate::process::{Child, Io};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use tokio::process::Command;
 
 /// What the process is started for.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +33,7 @@ pub enum Mode<'a> {
 /// the runner's own group.
 #[derive(Debug)]
 pub struct Started {
-    pub child: tokio::process::Child,
+    pub child: Child,
     pub pgid: i32,
 }
 
@@ -52,10 +51,10 @@ pub(crate) fn start_tool(
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
-            .with(Detail::Tool, file.name.clone())
+            .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let mut cmd = command(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
-    let child = start(&mut cmd).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    let child = start(&prepared).map_err(explain)?;
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
         None => Err(CallError::new(
@@ -65,65 +64,80 @@ pub(crate) fn start_tool(
     }
 }
 
-/// Build the command for `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when
-/// given, confines the process (README "Sandbox").
-fn command(
+/// A tool's start, prepared before the clone: nothing is allocated after it.
+struct Prepared {
+    exec: DirectExec,
+    confined: Option<crate::sandbox::child::Confined>,
+    io: [Io; 3],
+    cwd: Option<CString>,
+}
+
+/// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
+/// confines the process (README "Sandbox").
+fn prepare(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-) -> io::Result<Command> {
+) -> io::Result<Prepared> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
     let env = &crate::sandbox::with_env(env, sandbox);
-    let mut cmd = Command::new(&program);
-    cmd.args(&argv);
-    let (stdin, stdout) = match mode {
-        Mode::Schemas => (Stdio::null(), Stdio::piped()),
-        Mode::Call | Mode::Serve => (Stdio::piped(), Stdio::piped()),
-        Mode::Cli { inherit: true, .. } => (Stdio::inherit(), Stdio::inherit()),
-        Mode::Cli { inherit: false, .. } => (Stdio::null(), Stdio::piped()),
+    let io = match mode {
+        Mode::Schemas => [Io::Null, Io::Piped, Io::Piped],
+        Mode::Call | Mode::Serve => [Io::Piped, Io::Piped, Io::Piped],
+        Mode::Cli { inherit: true, .. } => [Io::Inherit, Io::Inherit, Io::Inherit],
+        Mode::Cli { inherit: false, .. } => [Io::Null, Io::Piped, Io::Piped],
     };
-    let stderr = if matches!(mode, Mode::Cli { inherit: true, .. }) {
-        Stdio::inherit()
-    } else {
-        Stdio::piped()
-    };
-    cmd.stdin(stdin).stdout(stdout).stderr(stderr);
-    cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    if let Some(dir) = cwd.filter(|d| d.is_dir()) {
-        cmd.current_dir(dir);
-    }
-    // Why: a future dropped mid-call (a cancelled MCP request) must not leave the main process running; the
-    // group guard in `reap` handles the rest of the group.
-    cmd.kill_on_drop(true);
+    let cwd = cwd
+        .filter(|d| d.is_dir())
+        .map(|d| CString::new(d.as_os_str().as_bytes()))
+        .transpose()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the working directory"))?;
     crate::guardian::start()?;
-    // SAFETY: only async-signal-safe calls (setsid, prctl, getpid, write, and the sandbox's system calls) between
-    // fork and exec.
+    Ok(Prepared {
+        exec: DirectExec::new(&program, &argv, env)?,
+        confined,
+        io,
+        cwd,
+    })
+}
+
+/// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
+/// the sandbox, the exec. Returns only the error that stopped it.
+fn pre_exec(p: &Prepared) -> io::Error {
+    let d = &p.exec;
+    // SAFETY: only async-signal-safe calls (setsid, prctl, getpid, write, execve and the sandbox's system calls)
+    // on memory prepared before the clone.
     unsafe {
-        let d = DirectExec::new(&program, &argv, env)?;
-        cmd.pre_exec(move || {
-            // Capture the whole struct (it is Send), not its raw-pointer fields one by one.
-            let d: &DirectExec = &d;
-            // A new session: the tool leads its own process group and has no controlling terminal.
-            rustix::process::setsid()?;
-            let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
-            crate::guardian::register_self();
-            let group = rustix::process::getpid().as_raw_pid();
-            let entered = confined.as_ref().map_or(Ok(()), |c| crate::sandbox::child::enter(c));
-            if entered.is_ok() {
-                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+        // A new session: the tool leads its own process group and has no controlling terminal.
+        if libc::setsid() < 0 {
+            return io::Error::last_os_error();
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        crate::guardian::register_self();
+        let group = libc::getpid();
+        let e = match p.confined.as_ref() {
+            Some(c) => {
+                let exec = crate::sandbox::child::Exec {
+                    path: d.path.as_ptr(),
+                    argv: d.argv.as_ptr(),
+                    envp: d.envp.as_ptr(),
+                };
+                crate::sandbox::child::enter_and_exec(c, &exec)
             }
-            let e = entered.err().unwrap_or_else(io::Error::last_os_error);
-            // The process never became the tool: the guardian must not remember its group.
-            crate::guardian::unregister(group);
-            Err(e)
-        });
+            None => {
+                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
+                io::Error::last_os_error()
+            }
+        };
+        // The process never became the tool: the guardian must not remember its group.
+        crate::guardian::unregister(group);
+        e
     }
-    Ok(cmd)
 }
 
 /// The program to exec (an absolute path) and its arguments. An interpreter is looked up on the tool's `PATH`
@@ -157,9 +171,7 @@ fn program_and_args(
         which::which_in(&interp, Some(path_var), here).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
     let mut argv: Vec<OsString> = Vec::with_capacity(mode_args.len() + 2);
     if file.launch == Launch::Python {
-        let shim = crate::pyshim::shim_path(&dirs.cache)?;
-        crate::pyshim::compile_in_background(&shim, &program, env);
-        argv.push(shim.into_os_string());
+        argv.push(crate::pyshim::shim_path(&dirs.cache)?.into_os_string());
     }
     argv.push(file.path.clone().into_os_string());
     argv.extend(mode_args);
@@ -179,8 +191,7 @@ fn mode_args(file: &ToolFile, mode: Mode<'_>) -> Vec<OsString> {
     }
 }
 
-/// Every tool is exec'd with `execve` in `pre_exec`, prepared before the fork (no allocation after
-/// it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
+/// Every tool is exec'd with `execve` in [`pre_exec`], prepared before the clone (no allocation after it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
 /// not a binary for this machine, a `#!` interpreter that is itself neither) as a `/bin/sh` script, so a data file
 /// with an exec bit or a tool with a broken interpreter would silently run as shell. `execve` reports it instead.
 struct DirectExec {
@@ -230,13 +241,16 @@ impl DirectExec {
     }
 }
 
-/// Start `cmd`. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
-fn start(cmd: &mut Command) -> io::Result<tokio::process::Child> {
+/// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
+fn start(p: &Prepared) -> io::Result<Child> {
+    let pre = || pre_exec(p);
+    // A PID namespace's `unshare` of a user namespace needs an address space of its own.
+    let fork = p.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     let mut tries = 0;
     let child = loop {
-        match cmd.spawn() {
+        match crate::process::spawn(p.io, p.cwd.as_deref(), fork, &pre) {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));

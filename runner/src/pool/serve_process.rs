@@ -4,7 +4,8 @@
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, Detail, ErrorCode};
+use crate::error::{CallError, ErrorCode};
+use crate::process::{Child, ChildStdin, ChildStdout};
 use crate::reap::{end_group, signal_group, GroupGuard, GRACE};
 use crate::spawn::{self, Mode};
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
@@ -16,7 +17,6 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tool_sdk::protocol::Event;
@@ -241,18 +241,18 @@ impl Worker {
             ),
         )
         .hint("read stderr_tail; the next call starts a new worker")
-        .with(Detail::Tool, job.tool)
-        .with(Detail::Action, job.action)
-        .with(Detail::DurationMs, took.as_millis() as u64);
+        .with(crate::error::Detail::Tool, job.tool)
+        .with(crate::error::Detail::Action, job.action)
+        .with(crate::error::Detail::DurationMs, took.as_millis() as u64);
         if let Some(c) = exit.and_then(|s| s.code()) {
-            e = e.with(Detail::ExitCode, c);
+            e = e.with(crate::error::Detail::ExitCode, c);
         }
         if let Some(s) = exit.and_then(|s| s.signal()) {
-            e = e.with(Detail::Signal, s);
+            e = e.with(crate::error::Detail::Signal, s);
         }
         let tail = self.tail_text(&job.spill.masker);
         if !tail.is_empty() {
-            e = e.with(Detail::StderrTail, tail);
+            e = e.with(crate::error::Detail::StderrTail, tail);
         }
         e
     }

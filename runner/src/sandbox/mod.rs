@@ -5,7 +5,7 @@
 //!    settings (`<data dir>/animaworks-tool.json` `"sandbox"`) and the anima's grants (`permissions.json`
 //!    `"sandbox"`) to a [`Plan`] — or a refusal, before anything starts, naming the key to add.
 //! 2. [`Plan::confine`], in the spawn path once the program is known: the Landlock ruleset (an fd), the
-//!    seccomp program and the namespace setup, so that the child ([`child::enter`]) only makes system calls.
+//!    seccomp program and the namespace setup, so that the child ([`child::enter_and_exec`]) only makes system calls.
 //!
 //! The runner's own state is cut out of every grant ([`rules::Protected`]): `config.json`, `vault.json`,
 //! `vault.key`, `shared/credentials.json`, the schema cache, spilled outputs, other animas' folders (never
@@ -899,12 +899,36 @@ const DEV_READ: &[&str] = &[
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     S.get_or_init(|| {
-        SYSTEM_EXEC
-            .iter()
-            .chain(ETC_READ)
-            .filter_map(|p| rules::canonical(Path::new(p)))
+        [System::Exec, System::EtcRead]
+            .into_iter()
+            .flat_map(System::canonical)
+            .cloned()
             .collect()
     })
+}
+
+/// The fixed system lists above.
+#[derive(Clone, Copy)]
+enum System {
+    Exec,
+    EtcRead,
+    DevRw,
+    DevRead,
+}
+
+impl System {
+    /// The canonical forms of the list's paths that exist, found once per process (the plan and the ruleset both
+    /// need them).
+    fn canonical(self) -> &'static [PathBuf] {
+        static FOUND: [std::sync::OnceLock<Vec<PathBuf>>; 4] = [const { std::sync::OnceLock::new() }; 4];
+        let list = match self {
+            System::Exec => SYSTEM_EXEC,
+            System::EtcRead => ETC_READ,
+            System::DevRw => DEV_RW,
+            System::DevRead => DEV_READ,
+        };
+        FOUND[self as usize].get_or_init(|| list.iter().filter_map(|p| rules::canonical(Path::new(p))).collect())
+    }
 }
 
 /// The folder an interpreter belongs to: `<prefix>` of `<prefix>/bin/x` or of a version manager's
@@ -1007,18 +1031,14 @@ impl Plan {
             scope: s.landlock_signal_scope(),
         })?;
         let none = Protected::default();
-        for p in SYSTEM_EXEC.iter().filter_map(|p| rules::canonical(Path::new(p))) {
-            rules::grant(&mut b, &p, EXEC, &i.protected_read)?;
+        for p in System::Exec.canonical() {
+            rules::grant(&mut b, p, EXEC, &i.protected_read)?;
         }
-        for p in ETC_READ
-            .iter()
-            .chain(DEV_READ)
-            .filter_map(|p| rules::canonical(Path::new(p)))
-        {
-            rules::grant(&mut b, &p, READ, &i.protected_read)?;
+        for p in System::EtcRead.canonical().iter().chain(System::DevRead.canonical()) {
+            rules::grant(&mut b, p, READ, &i.protected_read)?;
         }
-        for p in DEV_RW.iter().filter_map(|p| rules::canonical(Path::new(p))) {
-            rules::grant(&mut b, &p, READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
+        for p in System::DevRw.canonical() {
+            rules::grant(&mut b, p, READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
         }
         if let Some(h) = &i.home {
             // User-installed Python packages (pip install --user).

@@ -191,11 +191,12 @@ pub fn program(net: &NetPlan) -> Vec<SockFilter> {
     a.finish()
 }
 
-/// Install `prog` on the calling thread. Async-signal-safe: one syscall on memory prepared before the fork.
+/// Install `prog` on the calling thread; `-errno` on failure. Async-signal-safe: one raw system call (no
+/// `errno`) on memory prepared before the fork.
 ///
 /// # Safety
 /// `no_new_privs` must be set (or the caller hold CAP_SYS_ADMIN).
-pub unsafe fn install(prog: &[SockFilter]) -> i64 {
+pub unsafe fn install(prog: &[SockFilter]) -> isize {
     #[repr(C)]
     struct SockFprog {
         len: u16,
@@ -205,10 +206,15 @@ pub unsafe fn install(prog: &[SockFilter]) -> i64 {
         len: prog.len() as u16,
         filter: prog.as_ptr(),
     };
-    // SAFETY: `fprog` points at `prog`, both alive for the call (the kernel copies the program); `prog.len()` is
-    // the count of its instructions.
+    // SAFETY: `fprog` and the program it points to live on this frame until the kernel has copied them.
     unsafe {
-        libc::syscall(libc::SYS_seccomp, 1u32 /* SET_MODE_FILTER */, 0u32, &fprog) as i64
+        crate::sys::call(
+            libc::SYS_seccomp,
+            1, /* SET_MODE_FILTER */
+            0,
+            &fprog as *const SockFprog as usize,
+            0,
+        )
     }
 }
 

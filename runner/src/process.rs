@@ -1,0 +1,299 @@
+//! A tool's process started the way `posix_spawn` starts one: `clone(CLONE_VM | CLONE_VFORK)` on a stack of its
+//! own, so the runner's page tables are never copied (std's `Command` forks as soon as there is a `pre_exec`
+//! step, and ours has several: new session, death signal, guardian registration, sandbox). The fork, its
+//! copy-on-write faults in both processes and the copy's teardown at the exec cost a one-shot call about
+//! 0.15 ms (bench/README.md). A plan with a PID namespace still forks: the child's `unshare` of a user
+//! namespace needs an address space of its own.
+//!
+//! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
+
+// Why: this file's clone-based rewrite (commit 9bfca51) and the crate-wide unsafe_op_in_unsafe_fn = deny were
+// written at the same time; its unsafe fns still need their operations split into SAFETY-argued blocks.
+#![allow(unsafe_op_in_unsafe_fn)]
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+pub type ChildStdin = tokio::net::unix::pipe::Sender;
+pub type ChildStdout = tokio::net::unix::pipe::Receiver;
+pub type ChildStderr = tokio::net::unix::pipe::Receiver;
+
+/// Where one of the child's standard descriptors goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    Null,
+    Piped,
+    Inherit,
+}
+
+/// What the child does between its start and its exec, prepared before the clone; returns only the error that
+/// stopped it. It runs on its own stack in the runner's memory while the runner waits: no allocation, no lock.
+pub type PreExec<'a> = &'a (dyn Fn() -> io::Error + Sync);
+
+/// Start a process: `io` for stdin, stdout, stderr, `cwd` (already checked to be a folder), then `pre` (which
+/// ends in an exec). `fork`: a copy of the address space is needed (a PID namespace's `unshare`).
+pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, fork: bool, pre: PreExec<'_>) -> io::Result<Child> {
+    let null = if io.contains(&Io::Null) {
+        Some(rustix::fs::open(
+            c"/dev/null",
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?)
+    } else {
+        None
+    };
+    let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
+    let mut theirs: [RawFd; 3] = [-1; 3];
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    for (i, how) in io.iter().enumerate() {
+        match how {
+            Io::Inherit => theirs[i] = i as RawFd,
+            Io::Null => theirs[i] = null.as_ref().map_or(-1, |n| n.as_raw_fd()),
+            Io::Piped => {
+                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+                let (mine, child) = if i == 0 { (w, r) } else { (r, w) };
+                theirs[i] = child.as_raw_fd();
+                keep.push(child);
+                ours[i] = Some(mine);
+            }
+        }
+    }
+    let setup = Setup {
+        fds: theirs,
+        cwd,
+        pre,
+        err: AtomicI32::new(0),
+    };
+    let pid = if fork {
+        // SAFETY: the child only runs `child_main`'s steps (system calls on memory prepared before) and execs or
+        // exits; the error goes back through a close-on-exec pipe, as std's spawn does.
+        unsafe { fork_and_run(&setup)? }
+    } else {
+        // SAFETY: as above; the child shares this memory and we are suspended until it has exec'd or exited
+        // (CLONE_VFORK), so it may write `setup.err`.
+        unsafe { vfork_and_run(&setup)? }
+    };
+    drop(keep);
+    drop(null);
+    let err = setup.err.load(Ordering::SeqCst);
+    if err != 0 {
+        // The child exits right after it reported; reap it.
+        let _ = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(pid),
+            rustix::process::WaitOptions::empty(),
+        );
+        return Err(io::Error::from_raw_os_error(err));
+    }
+    let [i, o, e] = ours;
+    Ok(Child {
+        pid,
+        status: None,
+        pidfd: None,
+        stdin: i.map(ChildStdin::from_owned_fd).transpose()?,
+        stdout: o.map(ChildStdout::from_owned_fd).transpose()?,
+        stderr: e.map(ChildStderr::from_owned_fd).transpose()?,
+    })
+}
+
+struct Setup<'a> {
+    fds: [RawFd; 3],
+    cwd: Option<&'a CStr>,
+    pre: PreExec<'a>,
+    /// The errno that stopped the child before its exec (0: none).
+    err: AtomicI32,
+}
+
+const STACK: usize = 256 * 1024;
+
+unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
+    let stack = libc::mmap(
+        std::ptr::null_mut(),
+        STACK,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+        -1,
+        0,
+    );
+    if stack == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended.
+        unsafe {
+            let s = &*(arg as *const Setup);
+            let e = child_main(s);
+            s.err.store(
+                e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
+                Ordering::SeqCst,
+            );
+            crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0);
+        }
+        127
+    }
+    // Why every signal blocked around the clone (as posix_spawn): the child shares our signal handlers' memory
+    // until it has reset them; it unblocks once they are reset.
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    let pid = libc::clone(
+        entry,
+        stack.cast::<u8>().add(STACK).cast(),
+        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+        (setup as *const Setup).cast_mut().cast(),
+    );
+    let e = io::Error::last_os_error();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    libc::munmap(stack, STACK);
+    if pid < 0 {
+        return Err(e);
+    }
+    Ok(pid)
+}
+
+unsafe fn fork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    match libc::fork() {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            drop(r);
+            let e = child_main(setup);
+            let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
+            libc::write(w.as_raw_fd(), code.as_ptr().cast(), 4);
+            libc::_exit(127)
+        }
+        pid => {
+            drop(w);
+            let mut b = [0u8; 4];
+            let n = loop {
+                match rustix::io::read(&r, &mut b) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    other => break other.unwrap_or(0),
+                }
+            };
+            if n == 4 {
+                setup.err.store(i32::from_ne_bytes(b), Ordering::SeqCst);
+            }
+            Ok(pid)
+        }
+    }
+}
+
+/// In the child: its descriptors, folder and signals, then `pre`.
+unsafe fn child_main(s: &Setup<'_>) -> io::Error {
+    use crate::sys::{call as sys, check};
+    for (i, fd) in s.fds.iter().enumerate() {
+        // dup2 onto itself would keep close-on-exec; an inherited 0–2 has none.
+        if *fd != i as RawFd {
+            if let Err(e) = check(sys(libc::SYS_dup3, *fd as usize, i, 0, 0)) {
+                return e;
+            }
+        }
+    }
+    if let Some(dir) = s.cwd {
+        if let Err(e) = check(sys(libc::SYS_chdir, dir.as_ptr() as usize, 0, 0, 0)) {
+            return e;
+        }
+    }
+    // Every handled signal back to its default (the handlers are the runner's code), SIGPIPE too (the runner
+    // ignores it; a tool gets the default), then nothing blocked.
+    let mut act = [0usize; 4];
+    for sig in 1..=64usize {
+        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+            continue;
+        }
+        if sys(libc::SYS_rt_sigaction, sig, 0, act.as_mut_ptr() as usize, 8) != 0 {
+            continue;
+        }
+        let handled = act[0] != libc::SIG_DFL && act[0] != libc::SIG_IGN;
+        if handled || sig == libc::SIGPIPE as usize {
+            let dfl = [libc::SIG_DFL, 0, 0, 0];
+            sys(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8);
+        }
+    }
+    let none: u64 = 0;
+    sys(
+        libc::SYS_rt_sigprocmask,
+        libc::SIG_SETMASK as usize,
+        &none as *const u64 as usize,
+        0,
+        8,
+    );
+    (s.pre)()
+}
+
+/// A started process: its pipes and its end. Dropped before it was reaped, it is killed (as tokio's
+/// `kill_on_drop`) and left to [`crate::reap::reap_orphans`].
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    status: Option<ExitStatus>,
+    pidfd: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Child {
+    /// The process id, until it has been reaped.
+    pub fn id(&self) -> Option<u32> {
+        self.status.is_none().then_some(self.pid as u32)
+    }
+
+    /// Reap it if it has ended.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        let mut st = 0;
+        // SAFETY: waitpid on our own child, without blocking.
+        match unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) } {
+            0 => Ok(None),
+            r if r == self.pid => {
+                let s = ExitStatus::from_raw(st);
+                self.status = Some(s);
+                self.pidfd = None;
+                Ok(Some(s))
+            }
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// Wait for its end and reap it. Cancel-safe: dropped before the end, nothing is lost.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(s) = self.try_wait()? {
+                return Ok(s);
+            }
+            if self.pidfd.is_none() {
+                // Woken when it ends (a pidfd is readable then), Linux 5.3+.
+                let fd = rustix::process::Pid::from_raw(self.pid)
+                    .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::NONBLOCK).ok());
+                // SAFETY: an OwnedFd, moved in: open, and the same descriptor, for the AsyncFd's whole life.
+                self.pidfd = fd.and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register(fd) }.ok());
+            }
+            match &self.pidfd {
+                Some(fd) => {
+                    let mut ready = fd.readable().await?;
+                    ready.clear_ready();
+                }
+                // Without pidfds: look again shortly.
+                None => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+            }
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.status.is_none() && !matches!(self.try_wait(), Ok(Some(_))) {
+            // SAFETY: our own child, not yet reaped, so the pid is still its.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            crate::reap::disown(self.pid as u32);
+        }
+    }
+}
