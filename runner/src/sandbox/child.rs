@@ -22,6 +22,8 @@ pub struct PidNs {
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
     pub ro_binds: Vec<ReadOnlyBind>,
+    /// A network namespace whose only way out is the runner's proxy (an enforced host list).
+    pub net: Option<super::netproxy::ChildNet>,
 }
 
 /// A path to bind-mount read-only over itself, with the flags of the mount it is on (a remount inside a user
@@ -112,7 +114,8 @@ unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
 unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
     let flags = libc::CLONE_NEWPID
         | if ns.user { libc::CLONE_NEWUSER } else { 0 }
-        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS };
+        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS }
+        | if ns.net.is_some() { libc::CLONE_NEWNET } else { 0 };
     if libc::unshare(flags) != 0 {
         return Err(err());
     }
@@ -141,6 +144,9 @@ unsafe fn enter_pid_ns(ns: &PidNs) -> io::Result<()> {
                 return Err(err());
             }
         }
+    }
+    if let Some(net) = &ns.net {
+        super::netproxy::listen_in_child(net)?;
     }
     let mut p = [0i32; 2];
     if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
