@@ -46,6 +46,15 @@ pub fn env() -> Vec<(String, String)> {
 /// Variables the tool must not get: an exemption would name hosts that have no route anyway.
 pub const UNSET: &[&str] = &["NO_PROXY", "no_proxy"];
 
+/// What `doctor` says of host lists, given whether calls get a PID namespace (and so a network namespace).
+pub fn doctor_line(proxy: bool) -> String {
+    if proxy {
+        format!("host names in \"net\": enforced: a call with a host list has no network but the runner's proxy (127.0.0.1:{PORT}, HTTPS_PROXY)")
+    } else {
+        "host names in \"net\": NOT enforced (no PID namespace): a host list allows its ports on any host".to_owned()
+    }
+}
+
 /// One entry of a `"net"` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allowed {
@@ -409,6 +418,8 @@ pub unsafe fn listen_in_child(n: &ChildNet) -> io::Result<()> {
     r
 }
 
+/// # Safety
+/// As [`listen_in_child`]: `l` a fresh TCP socket, `to` the child's end of the socketpair; stack memory only.
 unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
     let err = io::Error::last_os_error;
     let mut addr: libc::sockaddr_in = std::mem::zeroed();

@@ -490,7 +490,9 @@ fn doctor_reports_the_kernel() {
     let v = json(&o);
     let k = &v["sandbox"];
     assert!(k["landlock_abi"].is_number(), "{v}");
-    assert!(k["report"].as_array().is_some_and(|r| r.len() == 3), "{v}");
+    assert!(k["report"].as_array().is_some_and(|r| r.len() == 4), "{v}");
+    let proxy = animaworks_tool::sandbox::kernel::support().pid_namespace;
+    assert_eq!(k["hosts"], if proxy { "proxy" } else { "not_enforced" }, "{v}");
     let _ = Path::new("");
 }
 
@@ -769,4 +771,74 @@ echo "\"${{status%$'\r'}}\"""#
     drop(ask);
     runner.kill().unwrap();
     runner.wait().unwrap();
+}
+
+#[test]
+fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
+    use std::io::{BufRead, Write};
+    if !landlock() || !pid_namespace() {
+        return;
+    }
+    let w = World::sandboxed();
+    let (a, b) = (answering("A"), answering("B"));
+    // Only the host-list action: the worker's sandbox is the union of its actions' declarations.
+    let tool = proxied_tool(a, b)
+        .split("@action(sandbox={\"net\": True})")
+        .next()
+        .unwrap()
+        .to_owned()
+        + "if __name__ == \"__main__\":\n    run()\n";
+    w.tool(&w.personal(), "proxied.py", &tool);
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let mut runner = w
+        .cmd()
+        .args(["use-tool", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = runner.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"tool_name": "proxied", "action": "fetch", "args": {}})
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(v["status"], "ok", "{v}");
+        let r: Value = serde_json::from_str(v["result"].as_str().unwrap()).unwrap();
+        assert_eq!(r["urllib_a"], "hello-A\n", "{r}");
+        assert_eq!(r["urllib_b"], "http:403", "{r}");
+        assert!(
+            ["EACCES", "ENETUNREACH"].contains(&r["direct_a"].as_str().unwrap()),
+            "{r}"
+        );
+    }
+    drop(stdin);
+    runner.wait().unwrap();
+}
+
+#[test]
+fn without_a_pid_namespace_a_host_list_stays_a_port_list_and_says_so() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    w.settings(r#"{"sandbox": {"pid_namespace": false}}"#);
+    let (l, port) = listener();
+    w.tool(&w.common(), "net.sh", &declared_net_tool(port));
+    let o = w.run(&["call", "net", "fetch"]);
+    assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
+    assert!(eventually(5, || accepted(&l)));
+    let s = last_sandbox(&w);
+    assert_eq!(
+        (&s["hosts"], &s["net"]),
+        (&json!("not_enforced"), &json!([53, port])),
+        "{s}"
+    );
+    let v = json(&w.run(&["doctor", "--json"]));
+    assert_eq!(v["sandbox"]["hosts"], "not_enforced", "{v}");
 }
