@@ -656,7 +656,7 @@ fn plan_with(
     if !support.landlock_fs() {
         missing.push("Landlock (files)");
     }
-    if matches!(net, NetPlan::Ports(_)) && !support.landlock_tcp() {
+    if matches!(net, NetPlan::Ports(_)) && proxy_hosts.is_none() && !support.landlock_tcp() {
         missing.push("Landlock TCP rules (ABI 4)");
     }
     if net != NetPlan::All && !support.seccomp {
@@ -968,7 +968,11 @@ impl Plan {
                     "landlock_abi": s.landlock_abi,
                     "files": s.landlock_fs(),
                     "net": match &i.proxy_hosts { Some(h) => json!(h), None => i.net.to_json() },
-                    "tcp": match i.net { NetPlan::All => "open", NetPlan::Ports(_) if !s.landlock_tcp() => "unconfined", _ => "landlock" },
+                    "tcp": match i.net {
+                        NetPlan::All => "open",
+                        NetPlan::Ports(_) if !s.landlock_tcp() => if i.proxy_hosts.is_some() { "namespace" } else { "unconfined" },
+                        _ => "landlock",
+                    },
                     "hosts": match (&i.net, &i.proxy_hosts) { (_, Some(_)) => json!("proxy"), (NetPlan::Ports(_), None) => json!("not_enforced"), _ => Value::Null },
                     "seccomp": s.seccomp,
                     "signals": if s.landlock_signal_scope() { "landlock" } else if i.pid_ns { "pid_namespace" } else { "unconfined" },

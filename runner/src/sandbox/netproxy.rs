@@ -88,7 +88,9 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 fn normal_host(h: &str) -> Option<String> {
     let h = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(h);
     let h = h.strip_suffix('.').unwrap_or(h);
-    let ok = !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:*".contains(&b));
+    let ok = !h.is_empty()
+        && h.len() <= 253
+        && (h == "*" || h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b)));
     ok.then(|| h.to_ascii_lowercase())
 }
 
@@ -250,7 +252,7 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
         return Err(BAD);
     }
     if method.eq_ignore_ascii_case("CONNECT") {
-        let (host, port) = split_authority(target).ok_or(BAD)?;
+        let (host, port) = split_authority(target).filter(|(h, _)| h != "*").ok_or(BAD)?;
         return Ok(Ask::Tunnel { host, port });
     }
     let rest = target
@@ -274,6 +276,9 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
         Some(hp) => hp,
         None => (normal_host(authority).ok_or(BAD)?, 80),
     };
+    if host == "*" {
+        return Err(BAD);
+    }
     let mut out = format!("{method} {path} {version}\r\n");
     for h in lines {
         let name = h.split(':').next().unwrap_or("").trim();
@@ -310,7 +315,11 @@ async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
-        let n = c.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        let room = (MAX_HEAD + 4 - buf.len()).min(chunk.len());
+        if room == 0 {
+            return None;
+        }
+        let n = c.read(&mut chunk[..room]).await.ok().filter(|n| *n > 0)?;
         let from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
         if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
@@ -318,9 +327,6 @@ async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
             let rest = buf.split_off(end + 4);
             buf.truncate(end);
             return Some((buf, rest));
-        }
-        if buf.len() > MAX_HEAD {
-            return None;
         }
     }
 }
@@ -507,6 +513,8 @@ mod tests {
         assert!(parse(b"GET /relative HTTP/1.1").is_err());
         assert!(parse(b"GET http://u@h.test/ HTTP/1.1").is_err());
         assert!(parse(b"CONNECT h.test HTTP/1.1").is_err());
+        assert!(parse(b"CONNECT *:443 HTTP/1.1").is_err());
+        assert!(parse(b"CONNECT a*b:443 HTTP/1.1").is_err());
     }
 
     /// The listener a child would send, made here in the runner's own namespace: targets are held to the list,
