@@ -5,6 +5,8 @@
 //!    relays the tool's exit; `G` is process 1 of the new namespace and reaps; `T` becomes the tool. When `T`
 //!    exits, `G` exits and the kernel kills everything left in the namespace — `setsid` daemons included.
 //!    `C` and `G` close every descriptor, so the tool's pipes reach end of file when the tool's side closes.
+//!    With an enforced host list the same `unshare` makes a network namespace, and `C` hands the runner the
+//!    proxy's listener made in it ([`super::netproxy::listen_in_child`]) before the forks.
 //! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off
 //!    (so a tool of a runner started as root runs without privileges).
 //! 3. `no_new_privs`, so no set-uid program gives them back.

@@ -5,7 +5,8 @@
 //!    settings (`<data dir>/animaworks-tool.json` `"sandbox"`) and the anima's grants (`permissions.json`
 //!    `"sandbox"`) to a [`Plan`] — or a refusal, before anything starts, naming the key to add.
 //! 2. [`Plan::confine`], in the spawn path once the program is known: the Landlock ruleset (an fd), the
-//!    seccomp program and the namespace setup, so that the child ([`child::enter`]) only makes system calls.
+//!    seccomp program and the namespace setup (with an enforced host list, the proxy's socketpair and task,
+//!    [`netproxy`]), so that the child ([`child::enter`]) only makes system calls.
 //!
 //! The runner's own state is cut out of every grant ([`rules::Protected`]): `config.json`, `vault.json`,
 //! `vault.key`, `shared/credentials.json`, the schema cache, spilled outputs, other animas' folders (never
@@ -345,6 +346,10 @@ pub fn validate(d: &Declared) -> Vec<String> {
         for e in list {
             if let Err(m) = parse_host_port(e) {
                 out.push(format!("sandbox.net: {m}"));
+            } else if netproxy::Allowed::parse(e).is_none() {
+                out.push(format!(
+                    "sandbox.net: {e:?}: the host is not a DNS name, an IP address or \"*\""
+                ));
             }
         }
     }
@@ -1116,11 +1121,11 @@ mod tests {
     fn declarations_are_checked() {
         let d: Declared = serde_json::from_value(json!({
             "read": ["$ANIMA_DIR/notes", "/usr/share/dict", "relative", "$NOPE/x", "$TMP/../etc"],
-            "net": ["api.example.com:443", "nohost", "x:0", "*:80"]
+            "net": ["api.example.com:443", "nohost", "x:0", "*:80", "a b:80"]
         }))
         .unwrap();
         let p = validate(&d);
-        assert_eq!(p.len(), 5, "{p:?}");
+        assert_eq!(p.len(), 6, "{p:?}");
         assert!(p[0].contains("relative"));
         assert!(p[1].contains("$NOPE"));
     }
