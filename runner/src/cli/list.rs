@@ -112,7 +112,8 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         Ok(s) => (Some(s), None),
         Err(e) => (None, Some(e)),
     };
-    let proxy = k.pid_namespace && settings.as_ref().is_none_or(|s| s.pid_namespace);
+    let proxy =
+        k.pid_namespace && settings.as_ref().is_none_or(|s| s.pid_namespace) && crate::sandbox::netproxy::available();
     let mut report = kernel::report(&k);
     report.push(crate::sandbox::netproxy::doctor_line(proxy));
     let v = json!({

@@ -651,7 +651,7 @@ fn plan_with(
     }
     // Why only with the PID namespace: the network namespace is made in the same step (and needs the same
     // privilege); without it a host list stays a port list.
-    let proxy_hosts = (pid_ns && matches!(net, NetPlan::Ports(_))).then(|| {
+    let proxy_hosts = (pid_ns && matches!(net, NetPlan::Ports(_)) && netproxy::available()).then(|| {
         hosts.sort();
         hosts.dedup();
         hosts

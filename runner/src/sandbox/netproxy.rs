@@ -46,6 +46,12 @@ pub fn env() -> Vec<(String, String)> {
 /// Variables the tool must not get: an exemption would name hosts that have no route anyway.
 pub const UNSET: &[&str] = &["NO_PROXY", "no_proxy"];
 
+/// This kernel has network namespaces (asked once; a kernel built without them would fail every such call).
+pub fn available() -> bool {
+    static A: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *A.get_or_init(|| std::fs::symlink_metadata("/proc/self/ns/net").is_ok())
+}
+
 /// What `doctor` says of host lists, given whether calls get a PID namespace (and so a network namespace).
 pub fn doctor_line(proxy: bool) -> String {
     if proxy {
