@@ -768,7 +768,6 @@ echo "\"${{status%$'\r'}}\"""#
         "the runner still holds {} sockets, {before} before the proxied call",
         sockets_of(pid)
     );
-    drop(ask);
     runner.kill().unwrap();
     runner.wait().unwrap();
 }
