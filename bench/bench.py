@@ -485,26 +485,40 @@ def bench_sandbox(runs: int, timer: str) -> None:
     """Issue 13 §4: the same tiny compiled personal tool called unconfined, sandboxed (Landlock, seccomp,
     capabilities dropped, PID and mount namespaces), and sandboxed without the namespaces, side by side."""
     spec = {"protocol": 1, "actions": [{"name": "go", "profile": {"sandbox": {"read": ["$ANIMA_DIR"]}}}]}
+    # The same tool declaring a host list: with namespaces, a network namespace and the runner's proxy too.
+    hosts = {"protocol": 1, "actions": [{"name": "go", "profile": {"sandbox": {"read": ["$ANIMA_DIR"], "net": ["example.com:443"]}}}]}
     worlds = {
-        "unconfined": {"sandbox": {"personal": "off"}},
-        "sandboxed": {},
-        "sandboxed, no namespaces": {"sandbox": {"pid_namespace": False}},
+        "unconfined": ({"sandbox": {"personal": "off"}}, spec),
+        "sandboxed": ({}, spec),
+        "sandboxed, no namespaces": ({"sandbox": {"pid_namespace": False}}, spec),
+        "sandboxed, host list": ({}, hosts),
     }
     cases = []
-    for label, settings in worlds.items():
+    for label, (settings, schemas) in worlds.items():
         w = World(new_root("sandbox"))
         (w.data / "animaworks-tool.json").write_text(json.dumps(settings))
-        build_tiny(w.personal / "tiny", spec)
+        (w.anima / "permissions.json").write_text(json.dumps({"sandbox": {"net": ["tiny"]}}))
+        build_tiny(w.personal / "tiny", schemas)
         r = awt(w, "call", "tiny", "go", "--json", "{}")
         assert r.returncode == 0, r
         audit = json.loads((w.anima / "state" / "tool_audit.jsonl").read_text().splitlines()[-1])
         log(f"{label}: audit sandbox {audit.get('sandbox')}")
         cases.append(Case(label, [str(AWT), "call", "tiny", "go", "--json", "{}"], w.env()))
+        if BASELINE and label in ("sandboxed", "sandboxed, host list"):
+            cases.append(Case(f"baseline {label}", [BASELINE, "call", "tiny", "go", "--json", "{}"], w.env()))
     m = time_cases(cases, runs, 20, timer)
-    for label in ("sandboxed", "sandboxed, no namespaces"):
+    for label in ("sandboxed", "sandboxed, no namespaces", "sandboxed, host list"):
         d = m[label] - m["unconfined"]
         record("13§4", f"a call {label} (tiny compiled personal tool)", f"{m[label]:.2f} ms",
                f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms", "<= +1 ms", d <= 1.0)
+    d = m["sandboxed, host list"] - m["sandboxed"]
+    record("13§2", "a host list enforced (network namespace, proxy) over the same call sandboxed",
+           f"{m['sandboxed, host list']:.2f} ms", f"{m['sandboxed']:.2f} ms sandboxed", f"{d:+.2f} ms", "reported", None)
+    if BASELINE:
+        for label in ("sandboxed", "sandboxed, host list"):
+            b = m[f"baseline {label}"]
+            record("13§2", f"{label}, the baseline build (BENCH_BASELINE), same loop", f"{b:.2f} ms",
+                   f"this build {m[label]:.2f} ms", f"{m[label] - b:+.2f} ms", "reported", None)
 
 
 def build_tiny(dest: Path, schemas: dict) -> None:

@@ -17,6 +17,7 @@ impl PreparedCall<'_> {
     pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
         self.audit.running = true;
         let out = self.execute(obs, cancel).await;
+        note_proxy(&self.sandbox, &mut self.attempt);
         let out = out.and_then(|v| {
             let v = self.masker.mask_value(&v);
             crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
@@ -123,6 +124,7 @@ impl PreparedCli<'_> {
                 stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
                 _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
             });
+        note_proxy(&self.sandbox, &mut self.attempt);
         let out = out.map_err(|e| mask_error(e, &self.masker));
         audit::outcome(
             self.runner,
@@ -157,6 +159,7 @@ impl PreparedCli<'_> {
             Err(e) => Err(e),
         };
         masking.finish();
+        note_proxy(&self.sandbox, &mut self.attempt);
         settle(self.runner, &mut self.audit, &self.attempt, &self.masker, out)
     }
 
@@ -226,6 +229,13 @@ impl Drop for PreparedCall<'_> {
 impl Drop for PreparedCli<'_> {
     fn drop(&mut self) {
         audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
+    }
+}
+
+/// What the sandbox proxy of an enforced host list relayed and refused, into the audit line's `sandbox`.
+fn note_proxy(plan: &crate::sandbox::Plan, attempt: &mut audit::Attempt) {
+    if let (Some(log), Some(s)) = (plan.proxy_log(), attempt.sandbox.as_mut()) {
+        s["proxy"] = log;
     }
 }
 

@@ -112,13 +112,18 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         Ok(s) => (Some(s), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    let proxy =
+        k.pid_namespace && settings.as_ref().is_none_or(|s| s.pid_namespace) && crate::sandbox::netproxy::available();
+    let mut report = kernel::report(&k);
+    report.push(crate::sandbox::netproxy::doctor_line(proxy));
     let v = json!({
         "landlock_abi": k.landlock_abi,
         "seccomp": k.seccomp,
         "pid_namespace": k.pid_namespace,
         "needs_user_namespace": k.needs_user_namespace,
+        "hosts": if proxy { "proxy" } else { "not_enforced" },
         "settings": settings,
-        "report": kernel::report(&k),
+        "report": report,
     });
     (v, err)
 }

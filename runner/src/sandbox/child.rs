@@ -10,6 +10,8 @@
 //!    and their teardown, for two processes that never use that memory). So from
 //!    the first clone on, `C`, `G` and `T` make raw system calls only ([`crate::sys`]: libc's wrappers would
 //!    write one shared `errno`), and `T` tells `G`, and `G` tells `C`, whether it reached its exec.
+//!    With an enforced host list the same `unshare` makes a network namespace, and `C` hands the runner the
+//!    proxy's listener made in it ([`super::netproxy::listen_in_child`]) before the clones.
 //! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off
 //!    (so a tool of a runner started as root runs without privileges).
 //! 3. `no_new_privs`, so no set-uid program gives them back.
@@ -31,6 +33,8 @@ pub struct PidNs {
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
     pub ro_binds: Vec<ReadOnlyBind>,
+    /// A network namespace whose only way out is the runner's proxy (an enforced host list).
+    pub net: Option<super::netproxy::ChildNet>,
 }
 
 /// A path to bind-mount read-only over itself, with the flags of the mount it is on (a remount inside a user
@@ -176,7 +180,8 @@ unsafe fn new_stack() -> io::Result<*mut libc::c_void> {
 unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec) -> io::Result<()> {
     let flags = libc::CLONE_NEWPID
         | if ns.user { libc::CLONE_NEWUSER } else { 0 }
-        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS };
+        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS }
+        | if ns.net.is_some() { libc::CLONE_NEWNET } else { 0 };
     if libc::unshare(flags) != 0 {
         return Err(err());
     }
@@ -205,6 +210,9 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec) -> io::Result<()> {
                 return Err(err());
             }
         }
+    }
+    if let Some(net) = &ns.net {
+        super::netproxy::listen_in_child(net)?;
     }
     let mut p = [0i32; 2];
     if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {

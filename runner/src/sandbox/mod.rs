@@ -5,7 +5,8 @@
 //!    settings (`<data dir>/animaworks-tool.json` `"sandbox"`) and the anima's grants (`permissions.json`
 //!    `"sandbox"`) to a [`Plan`] — or a refusal, before anything starts, naming the key to add.
 //! 2. [`Plan::confine`], in the spawn path once the program is known: the Landlock ruleset (an fd), the
-//!    seccomp program and the namespace setup, so that the child ([`child::enter_and_exec`]) only makes system calls.
+//!    seccomp program and the namespace setup (with an enforced host list, the proxy's socketpair and task,
+//!    [`netproxy`]), so that the child ([`child::enter_and_exec`]) only makes system calls.
 //!
 //! The runner's own state is cut out of every grant ([`rules::Protected`]): `config.json`, `vault.json`,
 //! `vault.key`, `shared/credentials.json`, the schema cache, spilled outputs, other animas' folders (never
@@ -15,6 +16,7 @@
 pub mod child;
 pub mod kernel;
 mod landlock;
+pub mod netproxy;
 pub mod rules;
 mod seccomp;
 
@@ -166,12 +168,17 @@ pub enum NetGrant {
     Tools(Vec<String>),
 }
 
-/// `env` with a plan's variables ([`Plan::env`]) set over it.
+/// `env` with a plan's variables ([`Plan::env`]) set over it, and those it must not have removed.
 pub fn with_env(env: &[(OsString, OsString)], plan: Option<&Plan>) -> Vec<(OsString, OsString)> {
     let extra = plan.map(Plan::env).unwrap_or_default();
+    let unset: &[&str] = if plan.is_some_and(Plan::proxied) {
+        netproxy::UNSET
+    } else {
+        &[]
+    };
     let mut out: Vec<(OsString, OsString)> = env
         .iter()
-        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k) && !unset.iter().any(|u| k == u))
         .cloned()
         .collect();
     out.extend(extra);
@@ -258,6 +265,8 @@ pub struct Plan {
     /// Why a confinement is partial or missing; printed on every call and written in the audit line.
     pub warnings: Vec<String>,
     declared: bool,
+    /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
+    proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
 }
 
 #[derive(Debug)]
@@ -273,6 +282,9 @@ struct Inner {
     tmp: tempfile::TempDir,
     support: kernel::Support,
     pid_ns: bool,
+    /// The host list is enforced: the process gets a network namespace and reaches only the runner's proxy,
+    /// which holds each connection to these entries (README "Sandbox").
+    proxy_hosts: Option<Vec<String>>,
     tool: PathBuf,
     cache: PathBuf,
     home: Option<PathBuf>,
@@ -358,6 +370,10 @@ pub fn validate(d: &Declared) -> Vec<String> {
         for e in list {
             if let Err(m) = parse_host_port(e) {
                 out.push(format!("sandbox.net: {m}"));
+            } else if netproxy::Allowed::parse(e).is_none() {
+                out.push(format!(
+                    "sandbox.net: {e:?}: the host is not a DNS name, an IP address or \"*\""
+                ));
             }
         }
     }
@@ -475,6 +491,7 @@ fn plan_with(
             inner: None,
             warnings: Vec::new(),
             declared,
+            proxy: Default::default(),
         });
     }
     let tmp = tempfile::Builder::new()
@@ -552,6 +569,7 @@ fn plan_with(
     let mut write = Vec::new();
     let mut exec = Vec::new();
     let mut net = NetPlan::None;
+    let mut hosts: Vec<String> = Vec::new();
     let mut warnings = Vec::new();
     if matches!(needs, Needs::Probe) {
         read.extend(grant_read.iter().cloned());
@@ -655,14 +673,24 @@ fn plan_with(
                 tool,
             ));
         }
+        if let Net::Only(list) = &d.net {
+            hosts.extend(list.iter().cloned());
+        }
         net = net.union(want);
     }
+    // Why only with the PID namespace: the network namespace is made in the same step (and needs the same
+    // privilege); without it a host list stays a port list.
+    let proxy_hosts = (pid_ns && matches!(net, NetPlan::Ports(_)) && netproxy::available()).then(|| {
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    });
 
     let mut missing = Vec::new();
     if !support.landlock_fs() {
         missing.push("Landlock (files)");
     }
-    if matches!(net, NetPlan::Ports(_)) && !support.landlock_tcp() {
+    if matches!(net, NetPlan::Ports(_)) && proxy_hosts.is_none() && !support.landlock_tcp() {
         missing.push("Landlock TCP rules (ABI 4)");
     }
     if net != NetPlan::All && !support.seccomp {
@@ -693,6 +721,7 @@ fn plan_with(
             tmp,
             support,
             pid_ns,
+            proxy_hosts,
             tool: tool_real,
             cache: dirs.cache.clone(),
             home,
@@ -701,6 +730,7 @@ fn plan_with(
         }),
         warnings,
         declared,
+        proxy: Default::default(),
     })
 }
 
@@ -960,12 +990,25 @@ impl Plan {
         self.inner.as_ref().map(|i| i.tmp.path())
     }
 
-    /// Variables the tool's environment gets on top of the policy's: `TMPDIR` (its private temp dir), and
-    /// `RES_OPTIONS=use-vc` with a port list (names resolve over TCP, UDP being refused).
+    /// Does the process reach the network only through the runner's proxy (a host list, enforced)?
+    pub fn proxied(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.proxy_hosts.is_some())
+    }
+
+    /// What the proxy did so far (relayed, refused), for the audit line; `None` without a proxy.
+    pub fn proxy_log(&self) -> Option<Value> {
+        self.proxy.lock().ok()?.as_ref().map(netproxy::Proxy::log)
+    }
+
+    /// Variables the tool's environment gets on top of the policy's: `TMPDIR` (its private temp dir); with an
+    /// enforced host list the proxy's address (`HTTPS_PROXY` and the others, [`netproxy::env`]); with a port list
+    /// `RES_OPTIONS=use-vc` (names resolve over TCP, UDP being refused).
     pub fn env(&self) -> Vec<(OsString, OsString)> {
         let Some(i) = &self.inner else { return Vec::new() };
         let mut v = vec![("TMPDIR".into(), i.tmp.path().as_os_str().to_owned())];
-        if matches!(i.net, NetPlan::Ports(_)) {
+        if i.proxy_hosts.is_some() {
+            v.extend(netproxy::env().into_iter().map(|(k, x)| (k.into(), x.into())));
+        } else if matches!(i.net, NetPlan::Ports(_)) {
             v.push(("RES_OPTIONS".into(), "use-vc".into()));
         }
         v
@@ -982,8 +1025,13 @@ impl Plan {
                     "declared": self.declared,
                     "landlock_abi": s.landlock_abi,
                     "files": s.landlock_fs(),
-                    "net": i.net.to_json(),
-                    "tcp": match i.net { NetPlan::All => "open", NetPlan::Ports(_) if !s.landlock_tcp() => "unconfined", _ => "landlock" },
+                    "net": match &i.proxy_hosts { Some(h) => json!(h), None => i.net.to_json() },
+                    "tcp": match i.net {
+                        NetPlan::All => "open",
+                        NetPlan::Ports(_) if !s.landlock_tcp() => if i.proxy_hosts.is_some() { "namespace" } else { "unconfined" },
+                        _ => "landlock",
+                    },
+                    "hosts": match (&i.net, &i.proxy_hosts) { (_, Some(_)) => json!("proxy"), (NetPlan::Ports(_), None) => json!("not_enforced"), _ => Value::Null },
                     "seccomp": s.seccomp,
                     "signals": if s.landlock_signal_scope() { "landlock" } else if i.pid_ns { "pid_namespace" } else { "unconfined" },
                     "pid_namespace": i.pid_ns,
@@ -1004,6 +1052,15 @@ impl Plan {
             None
         };
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
+        let net = match &i.proxy_hosts {
+            Some(h) => {
+                let (proxy, child_net) =
+                    netproxy::start(h.iter().filter_map(|e| netproxy::Allowed::parse(e)).collect())?;
+                *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
+                Some(child_net)
+            }
+            None => None,
+        };
         let pid_ns = i.pid_ns.then(|| {
             let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             child::PidNs {
@@ -1011,6 +1068,7 @@ impl Plan {
                 uid_map: format!("{u} {u} 1").into_bytes(),
                 gid_map: format!("{g} {g} 1").into_bytes(),
                 ro_binds: i.ro_binds.iter().filter_map(|p| child::ReadOnlyBind::new(p)).collect(),
+                net,
             }
         });
         Ok(Some(child::Confined {
@@ -1080,7 +1138,10 @@ impl Plan {
             rules::grant(&mut b, p, WRITE, &i.protected_write)?;
         }
         if tcp {
-            if let NetPlan::Ports(ports) = &i.net {
+            if i.proxy_hosts.is_some() {
+                // The declared ports have no route in the tool's namespace; the proxy is all it may reach.
+                b.allow_connect(netproxy::PORT)?;
+            } else if let NetPlan::Ports(ports) = &i.net {
                 for port in ports {
                     b.allow_connect(*port)?;
                 }
@@ -1108,11 +1169,11 @@ mod tests {
     fn declarations_are_checked() {
         let d: Declared = serde_json::from_value(json!({
             "read": ["$ANIMA_DIR/notes", "/usr/share/dict", "relative", "$NOPE/x", "$TMP/../etc"],
-            "net": ["api.example.com:443", "nohost", "x:0", "*:80"]
+            "net": ["api.example.com:443", "nohost", "x:0", "*:80", "a b:80"]
         }))
         .unwrap();
         let p = validate(&d);
-        assert_eq!(p.len(), 5, "{p:?}");
+        assert_eq!(p.len(), 6, "{p:?}");
         assert!(p[0].contains("relative"));
         assert!(p[1].contains("$NOPE"));
     }

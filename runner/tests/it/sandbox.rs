@@ -383,7 +383,14 @@ fn declared_net_tool(port: u16) -> String {
         {"name": "fetch", "profile": {"sandbox": {"net": [format!("127.0.0.1:{port}")]}}},
         {"name": "other", "profile": {"sandbox": {"net": [format!("127.0.0.1:{}", port.wrapping_add(1).max(1))]}}}
     ]});
-    let body = format!(r#"exec 3<>/dev/tcp/127.0.0.1/{port} 2>/dev/null && echo '"connected"' || echo '"refused"'"#);
+    // With a PID namespace the host list is enforced: the way out is the proxy the environment names.
+    let body = format!(
+        r#"if [ -n "$HTTPS_PROXY" ]; then
+  exec 3<>/dev/tcp/127.0.0.1/${{HTTPS_PROXY##*:}} && printf 'CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n' >&3 && read -r status <&3 && [[ $status == *" 200 "* ]] && echo '"connected"' || echo '"refused"'
+else
+  exec 3<>/dev/tcp/127.0.0.1/{port} 2>/dev/null && echo '"connected"' || echo '"refused"'
+fi"#
+    );
     format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\nreq=$(cat)\n{body}\n")
 }
 
@@ -483,6 +490,354 @@ fn doctor_reports_the_kernel() {
     let v = json(&o);
     let k = &v["sandbox"];
     assert!(k["landlock_abi"].is_number(), "{v}");
-    assert!(k["report"].as_array().is_some_and(|r| r.len() == 3), "{v}");
+    assert!(k["report"].as_array().is_some_and(|r| r.len() == 4), "{v}");
+    let proxy = animaworks_tool::sandbox::kernel::support().pid_namespace;
+    assert_eq!(k["hosts"], if proxy { "proxy" } else { "not_enforced" }, "{v}");
     let _ = Path::new("");
+}
+
+/// A server on 127.0.0.1 in the host's namespace: answers every connection with an HTTP response naming it.
+fn answering(name: &'static str) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut c = c;
+                let body = format!("hello-{name}\n");
+                let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                let _ = std::io::copy(&mut c, &mut std::io::sink());
+            });
+        }
+    });
+    port
+}
+
+/// A tool that declares `"net": ["localhost:A"]` (and, as other actions, `true` and `false`), and reports what
+/// each way out gives: the status line or body, or the errno name.
+fn proxied_tool(a: u16, b: u16) -> String {
+    format!(
+        r#"
+import errno, os, socket, urllib.error, urllib.request
+from animaworks_tool_sdk import action, run
+
+A, B = {a}, {b}
+
+def attempt(fn):
+    try:
+        return fn()
+    except urllib.error.HTTPError as e:
+        return "http:%d" % e.code
+    except urllib.error.URLError as e:
+        return "url:%s" % e.reason
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+
+def tunnel(target):
+    port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    text = data.decode(errors="replace")
+    return text.split("\r\n", 1)[0] + " | " + text.rsplit("\r\n", 1)[-1].strip()
+
+def nameserver():
+    for line in open("/etc/resolv.conf"):
+        if line.startswith("nameserver"):
+            return line.split()[1]
+    return "127.0.0.53"
+
+def direct(port):
+    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    return "ok"
+
+def udp():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", A))
+    return "ok"
+
+def env():
+    return {{k: os.environ.get(k) for k in ("HTTPS_PROXY", "http_proxy", "ALL_PROXY", "NO_PROXY", "no_proxy", "RES_OPTIONS")}}
+
+@action(sandbox={{"net": ["localhost:%d" % A]}})
+def fetch() -> dict:
+    """Every way out."""
+    return {{
+        "env": env(),
+        "tunnel_a": attempt(lambda: tunnel("LocalHost:%d" % A)),
+        "tunnel_b": attempt(lambda: tunnel("localhost:%d" % B)),
+        "tunnel_ip_b": attempt(lambda: tunnel("127.0.0.1:%d" % B)),
+        "tunnel_ip_a": attempt(lambda: tunnel("127.0.0.1:%d" % A)),
+        "urllib_a": attempt(lambda: urllib.request.urlopen("http://localhost:%d/x" % A, timeout=60).read().decode()),
+        "urllib_b": attempt(lambda: urllib.request.urlopen("http://localhost:%d/x" % B, timeout=60).read().decode()),
+        "direct_a": attempt(lambda: direct(A)),
+        "udp": attempt(udp),
+        "dns_tcp": attempt(lambda: socket.create_connection((nameserver(), 53), timeout=10).close() or "ok"),
+    }}
+
+@action(sandbox={{"net": True}})
+def open_net() -> dict:
+    """All the network."""
+    return {{"env": env(), "direct_a": attempt(lambda: direct(A))}}
+
+@action(sandbox={{"net": False}})
+def closed() -> dict:
+    """No network."""
+    return {{"env": env(), "direct_a": attempt(lambda: direct(A))}}
+
+if __name__ == "__main__":
+    run()
+"#
+    )
+}
+
+fn pid_namespace() -> bool {
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (README \"Sandbox\")");
+        return false;
+    }
+    true
+}
+
+/// The `sandbox` of the last audit line.
+fn last_sandbox(w: &World) -> Value {
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    line["sandbox"].clone()
+}
+
+#[test]
+fn a_host_list_reaches_only_its_hosts_through_the_proxy() {
+    if !landlock() || !pid_namespace() {
+        return;
+    }
+    let w = World::sandboxed();
+    let (a, b) = (answering("A"), answering("B"));
+    w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let o = w
+        .cmd()
+        .env("NO_PROXY", "localhost")
+        .args(["call", "proxied", "fetch"])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    assert!(r.get("error").is_none(), "the call failed: {r}\n{}", stderr(&o));
+    let proxy = format!("http://127.0.0.1:{}", animaworks_tool::sandbox::netproxy::PORT);
+    assert_eq!(r["env"]["HTTPS_PROXY"], proxy, "{r}");
+    assert_eq!(r["env"]["http_proxy"], proxy, "{r}");
+    assert_eq!(r["env"]["ALL_PROXY"], proxy, "{r}");
+    for unset in ["NO_PROXY", "no_proxy", "RES_OPTIONS"] {
+        assert!(r["env"][unset].is_null(), "{unset}: {r}");
+    }
+    // Through the proxy: the declared host and port, any case; nothing else, not even the same port by address.
+    assert_eq!(r["tunnel_a"], "HTTP/1.1 200 Connection established | hello-A", "{r}");
+    assert_eq!(r["urllib_a"], "hello-A\n", "{r}");
+    for refused in ["tunnel_b", "tunnel_ip_b", "tunnel_ip_a"] {
+        assert!(
+            r[refused].as_str().unwrap().starts_with("HTTP/1.1 403"),
+            "{refused}: {r}"
+        );
+    }
+    assert_eq!(r["urllib_b"], "http:403", "{r}");
+    // Around it: nothing (no route, Landlock, seccomp), and no DNS server either.
+    for refused in ["direct_a", "udp", "dns_tcp"] {
+        let e = r[refused].as_str().unwrap();
+        assert!(
+            ["EACCES", "EPERM", "ENETUNREACH", "ECONNREFUSED"].contains(&e),
+            "{refused} must fail: {r}"
+        );
+    }
+    assert!(
+        stderr(&o).contains(&format!("refused localhost:{b}")),
+        "a refusal is noted on stderr: {}",
+        stderr(&o)
+    );
+    let s = &last_sandbox(&w);
+    assert_eq!(s["hosts"], "proxy", "{s}");
+    assert_eq!(s["net"], json!([format!("localhost:{a}")]), "{s}");
+    assert_eq!(s["proxy"]["relayed"], 2, "{s}");
+    let noted = s["proxy"]["refused_targets"].as_array().unwrap();
+    for t in [
+        format!("localhost:{b}"),
+        format!("127.0.0.1:{b}"),
+        format!("127.0.0.1:{a}"),
+    ] {
+        assert!(noted.contains(&json!(t)), "{t} in {s}");
+    }
+}
+
+#[test]
+fn net_true_and_false_are_as_without_the_proxy() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let (a, b) = (answering("A"), answering("B"));
+    w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let r = json(&w.run(&["call", "proxied", "open_net"]));
+    assert_eq!(r["direct_a"], "ok", "{r}");
+    assert!(r["env"]["HTTPS_PROXY"].is_null(), "{r}");
+    let s = &last_sandbox(&w);
+    assert_eq!(
+        (&s["net"], &s["hosts"], &s["tcp"]),
+        (&json!(true), &Value::Null, &json!("open")),
+        "{s}"
+    );
+    assert!(s.get("proxy").is_none(), "{s}");
+    let r = json(&w.run(&["call", "proxied", "closed"]));
+    assert!(["EACCES", "EPERM"].contains(&r["direct_a"].as_str().unwrap()), "{r}");
+    assert!(r["env"]["HTTPS_PROXY"].is_null(), "{r}");
+    let s = &last_sandbox(&w);
+    assert_eq!((&s["net"], &s["hosts"]), (&json!(false), &Value::Null), "{s}");
+}
+
+fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_proxy_listener_is_closed_when_the_call_ends() {
+    use std::io::{BufRead, Write};
+    if !landlock() || !pid_namespace() {
+        return;
+    }
+    let w = World::sandboxed();
+    let a = answering("A");
+    // A one-shot tool (a persistent worker's proxy lives as long as the worker).
+    let schemas = json!({"protocol": 1, "actions": [
+        {"name": "go", "profile": {"sandbox": {"net": [format!("localhost:{a}")]}}},
+        {"name": "closed", "profile": {"sandbox": {"net": false}}}
+    ]});
+    let body = format!(
+        r#"case "$req" in *closed*) echo '"closed"'; exit 0;; esac
+exec 3<>/dev/tcp/127.0.0.1/${{HTTPS_PROXY##*:}} || exit 1
+printf 'CONNECT localhost:{a} HTTP/1.1\r\n\r\n' >&3
+read -r status <&3
+echo "\"${{status%$'\r'}}\"""#
+    );
+    w.tool(&w.personal(), "tunnel.sh", &bash_tool(&schemas.to_string(), &body));
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["tunnel"]}}"#).unwrap();
+    // A long-lived runner: one call without the proxy first (whatever the runner opens once is open then).
+    let mut runner = w
+        .cmd()
+        .args(["use-tool", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = runner.id();
+    let mut stdin = runner.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    let mut ask = |action: &str| {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"tool_name": "tunnel", "action": action, "args": {}})
+        )
+        .unwrap();
+        let line = answers.next().unwrap().unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["status"], "ok", "{v}");
+        v
+    };
+    ask("closed");
+    let before = sockets_of(pid);
+    let v = ask("go");
+    assert!(
+        v["result"].as_str().unwrap().contains("200 Connection established"),
+        "{v}"
+    );
+    assert!(
+        eventually(10, || sockets_of(pid) == before),
+        "the runner still holds {} sockets, {before} before the proxied call",
+        sockets_of(pid)
+    );
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+}
+
+#[test]
+fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
+    use std::io::{BufRead, Write};
+    if !landlock() || !pid_namespace() {
+        return;
+    }
+    let w = World::sandboxed();
+    let (a, b) = (answering("A"), answering("B"));
+    // Only the host-list action: the worker's sandbox is the union of its actions' declarations.
+    let tool = proxied_tool(a, b)
+        .split("@action(sandbox={\"net\": True})")
+        .next()
+        .unwrap()
+        .to_owned()
+        + "if __name__ == \"__main__\":\n    run()\n";
+    w.tool(&w.personal(), "proxied.py", &tool);
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let mut runner = w
+        .cmd()
+        .args(["use-tool", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = runner.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"tool_name": "proxied", "action": "fetch", "args": {}})
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(v["status"], "ok", "{v}");
+        let r: Value = serde_json::from_str(v["result"].as_str().unwrap()).unwrap();
+        assert_eq!(r["urllib_a"], "hello-A\n", "{r}");
+        assert_eq!(r["urllib_b"], "http:403", "{r}");
+        assert!(
+            ["EACCES", "ENETUNREACH"].contains(&r["direct_a"].as_str().unwrap()),
+            "{r}"
+        );
+    }
+    drop(stdin);
+    runner.wait().unwrap();
+}
+
+#[test]
+fn without_a_pid_namespace_a_host_list_stays_a_port_list_and_says_so() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    w.settings(r#"{"sandbox": {"pid_namespace": false}}"#);
+    let (l, port) = listener();
+    w.tool(&w.common(), "net.sh", &declared_net_tool(port));
+    let o = w.run(&["call", "net", "fetch"]);
+    assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
+    assert!(eventually(5, || accepted(&l)));
+    let s = last_sandbox(&w);
+    assert_eq!(
+        (&s["hosts"], &s["net"]),
+        (&json!("not_enforced"), &json!([53, port])),
+        "{s}"
+    );
+    let v = json(&w.run(&["doctor", "--json"]));
+    assert_eq!(v["sandbox"]["hosts"], "not_enforced", "{v}");
 }
