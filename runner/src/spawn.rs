@@ -171,7 +171,9 @@ fn program_and_args(
         which::which_in(&interp, Some(path_var), here).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
     let mut argv: Vec<OsString> = Vec::with_capacity(mode_args.len() + 2);
     if file.launch == Launch::Python {
-        argv.push(crate::pyshim::shim_path(&dirs.cache)?.into_os_string());
+        let shim = crate::pyshim::shim_path(&dirs.cache)?;
+        crate::pyshim::compile_in_background(&shim, &program, env);
+        argv.push(shim.into_os_string());
     }
     argv.push(file.path.clone().into_os_string());
     argv.extend(mode_args);
