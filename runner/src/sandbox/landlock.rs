@@ -3,10 +3,8 @@
 //! no longer report it; here the runner chooses exactly what to handle from the ABI it probed, before the fork,
 //! so what the audit line says is what the kernel enforces.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 pub const EXECUTE: u64 = 1 << 0;
@@ -124,14 +122,9 @@ impl Builder {
     /// opened without following any symbolic link, so a link swapped in since it was resolved is refused.
     pub fn allow_path(&mut self, path: &Path, access: u64) -> io::Result<()> {
         let fd = open_path(path)?;
-        // SAFETY: stat is plain data; all zeroes is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat into a zeroed struct.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let st = rustix::fs::fstat(&fd)?;
         let mut access = access & self.fs;
-        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
             access &= FILE_RIGHTS;
         }
         if access == 0 {
@@ -187,39 +180,14 @@ impl Builder {
 /// `O_PATH` without following symbolic links anywhere in the path (openat2 `RESOLVE_NO_SYMLINKS`; before
 /// Linux 5.6, the last component only).
 fn open_path(path: &Path) -> io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
+    match super::rules::open_no_symlinks(path) {
+        Err(rustix::io::Errno::NOSYS) => {
+            use rustix::fs::OFlags;
+            let flags = OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+            Ok(rustix::fs::open(path, flags, rustix::fs::Mode::empty())?)
+        }
+        other => Ok(other?),
     }
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: 0x04, // RESOLVE_NO_SYMLINKS
-    };
-    // SAFETY: c and how live across the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            &how,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    let fd = if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-        // SAFETY: as above.
-        unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as i64 }
-    } else {
-        fd
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// `landlock_restrict_self`; `-errno` on failure. A raw system call (no `errno`).

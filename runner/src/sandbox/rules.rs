@@ -68,10 +68,11 @@ fn under(p: &Path, q: &Path) -> bool {
 /// call's hundred paths cost ~450 `readlink`s (bench/README.md).
 pub fn canonical(p: &Path) -> Option<PathBuf> {
     if p.is_absolute() {
+        use rustix::io::Errno;
         match open_no_symlinks(p) {
-            Ok(()) => return Some(lexical(p)),
+            Ok(_) => return Some(lexical(p)),
             // What realpath would refuse too, without asking it.
-            Err(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => return None,
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS) => return None,
             Err(_) => {}
         }
     }
@@ -93,37 +94,17 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
-/// Does `p` exist with no symbolic link on its way? `Err(errno)` otherwise (ELOOP: a link; ENOSYS: before
-/// Linux 5.6).
-fn open_no_symlinks(p: &Path) -> Result<(), i32> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: 0x04, // RESOLVE_NO_SYMLINKS
-    };
-    // SAFETY: c and how live across the call; the fd returned is closed at once.
-    unsafe {
-        let fd = libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            &how,
-            std::mem::size_of::<OpenHow>(),
-        );
-        if fd < 0 {
-            return Err(*libc::__errno_location());
-        }
-        libc::close(fd as i32);
-    }
-    Ok(())
+/// `p` opened as `O_PATH` if it exists with no symbolic link on its way (openat2 `RESOLVE_NO_SYMLINKS`); the
+/// error otherwise (ELOOP: a link; ENOSYS: before Linux 5.6).
+pub fn open_no_symlinks(p: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{OFlags, ResolveFlags};
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        p,
+        OFlags::PATH | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )
 }
 
 /// Lexically clean: absolute, no `..`.

@@ -712,7 +712,6 @@ fn sockets_of(pid: u32) -> usize {
 
 #[test]
 fn the_proxy_listener_is_closed_when_the_call_ends() {
-    use std::io::{BufRead, Write};
     if !landlock() || !pid_namespace() {
         return;
     }
@@ -733,26 +732,10 @@ echo "\"${{status%$'\r'}}\"""#
     w.tool(&w.personal(), "tunnel.sh", &bash_tool(&schemas.to_string(), &body));
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["tunnel"]}}"#).unwrap();
     // A long-lived runner: one call without the proxy first (whatever the runner opens once is open then).
-    let mut runner = w
-        .cmd()
-        .args(["use-tool", "--serve"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = runner.id();
-    let mut stdin = runner.stdin.take().unwrap();
-    let mut answers = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    let mut runner = w.serve();
+    let pid = runner.child.id();
     let mut ask = |action: &str| {
-        writeln!(
-            stdin,
-            "{}",
-            json!({"tool_name": "tunnel", "action": action, "args": {}})
-        )
-        .unwrap();
-        let line = answers.next().unwrap().unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = runner.ask(&json!({"tool_name": "tunnel", "action": action, "args": {}}));
         assert_eq!(v["status"], "ok", "{v}");
         v
     };
@@ -768,13 +751,12 @@ echo "\"${{status%$'\r'}}\"""#
         "the runner still holds {} sockets, {before} before the proxied call",
         sockets_of(pid)
     );
-    runner.kill().unwrap();
-    runner.wait().unwrap();
+    runner.child.kill().unwrap();
+    runner.finish();
 }
 
 #[test]
 fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
-    use std::io::{BufRead, Write};
     if !landlock() || !pid_namespace() {
         return;
     }
@@ -789,24 +771,9 @@ fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
         + "if __name__ == \"__main__\":\n    run()\n";
     w.tool(&w.personal(), "proxied.py", &tool);
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
-    let mut runner = w
-        .cmd()
-        .args(["use-tool", "--serve"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = runner.stdin.take().unwrap();
-    let mut answers = std::io::BufReader::new(runner.stdout.take().unwrap()).lines();
+    let mut runner = w.serve();
     for _ in 0..2 {
-        writeln!(
-            stdin,
-            "{}",
-            json!({"tool_name": "proxied", "action": "fetch", "args": {}})
-        )
-        .unwrap();
-        let v: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        let v = runner.ask(&json!({"tool_name": "proxied", "action": "fetch", "args": {}}));
         assert_eq!(v["status"], "ok", "{v}");
         let r: Value = serde_json::from_str(v["result"].as_str().unwrap()).unwrap();
         assert_eq!(r["urllib_a"], "hello-A\n", "{r}");
@@ -816,8 +783,7 @@ fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
             "{r}"
         );
     }
-    drop(stdin);
-    runner.wait().unwrap();
+    runner.finish();
 }
 
 #[test]

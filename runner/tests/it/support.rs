@@ -84,6 +84,21 @@ impl World {
         feed(self.cmd().args(args), input.as_bytes())
     }
 
+    /// A long-lived `use-tool --serve` in this world, asked one request at a time.
+    pub fn serve(&self) -> Serve {
+        let mut child = self
+            .cmd()
+            .args(["use-tool", "--serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let answers = std::io::BufReader::new(child.stdout.take().unwrap());
+        Serve { child, stdin, answers }
+    }
+
     /// A library `Runner` for this world.
     pub fn runner(&self) -> animaworks_tool::Runner {
         animaworks_tool::Runner::new(animaworks_tool::Dirs::resolve(&animaworks_tool::DirOptions {
@@ -93,6 +108,29 @@ impl World {
             cache_dir: None,
             python: None,
         }))
+    }
+}
+
+/// A `use-tool --serve` process: one JSON line in, one answer line out.
+pub struct Serve {
+    pub child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Serve {
+    pub fn ask(&mut self, req: &serde_json::Value) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        writeln!(self.stdin.as_ref().unwrap(), "{req}").unwrap();
+        let mut line = String::new();
+        self.answers.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON answer ({e}): {line:?}"))
+    }
+
+    /// Close its stdin and wait for it to end.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
     }
 }
 
