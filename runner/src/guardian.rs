@@ -10,10 +10,6 @@
 //! The guardian shares the runner's address space (see `start_process`), so it never allocates and makes raw
 //! system calls only.
 
-// Why: this file's clone-based rewrite (commit 9bfca51) and the crate-wide unsafe_op_in_unsafe_fn = deny were
-// written at the same time; its unsafe fns still need their operations split into SAFETY-argued blocks.
-#![allow(unsafe_op_in_unsafe_fn)]
-
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
@@ -26,7 +22,7 @@ const MAX_GROUPS: usize = 4096;
 /// Start the guardian (once per process) and make this process the subreaper of its descendants, so that the
 /// members of a tool's group can be reaped after the group is killed.
 pub fn start() -> io::Result<()> {
-    // SAFETY: run once (OnceLock); fork_guardian makes only the system calls it documents.
+    // SAFETY: once per process (OnceLock), from the runner's own code.
     let r = WRITE_FD.get_or_init(|| unsafe { fork_guardian() });
     match r {
         Ok(_) => Ok(()),
@@ -42,12 +38,16 @@ pub fn write_fd() -> Option<RawFd> {
 /// Called between fork and exec in the tool's process: register its (new) process group.
 ///
 /// # Safety
-/// Only async-signal-safe calls; meant for `pre_exec`.
+/// Only in the tool's process between its start and its exec, after its `setsid` (so its pid names its group),
+/// while the runner has not called [`shutdown`]. Async-signal-safe: getpid and one write, no allocation.
 pub unsafe fn register_self() {
     if let Some(fd) = write_fd() {
-        let pid: i32 = libc::getpid();
+        // SAFETY: getpid only reads this process's id.
+        let pid: i32 = unsafe { libc::getpid() };
         let bytes = pid.to_ne_bytes();
-        libc::write(fd, bytes.as_ptr().cast(), 4);
+        // SAFETY: 4 bytes from this frame to the guardian pipe's write end, open until `shutdown` (the caller's
+        // contract); a 4-byte write to a pipe is atomic.
+        unsafe { libc::write(fd, bytes.as_ptr().cast(), 4) };
     }
 }
 
@@ -60,23 +60,34 @@ pub fn unregister(pgid: i32) {
     }
 }
 
+/// # Safety
+/// Once per process (the guardian and its pipe are kept in statics), from the runner's own code: not in a child
+/// between its start and its exec.
 unsafe fn fork_guardian() -> Result<RawFd, i32> {
     // Why: orphaned grandchildren are re-parented to us instead of init, so the call path can reap them.
-    libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    // SAFETY: integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let mut fds = [0 as RawFd; 2];
-    if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-        return Err(*libc::__errno_location());
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        // SAFETY: this thread's errno, right after the failed call.
+        return Err(unsafe { *libc::__errno_location() });
     }
     let (rfd, wfd) = (fds[0], fds[1]);
-    match start_process(rfd) {
+    // SAFETY: `rfd` is the read end just made; the caller's contract makes this the only guardian.
+    match unsafe { start_process(rfd) } {
         -1 => {
-            let e = *libc::__errno_location();
-            libc::close(rfd);
-            libc::close(wfd);
+            // SAFETY: this thread's errno, right after the failed call.
+            let e = unsafe { *libc::__errno_location() };
+            // SAFETY: the read end is ours and used by nothing from here on.
+            unsafe { libc::close(rfd) };
+            // SAFETY: the write end likewise (it was never published).
+            unsafe { libc::close(wfd) };
             Err(e)
         }
         pid => {
-            libc::close(rfd);
+            // SAFETY: ours; the guardian has a copy of its own (no CLONE_FILES).
+            unsafe { libc::close(rfd) };
             GUARDIAN_PID.store(pid, std::sync::atomic::Ordering::SeqCst);
             Ok(wfd)
         }
@@ -123,77 +134,110 @@ pub fn shutdown() {
 /// every later write of the runner fault copy-on-write, for a process that needs none of that memory. Sharing the
 /// address space costs nothing; the guardian then runs on a stack of its own, writes nothing else, and makes raw
 /// system calls only (libc's wrappers would write `errno`, which lives in the runner's thread).
+///
+/// # Safety
+/// As [`fork_guardian`]; `rfd` the guardian pipe's read end.
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
     const STACK: usize = 256 * 1024;
-    let stack = libc::mmap(
-        std::ptr::null_mut(),
-        STACK,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-        -1,
-        0,
-    );
+    // SAFETY: a fresh anonymous mapping; nothing else in the runner knows its address.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
     if stack == libc::MAP_FAILED {
         return -1;
     }
     // A guard page below the stack. The mapping is never unmapped: it is the guardian's for as long as it lives.
-    libc::mprotect(stack, 4096, libc::PROT_NONE);
+    // SAFETY: the first page of the mapping just made, which holds nothing.
+    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: the guardian's own stack; only raw system calls from here on.
+        // SAFETY: this is the guardian's start, on its own stack; `arg` is the pipe's read end that clone was given.
         unsafe { guardian_main(arg as usize as RawFd) }
     }
-    let top = stack.cast::<u8>().add(STACK).cast();
-    libc::clone(
-        entry,
-        top,
-        libc::CLONE_VM | libc::SIGCHLD,
-        rfd as usize as *mut libc::c_void,
-    )
+    // SAFETY: one past the end of the STACK-byte mapping, its top (stacks grow down).
+    let top = unsafe { stack.cast::<u8>().add(STACK) }.cast();
+    // SAFETY: `entry` runs on the fresh stack and, sharing this memory, touches nothing outside it but its own
+    // code (guardian_main: raw system calls, locals only); the mapping is never unmapped, so it outlives the
+    // guardian.
+    unsafe {
+        libc::clone(
+            entry,
+            top,
+            libc::CLONE_VM | libc::SIGCHLD,
+            rfd as usize as *mut libc::c_void,
+        )
+    }
 }
 
+/// # Safety
+/// As [`fork_guardian`]; `rfd` the guardian pipe's read end.
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
-    match libc::fork() {
-        0 => guardian_main(rfd),
+    // SAFETY: the child is a copy that runs guardian_main only (raw system calls, no allocation, no lock), as a
+    // fork of a threaded process must.
+    match unsafe { libc::fork() } {
+        // SAFETY: the new process, with `rfd` the read end.
+        0 => unsafe { guardian_main(rfd) },
         pid => pid,
     }
 }
 
+/// # Safety
+/// Only in the guardian: every other descriptor is closed, so none may be in use there.
 unsafe fn close_all_but(keep: RawFd) {
     // Why: the new process gets a copy of the runner's descriptors, among them pipe ends of tools being spawned by
     // other threads; holding them would keep those tools' stdout open and hide their end of file from the runner.
     let keep = keep as usize;
+    // The guardian's descriptor table is its own copy (no CLONE_FILES): closing in it closes nothing of the runner's.
     let lo = if keep > 0 {
-        crate::sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0)
+        // SAFETY: in the guardian's own table (above), no memory passed.
+        unsafe { crate::sys::call(libc::SYS_close_range, 0, keep - 1, 0, 0) }
     } else {
         0
     };
-    let hi = crate::sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0);
+    // SAFETY: as for `lo`.
+    let hi = unsafe { crate::sys::call(libc::SYS_close_range, keep + 1, u32::MAX as usize, 0, 0) };
     if lo != 0 || hi != 0 {
         for fd in 0..65536 {
             if fd != keep {
-                crate::sys::call(libc::SYS_close, fd, 0, 0, 0);
+                // SAFETY: as for `lo`.
+                unsafe { crate::sys::call(libc::SYS_close, fd, 0, 0, 0) };
             }
         }
     }
 }
 
+/// The guardian's life: read registrations until end of file, then kill every group still registered.
+///
+/// # Safety
+/// Only as the guardian's start, on a stack of its own (it shares the runner's memory: it touches nothing but its
+/// locals); `rfd` the guardian pipe's read end.
 unsafe fn guardian_main(rfd: RawFd) -> ! {
-    close_all_but(rfd);
+    // SAFETY: this is the guardian (the caller's contract), which uses no descriptor but `rfd`.
+    unsafe { close_all_but(rfd) };
     // Why: a Ctrl-C or a kill of the runner's process group must not take the guardian with it.
-    crate::sys::call(libc::SYS_setpgid, 0, 0, 0, 0);
+    // SAFETY: integer arguments only; changes this process's group alone.
+    unsafe { crate::sys::call(libc::SYS_setpgid, 0, 0, 0, 0) };
     // The kernel's struct sigaction (handler, flags, restorer, mask) with the handler SIG_IGN.
     let ignore: [usize; 4] = [libc::SIG_IGN, 0, 0, 0];
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGQUIT] {
-        crate::sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8);
+        // SAFETY: `ignore` lives on this frame; the guardian's handler table is its own copy (no CLONE_SIGHAND).
+        unsafe { crate::sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8) };
     }
     let mut groups = [0i32; MAX_GROUPS];
     let mut buf = [0u8; 4096];
     let mut carry = [0u8; 4];
     let mut carried = 0usize;
     loop {
-        let n = crate::sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0);
+        // SAFETY: at most `buf.len()` bytes into `buf`, on this frame.
+        let n = unsafe { crate::sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0) };
         if n == -(libc::EINTR as isize) {
             continue;
         }
@@ -220,10 +264,12 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
     }
     for &g in groups.iter() {
         if g > 0 {
-            crate::sys::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0);
+            // SAFETY: integer arguments only; `g` is a tool's group, registered and not yet unregistered.
+            unsafe { crate::sys::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0) };
         }
     }
-    crate::sys::call(libc::SYS_exit_group, 0, 0, 0, 0);
+    // SAFETY: ends the guardian's own thread group, not the runner's; nothing is left to release.
+    unsafe { crate::sys::call(libc::SYS_exit_group, 0, 0, 0, 0) };
     #[allow(clippy::empty_loop)]
     loop {}
 }

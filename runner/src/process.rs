@@ -7,10 +7,6 @@
 //!
 //! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
 
-// Why: this file's clone-based rewrite (commit 9bfca51) and the crate-wide unsafe_op_in_unsafe_fn = deny were
-// written at the same time; its unsafe fns still need their operations split into SAFETY-argued blocks.
-#![allow(unsafe_op_in_unsafe_fn)]
-
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -69,12 +65,11 @@ pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, fork: bool, pre: PreExec<'_>) -> i
         err: AtomicI32::new(0),
     };
     let pid = if fork {
-        // SAFETY: the child only runs `child_main`'s steps (system calls on memory prepared before) and execs or
-        // exits; the error goes back through a close-on-exec pipe, as std's spawn does.
+        // SAFETY: the descriptors to dup are open (`keep` and `null` hold them until the child has started, an
+        // inherited 0–2 is not dup'd), and `pre` keeps PreExec's contract (system calls only, ending in an exec).
         unsafe { fork_and_run(&setup)? }
     } else {
-        // SAFETY: as above; the child shares this memory and we are suspended until it has exec'd or exited
-        // (CLONE_VFORK), so it may write `setup.err`.
+        // SAFETY: as above; the child writes `setup.err` while we are suspended (CLONE_VFORK).
         unsafe { vfork_and_run(&setup)? }
     };
     drop(keep);
@@ -109,62 +104,92 @@ struct Setup<'a> {
 
 const STACK: usize = 256 * 1024;
 
+/// Start the child in this memory (`clone(CLONE_VM | CLONE_VFORK)`); this thread is suspended until it has
+/// exec'd or exited.
+///
+/// # Safety
+/// `setup` as [`child_main`] requires: its descriptors open and its `pre` fit to run in the child (system calls
+/// on memory prepared before, no allocation, no lock, ending in an exec).
 unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
-    let stack = libc::mmap(
-        std::ptr::null_mut(),
-        STACK,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-        -1,
-        0,
-    );
+    // SAFETY: a fresh anonymous mapping; nothing else in the runner knows its address.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
     if stack == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended.
-        unsafe {
-            let s = &*(arg as *const Setup);
-            let e = child_main(s);
-            s.err.store(
-                e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
-                Ordering::SeqCst,
-            );
-            crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0);
-        }
+        // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended (CLONE_VFORK).
+        let s = unsafe { &*(arg as *const Setup) };
+        // SAFETY: this is the child, on its own stack, with the parent suspended; `s` is vfork_and_run's caller's.
+        let e = unsafe { child_main(s) };
+        s.err.store(
+            e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
+            Ordering::SeqCst,
+        );
+        // SAFETY: ends this child only (its own thread group); a raw call, so the parent's errno is left alone.
+        unsafe { crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0) };
         127
     }
     // Why every signal blocked around the clone (as posix_spawn): the child shares our signal handlers' memory
     // until it has reset them; it unblocks once they are reset.
-    let mut all: libc::sigset_t = std::mem::zeroed();
-    let mut old: libc::sigset_t = std::mem::zeroed();
-    libc::sigfillset(&mut all);
-    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    let pid = libc::clone(
-        entry,
-        stack.cast::<u8>().add(STACK).cast(),
-        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-        (setup as *const Setup).cast_mut().cast(),
-    );
+    // SAFETY: sigset_t is plain data; all zeroes is a valid (empty) set.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as for `all`.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t on this frame.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: `all` and `old` are valid sigset_t on this frame; this thread's mask only.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
+    // SAFETY: the child runs `entry` on the fresh stack's top (one past the mapping's end; stacks grow down) with
+    // every signal blocked, and this thread is suspended until it has exec'd or exited, so `setup` outlives its use
+    // and nothing else of this thread's memory changes under it; the caller vouches for `setup`.
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            stack.cast::<u8>().add(STACK).cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (setup as *const Setup).cast_mut().cast(),
+        )
+    };
     let e = io::Error::last_os_error();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    libc::munmap(stack, STACK);
+    // SAFETY: `old` is the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // SAFETY: the child has exec'd or exited (CLONE_VFORK), so nothing runs on this stack any more.
+    unsafe { libc::munmap(stack, STACK) };
     if pid < 0 {
         return Err(e);
     }
     Ok(pid)
 }
 
+/// Start the child as a copy of this process (`fork`): its errno and memory are its own.
+///
+/// # Safety
+/// As [`vfork_and_run`]; the child of a threaded process's fork may likewise only make system calls.
 unsafe fn fork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    match libc::fork() {
+    // SAFETY: the child runs only child_main's steps (system calls on memory prepared before the fork, as the caller
+    // vouches), one write and _exit: nothing that needs a lock another thread may have held at the fork.
+    match unsafe { libc::fork() } {
         -1 => Err(io::Error::last_os_error()),
         0 => {
             drop(r);
-            let e = child_main(setup);
+            // SAFETY: this is the child, between fork and exec; the caller vouches for `setup`.
+            let e = unsafe { child_main(setup) };
             let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
-            libc::write(w.as_raw_fd(), code.as_ptr().cast(), 4);
-            libc::_exit(127)
+            // SAFETY: 4 bytes from this frame to the pipe's write end, which `w` owns.
+            unsafe { libc::write(w.as_raw_fd(), code.as_ptr().cast(), 4) };
+            // SAFETY: ends the child without running the runner's exit handlers or destructors, which are the
+            // parent's.
+            unsafe { libc::_exit(127) }
         }
         pid => {
             drop(w);
@@ -184,18 +209,24 @@ unsafe fn fork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
 }
 
 /// In the child: its descriptors, folder and signals, then `pre`.
+///
+/// # Safety
+/// Only in the child between its start and its exec (it replaces 0–2 and the signal dispositions); `s.fds` open,
+/// and `s.pre` fit to run there. Raw system calls on `s` and locals only.
 unsafe fn child_main(s: &Setup<'_>) -> io::Error {
     use crate::sys::{call as sys, check};
     for (i, fd) in s.fds.iter().enumerate() {
         // dup2 onto itself would keep close-on-exec; an inherited 0–2 has none.
         if *fd != i as RawFd {
-            if let Err(e) = check(sys(libc::SYS_dup3, *fd as usize, i, 0, 0)) {
+            // SAFETY: integer arguments only; 0–2 are the child's to replace (the caller's contract).
+            if let Err(e) = check(unsafe { sys(libc::SYS_dup3, *fd as usize, i, 0, 0) }) {
                 return e;
             }
         }
     }
     if let Some(dir) = s.cwd {
-        if let Err(e) = check(sys(libc::SYS_chdir, dir.as_ptr() as usize, 0, 0, 0)) {
+        // SAFETY: `dir` is a NUL-terminated string that `s` borrows for this call.
+        if let Err(e) = check(unsafe { sys(libc::SYS_chdir, dir.as_ptr() as usize, 0, 0, 0) }) {
             return e;
         }
     }
@@ -206,23 +237,29 @@ unsafe fn child_main(s: &Setup<'_>) -> io::Error {
         if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
             continue;
         }
-        if sys(libc::SYS_rt_sigaction, sig, 0, act.as_mut_ptr() as usize, 8) != 0 {
+        // SAFETY: the kernel writes its 4-word struct sigaction (8-byte mask) into `act`, on this frame.
+        if unsafe { sys(libc::SYS_rt_sigaction, sig, 0, act.as_mut_ptr() as usize, 8) } != 0 {
             continue;
         }
         let handled = act[0] != libc::SIG_DFL && act[0] != libc::SIG_IGN;
         if handled || sig == libc::SIGPIPE as usize {
             let dfl = [libc::SIG_DFL, 0, 0, 0];
-            sys(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8);
+            // SAFETY: `dfl` is a struct sigaction on this frame; the child's handler table is its own copy (no
+            // CLONE_SIGHAND), and a default runs no code.
+            unsafe { sys(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8) };
         }
     }
     let none: u64 = 0;
-    sys(
-        libc::SYS_rt_sigprocmask,
-        libc::SIG_SETMASK as usize,
-        &none as *const u64 as usize,
-        0,
-        8,
-    );
+    // SAFETY: `none` is an 8-byte mask on this frame; no handler of the runner's is left to run.
+    unsafe {
+        sys(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as usize,
+            &none as *const u64 as usize,
+            0,
+            8,
+        )
+    };
     (s.pre)()
 }
 

@@ -111,7 +111,7 @@ fn prepare(
 fn pre_exec(p: &Prepared) -> io::Error {
     let d = &p.exec;
     // SAFETY: only async-signal-safe calls (setsid, prctl, getpid, write, execve and the sandbox's system calls)
-    // on memory prepared before the clone.
+    // on memory prepared before the clone, after the setsid; with a PID namespace the child is a fork (`start`).
     unsafe {
         // A new session: the tool leads its own process group and has no controlling terminal.
         if libc::setsid() < 0 {

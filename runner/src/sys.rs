@@ -2,56 +2,64 @@
 //! sandbox's PID-namespace init and the tool's process before its exec): they return `-errno` and touch no
 //! thread-local state (libc's wrappers write `errno`, which lives in the other process's thread).
 
-// Why: this file's clone-based rewrite (commit 9bfca51) and the crate-wide unsafe_op_in_unsafe_fn = deny were
-// written at the same time; its unsafe fns still need their operations split into SAFETY-argued blocks.
-#![allow(unsafe_op_in_unsafe_fn)]
-
 /// One system call with up to four arguments (the fifth and sixth are 0); `-errno` on failure.
 ///
 /// # Safety
-/// As the system call itself requires of its arguments.
+/// As the system call itself requires of its arguments: every pointer among them valid for what the kernel
+/// reads or writes through it, every descriptor one the caller may use, and its effect on this process (memory
+/// mappings, descriptors, signal dispositions, its end) one the caller's code is ready for.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
-    std::arch::asm!(
-        "syscall",
-        inlateout("rax") n as isize => ret,
-        in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
-        // The fifth and sixth arguments are 0, not whatever the registers held: prctl refuses
-        // PR_SET_NO_NEW_PRIVS with EINVAL unless its unused arguments are 0.
-        in("r8") 0usize, in("r9") 0usize,
-        lateout("rcx") _, lateout("r11") _,
-        options(nostack),
-    );
+    // SAFETY: the kernel's x86_64 convention: the number in rax, arguments in rdi, rsi, rdx, r10, r8, r9, the
+    // result in rax, rcx and r11 clobbered, no stack used; what the call does with memory is the caller's contract.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => ret,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
+            // The fifth and sixth arguments are 0, not whatever the registers held: prctl refuses
+            // PR_SET_NO_NEW_PRIVS with EINVAL unless its unused arguments are 0.
+            in("r8") 0usize, in("r9") 0usize,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
     ret
 }
 
 /// One system call with up to four arguments (the fifth and sixth are 0); `-errno` on failure.
 ///
 /// # Safety
-/// As the system call itself requires of its arguments.
+/// As for the x86_64 version.
 #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
 pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
-    std::arch::asm!(
-        "svc 0",
-        in("x8") n as usize,
-        inlateout("x0") a as isize => ret,
-        in("x1") b, in("x2") c, in("x3") d, in("x4") 0usize, in("x5") 0usize,
-        options(nostack),
-    );
+    // SAFETY: the kernel's aarch64 convention: the number in x8, arguments in x0 to x5, the result in x0, no other
+    // register changed, no stack used; what the call does with memory is the caller's contract.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n as usize,
+            inlateout("x0") a as isize => ret,
+            in("x1") b, in("x2") c, in("x3") d, in("x4") 0usize, in("x5") 0usize,
+            options(nostack),
+        );
+    }
     ret
 }
 
 /// Elsewhere the guardian is a forked copy, whose errno is its own.
 ///
 /// # Safety
-/// As the system call itself requires of its arguments.
+/// As for the x86_64 version. (Here a failure writes `errno`, which a process sharing this memory shares.)
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-    let r = libc::syscall(n, a, b, c, d);
+    // SAFETY: the arguments are the caller's contract.
+    let r = unsafe { libc::syscall(n, a, b, c, d) };
     if r == -1 {
-        -(*libc::__errno_location() as isize)
+        // SAFETY: __errno_location points to this thread's errno, valid for the thread's life.
+        -(unsafe { *libc::__errno_location() } as isize)
     } else {
         r as isize
     }
