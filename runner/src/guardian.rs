@@ -35,19 +35,18 @@ pub fn write_fd() -> Option<RawFd> {
     WRITE_FD.get().and_then(|r| r.as_ref().ok().copied())
 }
 
-/// Called between fork and exec in the tool's process: register its (new) process group.
+/// Called between the clone and the exec in the tool's process: register its (new) process group `pgid` (its
+/// pid as the runner sees it).
 ///
 /// # Safety
-/// Only in the tool's process between its start and its exec, after its `setsid` (so its pid names its group),
-/// while the runner has not called [`shutdown`]. Async-signal-safe: getpid and one write, no allocation.
-pub unsafe fn register_self() {
+/// Only in the tool's process between its start and its exec, after its `setsid`, while the runner has not
+/// called [`shutdown`]. Async-signal-safe: one raw write, no allocation.
+pub unsafe fn register(pgid: i32) {
     if let Some(fd) = write_fd() {
-        // SAFETY: getpid only reads this process's id.
-        let pid: i32 = unsafe { libc::getpid() };
-        let bytes = pid.to_ne_bytes();
+        let bytes = pgid.to_ne_bytes();
         // SAFETY: 4 bytes from this frame to the guardian pipe's write end, open until `shutdown` (the caller's
-        // contract); a 4-byte write to a pipe is atomic.
-        unsafe { libc::write(fd, bytes.as_ptr().cast(), 4) };
+        // contract); a 4-byte write to a pipe is atomic. Raw: the process may share the runner's errno.
+        unsafe { crate::sys::call(libc::SYS_write, fd as usize, bytes.as_ptr() as usize, 4, 0) };
     }
 }
 
@@ -55,8 +54,9 @@ pub unsafe fn register_self() {
 pub fn unregister(pgid: i32) {
     if let Some(fd) = write_fd() {
         let bytes = (-pgid).to_ne_bytes();
-        // SAFETY: a 4-byte write to a pipe is atomic; failure only means the guardian is gone.
-        unsafe { libc::write(fd, bytes.as_ptr().cast(), 4) };
+        // SAFETY: 4 bytes from this frame; a 4-byte write to a pipe is atomic; failure only means the guardian is
+        // gone. Raw: a child that never became its tool calls it too, sharing the runner's errno.
+        unsafe { crate::sys::call(libc::SYS_write, fd as usize, bytes.as_ptr() as usize, 4, 0) };
     }
 }
 
@@ -139,30 +139,16 @@ pub fn shutdown() {
 /// As [`fork_guardian`]; `rfd` the guardian pipe's read end.
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
-    const STACK: usize = 256 * 1024;
-    // SAFETY: a fresh anonymous mapping; nothing else in the runner knows its address.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
+    let Ok(stack) = crate::sys::Stacks::new(1) else {
         return -1;
-    }
-    // A guard page below the stack. The mapping is never unmapped: it is the guardian's for as long as it lives.
-    // SAFETY: the first page of the mapping just made, which holds nothing.
-    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
+    };
+    let top = stack.top(0);
+    // The mapping is never unmapped: it is the guardian's for as long as it lives.
+    std::mem::forget(stack);
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: this is the guardian's start, on its own stack; `arg` is the pipe's read end that clone was given.
         unsafe { guardian_main(arg as usize as RawFd) }
     }
-    // SAFETY: one past the end of the STACK-byte mapping, its top (stacks grow down).
-    let top = unsafe { stack.cast::<u8>().add(STACK) }.cast();
     // SAFETY: `entry` runs on the fresh stack and, sharing this memory, touches nothing outside it but its own
     // code (guardian_main: raw system calls, locals only); the mapping is never unmapped, so it outlives the
     // guardian.

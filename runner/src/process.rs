@@ -2,8 +2,9 @@
 //! own, so the runner's page tables are never copied (std's `Command` forks as soon as there is a `pre_exec`
 //! step, and ours has several: new session, death signal, guardian registration, sandbox). The fork, its
 //! copy-on-write faults in both processes and the copy's teardown at the exec cost a one-shot call about
-//! 0.15 ms (bench/README.md). A plan with a PID namespace still forks: the child's `unshare` of a user
-//! namespace needs an address space of its own.
+//! 0.15 ms (bench/README.md). A plan with a PID namespace starts the child as process 1 of its new namespaces
+//! with the same `clone(CLONE_VM)` and no fork either ([`Start::Init`]): that child stays beside the runner as
+//! the namespace's init and tells it how the tool ended through shared memory ([`Init`]).
 //!
 //! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
 
@@ -28,11 +29,55 @@ pub enum Io {
 
 /// What the child does between its start and its exec, prepared before the clone; returns only the error that
 /// stopped it. It runs on its own stack in the runner's memory while the runner waits: no allocation, no lock.
-pub type PreExec<'a> = &'a (dyn Fn() -> io::Error + Sync);
+/// Given the [`Init`] when it was started as process 1 of new namespaces.
+pub type PreExec<'a> = &'a (dyn Fn(Option<&Init>) -> io::Error + Sync);
+
+/// How the child is started.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// `clone(CLONE_VM | CLONE_VFORK)`: the child becomes the tool, the runner is suspended until its exec.
+    Vfork,
+    /// `clone(CLONE_VM | flags)` (`CLONE_NEWPID` and the other namespaces to make): the child is process 1 of the
+    /// new PID namespace and starts the tool itself. It stays alive in the runner's memory, on stacks the
+    /// [`Child`] owns, and reports the tool's exec through [`Init::report_fd`] and the tool's end through
+    /// [`Init::tool_status`]. Why not a fork: copying the runner's page tables and tearing the copy down cost
+    /// a sandboxed call ~0.5 ms (bench/README.md).
+    Init(libc::c_int),
+}
+
+/// What the runner shares with a child started by [`Start::Init`].
+#[derive(Debug)]
+pub struct Init {
+    /// The child's pid as the runner sees it (inside its namespace it is 1), set by the kernel at the clone
+    /// (`CLONE_PARENT_SETTID`): its process group, for the guardian.
+    pub pid: AtomicI32,
+    /// Where the child writes one word: 0 once the tool has exec'd, else the errno that stopped it.
+    pub report_fd: RawFd,
+    /// The tool's wait status, stored by the child before it exits ([`Init::NO_STATUS`] until then).
+    pub tool_status: AtomicI32,
+    /// The top of a stack for the child's own clone of the tool.
+    pub tool_stack: *mut libc::c_void,
+}
+
+// SAFETY: `tool_stack` is an address in a mapping the Child owns; the rest is atomics and a number.
+unsafe impl Sync for Init {}
+// SAFETY: as above.
+unsafe impl Send for Init {}
+
+impl Init {
+    pub const NO_STATUS: i32 = -1;
+}
+
+/// An [`Init`] child's shared memory, kept until the child has been reaped.
+#[derive(Debug)]
+struct InitMemory {
+    init: Box<Init>,
+    _stacks: crate::sys::Stacks,
+}
 
 /// Start a process: `io` for stdin, stdout, stderr, `cwd` (already checked to be a folder), then `pre` (which
-/// ends in an exec). `fork`: a copy of the address space is needed (a PID namespace's `unshare`).
-pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, fork: bool, pre: PreExec<'_>) -> io::Result<Child> {
+/// ends in an exec), started as `how` says.
+pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_>) -> io::Result<Child> {
     let null = if io.contains(&Io::Null) {
         Some(rustix::fs::open(
             c"/dev/null",
@@ -58,29 +103,31 @@ pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, fork: bool, pre: PreExec<'_>) -> i
             }
         }
     }
-    let setup = Setup {
+    let mut setup = Setup {
         fds: theirs,
         cwd,
         pre,
         err: AtomicI32::new(0),
+        init: None,
     };
-    let pid = if fork {
+    let (pid, init) = match how {
         // SAFETY: the descriptors to dup are open (`keep` and `null` hold them until the child has started, an
-        // inherited 0–2 is not dup'd), and `pre` keeps PreExec's contract (system calls only, ending in an exec).
-        unsafe { fork_and_run(&setup)? }
-    } else {
-        // SAFETY: as above; the child writes `setup.err` while we are suspended (CLONE_VFORK).
-        unsafe { vfork_and_run(&setup)? }
+        // inherited 0–2 is not dup'd), and `pre` keeps PreExec's contract (system calls only, ending in an exec);
+        // the child writes `setup.err` while we are suspended (CLONE_VFORK).
+        Start::Vfork => (unsafe { vfork_and_run(&setup)? }, None),
+        // SAFETY: as above; `clone_init` waits for the child's report before `setup` goes.
+        Start::Init(flags) => unsafe { clone_init(&mut setup, flags)? },
     };
     drop(keep);
     drop(null);
     let err = setup.err.load(Ordering::SeqCst);
     if err != 0 {
-        // The child exits right after it reported; reap it.
+        // The child exits right after it reported; reap it (then its stacks may go).
         let _ = rustix::process::waitpid(
             rustix::process::Pid::from_raw(pid),
             rustix::process::WaitOptions::empty(),
         );
+        drop(init);
         return Err(io::Error::from_raw_os_error(err));
     }
     let [i, o, e] = ours;
@@ -88,6 +135,7 @@ pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, fork: bool, pre: PreExec<'_>) -> i
         pid,
         status: None,
         pidfd: None,
+        init,
         stdin: i.map(ChildStdin::from_owned_fd).transpose()?,
         stdout: o.map(ChildStdout::from_owned_fd).transpose()?,
         stderr: e.map(ChildStderr::from_owned_fd).transpose()?,
@@ -100,9 +148,9 @@ struct Setup<'a> {
     pre: PreExec<'a>,
     /// The errno that stopped the child before its exec (0: none).
     err: AtomicI32,
+    /// With [`Start::Init`]: what the child shares with the runner.
+    init: Option<*const Init>,
 }
-
-const STACK: usize = 256 * 1024;
 
 /// Start the child in this memory (`clone(CLONE_VM | CLONE_VFORK)`); this thread is suspended until it has
 /// exec'd or exited.
@@ -111,20 +159,7 @@ const STACK: usize = 256 * 1024;
 /// `setup` as [`child_main`] requires: its descriptors open and its `pre` fit to run in the child (system calls
 /// on memory prepared before, no allocation, no lock, ending in an exec).
 unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
-    // SAFETY: a fresh anonymous mapping; nothing else in the runner knows its address.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    let stack = crate::sys::Stacks::new(1)?;
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended (CLONE_VFORK).
         let s = unsafe { &*(arg as *const Setup) };
@@ -138,8 +173,32 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
         unsafe { crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0) };
         127
     }
-    // Why every signal blocked around the clone (as posix_spawn): the child shares our signal handlers' memory
-    // until it has reset them; it unblocks once they are reset.
+    // SAFETY: the child runs `entry` on the fresh stack's top with every signal blocked, and this thread is
+    // suspended until it has exec'd or exited, so `setup` outlives its use and nothing else of this thread's memory
+    // changes under it; the caller vouches for `setup`.
+    let pid = unsafe {
+        with_signals_blocked(|| {
+            libc::clone(
+                entry,
+                stack.top(0),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (setup as *const Setup).cast_mut().cast(),
+            )
+        })
+    };
+    // The child has exec'd or exited (CLONE_VFORK): nothing runs on its stack any more, so `stack` may go.
+    if pid < 0 {
+        return Err(io::Error::from_raw_os_error(-pid));
+    }
+    Ok(pid)
+}
+
+/// `f`'s clone with every signal blocked in this thread (as posix_spawn does): the child shares our signal
+/// handlers' memory until it has reset them, and unblocks once they are reset. `f`'s result, or `-errno`.
+///
+/// # Safety
+/// `f` a clone whose child resets the handlers before it unblocks (see [`child_main`]).
+unsafe fn with_signals_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
     // SAFETY: sigset_t is plain data; all zeroes is a valid (empty) set.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as for `all`.
@@ -148,64 +207,86 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     unsafe { libc::sigfillset(&mut all) };
     // SAFETY: `all` and `old` are valid sigset_t on this frame; this thread's mask only.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
-    // SAFETY: the child runs `entry` on the fresh stack's top (one past the mapping's end; stacks grow down) with
-    // every signal blocked, and this thread is suspended until it has exec'd or exited, so `setup` outlives its use
-    // and nothing else of this thread's memory changes under it; the caller vouches for `setup`.
-    let pid = unsafe {
-        libc::clone(
-            entry,
-            stack.cast::<u8>().add(STACK).cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (setup as *const Setup).cast_mut().cast(),
-        )
+    let pid = f();
+    let pid = if pid < 0 {
+        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    } else {
+        pid
     };
-    let e = io::Error::last_os_error();
     // SAFETY: `old` is the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    // SAFETY: the child has exec'd or exited (CLONE_VFORK), so nothing runs on this stack any more.
-    unsafe { libc::munmap(stack, STACK) };
-    if pid < 0 {
-        return Err(e);
-    }
-    Ok(pid)
+    pid
 }
 
-/// Start the child as a copy of this process (`fork`): its errno and memory are its own.
+/// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
+/// (no CLONE_VFORK: it outlives the tool's exec); wait for its report.
 ///
 /// # Safety
-/// As [`vfork_and_run`]; the child of a threaded process's fork may likewise only make system calls.
-unsafe fn fork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    // SAFETY: the child runs only child_main's steps (system calls on memory prepared before the fork, as the caller
-    // vouches), one write and _exit: nothing that needs a lock another thread may have held at the fork.
-    match unsafe { libc::fork() } {
-        -1 => Err(io::Error::last_os_error()),
-        0 => {
-            drop(r);
-            // SAFETY: this is the child, between fork and exec; the caller vouches for `setup`.
-            let e = unsafe { child_main(setup) };
-            let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
-            // SAFETY: 4 bytes from this frame to the pipe's write end, which `w` owns.
-            unsafe { libc::write(w.as_raw_fd(), code.as_ptr().cast(), 4) };
-            // SAFETY: ends the child without running the runner's exit handlers or destructors, which are the
-            // parent's.
-            unsafe { libc::_exit(127) }
-        }
-        pid => {
-            drop(w);
-            let mut b = [0u8; 4];
-            let n = loop {
-                match rustix::io::read(&r, &mut b) {
-                    Err(rustix::io::Errno::INTR) => continue,
-                    other => break other.unwrap_or(0),
-                }
+/// As [`vfork_and_run`].
+unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i32, Option<InitMemory>)> {
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the parent's `Setup`, alive until this child has reported (clone_init waits for that).
+        let s = unsafe { &*(arg as *const Setup) };
+        // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
+        let e = unsafe { child_main(s) };
+        let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
+        if let Some(init) = s.init {
+            // SAFETY: `init` is the Init clone_init made, alive until this child is reaped; 4 bytes from `code`.
+            unsafe {
+                crate::sys::call(
+                    libc::SYS_write,
+                    (*init).report_fd as usize,
+                    code.as_ptr() as usize,
+                    4,
+                    0,
+                )
             };
-            if n == 4 {
-                setup.err.store(i32::from_ne_bytes(b), Ordering::SeqCst);
-            }
-            Ok(pid)
         }
+        // SAFETY: ends this child only; a raw call, so the runner's errno is left alone.
+        unsafe { crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0) };
+        127
     }
+    let stacks = crate::sys::Stacks::new(2)?;
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let init = Box::new(Init {
+        pid: AtomicI32::new(0),
+        report_fd: w.as_raw_fd(),
+        tool_status: AtomicI32::new(Init::NO_STATUS),
+        tool_stack: stacks.top(1),
+    });
+    setup.init = Some(&*init as *const Init);
+    // Shared from here on: the child reads it while this thread waits.
+    let setup = &*setup;
+    // SAFETY: the child runs `entry` on stack 0 with every signal blocked. `setup` (and what it borrows) stays
+    // alive until the child's report below, after which the child touches only its stacks and `init`, which the
+    // returned InitMemory keeps until it has been reaped. CLONE_PARENT_SETTID stores the child's pid (as we see
+    // it) in `init.pid` before the child runs.
+    let pid = unsafe {
+        with_signals_blocked(|| {
+            libc::clone(
+                entry,
+                stacks.top(0),
+                libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD | flags,
+                (setup as *const Setup).cast_mut().cast(),
+                init.pid.as_ptr(),
+            )
+        })
+    };
+    if pid < 0 {
+        return Err(io::Error::from_raw_os_error(-pid));
+    }
+    let memory = InitMemory { init, _stacks: stacks };
+    drop(w);
+    let mut b = [0u8; 4];
+    let n = loop {
+        match rustix::io::read(&r, &mut b) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other.unwrap_or(0),
+        }
+    };
+    let code = if n == 4 { i32::from_ne_bytes(b) } else { libc::EIO };
+    setup.err.store(code, Ordering::SeqCst);
+    Ok((pid, Some(memory)))
 }
 
 /// In the child: its descriptors, folder and signals, then `pre`.
@@ -260,7 +341,8 @@ unsafe fn child_main(s: &Setup<'_>) -> io::Error {
             8,
         )
     };
-    (s.pre)()
+    // SAFETY: `init`, when set, is clone_init's, alive for as long as this child runs.
+    (s.pre)(s.init.map(|i| unsafe { &*i }))
 }
 
 /// A started process: its pipes and its end. Dropped before it was reaped, it is killed (as tokio's
@@ -270,6 +352,8 @@ pub struct Child {
     pid: i32,
     status: Option<ExitStatus>,
     pidfd: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+    /// Started by [`Start::Init`]: the memory it runs in, and the tool's status it leaves there.
+    init: Option<InitMemory>,
     pub stdin: Option<ChildStdin>,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
@@ -291,7 +375,9 @@ impl Child {
         match unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) } {
             0 => Ok(None),
             r if r == self.pid => {
-                let s = ExitStatus::from_raw(st);
+                // An init child ends as its tool ended, unless it was killed first (then its own end).
+                let tool = self.init.take().map(|m| m.init.tool_status.load(Ordering::Acquire));
+                let s = ExitStatus::from_raw(tool.filter(|t| *t != Init::NO_STATUS).unwrap_or(st));
                 self.status = Some(s);
                 self.pidfd = None;
                 Ok(Some(s))
@@ -331,6 +417,8 @@ impl Drop for Child {
             // SAFETY: our own child, not yet reaped, so the pid is still its.
             unsafe { libc::kill(self.pid, libc::SIGKILL) };
             crate::reap::disown(self.pid as u32);
+            // Why: until the kill has landed, an init child may still run on these stacks and write there.
+            std::mem::forget(self.init.take());
         }
     }
 }

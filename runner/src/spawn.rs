@@ -107,37 +107,63 @@ fn prepare(
 }
 
 /// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
-/// the sandbox, the exec. Returns only the error that stopped it.
-fn pre_exec(p: &Prepared) -> io::Error {
+/// the sandbox, the exec. Returns only the error that stopped it. `init`: the child is process 1 of new
+/// namespaces ([`crate::process::Start::Init`]).
+fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
+    use crate::sys::{call as sys, check};
     let d = &p.exec;
-    // SAFETY: only async-signal-safe calls (setsid, prctl, getpid, write, execve and the sandbox's system calls)
-    // on memory prepared before the clone, after the setsid; with a PID namespace the child is a fork (`start`).
-    unsafe {
-        // A new session: the tool leads its own process group and has no controlling terminal.
-        if libc::setsid() < 0 {
-            return io::Error::last_os_error();
-        }
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        crate::guardian::register_self();
-        let group = libc::getpid();
-        let e = match p.confined.as_ref() {
-            Some(c) => {
-                let exec = crate::sandbox::child::Exec {
-                    path: d.path.as_ptr(),
-                    argv: d.argv.as_ptr(),
-                    envp: d.envp.as_ptr(),
-                };
-                crate::sandbox::child::enter_and_exec(c, &exec)
-            }
-            None => {
-                libc::execve(d.path.as_ptr(), d.argv.as_ptr(), d.envp.as_ptr());
-                io::Error::last_os_error()
-            }
-        };
-        // The process never became the tool: the guardian must not remember its group.
-        crate::guardian::unregister(group);
-        e
+    // A new session: the tool leads its own process group and has no controlling terminal.
+    // SAFETY: no arguments; this process's session alone. Raw calls throughout: this process shares the runner's
+    // memory, errno included.
+    if let Err(e) = check(unsafe { sys(libc::SYS_setsid, 0, 0, 0, 0) }) {
+        return e;
     }
+    // SAFETY: integer arguments only.
+    unsafe {
+        sys(
+            libc::SYS_prctl,
+            libc::PR_SET_PDEATHSIG as usize,
+            libc::SIGKILL as usize,
+            0,
+            0,
+        )
+    };
+    let group = match init {
+        // Inside its PID namespace an init child is process 1; its group is named by its pid outside.
+        Some(i) => i.pid.load(std::sync::atomic::Ordering::SeqCst),
+        // SAFETY: no arguments.
+        None => unsafe { sys(libc::SYS_getpid, 0, 0, 0, 0) as i32 },
+    };
+    // SAFETY: after the setsid, before the exec; the runner's guardian pipe stays open while it spawns.
+    unsafe { crate::guardian::register(group) };
+    let e = match p.confined.as_ref() {
+        Some(c) => {
+            let exec = crate::sandbox::child::Exec {
+                path: d.path.as_ptr(),
+                argv: d.argv.as_ptr(),
+                envp: d.envp.as_ptr(),
+            };
+            // SAFETY: in the child before its exec, with `c` and `exec` prepared before the clone; `init` is the
+            // one this child was started with, which a plan with a PID namespace needs (`start`).
+            unsafe { crate::sandbox::child::enter_and_exec(c, &exec, init) }
+        }
+        None => {
+            // SAFETY: path, argv and envp are NUL-terminated and prepared before the clone.
+            let r = unsafe {
+                sys(
+                    libc::SYS_execve,
+                    d.path.as_ptr() as usize,
+                    d.argv.as_ptr() as usize,
+                    d.envp.as_ptr() as usize,
+                    0,
+                )
+            };
+            io::Error::from_raw_os_error(-r as i32)
+        }
+    };
+    // The process never became the tool: the guardian must not remember its group.
+    crate::guardian::unregister(group);
+    e
 }
 
 /// The program to exec (an absolute path) and its arguments. An interpreter is looked up on the tool's `PATH`
@@ -245,14 +271,16 @@ impl DirectExec {
 
 /// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
 fn start(p: &Prepared) -> io::Result<Child> {
-    let pre = || pre_exec(p);
-    // A PID namespace's `unshare` of a user namespace needs an address space of its own.
-    let fork = p.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
+    let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
+    let how = match p.confined.as_ref().and_then(|c| c.pid_ns.as_ref()) {
+        Some(ns) => crate::process::Start::Init(ns.clone_flags()),
+        None => crate::process::Start::Vfork,
+    };
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     let mut tries = 0;
     let child = loop {
-        match crate::process::spawn(p.io, p.cwd.as_deref(), fork, &pre) {
+        match crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));

@@ -73,3 +73,56 @@ pub fn check(r: isize) -> std::io::Result<isize> {
         Ok(r)
     }
 }
+
+/// Stacks for processes started with `clone(CLONE_VM)`: `n` of [`STACK`] bytes in one mapping, each with a guard
+/// page below it. Unmapped when dropped: forget it instead while a process may still run on it.
+#[derive(Debug)]
+pub struct Stacks {
+    base: *mut libc::c_void,
+    n: usize,
+}
+
+pub const STACK: usize = 256 * 1024;
+
+// SAFETY: the mapping is plain memory owned by this value; no thread-bound state.
+unsafe impl Send for Stacks {}
+// SAFETY: `&Stacks` only hands out addresses.
+unsafe impl Sync for Stacks {}
+
+impl Stacks {
+    pub fn new(n: usize) -> std::io::Result<Stacks> {
+        // SAFETY: a fresh anonymous mapping; nothing else knows its address.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                STACK * n,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        for i in 0..n {
+            // SAFETY: the first page of stack `i` of the mapping just made, which holds nothing yet.
+            unsafe { libc::mprotect(base.cast::<u8>().add(i * STACK).cast(), 4096, libc::PROT_NONE) };
+        }
+        Ok(Stacks { base, n })
+    }
+
+    /// The top of stack `i` (one past its end: stacks grow down).
+    pub fn top(&self, i: usize) -> *mut libc::c_void {
+        assert!(i < self.n);
+        // SAFETY: at most one past the end of the mapping.
+        unsafe { self.base.cast::<u8>().add((i + 1) * STACK) }.cast()
+    }
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        // SAFETY: the mapping this value owns; its owner has made sure no process runs on it any more.
+        unsafe { libc::munmap(self.base, STACK * self.n) };
+    }
+}

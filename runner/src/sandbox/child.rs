@@ -1,17 +1,16 @@
-//! What runs in the tool's process between fork and exec: only system calls on memory prepared before the
-//! fork (async-signal-safe, no allocation), in this order:
+//! What runs in the tool's process between its start and its exec: only system calls on memory prepared before
+//! the start (async-signal-safe, no allocation), in this order:
 //!
-//! 1. PID namespace (when planned): `unshare`, then two clones. The runner's child `C` stays outside and
-//!    relays the tool's exit; `G` is process 1 of the new namespace and reaps; `T` becomes the tool. When `T`
-//!    exits, `G` exits and the kernel kills everything left in the namespace — `setsid` daemons included.
-//!    `C` and `G` close every descriptor, so the tool's pipes reach end of file when the tool's side closes.
-//!    `G` and `T` share `C`'s memory (`clone(CLONE_VM)`, `T` also `CLONE_VFORK`, as `posix_spawn` does)
-//!    instead of each copying it by `fork` (two copies of the runner's page tables, their copy-on-write faults
-//!    and their teardown, for two processes that never use that memory). So from
-//!    the first clone on, `C`, `G` and `T` make raw system calls only ([`crate::sys`]: libc's wrappers would
-//!    write one shared `errno`), and `T` tells `G`, and `G` tells `C`, whether it reached its exec.
-//!    With an enforced host list the same `unshare` makes a network namespace, and `C` hands the runner the
-//!    proxy's listener made in it ([`super::netproxy::listen_in_child`]) before the clones.
+//! 1. PID namespace (when planned): the runner started its child `G` as process 1 of new PID (and user, mount,
+//!    network) namespaces ([`crate::process::Start::Init`]), sharing the runner's memory. `G` writes the user
+//!    namespace's maps, makes the runner's state files read-only in its mount namespace, and clones `T`
+//!    (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does), which becomes the tool. `T` tells `G` whether
+//!    it reached its exec, `G` tells the runner; then `G` closes every descriptor, reaps, and when `T` exits
+//!    leaves `T`'s status in the runner's memory and exits, and the kernel kills everything left in the
+//!    namespace — `setsid` daemons included. Sharing the runner's memory, `G` and `T` make raw system calls
+//!    only ([`crate::sys`]: libc's wrappers would write the errno of the runner's thread).
+//!    With an enforced host list `G` also makes the proxy's listener in its network namespace and hands it to
+//!    the runner ([`super::netproxy::listen_in_child`]) before it clones `T`.
 //! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off
 //!    (so a tool of a runner started as root runs without privileges).
 //! 3. `no_new_privs`, so no set-uid program gives them back.
@@ -82,27 +81,23 @@ pub struct Exec {
     pub envp: *const *const libc::c_char,
 }
 
-fn err() -> io::Error {
-    io::Error::last_os_error()
-}
-
 use crate::sys::{call as sys, check};
 
-/// Apply `c` to this process and exec `e`; returns only the error that stopped it (with a PID namespace, in the
-/// runner's child, whichever of its processes failed).
+/// Apply `c` to this process and exec `e`; returns only the error that stopped it (with a PID namespace,
+/// whichever of this process and the tool's failed).
 ///
 /// # Safety
 /// Only in the runner's child between its start and its exec; `c` and `e` prepared before the start and changed
 /// by nobody since (`e`'s pointers valid C strings and null-terminated arrays of them). With a PID namespace the
-/// child must be a fork (a memory of its own, one thread): `C` never execs and runs on after the tool has started.
-pub unsafe fn enter_and_exec(c: &Confined, e: &Exec) -> io::Error {
-    match &c.pid_ns {
+/// child must have been started by [`Start::Init`](crate::process::Start::Init) with [`PidNs::clone_flags`],
+/// and `init` be what it was started with.
+pub unsafe fn enter_and_exec(c: &Confined, e: &Exec, init: Option<&crate::process::Init>) -> io::Error {
+    match (&c.pid_ns, init) {
         // SAFETY: the caller's contract, which is enter_pid_ns's.
-        Some(ns) => unsafe { enter_pid_ns(ns, c, e) }
-            .err()
-            .unwrap_or_else(|| io::Error::from_raw_os_error(libc::EIO)),
+        (Some(ns), Some(init)) => unsafe { enter_pid_ns(ns, c, e, init) },
+        (Some(_), None) => io::Error::from_raw_os_error(libc::EINVAL),
         // SAFETY: the caller's contract: this process is the one to become the tool.
-        None => unsafe { confine_and_exec(c, e) },
+        (None, _) => unsafe { confine_and_exec(c, e) },
     }
 }
 
@@ -136,173 +131,125 @@ unsafe fn confine_and_exec(c: &Confined, e: &Exec) -> io::Error {
 }
 
 /// # Safety
-/// `path` NUL-terminated. (libc's wrappers: not in a process that shares its `errno`.)
+/// `path` NUL-terminated.
 unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
     // SAFETY: `path` is NUL-terminated (the caller's contract).
-    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(err());
-    }
+    let fd = check(unsafe {
+        sys(
+            libc::SYS_openat,
+            libc::AT_FDCWD as usize,
+            path.as_ptr() as usize,
+            (libc::O_WRONLY | libc::O_CLOEXEC) as usize,
+            0,
+        )
+    })? as usize;
     // SAFETY: `data` is readable for its length.
-    let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-    let e = err();
+    let n = unsafe { sys(libc::SYS_write, fd, data.as_ptr() as usize, data.len(), 0) };
     // SAFETY: `fd` was opened above and is used no more.
-    unsafe { libc::close(fd) };
-    if n != data.len() as isize {
-        return Err(e);
+    unsafe { sys(libc::SYS_close, fd, 0, 0, 0) };
+    if check(n)? != data.len() as isize {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
     }
     Ok(())
 }
 
-/// What `C` shares with `G` and `T` (on `C`'s stack, which outlives both: `C` never returns while they run).
+/// What `G` shares with `T` (on `G`'s stack: `G` is suspended while `T` uses it).
 struct Shared<'a> {
     c: &'a Confined,
     e: &'a Exec,
-    /// `G`'s end of the status pipe.
-    status_fd: i32,
-    /// The top of `T`'s stack.
-    t_stack: *mut libc::c_void,
     /// The error that stopped `T` before its exec (0: none); written by `T`, read by `G` once `T` is gone.
     t_err: std::sync::atomic::AtomicI32,
 }
 
-const STACK: usize = 256 * 1024;
-
-/// A stack for a clone, with a guard page below it; its top. Never unmapped: the process ends first.
-fn new_stack() -> io::Result<*mut libc::c_void> {
-    // SAFETY: a fresh anonymous mapping; nothing else knows its address.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(err());
+impl PidNs {
+    /// The namespaces to start the runner's child in (`CLONE_NEW*`).
+    pub fn clone_flags(&self) -> libc::c_int {
+        libc::CLONE_NEWPID
+            | if self.user { libc::CLONE_NEWUSER } else { 0 }
+            | if self.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS }
+            | if self.net.is_some() { libc::CLONE_NEWNET } else { 0 }
     }
-    // SAFETY: the first page of the mapping just made, which holds nothing.
-    unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) };
-    // SAFETY: one past the end of the STACK-byte mapping, its top (stacks grow down).
-    Ok(unsafe { base.cast::<u8>().add(STACK) }.cast())
 }
 
-/// Returns only with the error that stopped the tool's start; `C` relays the tool's end and never returns.
+/// `G`, process 1 of the namespaces it was started in: maps, mounts and the proxy's listener, then `T`, which
+/// becomes the tool. Once `T` has exec'd, reports 0 to the runner and becomes the namespace's init
+/// ([`init`]), never returning; else returns the error that stopped the start.
 ///
 /// # Safety
-/// As [`enter_and_exec`] with a PID namespace: in a forked child, before its exec.
-unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec) -> io::Result<()> {
-    let flags = libc::CLONE_NEWPID
-        | if ns.user { libc::CLONE_NEWUSER } else { 0 }
-        | if ns.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS }
-        | if ns.net.is_some() { libc::CLONE_NEWNET } else { 0 };
-    // SAFETY: integer arguments only; this forked child's namespaces alone. Until the first clone this process's
-    // memory and errno are its own, so libc's wrappers are fine.
-    if unsafe { libc::unshare(flags) } != 0 {
-        return Err(err());
-    }
-    if ns.user {
-        // SAFETY: a NUL-terminated path.
-        unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
-        // SAFETY: a NUL-terminated path.
-        unsafe { write_file(b"/proc/self/uid_map\0", &ns.uid_map) }?;
-        // SAFETY: a NUL-terminated path.
-        unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }?;
-    }
-    if !ns.ro_binds.is_empty() {
-        // Nothing mounted here may reach the runner's mount namespace.
-        // SAFETY: a C string target; a propagation change takes no source, type or data (null).
-        if unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return Err(err());
+/// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
+/// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
+unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process::Init) -> io::Error {
+    let start = || -> io::Result<i32> {
+        if ns.user {
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/uid_map\0", &ns.uid_map) }?;
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }?;
         }
-        for b in &ns.ro_binds {
-            let p = b.path.as_ptr();
-            // SAFETY: `p` is the C string `b` owns; a bind mount takes no type or data.
-            if unsafe { libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0
+        if !ns.ro_binds.is_empty() {
+            // Nothing mounted here may reach the runner's mount namespace.
+            // SAFETY: a C string target; a propagation change takes no source, type or data (null).
+            check(unsafe { mount(std::ptr::null(), c"/".as_ptr(), libc::MS_REC | libc::MS_PRIVATE) })?;
+            for b in &ns.ro_binds {
+                let p = b.path.as_ptr();
+                // SAFETY: `p` is the C string `b` owns; a bind mount takes no type or data.
+                check(unsafe { mount(p, p, libc::MS_BIND) })?;
                 // SAFETY: as above; a remount takes no source.
-                || unsafe { libc::mount(std::ptr::null(), p, std::ptr::null(), b.flags, std::ptr::null()) } != 0
-            {
-                return Err(err());
+                check(unsafe { mount(std::ptr::null(), p, b.flags) })?;
             }
         }
-    }
-    if let Some(net) = &ns.net {
-        // SAFETY: between fork and exec, after the unshare made the network namespace; stack memory only.
-        unsafe { super::netproxy::listen_in_child(net) }?;
-    }
-    let mut p = [0i32; 2];
-    // SAFETY: `p` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(err());
-    }
-    let g_stack = new_stack()?;
-    let shared = Shared {
-        c,
-        e,
-        status_fd: p[1],
-        t_stack: new_stack()?,
-        t_err: std::sync::atomic::AtomicI32::new(0),
+        if let Some(net) = &ns.net {
+            // SAFETY: before the exec, in the network namespace this process was started in; stack memory only.
+            // (libc's socket wrappers: a failure writes the errno of the runner's thread that waits for our
+            // report in a raw read, and reads it nowhere.)
+            unsafe { super::netproxy::listen_in_child(net) }?;
+        }
+        let shared = Shared {
+            c,
+            e,
+            t_err: std::sync::atomic::AtomicI32::new(0),
+        };
+        // SAFETY: T runs t_main on the spare stack the runner gave us while this process is suspended
+        // (CLONE_VFORK), so `shared` outlives its use. libc's clone writes errno only when it fails, and nobody
+        // reads it then.
+        let t = unsafe {
+            libc::clone(
+                t_main,
+                init.tool_stack,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&shared as *const Shared).cast_mut().cast(),
+            )
+        };
+        if t < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+        match shared.t_err.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => Ok(t),
+            code => {
+                let mut st = 0i32;
+                // SAFETY: T's status into `st`, on this frame.
+                unsafe { sys(libc::SYS_wait4, t as usize, &mut st as *mut i32 as usize, 0, 0) };
+                Err(io::Error::from_raw_os_error(code))
+            }
+        }
     };
-    // From here on `G` runs in this memory: raw system calls only.
-    // SAFETY: G runs g_main on its own stack. `shared` (and what it borrows) stays on this frame while G uses it:
-    // after an error word G reads it no more, and after a 0 this process relays and never returns.
-    let g = unsafe {
-        libc::clone(
-            g_main,
-            g_stack,
-            libc::CLONE_VM | libc::SIGCHLD,
-            (&shared as *const Shared).cast_mut().cast(),
-        )
-    };
-    if g < 0 {
-        return Err(err());
-    }
-    // SAFETY: this process's copy of G's end (G has a table of its own); integer arguments only.
-    unsafe { sys(libc::SYS_close, p[1] as usize, 0, 0, 0) };
-    // G's first word: 0 once T has exec'd, else the error that stopped T.
-    // SAFETY: `p[0]` is the status pipe's read end, this process's.
-    match unsafe { read_word(p[0]) } {
-        // SAFETY: this is C, and the tool has exec'd.
-        Some(0) => unsafe { relay(g, p[0]) },
-        Some(code) => Err(io::Error::from_raw_os_error(code)),
-        None => Err(io::Error::from_raw_os_error(libc::EIO)),
+    match start() {
+        Err(e) => e,
+        // SAFETY: this is G, the tool has exec'd, and `init` outlives this process (the runner's Child keeps it
+        // until it has reaped us).
+        Ok(t) => unsafe { self::init(t, init) },
     }
 }
 
-/// Four bytes from `fd` (a pipe written four bytes at a time); `None` at end of file.
+/// `mount(2)` with no filesystem type or data, raw.
 ///
 /// # Safety
-/// `fd` an open descriptor of this process's, for it to read.
-unsafe fn read_word(fd: i32) -> Option<i32> {
-    let mut b = [0u8; 4];
-    loop {
-        // SAFETY: at most 4 bytes into `b`, on this frame.
-        let n = unsafe { sys(libc::SYS_read, fd as usize, b.as_mut_ptr() as usize, 4, 0) };
-        if n == -(libc::EINTR as isize) {
-            continue;
-        }
-        return (n == 4).then(|| i32::from_ne_bytes(b));
-    }
-}
-
-/// # Safety
-/// `fd` an open descriptor of this process's, for it to write.
-unsafe fn write_word(fd: i32, v: i32) {
-    let b = v.to_ne_bytes();
-    // SAFETY: 4 bytes from `b`, on this frame.
-    unsafe { sys(libc::SYS_write, fd as usize, b.as_ptr() as usize, 4, 0) };
+/// `source` null or a C string, `target` a C string.
+unsafe fn mount(source: *const libc::c_char, target: *const libc::c_char, flags: libc::c_ulong) -> isize {
+    // SAFETY: the caller's contract; type and data null.
+    unsafe { sys(libc::SYS_mount, source as usize, target as usize, 0, flags as usize) }
 }
 
 fn exit(code: i32) -> ! {
@@ -312,52 +259,10 @@ fn exit(code: i32) -> ! {
     loop {}
 }
 
-/// `G`: process 1 of the namespace. Starts `T` and waits until it has exec'd (or failed), tells `C`, then reaps.
-extern "C" fn g_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is `C`'s `Shared`, alive while `C` waits for this process's first word.
-    let s = unsafe { &*(arg as *const Shared) };
-    // SAFETY: integer arguments only.
-    unsafe {
-        sys(
-            libc::SYS_prctl,
-            libc::PR_SET_PDEATHSIG as usize,
-            libc::SIGKILL as usize,
-            0,
-            0,
-        )
-    };
-    // SAFETY: T runs t_main on its own stack while this process is suspended (CLONE_VFORK) and `C` waits, so `arg`
-    // outlives its use. libc's clone writes errno (C's) only when it fails, and nobody reads it then.
-    let t = unsafe {
-        libc::clone(
-            t_main,
-            s.t_stack,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            arg,
-        )
-    };
-    let code = if t < 0 {
-        libc::EAGAIN
-    } else {
-        s.t_err.load(std::sync::atomic::Ordering::SeqCst)
-    };
-    // SAFETY: `status_fd` is this process's copy of the status pipe's write end.
-    unsafe { write_word(s.status_fd, code) };
-    if code != 0 {
-        let mut st = 0i32;
-        if t > 0 {
-            // SAFETY: T's status into `st`, on this stack.
-            unsafe { sys(libc::SYS_wait4, t as usize, &mut st as *mut i32 as usize, 0, 0) };
-        }
-        exit(127);
-    }
-    // SAFETY: this is G, T has exec'd, and `C` relays from now on (so `s` is still there).
-    unsafe { init(t, s.status_fd) }
-}
-
 /// `T`: becomes the tool. `G` is suspended until this process execs or exits (`CLONE_VFORK`).
 extern "C" fn t_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: as in `g_main`; `G`, suspended, writes its word only once this process has gone.
+    // SAFETY: `arg` is `G`'s `Shared`, on G's frame while G is suspended (CLONE_VFORK) until this process has
+    // exec'd or exited.
     let s = unsafe { &*(arg as *const Shared) };
     // SAFETY: integer arguments only.
     unsafe {
@@ -378,17 +283,6 @@ extern "C" fn t_main(arg: *mut libc::c_void) -> libc::c_int {
     exit(127)
 }
 
-/// # Safety
-/// Only in `C` or `G` (tables of their own), which use no descriptor but `keep` from here on.
-unsafe fn close_all_but(keep: i32) {
-    if keep > 0 {
-        // SAFETY: integer arguments only; the caller's contract covers the descriptors closed.
-        unsafe { sys(libc::SYS_close_range, 0, (keep - 1) as usize, 0, 0) };
-    }
-    // SAFETY: as above.
-    unsafe { sys(libc::SYS_close_range, (keep + 1) as usize, u32::MAX as usize, 0, 0) };
-}
-
 /// The kernel's struct sigaction (handler, flags, restorer, mask) with only the handler set.
 ///
 /// # Safety
@@ -400,7 +294,7 @@ unsafe fn set_handler(sig: i32, handler: usize) {
 }
 
 /// # Safety
-/// In a process whose handler table is its own (`C`, `G`).
+/// In a process whose handler table is its own (`G`).
 unsafe fn ignore_signals() {
     for sig in [
         libc::SIGINT,
@@ -417,14 +311,19 @@ unsafe fn ignore_signals() {
     }
 }
 
-/// G: reap everything in the namespace; when the tool exits, pass its status to C and exit (which ends the
-/// namespace).
+/// G: reap everything in the namespace; when the tool exits, leave its status where the runner reads it and
+/// exit (which ends the namespace: the kernel kills what is left in it).
 ///
 /// # Safety
-/// Only in `G`, once `T` has exec'd; `status_fd` the status pipe's write end.
-unsafe fn init(tool: i32, status_fd: i32) -> ! {
-    // SAFETY: this is G, which uses no other descriptor from here on.
-    unsafe { close_all_but(status_fd) };
+/// Only in `G`, once `T` has exec'd; `init` alive for as long as this process runs.
+unsafe fn init(tool: i32, init: &crate::process::Init) -> ! {
+    let ok = 0i32.to_ne_bytes();
+    // SAFETY: 4 bytes from this frame to the report pipe, open in this process's table.
+    unsafe { sys(libc::SYS_write, init.report_fd as usize, ok.as_ptr() as usize, 4, 0) };
+    // Why: G's copies of the tool's pipes and of whatever the runner had open would hide the tool's end of file.
+    // SAFETY: G's table is its own (no CLONE_FILES), and G uses no descriptor from here on.
+    unsafe { sys(libc::SYS_close_range, 0, u32::MAX as usize, 0, 0) };
+    // Why: the runner signals the whole group; the tool gets the signal itself, G must live to reap it.
     // SAFETY: G's handler table is its own (no CLONE_SIGHAND).
     unsafe { ignore_signals() };
     loop {
@@ -432,84 +331,13 @@ unsafe fn init(tool: i32, status_fd: i32) -> ! {
         // SAFETY: a status into `st`, on this frame.
         let r = unsafe { sys(libc::SYS_wait4, usize::MAX, &mut st as *mut i32 as usize, 0, 0) };
         if r == tool as isize {
-            // SAFETY: `status_fd` is open (kept above).
-            unsafe { write_word(status_fd, st) };
+            init.tool_status.store(st, std::sync::atomic::Ordering::Release);
             exit(0);
         }
         if r < 0 && r != -(libc::EINTR as isize) {
             exit(127);
         }
     }
-}
-
-/// C: wait for G, then end as the tool ended (the same exit code, or the same signal).
-///
-/// # Safety
-/// Only in `C`, once the tool has exec'd; `status_fd` the status pipe's read end.
-unsafe fn relay(g: i32, status_fd: i32) -> ! {
-    // SAFETY: this is C, which uses no other descriptor from here on.
-    unsafe { close_all_but(status_fd) };
-    // Why: the runner signals the whole group; the tool gets the signal itself, C must live to relay its end.
-    // SAFETY: C's handler table is its own (a fork).
-    unsafe { ignore_signals() };
-    let mut st = 0i32;
-    loop {
-        // SAFETY: G's status into `st`, on this frame.
-        let r = unsafe { sys(libc::SYS_wait4, g as usize, &mut st as *mut i32 as usize, 0, 0) };
-        if r == g as isize {
-            break;
-        }
-        if r != -(libc::EINTR as isize) {
-            exit(127);
-        }
-    }
-    // SAFETY: `status_fd` is open (kept above).
-    if let Some(s) = unsafe { read_word(status_fd) } {
-        st = s;
-    }
-    if libc::WIFEXITED(st) {
-        exit(libc::WEXITSTATUS(st));
-    }
-    let sig = if libc::WIFSIGNALED(st) {
-        libc::WTERMSIG(st)
-    } else {
-        libc::SIGKILL
-    };
-    let no_core = [0u64; 2];
-    // SAFETY: `no_core` is a struct rlimit64 on this frame, read by the kernel.
-    unsafe {
-        sys(
-            libc::SYS_prlimit64,
-            0,
-            libc::RLIMIT_CORE as usize,
-            no_core.as_ptr() as usize,
-            0,
-        )
-    };
-    // SAFETY: SIG_DFL, in C's own table.
-    unsafe { set_handler(sig, libc::SIG_DFL) };
-    let unblock: u64 = 1 << (sig - 1);
-    // SAFETY: `unblock` is an 8-byte mask on this frame.
-    unsafe {
-        sys(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_UNBLOCK as usize,
-            &unblock as *const u64 as usize,
-            0,
-            8,
-        )
-    };
-    // SAFETY: integer arguments only: this process sends itself the tool's signal.
-    unsafe {
-        sys(
-            libc::SYS_kill,
-            sys(libc::SYS_getpid, 0, 0, 0, 0) as usize,
-            sig as usize,
-            0,
-            0,
-        )
-    };
-    exit(128 + sig)
 }
 
 /// Drop every capability for good. Failures are ignored: without CAP_SETPCAP there is nothing to drop.

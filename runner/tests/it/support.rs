@@ -290,3 +290,9 @@ pub fn run_in_pty_with(
         String::from_utf8_lossy(&term).into_owned(),
     )
 }
+
+/// Is this test process root? (A runner started by root needs no user namespace for its PID namespace.)
+pub fn is_root() -> bool {
+    // SAFETY: geteuid never fails and touches no memory.
+    (unsafe { libc::geteuid() }) == 0
+}
