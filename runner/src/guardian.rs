@@ -30,8 +30,12 @@ pub fn start() -> io::Result<()> {
     }
 }
 
-/// The write end of the guardian pipe, for the spawn path's `pre_exec`.
+/// The write end of the guardian pipe, for the spawn path's `pre_exec`; `None` once [`shutdown`] has closed it
+/// (its number may belong to another file by then).
 pub fn write_fd() -> Option<RawFd> {
+    if GUARDIAN_PID.load(std::sync::atomic::Ordering::SeqCst) <= 0 {
+        return None;
+    }
     WRITE_FD.get().and_then(|r| r.as_ref().ok().copied())
 }
 
@@ -97,11 +101,12 @@ unsafe fn fork_guardian() -> Result<RawFd, i32> {
 /// At the runner's exit: close the pipe (the guardian ends every group still registered, then exits) and reap
 /// the guardian, so it is never left a zombie for whoever adopts it. Waits at most a second.
 pub fn shutdown() {
+    let fd = write_fd();
     let pid = GUARDIAN_PID.swap(0, std::sync::atomic::Ordering::SeqCst);
     if pid <= 0 {
         return;
     }
-    if let Some(fd) = write_fd() {
+    if let Some(fd) = fd {
         // SAFETY: the write end is ours; after this no one writes to it (the runner is exiting).
         unsafe { libc::close(fd) };
     }
@@ -112,7 +117,12 @@ pub fn shutdown() {
             let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
             let second = rustix::event::Timespec { tv_sec: 1, tv_nsec: 0 };
             let _ = rustix::event::poll(&mut fds, Some(&second));
-            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+            if !matches!(
+                rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG),
+                Ok(Some(_))
+            ) {
+                tracing::warn!("the guardian (pid {pid}) did not end within a second of the runner's exit");
+            }
             return;
         }
     }

@@ -77,7 +77,12 @@ struct InitMemory {
 
 /// Start a process: `io` for stdin, stdout, stderr, `cwd` (already checked to be a folder), then `pre` (which
 /// ends in an exec), started as `how` says.
-pub fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_>) -> io::Result<Child> {
+///
+/// # Safety
+/// `pre` keeps [`PreExec`]'s contract: it runs in a process that shares this memory, so it may only make raw
+/// system calls on memory prepared before the call (no allocation, no lock, no panic, no thread-local), and it
+/// ends in an exec or returns the error that stopped it.
+pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_>) -> io::Result<Child> {
     let null = if io.contains(&Io::Null) {
         Some(rustix::fs::open(
             c"/dev/null",

@@ -280,7 +280,9 @@ fn start(p: &Prepared) -> io::Result<Child> {
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     let mut tries = 0;
     let child = loop {
-        match crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) {
+        // SAFETY: `pre_exec` makes raw system calls only, on `p` (prepared before, alive across the call), and
+        // ends in an exec or returns its error.
+        match unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) } {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));

@@ -309,3 +309,29 @@ fn is_descendant(pid: i32) -> bool {
     }
     false
 }
+
+/// The runner's exit closes the guardian's pipe and reaps the guardian at once; a pipe left open (as a
+/// `write_fd` that forgot it before the close once did) made every call wait a second for it, and say so.
+#[test]
+fn the_guardian_ends_with_the_runner() {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "quick.sh",
+        &bash_tool(
+            r#"[{"name":"quick_run","input_schema":{"type":"object"}}]"#,
+            r#"echo '"ran"'"#,
+        ),
+    );
+    for sandbox in ["off", "enforce"] {
+        w.settings(&format!(r#"{{"sandbox": {{"common": "{sandbox}"}}}}"#));
+        let o = w
+            .cmd()
+            .env("ANIMAWORKS_TOOL_LOG", "warn")
+            .args(["call", "quick", "run"])
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o).trim(), "ran", "{}", stderr(&o));
+        assert!(!stderr(&o).contains("guardian"), "sandbox {sandbox}: {}", stderr(&o));
+    }
+}
