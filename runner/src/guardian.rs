@@ -159,17 +159,27 @@ unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
         // SAFETY: this is the guardian's start, on its own stack; `arg` is the pipe's read end that clone was given.
         unsafe { guardian_main(arg as usize as RawFd) }
     }
+    // Every signal blocked around the clone: until guardian_main has reset them, the runner's handlers would run
+    // on the guardian's stack, in shared memory.
     // SAFETY: `entry` runs on the fresh stack and, sharing this memory, touches nothing outside it but its own
-    // code (guardian_main: raw system calls, locals only); the mapping is never unmapped, so it outlives the
-    // guardian.
-    unsafe {
-        libc::clone(
-            entry,
-            top,
-            libc::CLONE_VM | libc::SIGCHLD,
-            rfd as usize as *mut libc::c_void,
-        )
+    // code (guardian_main: raw system calls, locals only, handlers reset before it unblocks); the mapping is never
+    // unmapped, so it outlives the guardian.
+    let pid = unsafe {
+        crate::process::with_signals_blocked(|| {
+            libc::clone(
+                entry,
+                top,
+                libc::CLONE_VM | libc::SIGCHLD,
+                rfd as usize as *mut libc::c_void,
+            )
+        })
+    };
+    if pid < 0 {
+        // SAFETY: this thread's errno, for fork_guardian's report.
+        unsafe { *libc::__errno_location() = -pid };
+        return -1;
     }
+    pid
 }
 
 /// # Safety
@@ -227,6 +237,8 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
         // SAFETY: `ignore` lives on this frame; the guardian's handler table is its own copy (no CLONE_SIGHAND).
         unsafe { crate::sys::call(libc::SYS_rt_sigaction, sig as usize, ignore.as_ptr() as usize, 0, 8) };
     }
+    // SAFETY: as above; started with every signal blocked (start_process), it unblocks with no runner handler left.
+    unsafe { crate::sys::default_signals(&[]) };
     let mut groups = [0i32; MAX_GROUPS];
     let mut buf = [0u8; 4096];
     let mut carry = [0u8; 4];

@@ -202,8 +202,8 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
 /// handlers' memory until it has reset them, and unblocks once they are reset. `f`'s result, or `-errno`.
 ///
 /// # Safety
-/// `f` a clone whose child resets the handlers before it unblocks (see [`child_main`]).
-unsafe fn with_signals_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
+/// `f` a clone whose child resets the handlers before it unblocks ([`crate::sys::default_signals`]).
+pub(crate) unsafe fn with_signals_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
     // SAFETY: sigset_t is plain data; all zeroes is a valid (empty) set.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as for `all`.
@@ -318,34 +318,8 @@ unsafe fn child_main(s: &Setup<'_>) -> io::Error {
     }
     // Every handled signal back to its default (the handlers are the runner's code), SIGPIPE too (the runner
     // ignores it; a tool gets the default), then nothing blocked.
-    let mut act = [0usize; 4];
-    for sig in 1..=64usize {
-        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
-            continue;
-        }
-        // SAFETY: the kernel writes its 4-word struct sigaction (8-byte mask) into `act`, on this frame.
-        if unsafe { sys(libc::SYS_rt_sigaction, sig, 0, act.as_mut_ptr() as usize, 8) } != 0 {
-            continue;
-        }
-        let handled = act[0] != libc::SIG_DFL && act[0] != libc::SIG_IGN;
-        if handled || sig == libc::SIGPIPE as usize {
-            let dfl = [libc::SIG_DFL, 0, 0, 0];
-            // SAFETY: `dfl` is a struct sigaction on this frame; the child's handler table is its own copy (no
-            // CLONE_SIGHAND), and a default runs no code.
-            unsafe { sys(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8) };
-        }
-    }
-    let none: u64 = 0;
-    // SAFETY: `none` is an 8-byte mask on this frame; no handler of the runner's is left to run.
-    unsafe {
-        sys(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK as usize,
-            &none as *const u64 as usize,
-            0,
-            8,
-        )
-    };
+    // SAFETY: the child's handler table is its own copy (no CLONE_SIGHAND).
+    unsafe { crate::sys::default_signals(&[libc::SIGPIPE]) };
     // SAFETY: `init`, when set, is clone_init's, alive for as long as this child runs.
     (s.pre)(s.init.map(|i| unsafe { &*i }))
 }

@@ -126,3 +126,39 @@ impl Drop for Stacks {
         unsafe { libc::munmap(self.base, STACK * self.n) };
     }
 }
+
+/// In a process started with `clone(CLONE_VM)` and every signal blocked: every signal with a handler (the
+/// runner's code, which must not run here) and each of `also` back to its default, then nothing blocked.
+///
+/// # Safety
+/// In a process whose handler table is its own (no `CLONE_SIGHAND`), before it needs any handler.
+pub unsafe fn default_signals(also: &[i32]) {
+    let mut act = [0usize; 4];
+    for sig in 1..=64usize {
+        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+            continue;
+        }
+        // SAFETY: the kernel writes its 4-word struct sigaction (8-byte mask) into `act`, on this frame.
+        if unsafe { call(libc::SYS_rt_sigaction, sig, 0, act.as_mut_ptr() as usize, 8) } != 0 {
+            continue;
+        }
+        let handled = act[0] != libc::SIG_DFL && act[0] != libc::SIG_IGN;
+        if handled || also.contains(&(sig as i32)) {
+            let dfl = [libc::SIG_DFL, 0, 0, 0];
+            // SAFETY: `dfl` is a struct sigaction on this frame; the table is this process's own (the caller's
+            // contract), and a default runs no code.
+            unsafe { call(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8) };
+        }
+    }
+    let none: u64 = 0;
+    // SAFETY: `none` is an 8-byte mask on this frame; no handler of the runner's is left to run.
+    unsafe {
+        call(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as usize,
+            &none as *const u64 as usize,
+            0,
+            8,
+        )
+    };
+}
