@@ -42,8 +42,7 @@ fn deadline_holds_when_a_grandchild_left_the_group_holding_stdout() {
 }
 
 /// A `use-tool --serve` process that has submitted one background task, and the task as stored once it completed.
-fn serve_with_a_finished_task(w: &World) -> (std::process::Child, std::process::ChildStdin, serde_json::Value) {
-    use std::io::{BufRead, Write};
+fn serve_with_a_finished_task(w: &World) -> (Serve, serde_json::Value) {
     w.tool(
         &w.common(),
         "bgt",
@@ -52,21 +51,10 @@ fn serve_with_a_finished_task(w: &World) -> (std::process::Child, std::process::
             r#"echo '{"type":"result","result":"ran"}'"#,
         ),
     );
-    let mut serve = w
-        .cmd()
-        .args(["use-tool", "--serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = serve.stdin.take().unwrap();
-    let mut out = std::io::BufReader::new(serve.stdout.take().unwrap());
-    let req =
-        serde_json::json!({"id": 1, "tool_name": "task", "action": "submit", "args": {"tool": "bgt", "action": "go"}});
-    writeln!(stdin, "{req}").unwrap();
-    let mut answer = String::new();
-    out.read_line(&mut answer).unwrap();
+    let mut serve = w.serve();
+    let answer = serve.ask(
+        &serde_json::json!({"id": 1, "tool_name": "task", "action": "submit", "args": {"tool": "bgt", "action": "go"}}),
+    );
     let tasks = w.anima.join("state").join("background_tasks");
     let mut task = serde_json::Value::Null;
     let done = eventually(30, || {
@@ -81,7 +69,7 @@ fn serve_with_a_finished_task(w: &World) -> (std::process::Child, std::process::
         !task.is_null()
     });
     assert!(done, "the task never completed: {answer}");
-    (serve, stdin, task)
+    (serve, task)
 }
 
 fn describe(pids: &[i32]) -> Vec<String> {
@@ -95,11 +83,10 @@ fn describe(pids: &[i32]) -> Vec<String> {
 #[test]
 fn task_workers_started_by_a_long_lived_caller_are_reaped() {
     let w = World::new();
-    let (mut serve, stdin, task) = serve_with_a_finished_task(&w);
+    let (serve, task) = serve_with_a_finished_task(&w);
     let worker = task["pid"].as_i64().expect("a finished task names its worker") as i32;
-    let reaped = eventually(30, || !zombie_children_of(serve.id()).contains(&worker));
-    drop(stdin);
-    let _ = serve.wait();
+    let reaped = eventually(30, || !zombie_children_of(serve.child.id()).contains(&worker));
+    serve.finish();
     assert!(
         reaped,
         "the exited task worker {worker} stays a zombie of the serving process"
@@ -111,10 +98,9 @@ fn task_workers_started_by_a_long_lived_caller_are_reaped() {
 #[test]
 fn orphans_re_parented_to_a_long_lived_runner_are_reaped() {
     let w = World::new();
-    let (mut serve, stdin, _task) = serve_with_a_finished_task(&w);
-    let reaped = eventually(30, || zombie_children_of(serve.id()).is_empty());
-    let zombies = describe(&zombie_children_of(serve.id()));
-    drop(stdin);
-    let _ = serve.wait();
+    let (serve, _task) = serve_with_a_finished_task(&w);
+    let reaped = eventually(30, || zombie_children_of(serve.child.id()).is_empty());
+    let zombies = describe(&zombie_children_of(serve.child.id()));
+    serve.finish();
     assert!(reaped, "zombies of the serving process: {zombies:?}");
 }
