@@ -41,7 +41,7 @@ pub enum Start {
     /// new PID namespace and starts the tool itself. It stays alive in the runner's memory, on stacks the
     /// [`Child`] owns, and reports the tool's exec through [`Init::report_fd`] and the tool's end through
     /// [`Init::tool_status`]. Why not a fork: copying the runner's page tables and tearing the copy down cost
-    /// a sandboxed call ~0.5 ms (bench/README.md).
+    /// a sandboxed call about 0.3 ms (bench/README.md, "Third pass").
     Init(libc::c_int),
 }
 
@@ -73,6 +73,26 @@ impl Init {
 struct InitMemory {
     init: Box<Init>,
     _stacks: crate::sys::Stacks,
+}
+
+/// The memory of init children dropped before they were reaped, each with a pidfd: kept until the child has
+/// exited (its pidfd is readable then; a zombie runs no code), never longer.
+static ABANDONED: std::sync::Mutex<Vec<(OwnedFd, InitMemory)>> = std::sync::Mutex::new(Vec::new());
+
+/// Free the memory of abandoned init children that have exited. Called at each init start and each drop, and by
+/// [`crate::reap::reap_orphans`].
+pub fn release_abandoned() {
+    let mut v = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
+    v.retain(|(fd, _)| {
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        !matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+    });
+}
+
+/// How many abandoned init children still hold their memory.
+pub fn abandoned() -> usize {
+    ABANDONED.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
 /// Start a process: `io` for stdin, stdout, stderr, `cwd` (already checked to be a folder), then `pre` (which
@@ -251,8 +271,12 @@ unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i
         unsafe { crate::sys::call(libc::SYS_exit_group, 127, 0, 0, 0) };
         127
     }
+    release_abandoned();
     let stacks = crate::sys::Stacks::new(2)?;
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // Why at 3 or above: a runner whose 0–2 are closed gets them back from pipe(); the child's dup3 onto 0–2
+    // would then replace the report's write end with a stdio end before it reports.
+    let w = rustix::io::fcntl_dupfd_cloexec(&w, 3)?;
     let init = Box::new(Init {
         pid: AtomicI32::new(0),
         report_fd: w.as_raw_fd(),
@@ -393,11 +417,25 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         if self.status.is_none() && !matches!(self.try_wait(), Ok(Some(_))) {
+            // Opened while the pid is surely still ours (not reaped), before the kill.
+            let pidfd = self.init.as_ref().and_then(|_| {
+                rustix::process::Pid::from_raw(self.pid)
+                    .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
+            });
             // SAFETY: our own child, not yet reaped, so the pid is still its.
             unsafe { libc::kill(self.pid, libc::SIGKILL) };
             crate::reap::disown(self.pid as u32);
-            // Why: until the kill has landed, an init child may still run on these stacks and write there.
-            std::mem::forget(self.init.take());
+            // Why: until the kill has landed, an init child may still run on these stacks and write there; they
+            // go once it has exited. Without a pidfd (Linux < 5.3) there is no safe moment: they stay.
+            if let Some(memory) = self.init.take() {
+                match pidfd {
+                    Some(Ok(fd)) => ABANDONED.lock().unwrap_or_else(|e| e.into_inner()).push((fd, memory)),
+                    // No such process: it has been reaped already, nothing runs on the stacks.
+                    Some(Err(rustix::io::Errno::SRCH)) => drop(memory),
+                    _ => std::mem::forget(memory),
+                }
+                release_abandoned();
+            }
         }
     }
 }

@@ -129,6 +129,7 @@ pub async fn wait(child: &mut crate::process::Child) -> std::io::Result<std::pro
 /// worker's guardian, anything that left its group) and that nobody else will ever wait for. Never blocks, never
 /// touches a child we started ourselves. Long-lived callers run it after each call.
 pub fn reap_orphans() {
+    crate::process::release_abandoned();
     for _ in 0..4096 {
         // SAFETY: waitid with WNOWAIT only peeks; siginfo is plain data. (Raw libc: rustix's waitid does not give
         // the pid of the child it saw.)

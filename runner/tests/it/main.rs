@@ -11,6 +11,7 @@ mod cli;
 mod core;
 mod dropin;
 mod hardening;
+mod init;
 mod legacy_tools;
 mod llm;
 mod output;
