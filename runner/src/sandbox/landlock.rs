@@ -121,8 +121,12 @@ impl Builder {
     /// Allow `access` beneath `path` (a file: the file-compatible part of it). `path` is canonical; it is
     /// opened without following any symbolic link, so a link swapped in since it was resolved is refused.
     pub fn allow_path(&mut self, path: &Path, access: u64) -> io::Result<()> {
-        let fd = open_path(path)?;
-        let st = rustix::fs::fstat(&fd)?;
+        self.allow_fd(&open_path(path)?, access)
+    }
+
+    /// Allow `access` beneath what `fd` (an `O_PATH` descriptor) names.
+    pub fn allow_fd(&mut self, fd: &OwnedFd, access: u64) -> io::Result<()> {
+        let st = rustix::fs::fstat(fd)?;
         let mut access = access & self.fs;
         if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
             access &= FILE_RIGHTS;

@@ -632,8 +632,9 @@ fn plan_with(
                     "write" => protected_write.covers(&real),
                     _ => protected_read.covers(&real),
                 };
-                let system = field != "write" && system_read().iter().any(|s| real.starts_with(s));
-                if runner_state || !(system || allowed.iter().any(|a| real.starts_with(a))) {
+                let allowed = allowed.iter().any(|a| real.starts_with(a))
+                    || (field != "write" && system_read().iter().any(|s| real.starts_with(s)));
+                if runner_state || !allowed {
                     let why = if runner_state {
                         "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted"
                             .to_owned()
@@ -926,39 +927,17 @@ const DEV_READ: &[&str] = &[
     "/sys/devices/system/cpu",
 ];
 
+/// The canonical forms of the system folders a declared read or exec path may lie in without a grant, found once
+/// per process.
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     S.get_or_init(|| {
-        [System::Exec, System::EtcRead]
-            .into_iter()
-            .flat_map(System::canonical)
-            .cloned()
+        SYSTEM_EXEC
+            .iter()
+            .chain(ETC_READ)
+            .filter_map(|p| rules::canonical(Path::new(p)))
             .collect()
     })
-}
-
-/// The fixed system lists above.
-#[derive(Clone, Copy)]
-enum System {
-    Exec,
-    EtcRead,
-    DevRw,
-    DevRead,
-}
-
-impl System {
-    /// The canonical forms of the list's paths that exist, found once per process (the plan and the ruleset both
-    /// need them).
-    fn canonical(self) -> &'static [PathBuf] {
-        static FOUND: [std::sync::OnceLock<Vec<PathBuf>>; 4] = [const { std::sync::OnceLock::new() }; 4];
-        let list = match self {
-            System::Exec => SYSTEM_EXEC,
-            System::EtcRead => ETC_READ,
-            System::DevRw => DEV_RW,
-            System::DevRead => DEV_READ,
-        };
-        FOUND[self as usize].get_or_init(|| list.iter().filter_map(|p| rules::canonical(Path::new(p))).collect())
-    }
 }
 
 /// The folder an interpreter belongs to: `<prefix>` of `<prefix>/bin/x` or of a version manager's
@@ -1089,14 +1068,14 @@ impl Plan {
             scope: s.landlock_signal_scope(),
         })?;
         let none = Protected::default();
-        for p in System::Exec.canonical() {
-            rules::grant(&mut b, p, EXEC, &i.protected_read)?;
+        for p in SYSTEM_EXEC {
+            rules::grant_fixed(&mut b, Path::new(p), EXEC, &i.protected_read)?;
         }
-        for p in System::EtcRead.canonical().iter().chain(System::DevRead.canonical()) {
-            rules::grant(&mut b, p, READ, &i.protected_read)?;
+        for p in ETC_READ.iter().chain(DEV_READ) {
+            rules::grant_fixed(&mut b, Path::new(p), READ, &i.protected_read)?;
         }
-        for p in System::DevRw.canonical() {
-            rules::grant(&mut b, p, READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
+        for p in DEV_RW {
+            rules::grant_fixed(&mut b, Path::new(p), READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
         }
         if let Some(h) = &i.home {
             // User-installed Python packages (pip install --user).
