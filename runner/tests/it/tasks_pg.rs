@@ -261,19 +261,23 @@ fn runs_log(e: &Env) -> Vec<(String, String, String)> {
 
 /// The most runs of one anima that were ever between their start and end records at once. A run with no end
 /// record was killed mid-way (its worker SIGKILLed or stopped): when it died is not in the log, so it is left out
-/// rather than counted as running for ever after (which made a later, legal third run look like a fourth).
+/// rather than counted as running for ever after. Runs are paired per run, not per task: a task released or
+/// rescued after a killed run runs again, and the killed run's start must not be paired with the next run's end
+/// (which left it counted for ever after, and a later, legal third run looked like a fourth).
 fn max_overlap(log: &[(String, String, String)]) -> HashMap<String, usize> {
-    let ended: std::collections::HashSet<&str> = log
-        .iter()
-        .filter(|(ev, _, _)| ev == "E")
-        .map(|(_, id, _)| id.as_str())
-        .collect();
+    let mut paired = vec![false; log.len()];
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    for (i, (ev, id, _)) in log.iter().enumerate() {
+        if ev == "S" {
+            open.insert(id.as_str(), i);
+        } else if let Some(s) = open.remove(id.as_str()) {
+            paired[s] = true;
+            paired[i] = true;
+        }
+    }
     let mut now: HashMap<String, usize> = HashMap::new();
     let mut max: HashMap<String, usize> = HashMap::new();
-    for (ev, id, anima) in log {
-        if !ended.contains(id.as_str()) {
-            continue;
-        }
+    for ((ev, _, anima), _) in log.iter().zip(&paired).filter(|(_, p)| **p) {
         let n = now.entry(anima.clone()).or_default();
         if ev == "S" {
             *n += 1;
@@ -284,6 +288,34 @@ fn max_overlap(log: &[(String, String, String)]) -> HashMap<String, usize> {
         }
     }
     max
+}
+
+#[test]
+fn max_overlap_pairs_runs_not_tasks() {
+    let ev = |e: &str, id: &str| (e.to_owned(), id.to_owned(), "a".to_owned());
+    // t1's first run is killed (no end), t1 runs again later; t2..t4 run one after the other beside it.
+    let log = [
+        ev("S", "t1"),
+        ev("S", "t2"),
+        ev("E", "t2"),
+        ev("S", "t3"),
+        ev("S", "t1"),
+        ev("E", "t1"),
+        ev("E", "t3"),
+        ev("S", "t4"),
+        ev("E", "t4"),
+    ];
+    assert_eq!(max_overlap(&log)["a"], 2);
+    // Three at once, properly paired, is three.
+    let log = [
+        ev("S", "x"),
+        ev("S", "y"),
+        ev("S", "z"),
+        ev("E", "x"),
+        ev("E", "y"),
+        ev("E", "z"),
+    ];
+    assert_eq!(max_overlap(&log)["a"], 3);
 }
 
 fn alive(pid: i32) -> bool {
