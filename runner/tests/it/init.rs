@@ -106,7 +106,7 @@ fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
 }
 
 /// A sandboxed tool attacks its namespace's init G, which shares the runner's whole address space: ptrace, /proc
-/// mem, process_vm_readv, pidfd_getfd, signals. Every attempt must fail (verification, expected to pass).
+/// mem, process_vm_readv, pidfd_getfd. Every attempt must fail.
 const PY_INIT_ATTACKER: &str = r#"
 import ctypes, errno, json, os, signal
 from animaworks_tool_sdk import action, run
