@@ -12,3 +12,5 @@ fi
 cargo build --workspace --quiet
 cargo test --workspace --quiet 2>&1
 python3 -m pytest tool-sdk-py -q -W error
+# The crate docs name the real functions of a call's path: a broken or private intra-doc link fails the run.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet

@@ -8,7 +8,7 @@
 //!    it reached its exec, `G` tells the runner; then `G` closes every descriptor, reaps, and when `T` exits
 //!    leaves `T`'s status in the runner's memory and exits, and the kernel kills everything left in the
 //!    namespace — `setsid` daemons included. Sharing the runner's memory, `G` and `T` make raw system calls
-//!    only ([`crate::sys`]: libc's wrappers would write the errno of the runner's thread).
+//!    only (`crate::sys`: libc's wrappers would write the errno of the runner's thread).
 //!    With an enforced host list `G` also makes the proxy's listener in its network namespace and hands it to
 //!    the runner ([`super::netproxy::listen_in_child`]) before it clones `T`.
 //! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off

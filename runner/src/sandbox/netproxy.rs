@@ -9,7 +9,7 @@
 //!    to the list (host exact, case-insensitive; `*` any host; the port exact), resolved and connected by the
 //!    runner, then bytes flow both ways. A refused target gets `403`, a note on the runner's stderr and in the
 //!    audit line.
-//! 4. The tool's environment names the proxy ([`env`]). Whatever ignores it finds no route (no DNS either).
+//! 4. The tool's environment names the proxy ([`env()`]). Whatever ignores it finds no route (no DNS either).
 //!
 //! The task, its listener and every relayed connection end when the [`Proxy`] is dropped, with the plan.
 
