@@ -149,9 +149,8 @@ pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsStr
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    match cmd.spawn() {
+    match crate::reap::start_owned(|| cmd.spawn(), |c| Some(c.id())) {
         Ok(mut child) => {
-            crate::reap::own(child.id());
             // Reaped by a thread, so a long-lived runner keeps no zombie; a one-shot call exits without waiting.
             let _ = std::thread::Builder::new()
                 .name("pyshim-compile".into())

@@ -105,8 +105,24 @@ impl Drop for GroupGuard {
 static OWN: std::sync::Mutex<std::collections::BTreeSet<i32>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
-/// `pid` is a child we started and will reap ourselves: [`reap_orphans`] must leave it alone.
-pub fn own(pid: u32) {
+/// Held (shared) by every start of a child we reap ourselves, from before its fork or clone until its pid is
+/// [`own`]ed; [`reap_orphans`] runs only when it can take it alone. Without it, a child that exited in the
+/// moment between its start and `own` could be reaped as an orphan, and its owner would see no status.
+static STARTING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Start a child with `start` and register its pid (`pid`) as ours before [`reap_orphans`] can see it exit.
+pub fn start_owned<T, E>(start: impl FnOnce() -> Result<T, E>, pid: impl FnOnce(&T) -> Option<u32>) -> Result<T, E> {
+    let _starting = STARTING.read().unwrap_or_else(|e| e.into_inner());
+    let child = start()?;
+    if let Some(p) = pid(&child) {
+        own(p);
+    }
+    Ok(child)
+}
+
+/// `pid` is a child we started and will reap ourselves: [`reap_orphans`] must leave it alone. Call it through
+/// [`start_owned`].
+fn own(pid: u32) {
     OWN.lock().unwrap_or_else(|e| e.into_inner()).insert(pid as i32);
 }
 
@@ -130,6 +146,12 @@ pub async fn wait(child: &mut crate::process::Child) -> std::io::Result<std::pro
 /// touches a child we started ourselves. Long-lived callers run it after each call.
 pub fn reap_orphans() {
     crate::process::release_abandoned();
+    // Not while a child is being started: it may have exited before its owner registered it.
+    let _alone = match STARTING.try_write() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
     for _ in 0..4096 {
         // SAFETY: waitid with WNOWAIT only peeks; siginfo is plain data. (Raw libc: rustix's waitid does not give
         // the pid of the child it saw.)

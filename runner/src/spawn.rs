@@ -279,7 +279,7 @@ fn start(p: &Prepared) -> io::Result<Child> {
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     let mut tries = 0;
-    let child = loop {
+    let attempt = || loop {
         // SAFETY: `pre_exec` makes raw system calls only, on `p` (prepared before, alive across the call), and
         // ends in an exec or returns its error.
         match unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) } {
@@ -287,13 +287,10 @@ fn start(p: &Prepared) -> io::Result<Child> {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));
             }
-            other => break other?,
+            other => break other,
         }
     };
-    if let Some(pid) = child.id() {
-        crate::reap::own(pid);
-    }
-    Ok(child)
+    crate::reap::start_owned(attempt, Child::id)
 }
 
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.

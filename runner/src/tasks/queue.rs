@@ -47,9 +47,8 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
     unsafe {
         cmd.pre_exec(|| rustix::process::setsid().map(|_| ()).map_err(io::Error::from));
     }
-    let mut child = cmd.spawn()?;
+    let mut child = crate::reap::start_owned(|| cmd.spawn(), |c| Some(c.id()))?;
     let pid = child.id();
-    crate::reap::own(pid);
     // Why: a long-lived caller (the MCP server, `use-tool --serve`) would otherwise keep every exited worker as a
     // zombie for its whole life; the thread ends with the worker, or with this process.
     std::thread::spawn(move || {

@@ -335,3 +335,33 @@ fn the_guardian_ends_with_the_runner() {
         assert!(!stderr(&o).contains("guardian"), "sandbox {sandbox}: {}", stderr(&o));
     }
 }
+
+/// A long-lived runner reaps orphans after each call, on whichever thread ends one; a child another thread is
+/// starting may exit before it is registered as that thread's own. While any start is in progress,
+/// `reap_orphans` leaves every child alone (here: an exited child in a group of its own, which it would reap).
+#[test]
+fn orphans_are_not_reaped_while_a_child_is_being_started() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new("true");
+    cmd.process_group(0);
+    let mut child = animaworks_tool::reap::start_owned(
+        || -> std::io::Result<std::process::Child> {
+            let c = cmd.spawn()?;
+            let pid = c.id() as i32;
+            assert!(
+                eventually(30, || proc_stat(pid).is_some_and(|(st, _, _)| st == "Z")),
+                "the child never exited"
+            );
+            animaworks_tool::reap::reap_orphans();
+            assert!(
+                proc_stat(pid).is_some(),
+                "reap_orphans reaped a child while a start was in progress"
+            );
+            Ok(c)
+        },
+        |_| None,
+    )
+    .unwrap();
+    // Another test's reap_orphans may have taken it since.
+    let _ = child.wait();
+}

@@ -673,13 +673,11 @@ async fn listen_loop(w: Rc<Worker>) {
 /// Start `animaworks-tool jobs watchdog` with a pipe to its stdin.
 fn start_watchdog() -> std::io::Result<std::process::ChildStdin> {
     let exe = std::env::current_exe()?;
-    let mut child = std::process::Command::new(exe)
-        .args(["jobs", "watchdog"])
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["jobs", "watchdog"])
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()?;
-    let pid = child.id();
-    crate::reap::own(pid);
+        .stdout(std::process::Stdio::null());
+    let mut child = crate::reap::start_owned(|| cmd.spawn(), |c| Some(c.id()))?;
     child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))
 }
 
