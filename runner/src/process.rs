@@ -275,8 +275,15 @@ unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i
     let stacks = crate::sys::Stacks::new(2)?;
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // Why at 3 or above: a runner whose 0–2 are closed gets them back from pipe(); the child's dup3 onto 0–2
-    // would then replace the report's write end with a stdio end before it reports.
-    let w = rustix::io::fcntl_dupfd_cloexec(&w, 3)?;
+    // would then replace the report's write end with a stdio end before it reports. The low one is closed at
+    // once: a write end left open here would keep the read below from ever seeing the child die unreported.
+    let w = if w.as_raw_fd() <= 2 {
+        let high = rustix::io::fcntl_dupfd_cloexec(&w, 3)?;
+        drop(w);
+        high
+    } else {
+        w
+    };
     let init = Box::new(Init {
         pid: AtomicI32::new(0),
         report_fd: w.as_raw_fd(),

@@ -105,6 +105,30 @@ fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
     );
 }
 
+/// An init child that dies before it reports (killed, or crashed) must make the start fail, not hang: the
+/// runner's own copy of the report's write end must be closed while it waits.
+#[test]
+fn an_init_that_dies_before_its_report_fails_the_start() {
+    if !pid_ns_available() {
+        eprintln!("SKIPPED: no PID namespace here");
+        return;
+    }
+    let flags = confined().pid_ns.as_ref().unwrap().clone_flags();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pre = |_: Option<&Init>| -> io::Error {
+            // SAFETY: ends the child at once, before any report.
+            unsafe { libc::syscall(libc::SYS_exit_group, 3) };
+            io::Error::from_raw_os_error(libc::EIO)
+        };
+        // SAFETY: `pre` makes one raw system call and ends the child.
+        let r = unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags), &pre) };
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.raw_os_error()));
+    });
+    let r = rx.recv_timeout(std::time::Duration::from_secs(30));
+    assert_eq!(r, Ok(Err(Some(libc::EIO))), "the start hung or did not fail");
+}
+
 /// A sandboxed tool attacks its namespace's init G, which shares the runner's whole address space: ptrace, /proc
 /// mem, process_vm_readv, pidfd_getfd. Every attempt must fail.
 const PY_INIT_ATTACKER: &str = r#"
