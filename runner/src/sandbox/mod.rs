@@ -372,7 +372,7 @@ pub fn validate(d: &Declared) -> Vec<String> {
                 out.push(format!("sandbox.net: {m}"));
             } else if netproxy::Allowed::parse(e).is_none() {
                 out.push(format!(
-                    "sandbox.net: {e:?}: the host is not a DNS name, an IP address or \"*\""
+                    "sandbox.net: {e:?}: the host is not a DNS name, an IP address ([...] for IPv6) or \"*\""
                 ));
             }
         }

@@ -91,12 +91,19 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
     Some((normal_host(host)?, port))
 }
 
+/// A host as written in an authority: a name or IPv4 address, or an IPv6 address in brackets (a `:` is only
+/// accepted there, so `::1:443` is refused rather than read one way or another).
 fn normal_host(h: &str) -> Option<String> {
-    let h = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(h);
+    let (h, colons) = match h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        Some(inner) => (inner, true),
+        None => (h, false),
+    };
     let h = h.strip_suffix('.').unwrap_or(h);
     let ok = !h.is_empty()
         && h.len() <= 253
-        && (h == "*" || h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b)));
+        && (h == "*"
+            || h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b) || (colons && b == b':')));
     ok.then(|| h.to_ascii_lowercase())
 }
 
@@ -247,6 +254,13 @@ enum Ask {
 fn parse(head: &[u8]) -> Result<Ask, &'static str> {
     const BAD: &str = "400 Bad Request";
     let text = std::str::from_utf8(head).map_err(|_| BAD)?;
+    // Why: a bare line feed (or any other control byte) would let the tool slip headers past the rewrite below.
+    if text
+        .split("\r\n")
+        .any(|l| l.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f))
+    {
+        return Err(BAD);
+    }
     let mut lines = text.split("\r\n");
     let line = lines.next().ok_or(BAD)?;
     let mut parts = line.split(' ');
@@ -278,19 +292,33 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
     if authority.contains('@') {
         return Err(BAD);
     }
-    let (host, port) = match split_authority(authority) {
-        Some(hp) => hp,
-        None => (normal_host(authority).ok_or(BAD)?, 80),
+    // The default port only when the authority names none (a `:` outside brackets); a bad one is refused.
+    let names_port = authority
+        .rsplit_once(']')
+        .map_or(authority, |(_, after)| after)
+        .contains(':');
+    let (host, port) = if names_port {
+        split_authority(authority).ok_or(BAD)?
+    } else {
+        (normal_host(authority).ok_or(BAD)?, 80)
     };
     if host == "*" {
         return Err(BAD);
     }
-    let mut out = format!("{method} {path} {version}\r\n");
+    // Why Host from the target: the allow-list judged the target, so the server must be asked for that host,
+    // not for whatever other site on the same address the tool's own Host line names.
+    let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
     for h in lines {
         let name = h.split(':').next().unwrap_or("").trim();
-        if ["proxy-connection", "proxy-authorization", "connection", "keep-alive"]
-            .iter()
-            .any(|n| name.eq_ignore_ascii_case(n))
+        if [
+            "host",
+            "proxy-connection",
+            "proxy-authorization",
+            "connection",
+            "keep-alive",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
         {
             continue;
         }
@@ -517,7 +545,7 @@ mod tests {
         assert_eq!((host.as_str(), port), ("h.test", 8080));
         assert_eq!(
             String::from_utf8(head).unwrap(),
-            "GET /x?y HTTP/1.1\r\nHost: h.test\r\nConnection: close\r\n\r\n"
+            "GET /x?y HTTP/1.1\r\nHost: h.test:8080\r\nConnection: close\r\n\r\n"
         );
         let Ok(Ask::Forward { port, .. }) = parse(b"GET http://h.test HTTP/1.0") else {
             panic!()
@@ -529,6 +557,39 @@ mod tests {
         assert!(parse(b"CONNECT h.test HTTP/1.1").is_err());
         assert!(parse(b"CONNECT *:443 HTTP/1.1").is_err());
         assert!(parse(b"CONNECT a*b:443 HTTP/1.1").is_err());
+        // The tool's Host is replaced by the target's; bare line feeds and other control bytes are refused.
+        let Ok(Ask::Forward { head, .. }) = parse(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
+            panic!()
+        };
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: h.test\r\nX-A: b\r\nConnection: close\r\n\r\n"
+        );
+        assert!(parse(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
+        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
+        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
+        // A port that is named must be one; a colon in a host only in brackets.
+        for bad in [
+            "http://h.test:0/",
+            "http://h.test:99999/",
+            "http://h.test:abc/",
+            "http://h.test:/",
+        ] {
+            assert!(parse(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
+        }
+        assert!(parse(b"CONNECT ::1:443 HTTP/1.1").is_err());
+        assert_eq!(
+            parse(b"CONNECT [::1]:443 HTTP/1.1"),
+            Ok(Ask::Tunnel {
+                host: "::1".into(),
+                port: 443
+            })
+        );
+        let Ok(Ask::Forward { host, port, .. }) = parse(b"GET http://[::1]/ HTTP/1.1") else {
+            panic!()
+        };
+        assert_eq!((host.as_str(), port), ("::1", 80));
+        assert_eq!(Allowed::parse("[::1]:443").map(|a| a.permits("::1", 443)), Some(true));
     }
 
     /// The listener a child would send, made here in the runner's own namespace: targets are held to the list,
