@@ -125,6 +125,18 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
 /// code. Python checks each `.pyc` against its source's mtime and size, as for byte code it writes itself. A
 /// marker per interpreter (its path, size, mtime, inode) says it is done; a claim keeps concurrent runners
 /// from compiling twice and expires after a minute, should the compiler have died.
+/// What the compiler needs of the tool's environment: where to find the interpreter (a version manager's shim
+/// resolves through `HOME` and its own variables), nothing else: the tool's credentials stay out of a process that
+/// runs unconfined.
+fn compiler_env(env: &[(OsString, OsString)]) -> impl Iterator<Item = (&OsString, &OsString)> {
+    env.iter()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            k == "PATH" || k == "HOME" || k.starts_with("PYENV_") || k.starts_with("ASDF_")
+        })
+        .map(|(k, v)| (k, v))
+}
+
 pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsString)]) {
     let Some(pkg) = shim.parent() else { return };
     let cache = pkg.join("__pycache__");
@@ -143,7 +155,7 @@ pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsStr
         .arg(&done)
         .arg(&claim)
         .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(compiler_env(env))
         .current_dir(pkg)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -218,6 +230,8 @@ fn take_claim(claim: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn every_package_file_is_embedded() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src/animaworks_tool_sdk");
@@ -230,5 +244,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The unconfined compiler gets where to find the interpreter, never the tool's credentials.
+    #[test]
+    fn the_compiler_gets_no_credential() {
+        let env: Vec<(OsString, OsString)> = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/a"),
+            ("PYENV_VERSION", "3.12"),
+            ("GITHUB_TOKEN", "secret"),
+            ("ANIMAWORKS_ANIMA_DIR", "/a"),
+            ("XPATH", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+        let kept: Vec<String> = compiler_env(&env)
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, ["PATH", "HOME", "PYENV_VERSION"]);
     }
 }
