@@ -169,6 +169,16 @@ def test_loads_deep_nesting_is_json() -> None:
     assert _outcome(_wire.loads, raw)[0] == _outcome(json.loads, raw)[0]
 
 
+def test_a_request_nested_too_deep_is_answered_not_fatal() -> None:
+    """A --serve worker reads request after request: one nested past the stack is an error for it, not the end."""
+    import io
+
+    stream = io.BytesIO(b"[" * 100000 + b"]" * 100000 + b"\n" + b'{"name": "x", "args": {}}\n')
+    got = list(_wire.read_requests(stream))
+    assert got[0][0] is None and "not JSON" in got[0][1]
+    assert got[1] == ({"name": "x", "args": {}}, "")
+
+
 @pytest.mark.parametrize("python", ["python3.10", "python3.12", "python3.13"])
 def test_other_pythons(python: str) -> None:
     """The same checks under the other Pythons the SDK supports, where installed (the C code's signatures)."""

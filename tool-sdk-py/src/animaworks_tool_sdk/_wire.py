@@ -277,7 +277,8 @@ def read_requests(stream: "BinaryIO") -> "Iterator[tuple[dict[str, Any] | None, 
             continue
         try:
             req = loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: nesting deeper than the interpreter's stack (json.loads raises it too).
             yield None, f"the request is not JSON: {exc}"
             continue
         if not isinstance(req, dict) or not isinstance(req.get("name"), str):
