@@ -507,10 +507,15 @@ def bench_sandbox(runs: int, timer: str) -> None:
         if BASELINE and label in ("sandboxed", "sandboxed, host list"):
             cases.append(Case(f"baseline {label}", [BASELINE, "call", "tiny", "go", "--json", "{}"], w.env()))
     m = time_cases(cases, runs, 20, timer)
-    for label in ("sandboxed", "sandboxed, no namespaces", "sandboxed, host list"):
+    for label in ("sandboxed", "sandboxed, no namespaces"):
         d = m[label] - m["unconfined"]
         record("13§4", f"a call {label} (tiny compiled personal tool)", f"{m[label]:.2f} ms",
                f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms", "<= +1 ms", d <= 1.0)
+    # A host list has no target of its own (README "Cost"): reported over the unconfined call and the sandboxed one.
+    d = m["sandboxed, host list"] - m["unconfined"]
+    record("13§2", "a call sandboxed with a host list (tiny compiled personal tool)",
+           f"{m['sandboxed, host list']:.2f} ms", f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms",
+           "reported", None)
     d = m["sandboxed, host list"] - m["sandboxed"]
     record("13§2", "a host list enforced (network namespace, proxy) over the same call sandboxed",
            f"{m['sandboxed, host list']:.2f} ms", f"{m['sandboxed']:.2f} ms sandboxed", f"{d:+.2f} ms", "reported", None)
