@@ -24,6 +24,21 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std::process::exit(code)
 }
 
+/// The libm functions the binary calls (indicatif's rate and ETA estimates; `log2` only where a debug build does
+/// not fold it), defined here: the linker then needs nothing from libm.so.6 and, linking `--as-needed`, drops it,
+/// so ld.so no longer loads it at every start (tests/it/startup.rs holds the binary to that).
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+pub extern "C" fn pow(x: f64, y: f64) -> f64 {
+    libm::pow(x, y)
+}
+
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+pub extern "C" fn log2(x: f64) -> f64 {
+    libm::log2(x)
+}
+
 /// As std: descriptors 0–2 are open (on /dev/null when they were closed), so that no pipe or file of the runner
 /// can become stdin, stdout or stderr by accident.
 /// (Raw libc: rustix's poll takes borrowed descriptors, which must be open; here they may not be.)

@@ -22,6 +22,7 @@ mod processes;
 mod protocol_schema;
 mod review;
 mod sandbox;
+mod startup;
 mod tasks;
 mod tasks_pg;
 mod transcripts;

@@ -1,0 +1,40 @@
+//! Link-time choices for the runner's start-up (bench/README.md, "Fourth pass").
+//!
+//! Why: every call starts the runner, and ld.so loading `libgcc_s.so.1` (open, map, relocate, its constructor)
+//! costs ~0.08 ms per start on the bench machine. Rust's std asks for `-lgcc_s` (the unwinder) by name; a linker
+//! script of that name, found first on the search path, hands the linker the static unwinder (`libgcc_eh.a`, what
+//! `gcc -static-libgcc` links) instead. Only on Linux with glibc, without `crt-static`, and only when the C
+//! compiler knows where `libgcc_eh.a` is: otherwise nothing changes and the shared library is linked as before.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=ANIMAWORKS_TOOL_SHARED_LIBGCC");
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
+        || var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static")
+        || !var("ANIMAWORKS_TOOL_SHARED_LIBGCC").is_empty()
+    {
+        return;
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let Ok(out) = Command::new(&cc).arg("-print-file-name=libgcc_eh.a").output() else {
+        return;
+    };
+    let archive = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    // An unknown file is printed back as its bare name.
+    if !out.status.success() || !archive.is_absolute() || !archive.is_file() {
+        return;
+    }
+    let dir = PathBuf::from(var("OUT_DIR")).join("static-libgcc");
+    std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
+    std::fs::write(dir.join("libgcc_s.so"), format!("INPUT({})\n", archive.display()))
+        .expect("OUT_DIR is writable");
+    println!("cargo:rustc-link-search=native={}", dir.display());
+    // For the test that holds the runner to it (tests/it/startup.rs).
+    println!("cargo:rustc-env=ANIMAWORKS_TOOL_STATIC_LIBGCC=1");
+}
