@@ -32,8 +32,7 @@ fn main() {
     }
     let dir = PathBuf::from(var("OUT_DIR")).join("static-libgcc");
     std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
-    std::fs::write(dir.join("libgcc_s.so"), format!("INPUT({})\n", archive.display()))
-        .expect("OUT_DIR is writable");
+    std::fs::write(dir.join("libgcc_s.so"), format!("INPUT({})\n", archive.display())).expect("OUT_DIR is writable");
     println!("cargo:rustc-link-search=native={}", dir.display());
     // For the test that holds the runner to it (tests/it/startup.rs).
     println!("cargo:rustc-env=ANIMAWORKS_TOOL_STATIC_LIBGCC=1");

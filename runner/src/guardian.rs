@@ -16,12 +16,19 @@ use std::sync::OnceLock;
 
 static WRITE_FD: OnceLock<Result<RawFd, i32>> = OnceLock::new();
 static GUARDIAN_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static RETIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The message that ends the guardian before the pipe closes ([`retire`]); registrations are never 0.
+const RETIRE: i32 = 0;
 
 const MAX_GROUPS: usize = 4096;
 
 /// Start the guardian (once per process) and make this process the subreaper of its descendants, so that the
 /// members of a tool's group can be reaped after the group is killed.
 pub fn start() -> io::Result<()> {
+    if RETIRED.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(io::Error::other("the guardian was retired: this runner starts no more tools"));
+    }
     // SAFETY: once per process (OnceLock), from the runner's own code.
     let r = WRITE_FD.get_or_init(|| unsafe { fork_guardian() });
     match r {
@@ -50,6 +57,20 @@ pub unsafe fn register(pgid: i32) {
         let bytes = pgid.to_ne_bytes();
         // SAFETY: 4 bytes from this frame to the guardian pipe's write end, open until `shutdown` (the caller's
         // contract); a 4-byte write to a pipe is atomic. Raw: the process may share the runner's errno.
+        unsafe { crate::sys::call(libc::SYS_write, fd as usize, bytes.as_ptr() as usize, 4, 0) };
+    }
+}
+
+/// The process will start no more tools (a one-shot command's call has ended): the guardian ends every group
+/// still registered and exits now, while the runner finishes, instead of when [`shutdown`] closes the pipe. The
+/// pipe stays open (so no descriptor number is freed under a concurrent writer); [`start`] fails from here on.
+pub fn retire() {
+    if RETIRED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if let Some(fd) = write_fd() {
+        let bytes = RETIRE.to_ne_bytes();
+        // SAFETY: 4 bytes from this frame to the guardian pipe's write end, open until `shutdown`; atomic.
         unsafe { crate::sys::call(libc::SYS_write, fd as usize, bytes.as_ptr() as usize, 4, 0) };
     }
 }
@@ -220,7 +241,8 @@ unsafe fn close_all_but(keep: RawFd) {
     }
 }
 
-/// The guardian's life: read registrations until end of file, then kill every group still registered.
+/// The guardian's life: read registrations until end of file (or [`retire`]), then kill every group still
+/// registered.
 ///
 /// # Safety
 /// Only as the guardian's start, on a stack of its own (it shares the runner's memory: it touches nothing but its
@@ -243,7 +265,7 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
     let mut buf = [0u8; 4096];
     let mut carry = [0u8; 4];
     let mut carried = 0usize;
-    loop {
+    'read: loop {
         // SAFETY: at most `buf.len()` bytes into `buf`, on this frame.
         let n = unsafe { crate::sys::call(libc::SYS_read, rfd as usize, buf.as_mut_ptr() as usize, buf.len(), 0) };
         if n == -(libc::EINTR as isize) {
@@ -258,6 +280,9 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
             if carried == 4 {
                 carried = 0;
                 let v = i32::from_ne_bytes(carry);
+                if v == RETIRE {
+                    break 'read;
+                }
                 if v > 0 {
                     if let Some(slot) = groups.iter_mut().find(|g| **g == 0) {
                         *slot = v;

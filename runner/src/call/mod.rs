@@ -74,6 +74,10 @@ pub struct CallOptions {
     pub call_id: Option<String>,
     /// The tool's working directory; the anima dir when `None`.
     pub cwd: Option<PathBuf>,
+    /// This process starts no other tool after this call (a one-shot command line): once the call's process
+    /// group has ended, the guardian is retired ([`crate::guardian::retire`]), so that its exit overlaps the rest
+    /// of the call instead of delaying the runner's own.
+    pub last_spawn: bool,
 }
 
 /// A tool that was found and described.

@@ -98,6 +98,9 @@ impl PreparedCall<'_> {
                     spill,
                 };
                 let finished = stream::drive(process, d, obs, cancel).await;
+                if self.last_spawn {
+                    crate::guardian::retire();
+                }
                 stream::interpret(finished, &file.name, &self.action.name, self.timeout, self.max_output)
             }
         }
@@ -196,7 +199,11 @@ impl PreparedCli<'_> {
                 crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker)
             },
         };
-        Ok(stream::drive(process, d, obs, cancel).await)
+        let finished = stream::drive(process, d, obs, cancel).await;
+        if self.last_spawn {
+            crate::guardian::retire();
+        }
+        Ok(finished)
     }
 }
 

@@ -33,6 +33,7 @@ pub mod forward;
 pub mod help;
 pub mod list;
 pub mod llm;
+mod log;
 pub mod render;
 pub mod task;
 pub mod term;
@@ -188,34 +189,46 @@ pub fn main() -> i32 {
             return ErrorCode::Internal.exit_code();
         }
     };
+    // Each command's future is boxed behind `dyn`: a single future over every command would be as large as the
+    // largest (the MCP server's), and its poll's stack frame, probed page by page, cost a call ~17 page faults.
     let code = rt.block_on(async move {
-        match cli.cmd {
-            None => help::top_help(&runner.dirs, 2),
-            Some(Cmd::Tools { json }) => list::list(&runner, json).await,
-            Some(Cmd::Doctor { json }) => list::doctor(&runner, json).await,
-            Some(Cmd::Refresh) => list::refresh(&runner).await,
-            Some(Cmd::Call { tool, action, rest }) => structured(&runner, &tool, &action, &rest, true).await,
-            Some(Cmd::Submit(a)) => task::submit(&runner, a).await,
-            Some(Cmd::Jobs(a)) => task::task(&runner, a).await,
-            Some(Cmd::Worker(a)) => task::worker(&runner, a).await,
-            Some(Cmd::UseTool(a)) => llm::use_tool(&runner, a).await,
-            Some(Cmd::Mcp(a)) => llm::mcp(&runner, a).await,
-            Some(Cmd::Schemas(a)) => llm::schemas(&runner, a).await,
-            Some(Cmd::New(a)) => author::new(&runner, a).await,
-            Some(Cmd::Check(a)) => author::check(&runner, a).await,
-            Some(Cmd::Permissions(a)) => admin::permissions(&runner, a),
-            Some(Cmd::Share(a)) => admin::share(&runner, a),
-            Some(Cmd::Version { json }) => version::version(json),
-            Some(Cmd::Help { topic }) if topic.is_empty() => help::top_help(&runner.dirs, 0),
-            Some(Cmd::Help { topic }) => help::help(&runner, &topic).await,
-            Some(Cmd::Completions { shell }) => complete::completions(&shell),
-            Some(Cmd::Man) => complete::man(),
-            Some(Cmd::Tool(words)) => tool_form(&runner, words, &fwd).await,
-        }
+        let (runner, fwd) = (&runner, &fwd);
+        let command = match cli.cmd {
+            None => boxed(async move { help::top_help(&runner.dirs, 2) }),
+            Some(Cmd::Tools { json }) => boxed(async move { list::list(runner, json).await }),
+            Some(Cmd::Doctor { json }) => boxed(async move { list::doctor(runner, json).await }),
+            Some(Cmd::Refresh) => boxed(async move { list::refresh(runner).await }),
+            Some(Cmd::Call { tool, action, rest }) => {
+                boxed(async move { structured(runner, &tool, &action, &rest, true).await })
+            }
+            Some(Cmd::Submit(a)) => boxed(async move { task::submit(runner, a).await }),
+            Some(Cmd::Jobs(a)) => boxed(async move { task::task(runner, a).await }),
+            Some(Cmd::Worker(a)) => boxed(async move { task::worker(runner, a).await }),
+            Some(Cmd::UseTool(a)) => boxed(async move { llm::use_tool(runner, a).await }),
+            Some(Cmd::Mcp(a)) => boxed(async move { llm::mcp(runner, a).await }),
+            Some(Cmd::Schemas(a)) => boxed(async move { llm::schemas(runner, a).await }),
+            Some(Cmd::New(a)) => boxed(async move { author::new(runner, a).await }),
+            Some(Cmd::Check(a)) => boxed(async move { author::check(runner, a).await }),
+            Some(Cmd::Permissions(a)) => boxed(async move { admin::permissions(runner, a) }),
+            Some(Cmd::Share(a)) => boxed(async move { admin::share(runner, a) }),
+            Some(Cmd::Version { json }) => boxed(async move { version::version(json) }),
+            Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0) }),
+            Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic).await }),
+            Some(Cmd::Completions { shell }) => boxed(async move { complete::completions(&shell) }),
+            Some(Cmd::Man) => boxed(async move { complete::man() }),
+            Some(Cmd::Tool(words)) => boxed(async move { tool_form(runner, words, fwd).await }),
+        };
+        command.await
     });
     drop(rt);
     crate::guardian::shutdown();
     code
+}
+
+fn boxed<'a>(
+    f: impl std::future::Future<Output = i32> + 'a,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = i32> + 'a>> {
+    Box::pin(f)
 }
 
 /// The command tree clap parses (tools are external subcommands in it).
@@ -325,14 +338,18 @@ fn init_logging(server: bool) {
             .try_init();
         return;
     }
-    let fmt = fmt.without_time();
-    // Why two forms: parsing a filter costs time on every call; the plain level does not.
-    let _ = match filter {
-        Some(filter) => fmt
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .try_init(),
-        None => fmt.with_max_level(tracing::Level::WARN).try_init(),
-    };
+    // Why two forms: the filter and the formatter's registry cost time on every call; the plain warnings do not.
+    match filter {
+        Some(filter) => {
+            let _ = fmt
+                .without_time()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .try_init();
+        }
+        None => {
+            let _ = tracing::subscriber::set_global_default(log::Warnings { ansi: render::color() });
+        }
+    }
 }
 
 fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
@@ -402,6 +419,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
         timeout,
         max_output: flags.max_output,
         cwd: std::env::current_dir().ok(),
+        last_spawn: true,
         ..Default::default()
     };
     let call = match target.prepare(args, &opts) {
@@ -470,6 +488,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         // The caller's working directory, as AnimaWorks runs a CLI call (relative file arguments).
         let opts = CallOptions {
             cwd: std::env::current_dir().ok(),
+            last_spawn: true,
             ..Default::default()
         };
         let call = match tool.prepare_cli(rest, &opts) {

@@ -39,6 +39,38 @@ fn the_runner_loads_neither_libm_nor_the_shared_unwinder() {
     let libs = mapped_libraries();
     assert!(!libs.iter().any(|p| p.contains("/libm.so")), "libm is loaded: {libs:?}");
     if option_env!("ANIMAWORKS_TOOL_STATIC_LIBGCC").is_some() {
-        assert!(!libs.iter().any(|p| p.contains("/libgcc_s.so")), "libgcc_s is loaded: {libs:?}");
+        assert!(
+            !libs.iter().any(|p| p.contains("/libgcc_s.so")),
+            "libgcc_s is loaded: {libs:?}"
+        );
     }
+}
+
+/// The runner's own warnings on a call (cli/log.rs, no span registry) are one line each, level first, as the
+/// formatter wrote them, and the call still answers.
+#[test]
+fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "hi.sh",
+        &bash_tool(
+            r#"[{"name":"hi_go","description":"Go.","input_schema":{"type":"object"}}]"#,
+            r#"echo '{"ok":true}'"#,
+        ),
+    );
+    // Where the audit log's folder would be: a file.
+    std::fs::write(w.anima.join("state"), "not a folder").unwrap();
+    let o = w.run(&["call", "hi", "go"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o), serde_json::json!({"ok": true}));
+    // Two warnings: the log cannot be opened before the call, and its line is lost after it.
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with(" WARN the audit log ") && lines[0].ends_with("cannot be written: File exists (os error 17)"),
+        "{err}"
+    );
+    assert!(lines[1].starts_with(" WARN could not append to the audit log: "), "{err}");
 }
