@@ -189,6 +189,8 @@ def awt(world: World, *args: str, **kw) -> subprocess.CompletedProcess:
 def bench_call(runs: int, timer: str) -> None:
     """A compiled tool's call through the runner vs the same binary started directly with the same request."""
     w = World(new_root("call"))
+    # The runner's own cost: the personal tier unconfined (the sandbox's share is 13§4, `bench/run sandbox`).
+    (w.data / "animaworks-tool.json").write_text(json.dumps({"sandbox": {"personal": "off"}}))
     tool = w.personal / "rust-hello"
     shutil.copy2(HELLO, tool)
     schemas = json.loads(sh([str(tool), "--schemas"], capture_output=True).stdout)
@@ -230,7 +232,7 @@ def bench_call(runs: int, timer: str) -> None:
                    runs, 20, timer)
     tr, td = t["runner tiny"] / t["direct tiny"], t["runner tiny"] - t["direct tiny"]
     record("2§8a", "same with a do-nothing compiled tool (no input schema)", f"{t['runner tiny']:.2f} ms",
-           f"{t['direct tiny']:.2f} ms direct", f"{tr:.2f}x, +{td:.2f} ms", "<=1.5x and <=+1.5 ms", tr <= 1.5 and td <= 1.5)
+           f"{t['direct tiny']:.2f} ms direct", f"{tr:.2f}x, +{td:.2f} ms", "issue 9 §3: <= +1.0 ms", td <= 1.0)
     if BASELINE:
         b = m["baseline runner"]
         record("2§8a", "the same call with the baseline build (BENCH_BASELINE), same loop", f"{b:.2f} ms",
@@ -430,9 +432,13 @@ def bench_legacy(runs: int, timer: str) -> None:
         record("3§6", "legacy module's cli_main (cli_only_tool greet -j), ANIMAWORKS_ANIMA_DIR set", f"{m['ours cli_main']:.1f} ms",
                f"{m['original cli_main']:.1f} ms AnimaWorks 0.15.0 animaworks-tool", f"{sp:.1f}x faster", ">=5x faster", sp >= 5)
     bare = m["python3 -c pass"]
+    # Issue 9 §3's target (<= +3 ms over a bare Python) is the runner's and the shim's cost: the unconfined call.
+    held = "ours call weather_tool, unconfined"
     for label in [c.label for c in cases if c.label.startswith(("ours", "baseline"))]:
+        d = m[label] - bare
         record("3§6", f"shim cost: {label} over bare python3 -c pass", f"{m[label]:.1f} ms", f"{bare:.1f} ms python3 -c pass",
-               f"+{m[label] - bare:.1f} ms ({m[label] / bare:.2f}x)", "reported (no target)", None)
+               f"{d:+.1f} ms ({m[label] / bare:.2f}x)", *(("issue 9 §3: <= +3 ms", d <= 3.0) if label == held
+                                                         else ("reported (no target)", None)))
     bench_legacy_list(runs, timer, fixtures)
 
 

@@ -206,3 +206,33 @@ def test_a_legacy_call_imports_no_json_package(tier: Path) -> None:
     probe.write_text("import json\n\ndef get_tool_schemas():\n    return []\n\n"
                      "def dispatch(name, args):\n    return json.dumps({'a': json.loads('[1]')})\n")
     assert run_shim(probe, stdin=request("lean_x")).final["result"] == '{"a": [1]}'
+
+
+def test_what_the_tool_makes_is_still_collected_and_finalized_at_exit(tier: Path, tmp_path: Path) -> None:
+    """_start.py freezes what exists before the tool is loaded (the interpreter's last collections then skip it);
+    the module's own objects are collected as before: one in a reference cycle is finalized at exit, and a file it
+    left open and unflushed is written out."""
+    start = SHIM.with_name("_start.py")
+    fin, buffered = tmp_path / "finalized", tmp_path / "buffered"
+    probe = tier / "exits.py"
+    probe.write_text(
+        "import os\n\n"
+        "class Cycle:\n"
+        "    def __init__(self):\n"
+        "        self.me = self\n"
+        "    # Late in the interpreter's exit, module globals and builtins may be gone: everything comes in defaults.\n"
+        "    def __del__(self, o=os.open, w=os.write, c=os.close, f=os.O_WRONLY | os.O_CREAT):\n"
+        f"        fd = o({str(fin)!r}, f)\n"
+        "        w(fd, b'finalized')\n"
+        "        c(fd)\n\n"
+        "KEEP = Cycle()\n"
+        f"LOG = open({str(buffered)!r}, 'w')\n"
+        "LOG.write('buffered')\n\n"
+        "def get_tool_schemas():\n    return []\n\n"
+        "def dispatch(name, args):\n"
+        "    import gc\n"
+        "    return gc.get_freeze_count() > 0\n")
+    r = run_shim(probe, stdin=request("exits_x"), shim=start)
+    assert r.final["result"] == "True"  # a legacy module's answer is text, as in AnimaWorks
+    assert fin.read_text() == "finalized"
+    assert buffered.read_text() == "buffered"
