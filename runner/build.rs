@@ -4,7 +4,8 @@
 //! costs ~0.08 ms per start on the bench machine. Rust's std asks for `-lgcc_s` (the unwinder) by name; a linker
 //! script of that name, found first on the search path, hands the linker the static unwinder (`libgcc_eh.a`, what
 //! `gcc -static-libgcc` links) instead. Only on Linux with glibc, without `crt-static`, and only when the C
-//! compiler knows where `libgcc_eh.a` is: otherwise nothing changes and the shared library is linked as before.
+//! compiler knows where `libgcc_eh.a` is, and not when cross-compiling: otherwise nothing changes and the shared
+//! library is linked as before (so does `ANIMAWORKS_TOOL_SHARED_LIBGCC=1`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -18,6 +19,8 @@ fn main() {
         || var("CARGO_CFG_TARGET_ENV") != "gnu"
         || var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static")
         || !var("ANIMAWORKS_TOOL_SHARED_LIBGCC").is_empty()
+        // Cross-compiling: `cc` would name the host's archive, not the target's.
+        || var("TARGET") != var("HOST")
     {
         return;
     }
@@ -26,13 +29,17 @@ fn main() {
         return;
     };
     let archive = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    // An unknown file is printed back as its bare name.
-    if !out.status.success() || !archive.is_absolute() || !archive.is_file() {
+    // An unknown file is printed back as its bare name; a quote could not be written in the script.
+    if !out.status.success() || !archive.is_absolute() || !archive.is_file() || archive.to_string_lossy().contains('"')
+    {
         return;
     }
+    // A compiler upgrade that removes it must not leave a script naming a file that is gone.
+    println!("cargo:rerun-if-changed={}", archive.display());
     let dir = PathBuf::from(var("OUT_DIR")).join("static-libgcc");
     std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
-    std::fs::write(dir.join("libgcc_s.so"), format!("INPUT({})\n", archive.display())).expect("OUT_DIR is writable");
+    std::fs::write(dir.join("libgcc_s.so"), format!("INPUT(\"{}\")\n", archive.display()))
+        .expect("OUT_DIR is writable");
     println!("cargo:rustc-link-search=native={}", dir.display());
     // For the test that holds the runner to it (tests/it/startup.rs).
     println!("cargo:rustc-env=ANIMAWORKS_TOOL_STATIC_LIBGCC=1");

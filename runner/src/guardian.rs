@@ -27,7 +27,9 @@ const MAX_GROUPS: usize = 4096;
 /// members of a tool's group can be reaped after the group is killed.
 pub fn start() -> io::Result<()> {
     if RETIRED.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(io::Error::other("the guardian was retired: this runner starts no more tools"));
+        return Err(io::Error::other(
+            "the guardian was retired: this runner starts no more tools",
+        ));
     }
     // SAFETY: once per process (OnceLock), from the runner's own code.
     let r = WRITE_FD.get_or_init(|| unsafe { fork_guardian() });

@@ -210,8 +210,8 @@ def test_a_legacy_call_imports_no_json_package(tier: Path) -> None:
 
 def test_what_the_tool_makes_is_still_collected_and_finalized_at_exit(tier: Path, tmp_path: Path) -> None:
     """_start.py freezes what exists before the tool is loaded (the interpreter's last collections then skip it);
-    the module's own objects are collected as before: one in a reference cycle is finalized at exit, and a file it
-    left open and unflushed is written out."""
+    the module's own objects are collected as before: one in a reference cycle is finalized at exit, and an
+    unflushed file that only the cycle holds is written out."""
     start = SHIM.with_name("_start.py")
     fin, buffered = tmp_path / "finalized", tmp_path / "buffered"
     probe = tier / "exits.py"
@@ -226,8 +226,9 @@ def test_what_the_tool_makes_is_still_collected_and_finalized_at_exit(tier: Path
         "        w(fd, b'finalized')\n"
         "        c(fd)\n\n"
         "KEEP = Cycle()\n"
-        f"LOG = open({str(buffered)!r}, 'w')\n"
-        "LOG.write('buffered')\n\n"
+        "# Held by the cycle only: written out when the collector frees the cycle, not by reference counting.\n"
+        f"KEEP.log = open({str(buffered)!r}, 'w')\n"
+        "KEEP.log.write('buffered')\n\n"
         "def get_tool_schemas():\n    return []\n\n"
         "def dispatch(name, args):\n"
         "    import gc\n"

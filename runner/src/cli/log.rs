@@ -1,6 +1,6 @@
 //! The runner's own warnings on stderr, for the commands that run a call and end (`call`, a tool's command line,
 //! `submit`, ...): every event at WARN or above as one line, `LEVEL message key=value`, as tracing-subscriber's
-//! formatter writes it without time and target.
+//! formatter writes it without time and target, control characters escaped.
 //!
 //! Why not that formatter here: its registry of spans allocates and zeroes ~28 KiB and registers every call site
 //! at start, on every call (bench/README.md, "Fourth pass"); a call needs neither spans nor filters. The servers
@@ -43,9 +43,12 @@ impl Subscriber for Warnings {
             _ if self.ansi => "\x1b[33m WARN\x1b[0m",
             _ => " WARN",
         };
-        let text = format!("{level} {}{}\n", line.message, line.fields);
-        // Messages may carry what a tool wrote: on a terminal its control sequences are shown, not obeyed.
-        let _ = std::io::stderr().write_all(super::term::for_stderr(&text).as_bytes());
+        // Messages may carry what a tool wrote (its file name, paths from its manifest): its control characters
+        // are shown, not obeyed, wherever stderr goes (a log read later on a terminal), as tracing-subscriber's
+        // formatter escaped them; only the level's own colour is a sequence.
+        let body = format!("{}{}", line.message, line.fields);
+        let text = format!("{level} {}\n", super::term::clean(&body));
+        let _ = std::io::stderr().write_all(text.as_bytes());
     }
 
     fn enter(&self, _: &Id) {}
@@ -82,9 +85,15 @@ mod tests {
             assert!(!tracing::enabled!(tracing::Level::INFO));
             assert!(tracing::enabled!(tracing::Level::WARN));
         });
-        line.record_debug(&field_named("message"), &format_args!("the group of {} is still there", 7));
+        line.record_debug(
+            &field_named("message"),
+            &format_args!("the group of {} is still there", 7),
+        );
         line.record_debug(&field_named("pgid"), &42);
-        assert_eq!(format!("{}{}", line.message, line.fields), "the group of 7 is still there pgid=42");
+        assert_eq!(
+            format!("{}{}", line.message, line.fields),
+            "the group of 7 is still there pgid=42"
+        );
     }
 
     fn field_named(name: &'static str) -> Field {

@@ -69,8 +69,52 @@ fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
     assert!(
-        lines[0].starts_with(" WARN the audit log ") && lines[0].ends_with("cannot be written: File exists (os error 17)"),
+        lines[0].starts_with(" WARN the audit log ")
+            && lines[0].ends_with("cannot be written: File exists (os error 17)"),
         "{err}"
     );
-    assert!(lines[1].starts_with(" WARN could not append to the audit log: "), "{err}");
+    assert!(
+        lines[1].starts_with(" WARN could not append to the audit log: "),
+        "{err}"
+    );
+}
+
+/// A warning that quotes a path carries its control characters as visible text, wherever stderr goes (before the
+/// warnings subscriber, tracing-subscriber's formatter escaped them too): a name that sets a terminal's title
+/// must not reach a log raw.
+#[test]
+fn a_warning_shows_the_control_characters_of_what_it_quotes() {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "hi.sh",
+        &bash_tool(
+            r#"[{"name":"hi_go","description":"Go.","input_schema":{"type":"object"}}]"#,
+            r#"echo '{"ok":true}'"#,
+        ),
+    );
+    let anima = w.anima.parent().unwrap().join("al\x1b]0;PWNED\x07ice");
+    std::fs::create_dir_all(anima.join("tools")).unwrap();
+    std::fs::write(anima.join("state"), "not a folder").unwrap();
+    let o = w
+        .cmd()
+        .env("ANIMAWORKS_ANIMA_DIR", &anima)
+        .args(["call", "hi", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(" WARN the audit log "), "{err}");
+    assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+    assert!(err.contains("al^[]0;PWNED^Gice"), "{err:?}");
+
+    // On a terminal that takes colour, the level is painted (a real sequence), the quoted text still escaped.
+    let mut cmd = w.cmd();
+    cmd.env("ANIMAWORKS_ANIMA_DIR", &anima)
+        .env("TERM", "xterm")
+        .args(["call", "hi", "go"]);
+    let (code, out, term) = run_in_pty(&mut cmd, 200, |_| {});
+    assert_eq!(code, Some(0), "{out}{term:?}");
+    assert!(term.contains("\x1b[33m WARN\x1b[0m the audit log "), "{term:?}");
+    assert!(term.contains("al^[]0;PWNED^Gice") && !term.contains('\x07'), "{term:?}");
 }
