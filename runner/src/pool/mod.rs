@@ -32,8 +32,9 @@ pub struct WorkerSpec<'a> {
     pub dirs: &'a Dirs,
     pub env: &'a [(OsString, OsString)],
     pub cwd: Option<&'a Path>,
-    /// What the worker's sandbox is planned from: every action it may serve.
-    pub manifest: &'a crate::manifest::Manifest,
+    /// The sandbox a new worker starts under, planned by the call pipeline for every action it may serve; taken
+    /// when this call starts a worker.
+    pub sandbox: &'a std::sync::Mutex<Option<crate::sandbox::Plan>>,
 }
 
 /// The pool's limits.
@@ -151,7 +152,9 @@ impl WorkerPool {
             env: h.finish(),
         };
         let spawn = || {
-            let plan = crate::sandbox::for_process(spec.dirs, spec.file, crate::sandbox::Needs::serve(spec.manifest))?;
+            let plan = spec.sandbox.lock().expect("plan lock").take().ok_or_else(|| {
+                CallError::new(ErrorCode::Internal, "a call's worker sandbox was used twice")
+            })?;
             Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, plan)
         };
         let (tool, action) = (job.tool, job.action);

@@ -859,3 +859,50 @@ fn without_a_pid_namespace_a_host_list_stays_a_port_list_and_says_so() {
     let v = json(&w.run(&["doctor", "--json"]));
     assert_eq!(v["sandbox"]["hosts"], "not_enforced", "{v}");
 }
+
+/// A pooled call runs in its worker, whose sandbox is the union of the tool's actions; its audit line must say
+/// that sandbox, not the one its action alone would have had (a one-shot call of the same action gets that).
+#[test]
+fn a_pooled_call_audits_the_sandbox_its_worker_runs_under() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let tool = r#"
+from animaworks_tool_sdk import action, run
+
+@action(sandbox={"net": True})
+def online() -> str:
+    """Needs the network."""
+    return "online"
+
+@action(sandbox={"net": False})
+def plain() -> str:
+    """Needs no network."""
+    return "plain"
+
+if __name__ == "__main__":
+    run()
+"#;
+    w.tool(&w.personal(), "both.py", tool);
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["both"]}}"#).unwrap();
+    let last_sandbox = || -> Value {
+        let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+        let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+        assert_eq!(line["action"], "plain", "{line}");
+        line["sandbox"].clone()
+    };
+    // One-shot: the process is planned for `plain` alone.
+    let o = w.run(&["call", "both", "plain"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let alone = last_sandbox();
+    assert_ne!(alone["tcp"], "open", "{alone}");
+    // Pooled: the worker serves both actions, so it has the network, and the line says so.
+    let mut runner = w.serve();
+    let v = runner.ask(&json!({"tool_name": "both", "action": "plain", "args": {}}));
+    assert_eq!(v["status"], "ok", "{v}");
+    runner.finish();
+    let pooled = last_sandbox();
+    assert_eq!(pooled["tcp"], "open", "{pooled}");
+    assert_eq!(pooled["declared"], true, "{pooled}");
+}
