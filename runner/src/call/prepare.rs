@@ -16,20 +16,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How a prepared call reaches its tool, and the sandbox of the process it runs in.
+/// How a prepared call reaches its tool.
 pub(crate) enum Launch {
-    /// A process for this call alone, with this environment, confined for this action.
-    OneShot {
-        env: Vec<(OsString, OsString)>,
-        sandbox: crate::sandbox::Plan,
-    },
-    /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment. `sandbox` is
-    /// planned for every action the worker may serve; the pool takes it when it starts a worker for this call
-    /// (a warm worker keeps the plan it started with).
-    Pooled {
-        env: Vec<(OsString, OsString)>,
-        sandbox: std::sync::Mutex<Option<crate::sandbox::Plan>>,
-    },
+    /// A process for this call alone, with this environment.
+    OneShot { env: Vec<(OsString, OsString)> },
+    /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment.
+    Pooled { env: Vec<(OsString, OsString)> },
 }
 
 /// A call that passed every check, ready to run. Dropped without running, it writes no audit line (a `submit`
@@ -49,6 +41,8 @@ pub struct PreparedCall<'r> {
     pub(crate) masker: Masker,
     pub(crate) launch: Launch,
     pub(crate) secrets: Vec<ResolvedCredential>,
+    /// The sandbox of a one-shot process (a pooled worker has its own, planned when it starts).
+    pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
     pub(crate) audit: audit::Handle,
 }
@@ -105,18 +99,18 @@ impl<'r> Target<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
-        // A pooled call runs in a worker that serves every action: its line says that worker's sandbox.
-        let needs = if pooled {
-            crate::sandbox::Needs::serve(&resolved.manifest)
-        } else {
-            crate::sandbox::Needs::Call(action.profile.sandbox.as_ref())
-        };
-        let sandbox = match crate::sandbox::for_call(runner, &resolved.file, &perms, needs) {
+        let sandbox = crate::sandbox::for_call(
+            runner,
+            &resolved.file,
+            &perms,
+            crate::sandbox::Needs::Call(action.profile.sandbox.as_ref()),
+        );
+        let sandbox = match sandbox {
             Ok(p) => p,
             Err(e) => return fail(&attempt, e, &early()),
         };
         attempt.sandbox = Some(sandbox.summary());
+        let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
         let secrets = match secrets(runner, &resolved, Some(&action), pooled) {
             Ok(s) => s,
             Err(e) => return fail(&attempt, e, &early()),
@@ -127,14 +121,13 @@ impl<'r> Target<'r> {
         let policy = runner.env_policy(&resolved);
         attempt.env = policy.as_str();
         let launch = if pooled {
-            runner.env_for("worker", 0, &secrets, policy).map(|env| Launch::Pooled {
-                env,
-                sandbox: std::sync::Mutex::new(Some(sandbox)),
-            })
+            runner
+                .env_for("worker", 0, &secrets, policy)
+                .map(|env| Launch::Pooled { env })
         } else {
             runner
                 .env_for(&call_id, deadline_ms, &secrets, policy)
-                .map(|env| Launch::OneShot { env, sandbox })
+                .map(|env| Launch::OneShot { env })
         };
         let launch = match launch {
             Ok(l) => l,
@@ -157,6 +150,7 @@ impl<'r> Target<'r> {
             masker,
             launch,
             secrets,
+            sandbox,
             attempt,
             audit,
             resolved,

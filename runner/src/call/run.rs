@@ -17,10 +17,7 @@ impl PreparedCall<'_> {
     pub async fn run(mut self, obs: &mut dyn Observer, cancel: Cancel) -> Result<Value, CallError> {
         self.audit.running = true;
         let out = self.execute(obs, cancel).await;
-        // A worker's proxy serves all of its calls: what it relayed is no one call's.
-        if let Launch::OneShot { sandbox, .. } = &self.launch {
-            note_proxy(sandbox, &mut self.attempt);
-        }
+        note_proxy(&self.sandbox, &mut self.attempt);
         let out = out.and_then(|v| {
             let v = self.masker.mask_value(&v);
             crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
@@ -63,7 +60,7 @@ impl PreparedCall<'_> {
         let file = &self.resolved.file;
         let spill = crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker);
         match &self.launch {
-            Launch::Pooled { env, sandbox } => {
+            Launch::Pooled { env } => {
                 let pool = runner
                     .pool
                     .as_ref()
@@ -73,7 +70,7 @@ impl PreparedCall<'_> {
                     dirs: &runner.dirs,
                     env,
                     cwd: self.cwd.as_deref().or(runner.dirs.anima.as_deref()),
-                    sandbox,
+                    manifest: &self.resolved.manifest,
                 };
                 let job = Job {
                     tool: &file.name,
@@ -87,9 +84,9 @@ impl PreparedCall<'_> {
                 };
                 pool.run(&spec, job, obs, cancel).await
             }
-            Launch::OneShot { env, sandbox } => {
+            Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd, Some(sandbox))?;
+                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd, Some(&self.sandbox))?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,

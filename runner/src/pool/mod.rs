@@ -32,9 +32,8 @@ pub struct WorkerSpec<'a> {
     pub dirs: &'a Dirs,
     pub env: &'a [(OsString, OsString)],
     pub cwd: Option<&'a Path>,
-    /// The sandbox a new worker starts under, planned by the call pipeline for every action it may serve; taken
-    /// when this call starts a worker.
-    pub sandbox: &'a std::sync::Mutex<Option<crate::sandbox::Plan>>,
+    /// What the worker's sandbox is planned from: every action it may serve.
+    pub manifest: &'a crate::manifest::Manifest,
 }
 
 /// The pool's limits.
@@ -152,9 +151,7 @@ impl WorkerPool {
             env: h.finish(),
         };
         let spawn = || {
-            let plan = spec.sandbox.lock().expect("plan lock").take().ok_or_else(|| {
-                CallError::new(ErrorCode::Internal, "a call's worker sandbox was used twice")
-            })?;
+            let plan = crate::sandbox::for_process(spec.dirs, spec.file, crate::sandbox::Needs::serve(spec.manifest))?;
             Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, plan)
         };
         let (tool, action) = (job.tool, job.action);
