@@ -859,3 +859,36 @@ fn without_a_pid_namespace_a_host_list_stays_a_port_list_and_says_so() {
     let v = json(&w.run(&["doctor", "--json"]));
     assert_eq!(v["sandbox"]["hosts"], "not_enforced", "{v}");
 }
+
+/// A pooled call is checked against the anima's grants like any other: once the network grant is revoked, a call
+/// of the action that declares network is refused, even with a warm worker started under the grant.
+#[test]
+fn a_pooled_call_of_an_action_no_longer_granted_is_refused() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let tool = r#"
+from animaworks_tool_sdk import action, run
+
+@action(sandbox={"net": True})
+def online() -> str:
+    """Needs the network."""
+    return "online"
+
+if __name__ == "__main__":
+    run()
+"#;
+    w.tool(&w.personal(), "net_tool.py", tool);
+    let perms = w.anima.join("permissions.json");
+    std::fs::write(&perms, r#"{"sandbox": {"net": ["net_tool"]}}"#).unwrap();
+    let mut runner = w.serve();
+    let ask = |runner: &mut Serve| runner.ask(&json!({"tool_name": "net_tool", "action": "online", "args": {}}));
+    let v = ask(&mut runner);
+    assert_eq!(v["status"], "ok", "{v}");
+    std::fs::write(&perms, "{}").unwrap();
+    let v = ask(&mut runner);
+    assert_ne!(v["status"], "ok", "{v}");
+    assert!(v.to_string().contains("sandbox"), "{v}");
+    runner.finish();
+}
