@@ -24,11 +24,15 @@ fn main() {
 fn symbol_order() {
     println!("cargo:rerun-if-changed=link/symbol-order.txt");
     println!("cargo:rerun-if-env-changed=ANIMAWORKS_TOOL_NO_SYMBOL_ORDER");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     let target = var("TARGET");
     let rustflags = var("CARGO_ENCODED_RUSTFLAGS");
-    let linker_chosen = !var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty()
-        || ["linker", "link-self-contained", "link-arg=-fuse-ld"]
+    // A linker of the configuration (`[target.*] linker`, its variable) reaches us as RUSTC_LINKER; one chosen
+    // through flags (`-C linker`, `-C link-arg(s)=-fuse-ld=...`, `-C link-self-contained`) in the encoded flags.
+    let linker_chosen = !var("RUSTC_LINKER").is_empty()
+        || !var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty()
+        || ["linker", "link-self-contained", "fuse-ld"]
             .iter()
             .any(|f| rustflags.contains(f));
     if target != "x86_64-unknown-linux-gnu"
@@ -40,7 +44,8 @@ fn symbol_order() {
         return;
     }
     let file = PathBuf::from(var("CARGO_MANIFEST_DIR")).join("link/symbol-order.txt");
-    if !file.is_file() || file.to_string_lossy().contains([',', ' ']) {
+    // A comma would split the -Wl argument.
+    if !file.is_file() || file.to_string_lossy().contains(',') {
         return;
     }
     println!("cargo:rustc-link-arg-bin=animaworks-tool=-Wl,--symbol-ordering-file={}", file.display());

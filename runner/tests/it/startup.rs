@@ -147,6 +147,7 @@ fn the_linker_follows_the_symbol_order() {
         .collect();
     assert!(placed.len() >= 20, "only {} of the file's names are in the binary: {placed:?}", placed.len());
     for pair in placed.windows(2) {
-        assert!(pair[0].1 < pair[1].1, "out of order: {pair:?}");
+        // Equal: two names folded into one function (identical code folding).
+        assert!(pair[0].1 <= pair[1].1, "out of order: {pair:?}");
     }
 }
