@@ -9,6 +9,7 @@ use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -20,8 +21,14 @@ use std::time::Duration;
 pub(crate) enum Launch {
     /// A process for this call alone, with this environment.
     OneShot { env: Vec<(OsString, OsString)> },
-    /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment.
-    Pooled { env: Vec<(OsString, OsString)> },
+    /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment and the anima's
+    /// sandbox grants. `perms` (what the gate read) plans a new worker's sandbox; `worker_sandbox` receives the
+    /// sandbox of the worker that ran the call, for its audit line.
+    Pooled {
+        env: Vec<(OsString, OsString)>,
+        perms: Box<Result<LoadedPermissions, PermissionsError>>,
+        worker_sandbox: std::sync::Mutex<Option<Value>>,
+    },
 }
 
 /// A call that passed every check, ready to run. Dropped without running, it writes no audit line (a `submit`
@@ -121,9 +128,11 @@ impl<'r> Target<'r> {
         let policy = runner.env_policy(&resolved);
         attempt.env = policy.as_str();
         let launch = if pooled {
-            runner
-                .env_for("worker", 0, &secrets, policy)
-                .map(|env| Launch::Pooled { env })
+            runner.env_for("worker", 0, &secrets, policy).map(|env| Launch::Pooled {
+                env,
+                perms: Box::new(perms),
+                worker_sandbox: Default::default(),
+            })
         } else {
             runner
                 .env_for(&call_id, deadline_ms, &secrets, policy)

@@ -18,6 +18,12 @@ impl PreparedCall<'_> {
         self.audit.running = true;
         let out = self.execute(obs, cancel).await;
         note_proxy(&self.sandbox, &mut self.attempt);
+        // A pooled call ran under its worker's sandbox (every action's union), not its own action's plan.
+        if let Launch::Pooled { worker_sandbox, .. } = &self.launch {
+            if let Some(s) = worker_sandbox.lock().expect("worker sandbox lock").take() {
+                self.attempt.sandbox = Some(s);
+            }
+        }
         let out = out.and_then(|v| {
             let v = self.masker.mask_value(&v);
             crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
@@ -60,17 +66,32 @@ impl PreparedCall<'_> {
         let file = &self.resolved.file;
         let spill = crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker);
         match &self.launch {
-            Launch::Pooled { env } => {
+            Launch::Pooled {
+                env,
+                perms,
+                worker_sandbox,
+            } => {
                 let pool = runner
                     .pool
                     .as_ref()
                     .expect("a pooled call was prepared on a runner with a pool");
+                // A new worker serves every action: planned from the same permissions the gate read.
+                let plan = || {
+                    crate::sandbox::for_call(
+                        runner,
+                        file,
+                        perms,
+                        crate::sandbox::Needs::serve(&self.resolved.manifest),
+                    )
+                };
                 let spec = WorkerSpec {
                     file,
                     dirs: &runner.dirs,
                     env,
                     cwd: self.cwd.as_deref().or(runner.dirs.anima.as_deref()),
-                    manifest: &self.resolved.manifest,
+                    grants: grants_key(perms),
+                    plan: &plan,
+                    sandbox_seen: worker_sandbox,
                 };
                 let job = Job {
                     tool: &file.name,
@@ -237,6 +258,20 @@ impl Drop for PreparedCli<'_> {
     fn drop(&mut self) {
         audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
     }
+}
+
+/// The anima's sandbox grants as a key of the pool: a worker started under other grants (a revoked network, a
+/// narrowed folder) is not reused.
+fn grants_key(
+    perms: &Result<crate::policy::permissions::LoadedPermissions, crate::policy::permissions::PermissionsError>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    match perms {
+        Ok(p) => format!("{:?}", p.permissions.sandbox).hash(&mut h),
+        Err(e) => e.to_string().hash(&mut h),
+    }
+    h.finish()
 }
 
 /// What the sandbox proxy of an enforced host list relayed and refused, into the audit line's `sandbox`.

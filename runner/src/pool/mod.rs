@@ -32,8 +32,12 @@ pub struct WorkerSpec<'a> {
     pub dirs: &'a Dirs,
     pub env: &'a [(OsString, OsString)],
     pub cwd: Option<&'a Path>,
-    /// What the worker's sandbox is planned from: every action it may serve.
-    pub manifest: &'a crate::manifest::Manifest,
+    /// The anima's sandbox grants, as a key: workers started under other grants are not reused.
+    pub grants: u64,
+    /// Plans a new worker's sandbox (the call pipeline's planning, for every action the worker may serve).
+    pub plan: &'a (dyn Fn() -> Result<crate::sandbox::Plan, CallError> + Sync),
+    /// Receives the sandbox of the worker that runs the call, for its audit line.
+    pub sandbox_seen: &'a Mutex<Option<Value>>,
 }
 
 /// The pool's limits.
@@ -145,21 +149,20 @@ impl WorkerPool {
         spec.dirs.anima.hash(&mut h);
         spec.dirs.python.hash(&mut h);
         spec.cwd.hash(&mut h);
+        spec.grants.hash(&mut h);
         let key = Key {
             path: spec.file.path.clone(),
             version,
             env: h.finish(),
         };
-        let spawn = || {
-            let plan = crate::sandbox::for_process(spec.dirs, spec.file, crate::sandbox::Needs::serve(spec.manifest))?;
-            Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, plan)
-        };
+        let spawn = || Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, (spec.plan)()?);
         let (tool, action) = (job.tool, job.action);
         let mut lease = self
             .checkout(&key, spawn, job.deadline, cancel.clone())
             .await
             .map_err(|e| e.with(Detail::Tool, tool).with(Detail::Action, action))?;
         let w = lease.worker.as_mut().expect("a lease holds its worker");
+        *spec.sandbox_seen.lock().expect("sandbox slot lock") = Some(w.sandbox_summary());
         let (out, fate) = w.call(job, obs, cancel).await;
         lease.give_back(fate);
         out

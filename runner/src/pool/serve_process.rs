@@ -56,7 +56,7 @@ pub struct Worker {
     guard: GroupGuard,
     pub idle_since: Instant,
     /// Its sandbox (and private temp dir), kept as long as the worker lives.
-    _sandbox: crate::sandbox::Plan,
+    sandbox: crate::sandbox::Plan,
 }
 
 impl Worker {
@@ -104,11 +104,16 @@ impl Worker {
             tail,
             guard,
             idle_since: Instant::now(),
-            _sandbox: sandbox,
+            sandbox,
         })
     }
 
     /// Has the process exited (between calls)?
+    /// The audit line's description of the sandbox this worker runs under.
+    pub fn sandbox_summary(&self) -> serde_json::Value {
+        self.sandbox.summary()
+    }
+
     pub fn exited(&mut self) -> bool {
         match self.child.try_wait() {
             Ok(None) => false,

@@ -892,3 +892,65 @@ if __name__ == "__main__":
     assert!(v.to_string().contains("sandbox"), "{v}");
     runner.finish();
 }
+
+/// A pooled call runs in its worker, whose sandbox is the union of the tool's actions; its audit line says that
+/// sandbox, not the one its action alone would have had (a one-shot call of the same action gets that one). A
+/// worker started under grants since revoked is not reused: the next call gets a worker planned from the new ones.
+#[test]
+fn a_pooled_call_audits_its_workers_sandbox_and_a_revoked_grant_retires_the_worker() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let tool = r#"
+import os
+from animaworks_tool_sdk import action, run
+
+@action(sandbox={"net": True})
+def online() -> str:
+    """Needs the network."""
+    return "online"
+
+# Which worker process: pids repeat in PID namespaces.
+WORKER = os.urandom(8).hex()
+
+@action(sandbox={"net": False})
+def plain() -> str:
+    """Needs no network; says which worker it ran in."""
+    return WORKER
+
+if __name__ == "__main__":
+    run()
+"#;
+    w.tool(&w.personal(), "both.py", tool);
+    let perms = w.anima.join("permissions.json");
+    std::fs::write(&perms, r#"{"sandbox": {"net": ["both"]}}"#).unwrap();
+    let last_sandbox = || -> Value {
+        let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+        let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+        assert_eq!(line["action"], "plain", "{line}");
+        line["sandbox"].clone()
+    };
+    // One-shot: the process is planned for `plain` alone.
+    let o = w.run(&["call", "both", "plain"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let alone = last_sandbox();
+    assert_eq!(alone["tcp"], "landlock", "{alone}");
+    // Pooled: the worker serves both actions, so it has the network, and the line says so.
+    let mut runner = w.serve();
+    let plain = |runner: &mut Serve| {
+        let v = runner.ask(&json!({"tool_name": "both", "action": "plain", "args": {}}));
+        assert_eq!(v["status"], "ok", "{v}");
+        v["result"].clone()
+    };
+    let first = plain(&mut runner);
+    let pooled = last_sandbox();
+    assert_eq!(pooled["tcp"], "open", "{pooled}");
+    // The network is revoked: the warm worker (which has it) is not used again.
+    std::fs::write(&perms, "{}").unwrap();
+    let second = plain(&mut runner);
+    assert_ne!(first, second, "the worker started under the revoked grant served the call");
+    let narrowed = last_sandbox();
+    assert_eq!(narrowed["tcp"], "landlock", "{narrowed}");
+    runner.finish();
+}
