@@ -18,12 +18,7 @@ impl PreparedCall<'_> {
         self.audit.running = true;
         let out = self.execute(obs, cancel).await;
         note_proxy(&self.sandbox, &mut self.attempt);
-        // A pooled call ran under its worker's sandbox (every action's union), not its own action's plan.
-        if let Launch::Pooled { worker_sandbox, .. } = &self.launch {
-            if let Some(s) = worker_sandbox.lock().expect("worker sandbox lock").take() {
-                self.attempt.sandbox = Some(s);
-            }
-        }
+        self.note_worker_sandbox();
         let out = out.and_then(|v| {
             let v = self.masker.mask_value(&v);
             crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
@@ -248,8 +243,22 @@ fn cli_refusal(f: &stream::Finished, r: &crate::call::Resolved) -> Option<CallEr
     })
 }
 
+impl PreparedCall<'_> {
+    /// A pooled call ran under its worker's sandbox (every action's union), not its own action's plan: the
+    /// attempt says the worker's, once a worker took the call.
+    fn note_worker_sandbox(&mut self) {
+        if let Launch::Pooled { worker_sandbox, .. } = &self.launch {
+            if let Some(s) = worker_sandbox.lock().expect("worker sandbox lock").take() {
+                self.attempt.sandbox = Some(s);
+            }
+        }
+    }
+}
+
 impl Drop for PreparedCall<'_> {
     fn drop(&mut self) {
+        // Dropped while a worker had it: that worker's sandbox, as for a call that ends.
+        self.note_worker_sandbox();
         audit::abandoned(self.runner, &mut self.audit, &self.attempt, &self.masker);
     }
 }

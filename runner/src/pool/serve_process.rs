@@ -108,12 +108,12 @@ impl Worker {
         })
     }
 
-    /// Has the process exited (between calls)?
     /// The audit line's description of the sandbox this worker runs under.
     pub fn sandbox_summary(&self) -> serde_json::Value {
         self.sandbox.summary()
     }
 
+    /// Has the process exited (between calls)?
     pub fn exited(&mut self) -> bool {
         match self.child.try_wait() {
             Ok(None) => false,

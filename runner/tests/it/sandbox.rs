@@ -895,9 +895,10 @@ if __name__ == "__main__":
 
 /// A pooled call runs in its worker, whose sandbox is the union of the tool's actions; its audit line says that
 /// sandbox, not the one its action alone would have had (a one-shot call of the same action gets that one). A
-/// worker started under grants since revoked is not reused: the next call gets a worker planned from the new ones.
+/// worker started under grants since revoked is not reused (it ends when idle): the next call gets a worker planned
+/// from the new ones.
 #[test]
-fn a_pooled_call_audits_its_workers_sandbox_and_a_revoked_grant_retires_the_worker() {
+fn a_pooled_call_audits_its_workers_sandbox_and_a_worker_of_revoked_grants_serves_no_more() {
     if !landlock() {
         return;
     }
@@ -953,4 +954,67 @@ if __name__ == "__main__":
     let narrowed = last_sandbox();
     assert_eq!(narrowed["tcp"], "landlock", "{narrowed}");
     runner.finish();
+}
+
+/// A pooled call whose future is dropped while its worker has it (a library caller giving up) is audited as
+/// cancelled, with the sandbox of that worker, as a call that ends is.
+#[test]
+fn a_pooled_call_dropped_mid_call_audits_its_workers_sandbox() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let tool = r#"
+import time
+from animaworks_tool_sdk import Context, action, run
+
+@action(sandbox={"net": True})
+def online() -> str:
+    """Needs the network."""
+    return "online"
+
+@action(sandbox={"net": False})
+def slow(ctx: Context) -> str:
+    """Takes its time."""
+    ctx.progress(0, 1, "started")
+    time.sleep(60)
+    return "late"
+
+if __name__ == "__main__":
+    run()
+"#;
+    w.tool(&w.personal(), "slowpoke.py", tool);
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["slowpoke"]}}"#).unwrap();
+    /// Says when the tool has reported that it started.
+    struct Started(tokio::sync::watch::Sender<bool>);
+    impl animaworks_tool::stream::Observer for Started {
+        fn event(&mut self, _: &tool_sdk::protocol::Event, _: &[u8]) {
+            let _ = self.0.send(true);
+        }
+    }
+    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let mut r = w.runner();
+    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(Default::default())));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let opts = animaworks_tool::CallOptions::default();
+    let mut obs = Started(tx);
+    rt.block_on(async {
+        let call = r.call(
+            "slowpoke",
+            "slow",
+            Default::default(),
+            &opts,
+            &mut obs,
+            animaworks_tool::stream::Cancel::never(),
+        );
+        tokio::select! {
+            out = call => panic!("the call ended: {out:?}"),
+            _ = rx.wait_for(|started| *started) => {}
+        }
+    });
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["action"], "slow", "{line}");
+    assert_eq!(line["outcome"], "cancelled", "{line}");
+    assert_eq!(line["sandbox"]["tcp"], "open", "{line}");
 }
