@@ -860,6 +860,29 @@ fn without_a_pid_namespace_a_host_list_stays_a_port_list_and_says_so() {
     assert_eq!(v["sandbox"]["hosts"], "not_enforced", "{v}");
 }
 
+/// A persistent SDK tool `name` in the personal tier with an action `online` that declares the network, the
+/// actions of `more` beside it, and the network granted to it.
+fn net_tool(w: &World, name: &str, more: &str) -> std::path::PathBuf {
+    let source = format!(
+        r#"
+import os, time
+from animaworks_tool_sdk import Context, action, run
+
+@action(sandbox={{"net": True}})
+def online() -> str:
+    """Needs the network."""
+    return "online"
+{more}
+if __name__ == "__main__":
+    run()
+"#
+    );
+    w.tool(&w.personal(), &format!("{name}.py"), &source);
+    let perms = w.anima.join("permissions.json");
+    std::fs::write(&perms, format!(r#"{{"sandbox": {{"net": ["{name}"]}}}}"#)).unwrap();
+    perms
+}
+
 /// A pooled call is checked against the anima's grants like any other: once the network grant is revoked, a call
 /// of the action that declares network is refused, even with a warm worker started under the grant.
 #[test]
@@ -868,20 +891,7 @@ fn a_pooled_call_of_an_action_no_longer_granted_is_refused() {
         return;
     }
     let w = World::sandboxed();
-    let tool = r#"
-from animaworks_tool_sdk import action, run
-
-@action(sandbox={"net": True})
-def online() -> str:
-    """Needs the network."""
-    return "online"
-
-if __name__ == "__main__":
-    run()
-"#;
-    w.tool(&w.personal(), "net_tool.py", tool);
-    let perms = w.anima.join("permissions.json");
-    std::fs::write(&perms, r#"{"sandbox": {"net": ["net_tool"]}}"#).unwrap();
+    let perms = net_tool(&w, "net_tool", "");
     let mut runner = w.serve();
     let ask = |runner: &mut Serve| runner.ask(&json!({"tool_name": "net_tool", "action": "online", "args": {}}));
     let v = ask(&mut runner);
@@ -903,15 +913,7 @@ fn a_pooled_call_audits_its_workers_sandbox_and_a_worker_of_revoked_grants_serve
         return;
     }
     let w = World::sandboxed();
-    let tool = r#"
-import os
-from animaworks_tool_sdk import action, run
-
-@action(sandbox={"net": True})
-def online() -> str:
-    """Needs the network."""
-    return "online"
-
+    let more = r#"
 # Which worker process: pids repeat in PID namespaces.
 WORKER = os.urandom(8).hex()
 
@@ -919,13 +921,8 @@ WORKER = os.urandom(8).hex()
 def plain() -> str:
     """Needs no network; says which worker it ran in."""
     return WORKER
-
-if __name__ == "__main__":
-    run()
 "#;
-    w.tool(&w.personal(), "both.py", tool);
-    let perms = w.anima.join("permissions.json");
-    std::fs::write(&perms, r#"{"sandbox": {"net": ["both"]}}"#).unwrap();
+    let perms = net_tool(&w, "both", more);
     let last_sandbox = || -> Value {
         let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
         let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
@@ -964,27 +961,15 @@ fn a_pooled_call_dropped_mid_call_audits_its_workers_sandbox() {
         return;
     }
     let w = World::sandboxed();
-    let tool = r#"
-import time
-from animaworks_tool_sdk import Context, action, run
-
-@action(sandbox={"net": True})
-def online() -> str:
-    """Needs the network."""
-    return "online"
-
+    let more = r#"
 @action(sandbox={"net": False})
 def slow(ctx: Context) -> str:
     """Takes its time."""
     ctx.progress(0, 1, "started")
     time.sleep(60)
     return "late"
-
-if __name__ == "__main__":
-    run()
 "#;
-    w.tool(&w.personal(), "slowpoke.py", tool);
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["slowpoke"]}}"#).unwrap();
+    net_tool(&w, "slowpoke", more);
     /// Says when the tool has reported that it started.
     struct Started(tokio::sync::watch::Sender<bool>);
     impl animaworks_tool::stream::Observer for Started {

@@ -46,11 +46,8 @@ fn the_runner_loads_neither_libm_nor_the_shared_unwinder() {
     }
 }
 
-/// The runner's own warnings on a call (cli/log.rs, no span registry) are one line each, level first, as the
-/// formatter wrote them, and the call still answers.
-#[test]
-fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
-    let w = World::new();
+/// A common tool `hi` whose action `go` answers `{"ok": true}`.
+fn hi_tool(w: &World) {
     w.tool(
         &w.common(),
         "hi.sh",
@@ -59,6 +56,14 @@ fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
             r#"echo '{"ok":true}'"#,
         ),
     );
+}
+
+/// The runner's own warnings on a call (cli/log.rs, no span registry) are one line each, level first, as the
+/// formatter wrote them, and the call still answers.
+#[test]
+fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
+    let w = World::new();
+    hi_tool(&w);
     // Where the audit log's folder would be: a file.
     std::fs::write(w.anima.join("state"), "not a folder").unwrap();
     let o = w.run(&["call", "hi", "go"]);
@@ -85,14 +90,7 @@ fn a_call_whose_audit_log_cannot_be_written_warns_a_line_at_a_time_and_runs() {
 #[test]
 fn a_warning_shows_the_control_characters_of_what_it_quotes() {
     let w = World::new();
-    w.tool(
-        &w.common(),
-        "hi.sh",
-        &bash_tool(
-            r#"[{"name":"hi_go","description":"Go.","input_schema":{"type":"object"}}]"#,
-            r#"echo '{"ok":true}'"#,
-        ),
-    );
+    hi_tool(&w);
     let anima = w.anima.parent().unwrap().join("al\x1b]0;PWNED\x07ice");
     std::fs::create_dir_all(anima.join("tools")).unwrap();
     std::fs::write(anima.join("state"), "not a folder").unwrap();
