@@ -61,17 +61,8 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// FNV-1a, continued from `h`.
-fn fnv(mut h: u64, bytes: impl IntoIterator<Item = u8>) -> u64 {
-    for b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
-
-/// [`fnv`] over a byte string, at compile time.
-const fn fnv_const(mut h: u64, bytes: &[u8]) -> u64 {
+/// FNV-1a over `bytes`, continued from `h` (a `const fn`: the shim's hash is computed at compile time).
+const fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     let mut i = 0;
     while i < bytes.len() {
         h ^= bytes[i] as u64;
@@ -91,8 +82,8 @@ const CONTENT_HASH: u64 = {
     let mut h = FNV_START;
     let mut i = 0;
     while i < FILES.len() {
-        h = fnv_const(h, FILES[i].0.as_bytes());
-        h = fnv_const(h, FILES[i].1.as_bytes());
+        h = fnv(h, FILES[i].0.as_bytes());
+        h = fnv(h, FILES[i].1.as_bytes());
         i += 1;
     }
     h
@@ -218,11 +209,11 @@ os.unlink(claim)
 /// The interpreter as a file: its canonical path and what changes when it is replaced.
 fn interpreter_key(python: &Path) -> u64 {
     let real = std::fs::canonicalize(python).unwrap_or_else(|_| python.to_path_buf());
-    let h = fnv(FNV_START, real.as_os_str().as_bytes().iter().copied());
+    let h = fnv(FNV_START, real.as_os_str().as_bytes());
     match std::fs::metadata(&real) {
         Ok(m) => {
             let stamp = [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino(), m.dev()];
-            fnv(h, stamp.iter().flat_map(|v| v.to_le_bytes()))
+            stamp.iter().fold(h, |h, v| fnv(h, &v.to_le_bytes()))
         }
         Err(_) => h,
     }
@@ -254,9 +245,11 @@ mod tests {
 
     #[test]
     fn the_compile_time_hash_is_fnv_of_every_name_and_text() {
+        // FNV-1a written out again, over every name and text in order.
         let at_run_time = FILES
             .iter()
-            .fold(FNV_START, |h, (name, text)| fnv(h, name.bytes().chain(text.bytes())));
+            .flat_map(|(name, text)| name.bytes().chain(text.bytes()))
+            .fold(FNV_START, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
         assert_eq!(content_hash(), at_run_time);
     }
 

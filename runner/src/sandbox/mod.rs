@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use tool_sdk::protocol::{Net, Sandbox as Declared};
 
 /// Whether the tools of a tier are confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Enforce,
@@ -115,7 +115,7 @@ impl Settings {
 }
 
 /// An anima's grants: `permissions.json` `"sandbox"` (a runner extension; AnimaWorks ignores it).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Grants {
     /// Per-tier overrides of the operator's [`Settings`].
@@ -161,7 +161,7 @@ impl Grants {
 }
 
 /// `"net"` of [`Grants`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum NetGrant {
     All(bool),
