@@ -123,6 +123,18 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// What the compiler needs of the tool's environment: where to find the interpreter (a version manager's shim
+/// resolves through `HOME` and its own variables), nothing else: the tool's credentials stay out of a process that
+/// runs unconfined.
+fn compiler_env(env: &[(OsString, OsString)]) -> impl Iterator<Item = (&OsString, &OsString)> {
+    env.iter()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            k == "PATH" || k == "HOME" || k.starts_with("PYENV_") || k.starts_with("ASDF_")
+        })
+        .map(|(k, v)| (k, v))
+}
+
 /// Compiles the package's modules into `__pycache__` for `python`, unless that was done already; never waits.
 ///
 /// Why the runner does it: Python caches an imported module's byte code beside it, but a sandboxed tool cannot
@@ -136,18 +148,6 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
 /// code. Python checks each `.pyc` against its source's mtime and size, as for byte code it writes itself. A
 /// marker per interpreter (its path, size, mtime, inode) says it is done; a claim keeps concurrent runners
 /// from compiling twice and expires after a minute, should the compiler have died.
-/// What the compiler needs of the tool's environment: where to find the interpreter (a version manager's shim
-/// resolves through `HOME` and its own variables), nothing else: the tool's credentials stay out of a process that
-/// runs unconfined.
-fn compiler_env(env: &[(OsString, OsString)]) -> impl Iterator<Item = (&OsString, &OsString)> {
-    env.iter()
-        .filter(|(k, _)| {
-            let k = k.to_string_lossy();
-            k == "PATH" || k == "HOME" || k.starts_with("PYENV_") || k.starts_with("ASDF_")
-        })
-        .map(|(k, v)| (k, v))
-}
-
 pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsString)]) {
     let Some(pkg) = shim.parent() else { return };
     let cache = pkg.join("__pycache__");

@@ -278,19 +278,20 @@ fn start(p: &Prepared) -> io::Result<Child> {
     };
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
+    // Each attempt is its own owned start: the pause between two is not spent holding off `reap_orphans`.
     let mut tries = 0;
-    let attempt = || loop {
+    loop {
         // SAFETY: `pre_exec` makes raw system calls only, on `p` (prepared before, alive across the call), and
         // ends in an exec or returns its error.
-        match unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) } {
+        let attempt = || unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) };
+        match crate::reap::start_owned(attempt, Child::id) {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));
             }
-            other => break other,
+            other => return other,
         }
-    };
-    crate::reap::start_owned(attempt, Child::id)
+    }
 }
 
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.

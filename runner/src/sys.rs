@@ -105,11 +105,16 @@ impl Stacks {
         if base == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
+        let stacks = Stacks { base, n };
         for i in 0..n {
             // SAFETY: the first page of stack `i` of the mapping just made, which holds nothing yet.
-            unsafe { libc::mprotect(base.cast::<u8>().add(i * STACK).cast(), 4096, libc::PROT_NONE) };
+            if unsafe { libc::mprotect(base.cast::<u8>().add(i * STACK).cast(), 4096, libc::PROT_NONE) } != 0 {
+                // A stack without its guard page would overflow into the one below unseen. (Dropping `stacks`
+                // unmaps the mapping.)
+                return Err(std::io::Error::last_os_error());
+            }
         }
-        Ok(Stacks { base, n })
+        Ok(stacks)
     }
 
     /// The top of stack `i` (one past its end: stacks grow down).

@@ -92,18 +92,16 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 }
 
 /// A host as written in an authority: a name or IPv4 address, or an IPv6 address in brackets (a `:` is only
-/// accepted there, so `::1:443` is refused rather than read one way or another).
+/// accepted there, so `::1:443` is refused rather than read one way or another; and brackets hold an IPv6 address
+/// only, so `[h.test]` is not a second spelling of `h.test`).
 fn normal_host(h: &str) -> Option<String> {
-    let (h, colons) = match h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        Some(inner) => (inner, true),
-        None => (h, false),
-    };
+    if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        return inner.parse::<std::net::Ipv6Addr>().ok().map(|_| inner.to_ascii_lowercase());
+    }
     let h = h.strip_suffix('.').unwrap_or(h);
     let ok = !h.is_empty()
         && h.len() <= 253
-        && (h == "*"
-            || h.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b) || (colons && b == b':')));
+        && (h == "*" || h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
     ok.then(|| h.to_ascii_lowercase())
 }
 
@@ -526,6 +524,11 @@ mod tests {
         assert!(ok("[::1]", 80));
         assert!(Allowed::parse("nohost").is_none());
         assert!(normal_host("a b").is_none());
+        // Brackets hold an IPv6 address, nothing else.
+        assert!(normal_host("[h.test]").is_none());
+        assert!(normal_host("[*]").is_none());
+        assert_eq!(normal_host("[::1]").as_deref(), Some("::1"));
+        assert_eq!(normal_host("[FE80::1]").as_deref(), Some("fe80::1"));
     }
 
     #[test]

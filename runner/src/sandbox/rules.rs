@@ -133,7 +133,12 @@ pub fn grant_fixed(b: &mut Builder, raw: &Path, access: u64, protected: &Protect
     match open_no_symlinks(raw) {
         Ok(fd) => b.allow_fd(&fd, access).map(|()| 1),
         Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::ACCESS) => Ok(0),
-        Err(_) => general(b),
+        // A link on the way (`/bin` on merged-/usr systems): what `canonical` would try first just failed, so
+        // straight to realpath.
+        Err(_) => match std::fs::canonicalize(raw) {
+            Ok(p) => grant(b, &p, access, protected),
+            Err(_) => Ok(0),
+        },
     }
 }
 
