@@ -201,9 +201,8 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process
             }
         }
         if let Some(net) = &ns.net {
-            // SAFETY: before the exec, in the network namespace this process was started in; stack memory only.
-            // (libc's socket wrappers: a failure writes the errno of the runner's thread that waits for our
-            // report in a raw read, and reads it nowhere.)
+            // SAFETY: this is `G` before it clones the tool, in the network namespace it was started in; the
+            // function makes raw system calls on stack memory only.
             unsafe { super::netproxy::listen_in_child(net) }?;
         }
         let shared = Shared {

@@ -422,87 +422,115 @@ async fn handle(mut c: TcpStream, allowed: &[Allowed], log: &Mutex<Log>) {
     let _ = tokio::io::copy_bidirectional(&mut c, &mut up).await;
 }
 
-/// In the child, inside its new network namespace and with the capabilities of that namespace's owner: bring
-/// `lo` up, listen on `127.0.0.1:`[`PORT`], send the listener to the runner, close it here.
+/// In the namespace's init `G`, inside its new network namespace and with the capabilities of that namespace's
+/// owner: bring `lo` up, listen on `127.0.0.1:`[`PORT`], send the listener to the runner, close it here.
 ///
 /// # Safety
-/// Only between fork and exec; only system calls on stack memory (no allocation).
+/// Only in `G` before it clones the tool: it shares the runner's memory (and the thread-local errno of the thread
+/// that started it), so raw system calls only ([`crate::sys`]), on stack memory, no allocation.
 pub unsafe fn listen_in_child(n: &ChildNet) -> io::Result<()> {
-    // SAFETY: the caller's contract (between fork and exec); the ioctls get a zeroed ifreq naming `lo` on this
-    // frame, every descriptor made here is closed here or by bind_listen_send's caller.
-    unsafe {
-        let err = io::Error::last_os_error;
-        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if s < 0 {
-            return Err(err());
-        }
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        ifr.ifr_name[0] = b'l' as libc::c_char;
-        ifr.ifr_name[1] = b'o' as libc::c_char;
-        let up = if libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) == 0 {
-            ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            libc::ioctl(s, libc::SIOCSIFFLAGS as _, &ifr) == 0
-        } else {
-            false
-        };
-        let e = err();
-        libc::close(s);
-        if !up {
-            return Err(e);
-        }
-        let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if l < 0 {
-            return Err(err());
-        }
-        let r = bind_listen_send(l, n.sock.as_raw_fd());
-        libc::close(l);
-        r
-    }
+    use crate::sys::{call as sys, check};
+    // SAFETY: integer arguments only.
+    let s = check(unsafe {
+        sys(
+            libc::SYS_socket,
+            libc::AF_INET as usize,
+            (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as usize,
+            0,
+            0,
+        )
+    })? as usize;
+    // SAFETY: an all-zero ifreq is a valid value of the plain C struct.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    ifr.ifr_name[0] = b'l' as libc::c_char;
+    ifr.ifr_name[1] = b'o' as libc::c_char;
+    let ifr_ptr = &mut ifr as *mut libc::ifreq as usize;
+    // SAFETY: the ioctls read and write the ifreq on this frame, naming `lo`.
+    let up = check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCGIFFLAGS as usize, ifr_ptr, 0) }).and_then(|_| {
+        // SAFETY: the kernel filled the ifreq's flags (a union member of the struct on this frame).
+        unsafe { ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+        // SAFETY: as above.
+        check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCSIFFLAGS as usize, ifr_ptr, 0) })
+    });
+    // SAFETY: the socket made above, used by nothing else.
+    unsafe { sys(libc::SYS_close, s, 0, 0, 0) };
+    up?;
+    // SAFETY: integer arguments only.
+    let l = check(unsafe {
+        sys(
+            libc::SYS_socket,
+            libc::AF_INET as usize,
+            (libc::SOCK_STREAM | libc::SOCK_CLOEXEC) as usize,
+            0,
+            0,
+        )
+    })? as RawFd;
+    // SAFETY: `l` is the fresh TCP socket, the socketpair's end is the child's; stack memory only.
+    let r = unsafe { bind_listen_send(l, n.sock.as_raw_fd()) };
+    // SAFETY: the listener made above; the runner holds its own copy once sent.
+    unsafe { sys(libc::SYS_close, l as usize, 0, 0, 0) };
+    r
 }
 
 /// # Safety
 /// As [`listen_in_child`]: `l` a fresh TCP socket, `to` the child's end of the socketpair; stack memory only.
 unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: `addr`, `iov`, `byte` and the aligned control space live on this frame for the sendmsg; the
-    // control header is the first of a buffer CMSG_SPACE-sized for one descriptor.
+    use crate::sys::{call as sys, check};
+    // SAFETY: an all-zero sockaddr_in is a valid value of the plain C struct.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = PORT.to_be();
+    addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+    // SAFETY: `addr` lives on this frame for the call; its size is passed.
+    check(unsafe {
+        sys(
+            libc::SYS_bind,
+            l as usize,
+            &addr as *const libc::sockaddr_in as usize,
+            std::mem::size_of::<libc::sockaddr_in>(),
+            0,
+        )
+    })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { sys(libc::SYS_listen, l as usize, 64, 0, 0) })?;
+    #[repr(C, align(8))]
+    struct Space([u8; 64]);
+    let mut space = Space([0; 64]);
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: an all-zero msghdr is a valid value of the plain C struct.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: the control header is the first of a buffer CMSG_SPACE-sized for one descriptor, on this frame,
+    // 8-byte aligned; CMSG_* only compute addresses and lengths (no errno, no allocation).
     unsafe {
-        let err = io::Error::last_os_error;
-        let mut addr: libc::sockaddr_in = std::mem::zeroed();
-        addr.sin_family = libc::AF_INET as libc::sa_family_t;
-        addr.sin_port = PORT.to_be();
-        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
-        if libc::bind(
-            l,
-            (&addr as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        ) != 0
-            || libc::listen(l, 64) != 0
-        {
-            return Err(err());
-        }
-        #[repr(C, align(8))]
-        struct Space([u8; 64]);
-        let mut space = Space([0; 64]);
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.0.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
         let c = libc::CMSG_FIRSTHDR(&msg);
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), l);
-        if libc::sendmsg(to, &msg, libc::MSG_NOSIGNAL) != 1 {
-            return Err(err());
-        }
-        Ok(())
     }
+    // SAFETY: `msg`, its iovec, byte and control space live on this frame for the call.
+    let sent = check(unsafe {
+        sys(
+            libc::SYS_sendmsg,
+            to as usize,
+            &msg as *const libc::msghdr as usize,
+            libc::MSG_NOSIGNAL as usize,
+            0,
+        )
+    })?;
+    if sent != 1 {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
