@@ -427,7 +427,7 @@ async fn handle(mut c: TcpStream, allowed: &[Allowed], log: &Mutex<Log>) {
 ///
 /// # Safety
 /// Only in `G` before it clones the tool: it shares the runner's memory (and the thread-local errno of the thread
-/// that started it), so raw system calls only ([`crate::sys`]), on stack memory, no allocation.
+/// that started it), so raw system calls only (`crate::sys`), on stack memory, no allocation.
 pub unsafe fn listen_in_child(n: &ChildNet) -> io::Result<()> {
     use crate::sys::{call as sys, check};
     // SAFETY: integer arguments only.
