@@ -6,7 +6,10 @@ cd "$(dirname "$0")"
 repo=$PWD
 
 echo "== building (cargo build --release)"
-cargo build --release --quiet -p animaworks-tool -p rust-hello
+# Apart, as `cargo install --path runner` builds the runner: its linker symbol order (runner/link/) names the
+# functions as that build does.
+cargo build --release --quiet -p animaworks-tool
+cargo build --release --quiet -p rust-hello
 bin=$repo/target/release/animaworks-tool
 
 world=$(mktemp -d)
