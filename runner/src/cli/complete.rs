@@ -5,6 +5,10 @@
 //! animaworks-tool -- <words…>`). To answer, the runner builds its command tree with one subcommand per tool,
 //! one per action and one flag per property, read from the schema cache only: completing never starts a tool,
 //! and a tool whose schemas are not cached yet completes by name only.
+//!
+//! Completion offers only what the parser takes: the global options (`--anima-dir`, `--color`, …) where clap
+//! reads them (before the command word, and among a runner command's own options), never inside a tool or after
+//! its action, whose words are the tool's.
 
 use crate::cache;
 use crate::dirs::{DirOptions, Dirs};
@@ -136,7 +140,7 @@ pub fn command(dirs: &Dirs) -> Command {
             }))
         })
     };
-    super::command()
+    runner_globals(super::command())
         .subcommands(tools.iter().cloned())
         .mut_subcommand("call", |c| tools_under(c, &tools))
         .mut_subcommand("submit", |c| tools_under(c, &tools))
@@ -145,6 +149,26 @@ pub fn command(dirs: &Dirs) -> Command {
                 .mut_subcommand("wait", with_id)
                 .mut_subcommand("cancel", with_id)
         })
+}
+
+/// The tree with its global options made local to the top level and to each runner command (clap would otherwise
+/// hand them down into the tools added below it, where the parser does not take them).
+fn runner_globals(root: Command) -> Command {
+    let globals: Vec<Arg> = root
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().global(false))
+        .collect();
+    let root = globals
+        .iter()
+        .fold(root, |c, g| c.mut_arg(g.get_id().clone(), |a| a.global(false)));
+    fn down(c: Command, globals: &[Arg]) -> Command {
+        let names: Vec<String> = c.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+        names.iter().fold(c, |c, n| {
+            c.mut_subcommand(n, |s| down(s.args(globals.iter().cloned()), globals))
+        })
+    }
+    down(root, &globals)
 }
 
 /// `call`/`submit` with their positionals replaced by the tool tree (their options kept).

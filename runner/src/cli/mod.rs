@@ -87,6 +87,15 @@ pub(crate) struct Cli {
     /// The schema cache dir. Default: $ANIMAWORKS_TOOL_CACHE_DIR, else <data dir>/cache/animaworks-tool.
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
+    /// Colour in messages: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces it), always, never.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        global = true,
+        default_value = "auto",
+        hide_default_value = true
+    )]
+    color: term::ColorWhen,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -168,7 +177,7 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = match fast_parse().map(Ok).unwrap_or_else(Cli::try_parse) {
+    let cli = match fast_parse().map(Ok).unwrap_or_else(parse) {
         Ok(cli) => cli,
         Err(e) => match top_level_help() {
             Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0),
@@ -225,6 +234,18 @@ pub fn main() -> i32 {
     code
 }
 
+/// clap's parse, its messages coloured by the runner's policy (`--color` is read first for them).
+fn parse() -> Result<Cli, clap::Error> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(when) = term::color_from_args(&args, GLOBALS_WITH_VALUE, COMMANDS) {
+        term::set_color(when);
+    }
+    let matches = command().color(term::clap_color()).try_get_matches_from(&args)?;
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    term::set_color(cli.color);
+    Ok(cli)
+}
+
 fn boxed<'a>(
     f: impl std::future::Future<Output = i32> + 'a,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = i32> + 'a>> {
@@ -249,7 +270,7 @@ fn dir_options(cli: &Cli) -> DirOptions {
 /// `animaworks-tool [global options] --help|-h|help`: clap's help plus the tools, as the original lists them.
 /// Returns the global options when the command line is exactly that.
 fn top_level_help() -> Option<Cli> {
-    const WITH_VALUE: &[&str] = &["--core-dir", "--data-dir", "--anima-dir", "--python", "--cache-dir"];
+    const WITH_VALUE: &[&str] = GLOBALS_WITH_VALUE;
     let args: Vec<OsString> = std::env::args_os().collect();
     let mut i = 1;
     let mut help_at = None;
@@ -273,6 +294,16 @@ fn top_level_help() -> Option<Cli> {
     let globals = args.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, a)| a);
     Cli::try_parse_from(globals).ok()
 }
+
+/// The global options that take a value (a test keeps this list equal to clap's).
+pub(crate) const GLOBALS_WITH_VALUE: &[&str] = &[
+    "--core-dir",
+    "--data-dir",
+    "--anima-dir",
+    "--python",
+    "--cache-dir",
+    "--color",
+];
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
 pub(crate) const COMMANDS: &[&str] = &[
@@ -318,6 +349,7 @@ fn fast_parse() -> Option<Cli> {
         anima_dir: None,
         python: None,
         cache_dir: None,
+        color: term::ColorWhen::Auto,
         cmd: Some(cmd),
     })
 }
@@ -516,6 +548,20 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_global_option_with_a_value_is_known() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let mut clap: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| a.is_global_set() && a.get_action().takes_values())
+            .map(|a| format!("--{}", a.get_long().unwrap()))
+            .collect();
+        let mut ours: Vec<String> = GLOBALS_WITH_VALUE.iter().map(|s| s.to_string()).collect();
+        clap.sort();
+        ours.sort();
+        assert_eq!(clap, ours);
+    }
 
     #[test]
     fn the_fast_path_knows_every_runner_command() {

@@ -76,6 +76,99 @@ fn completion_offers_tools_actions_flags_and_enum_values_from_the_cache_without_
     assert!(!marker.exists(), "completion started the tool");
 }
 
+/// The global options are offered where clap takes them (first, and among a runner command's options), never
+/// after a tool's action, where the parser refuses them (those words are the tool's).
+#[test]
+fn completion_offers_the_global_options_only_where_the_parser_takes_them() {
+    let w = World::new();
+    hello(&w);
+    assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
+    let anima = w.anima.display().to_string();
+    let globals = [
+        "--anima-dir",
+        "--data-dir",
+        "--core-dir",
+        "--cache-dir",
+        "--python",
+        "--color",
+    ];
+    let given = ["--anima-dir", anima.as_str(), "--color", "never"];
+    for (words, line) in [
+        (&["animaworks-tool", "--"][..], [&given[..], &["tools"]].concat()),
+        (&["animaworks-tool", "tools", "--"], [&["tools"][..], &given].concat()),
+        (
+            &["animaworks-tool", "jobs", "list", "--"],
+            [&["jobs", "list"][..], &given].concat(),
+        ),
+    ] {
+        let offered = complete(&w, words.len() - 1, words);
+        for g in globals {
+            assert!(
+                offered.contains(&g.to_owned()),
+                "{words:?}: {g} missing from {offered:?}"
+            );
+        }
+        // And the parser takes what was offered there.
+        let o = w.run(&line);
+        assert!(o.status.success(), "{line:?}: {}", stderr(&o));
+    }
+    for words in [
+        &["animaworks-tool", "hello", "greet", "--"][..],
+        &["animaworks-tool", "call", "hello", "greet", "--"],
+    ] {
+        let offered = complete(&w, words.len() - 1, words);
+        assert!(offered.contains(&"--who".to_owned()), "{offered:?}");
+        for g in globals {
+            assert!(!offered.contains(&g.to_owned()), "{words:?}: {g} offered: {offered:?}");
+        }
+    }
+    // What is no longer offered there: the parser refuses it.
+    let o = w.run(&["hello", "greet", "--who", "x", "--anima-dir", &anima]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("anima-dir"), "{}", stderr(&o));
+}
+
+/// One colour policy for clap's messages and the runner's own: `--color`, then NO_COLOR, then CLICOLOR_FORCE,
+/// then a terminal (stderr is a pipe here, so `auto` alone means none).
+#[test]
+fn color_follows_the_flag_then_no_color_then_clicolor_force() {
+    let w = World::new();
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = w.cmd();
+        c.env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env("TERM", "xterm");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.args(args).output().unwrap();
+        stderr(&o)
+    };
+    // clap's message (an unknown option of a runner command) and ours (an unknown tool).
+    let clap_msg = &["tools", "--bogus"][..];
+    let ours = &["--data-dir", &w.data.display().to_string(), "nosuch", "go"].map(str::to_owned);
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let coloured = |e: &str| e.contains("\x1b[");
+    for (env, flag, want) in [
+        (&[][..], None, false),
+        (&[("CLICOLOR_FORCE", "1")][..], None, true),
+        (&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")][..], None, false),
+        (&[("CLICOLOR_FORCE", "1")][..], Some("never"), false),
+        (&[("NO_COLOR", "1")][..], Some("always"), true),
+        (&[][..], Some("always"), true),
+    ] {
+        for args in [clap_msg, &ours[..]] {
+            let mut line: Vec<&str> = flag.map(|f| vec!["--color", f]).unwrap_or_default();
+            line.extend(args);
+            let e = run(env, &line);
+            assert!(e.contains("bogus") || e.contains("nosuch"), "{env:?} {line:?}: {e}");
+            assert_eq!(coloured(&e), want, "{env:?} {line:?}: {e:?}");
+        }
+    }
+    let e = run(&[], &["--color", "red", "tools"]);
+    assert!(e.contains("red") && e.contains("never"), "{e}");
+}
+
 #[test]
 fn completions_prints_a_script_for_each_shell_and_refuses_others() {
     let w = World::new();
