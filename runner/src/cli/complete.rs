@@ -1,4 +1,4 @@
-//! Shell completions and the man page.
+//! Shell completions.
 //!
 //! `completions bash|zsh|fish|elvish|powershell` prints a small script that asks the runner itself for
 //! candidates (clap_complete's dynamic completion: the shell runs `ANIMAWORKS_TOOL_COMPLETE=<shell>
@@ -61,17 +61,6 @@ pub fn completions(shell: &str) -> i32 {
     };
     let mut buf = Vec::new();
     if let Err(e) = sh.write_registration(VAR, "animaworks-tool", "animaworks-tool", &me, &mut buf) {
-        tell!("animaworks-tool: {e}");
-        return crate::ErrorCode::Internal.exit_code();
-    }
-    let _ = std::io::stdout().lock().write_all(&buf);
-    0
-}
-
-/// `man`: the man page (roff) on stdout.
-pub fn man() -> i32 {
-    let mut buf = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(super::command()).render(&mut buf) {
         tell!("animaworks-tool: {e}");
         return crate::ErrorCode::Internal.exit_code();
     }

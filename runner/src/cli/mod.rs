@@ -34,6 +34,7 @@ pub mod help;
 pub mod list;
 pub mod llm;
 mod log;
+pub mod man;
 pub mod render;
 pub mod task;
 pub mod term;
@@ -110,6 +111,7 @@ enum Cmd {
     },
     /// Print every problem with the tools; exit 1 while there are any.
     Doctor {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -117,7 +119,9 @@ enum Cmd {
     Refresh,
     /// Call an action: `call <tool> <action> --json '{…}'` (flags work too). Errors are JSON on stdout.
     Call {
+        /// The tool's name.
         tool: String,
+        /// The action (`-` and `_` alike).
         action: String,
         /// --json JSON|@FILE|-, --param value…, --timeout S, --max-output BYTES, --events
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -149,8 +153,8 @@ enum Cmd {
         /// bash, zsh, fish, elvish or powershell.
         shell: String,
     },
-    /// Print the man page (roff): `animaworks-tool man > ~/.local/share/man/man1/animaworks-tool.1`.
-    Man,
+    /// Print a man page (roff), or write every page: `animaworks-tool man --dir ~/.local/share/man/man1`.
+    Man(man::ManArgs),
     /// Help on a tool or action (`help <tool> [<action>]`, from its schema) or on a runner command.
     Help {
         /// A tool and action, or a runner command and subcommand.
@@ -159,6 +163,7 @@ enum Cmd {
     },
     /// The runner's version and the tool protocol versions it speaks.
     Version {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -224,7 +229,7 @@ pub fn main() -> i32 {
             Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0) }),
             Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic).await }),
             Some(Cmd::Completions { shell }) => boxed(async move { complete::completions(&shell) }),
-            Some(Cmd::Man) => boxed(async move { complete::man() }),
+            Some(Cmd::Man(a)) => boxed(async move { man::man(&a) }),
             Some(Cmd::Tool(words)) => boxed(async move { tool_form(runner, words, fwd).await }),
         };
         command.await

@@ -189,6 +189,63 @@ fn completions_prints_a_script_for_each_shell_and_refuses_others() {
     );
 }
 
+/// `man --dir` writes a page for every command, and no page names one that was not written (clap_mangen names
+/// each subcommand's page as `<parent>-<sub>(1)`).
+#[test]
+fn every_man_page_named_exists() {
+    let w = World::new();
+    let dir = w.tmp.path().join("man1");
+    let o = w.run(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for want in ["animaworks-tool.1", "animaworks-tool-mcp.1", "animaworks-tool-jobs-list.1", "animaworks-tool-man.1"] {
+        assert!(pages.contains(want), "{want} missing from {pages:?}");
+    }
+    let mut named = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap().replace("\\-", "-");
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            let name = &text[start..at];
+            if name.starts_with("animaworks-tool") {
+                named += 1;
+                assert!(pages.contains(&format!("{name}.1")), "{page} names {name}(1), which was not written");
+            }
+        }
+    }
+    assert!(named >= 20, "only {named} references found: the pattern no longer matches clap_mangen's output");
+    // One page on stdout, by command.
+    let o = w.run(&["man", "jobs", "list"]);
+    assert!(o.status.success() && stdout(&o).contains(".TH animaworks-tool-jobs-list"), "{}", stdout(&o));
+    assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
+}
+
+/// docs/commands.md is the command tree's own Markdown (`man --markdown`): a new command or option that is not in
+/// it fails here. `ANIMAWORKS_TOOL_BLESS=1` rewrites the file.
+#[test]
+fn the_command_reference_in_the_docs_is_current() {
+    let w = World::new();
+    let o = w.run(&["man", "--markdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/commands.md");
+    if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
+        std::fs::write(path, &o.stdout).unwrap();
+    }
+    let file = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        file == stdout(&o),
+        "docs/commands.md is stale: `cargo run -q -p animaworks-tool -- man --markdown > docs/commands.md` (or ANIMAWORKS_TOOL_BLESS=1)"
+    );
+    for cmd in ["## `animaworks-tool mcp`", "## `animaworks-tool jobs list`", "`--color <WHEN>`"] {
+        assert!(file.contains(cmd), "{cmd} missing from docs/commands.md");
+    }
+}
+
 #[test]
 fn mistyped_tools_actions_and_flags_get_the_closest_name() {
     let w = World::new();
