@@ -517,7 +517,7 @@ def bench_sandbox(runs: int, timer: str) -> None:
         d = m[label] - m["unconfined"]
         record("13§4", f"a call {label} (tiny compiled personal tool)", f"{m[label]:.2f} ms",
                f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms", "<= +1 ms", d <= 1.0)
-    # A host list has no target of its own (README "Cost"): reported over the unconfined call and the sandboxed one.
+    # A host list has no target of its own (docs/sandbox.md, "Cost"): reported over the unconfined call and the sandboxed one.
     d = m["sandboxed, host list"] - m["unconfined"]
     record("13§2", "a call sandboxed with a host list (tiny compiled personal tool)",
            f"{m['sandboxed, host list']:.2f} ms", f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms",

@@ -61,7 +61,7 @@ Calling tools:
 Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
-13 internal. See protocol.md and the README.";
+13 internal. See protocol.md and docs/ (docs/command-line.md).";
 
 #[derive(Parser, Debug)]
 #[command(

@@ -882,6 +882,74 @@ fn the_readme_five_minute_bash_tool_handles_quotes() {
     assert_eq!(json(&o)["greeting"], format!("hello, {who}"));
 }
 
+/// `docs/<page>.md` of every page, relative to the repository.
+fn docs_pages(root: &std::path::Path) -> Vec<String> {
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// The README is short and the manual is in docs/: every relative link of either reaches a file that exists, and
+/// a `#fragment` into a Markdown page names one of its headings (as a code host makes anchors of them).
+#[test]
+fn the_readme_and_docs_links_reach_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.len() <= 15 * 1024, "the README is {} bytes: the manual goes into docs/", readme.len());
+    let anchors = |text: &str| -> Vec<String> {
+        let mut in_code = false;
+        text.lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    in_code = !in_code;
+                }
+                !in_code && l.starts_with('#')
+            })
+            .map(|l| {
+                l.trim_start_matches('#')
+                    .trim()
+                    .to_lowercase()
+                    .chars()
+                    .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                    .map(|c| if c == ' ' { '-' } else { c })
+                    .collect()
+            })
+            .collect()
+    };
+    let mut checked = 0;
+    for doc in std::iter::once("README.md".to_owned()).chain(docs_pages(&root)) {
+        let text = std::fs::read_to_string(root.join(&doc)).unwrap();
+        let base = root.join(&doc).parent().unwrap().to_path_buf();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("](") {
+            let after = &rest[i + 2..];
+            let Some(end) = after.find(')') else { break };
+            let link = &after[..end];
+            rest = &after[end..];
+            if link.contains("://") || link.contains(' ') {
+                continue;
+            }
+            let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() { root.join(&doc) } else { base.join(file) };
+            assert!(target.exists(), "{doc} links to {link}, which does not exist");
+            if !fragment.is_empty() && target.extension().is_some_and(|e| e == "md") {
+                let heads = anchors(&std::fs::read_to_string(&target).unwrap());
+                assert!(heads.iter().any(|h| h == fragment), "{doc} links to {link}: no such heading in {heads:?}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} links found");
+    for page in ["writing-tools", "migrating", "sandbox", "background-tasks", "llm", "mcp", "configuration", "commands", "performance"] {
+        assert!(readme.contains(&format!("(docs/{page}.md)")), "the README does not lead to docs/{page}.md");
+    }
+}
+
 #[test]
 fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defined() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -891,7 +959,12 @@ fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defin
         "bench/README.md",
         "tool-sdk-rs/README.md",
         "tool-sdk-py/README.md",
-    ] {
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(docs_pages(&root))
+    {
+        let doc = doc.as_str();
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
         for bad in ["/work/", "/root/", "/home/runner"] {
             assert!(!text.contains(bad), "{doc} names a path of one machine: {bad}");
