@@ -258,19 +258,7 @@ pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Local
         // Unknown and private tools: the original answers that the tool is not permitted.
         ErrorCode::UnknownTool => structured("PermissionDenied", locale.tool_not_permitted(tool), ours()),
         ErrorCode::PermissionDenied => {
-            let reason = e.detail(Detail::Reason).and_then(Value::as_str).unwrap_or("");
-            let key = e.detail(Detail::Key).and_then(Value::as_str);
-            let message = match reason {
-                "tool_denied" => locale.tool_denied(tool),
-                "tool_not_allowed" => locale.tool_not_permitted(tool),
-                "grant_missing" | "grant_denied" => {
-                    let key = key.map_or_else(|| format!("{tool}_{}", req.action), str::to_owned);
-                    let action = key.strip_prefix(&format!("{tool}_")).unwrap_or(&req.action).to_owned();
-                    locale.gated_action_denied(tool, &action, &key)
-                }
-                "permissions_unusable" => locale.permission_check_failed(tool, "PermissionsError"),
-                _ => e.message.clone(),
-            };
+            let message = locale.refusal(e, tool, &req.action).unwrap_or_else(|| e.message.clone());
             structured("PermissionDenied", message, ours())
         }
         _ => error_answer(e),
@@ -312,7 +300,7 @@ async fn call(
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
-    let target = runner.open(&req.tool_name).await?.action(&req.action)?;
+    let target = runner.open(&req.tool_name).await?.action_or_dispatch(&req.action)?;
     let mut args = req.args.clone();
     drop_strict_nulls(&target.action().input_schema, &mut args);
     let opts = CallOptions {
