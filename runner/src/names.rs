@@ -27,7 +27,21 @@ pub const RESERVED: &[&str] = &[
 
 pub use tool_sdk::names::{canon, is_name, is_provider_name, same_spelling};
 
-/// Why a tool name is refused, or `None` when it is fine.
+/// The names a tool file cannot take at all: `use-tool`'s meta tools, which answer before any tool of the name.
+/// A tool named like another runner command is found and callable (AnimaWorks has no such words but `submit`);
+/// on the command line the runner's command wins, `animaworks-tool -- <tool> …` calls the tool, and `doctor` warns.
+pub const META_NAMES: &[&str] = &["help", "task"];
+
+/// Why a tool file's name makes it no tool, or `None` when it is a tool: [`tool_name_problem`] but for the
+/// runner's command words other than [`META_NAMES`] (an AnimaWorks module named `check` keeps working).
+pub fn found_tool_name_problem(name: &str) -> Option<String> {
+    match tool_name_problem(name) {
+        Some(_) if RESERVED.contains(&name) && !META_NAMES.contains(&name) => None,
+        p => p,
+    }
+}
+
+/// Why a tool name is refused for a new tool (`new`, `share`), or `None` when it is fine.
 pub fn tool_name_problem(name: &str) -> Option<String> {
     if !is_name(name) {
         return Some(format!(

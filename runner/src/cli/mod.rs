@@ -301,6 +301,18 @@ fn fast_parse() -> Option<Cli> {
     let mut args = std::env::args_os().skip(1);
     let first = args.next()?;
     let first = first.to_str()?;
+    // `-- <tool> …`: the tool form even when the tool is named like a runner command (`-- check …`).
+    if first == "--" {
+        let words: Vec<OsString> = args.collect();
+        return (!words.is_empty()).then(|| Cli {
+            core_dirs: Vec::new(),
+            data_dir: None,
+            anima_dir: None,
+            python: None,
+            cache_dir: None,
+            cmd: Some(Cmd::Tool(words)),
+        });
+    }
     if first.starts_with('-') || COMMANDS.contains(&first) {
         return None;
     }

@@ -10,6 +10,7 @@ mod cache;
 mod cli;
 mod core;
 mod dropin;
+mod dropin_surface;
 mod hardening;
 mod init;
 mod legacy_tools;
