@@ -54,6 +54,15 @@ pub fn tool_name_problem(name: &str) -> Option<String> {
     None
 }
 
+/// The longest schema name (MCP's bound on tool names). Providers that take fewer (OpenAI, Anthropic, Gemini: 64)
+/// get a stable shortened name (`crate::llm::providers::provider_name`).
+pub const SCHEMA_NAME_MAX: usize = 128;
+
+/// `^[a-zA-Z0-9_-]{1,128}$` (protocol.md §3).
+pub fn is_schema_name(s: &str) -> bool {
+    (1..=SCHEMA_NAME_MAX).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Why an action name (with its schema name) is refused, or `None` when it is fine.
 pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
     if !is_name(action) {
@@ -61,9 +70,9 @@ pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
             "action name {action:?} must start with a letter or digit and hold only letters, digits, '_' and '-'"
         ));
     }
-    if !is_provider_name(schema_name) {
+    if !is_schema_name(schema_name) {
         return Some(format!(
-            "schema name {schema_name:?} must match ^[a-zA-Z0-9_-]{{1,64}}$ (the pattern every LLM provider accepts); \
+            "schema name {schema_name:?} must match ^[a-zA-Z0-9_-]{{1,{SCHEMA_NAME_MAX}}}$ (MCP's tool names); \
              shorten the tool or action name"
         ));
     }
@@ -86,7 +95,8 @@ mod tests {
             "AnimaWorks' `anima list` word: a tool may take it"
         );
         assert!(action_name_problem("get", "t_get").is_none());
-        assert!(action_name_problem("get", &"x".repeat(65)).is_some());
+        assert!(action_name_problem("get", &"x".repeat(128)).is_none());
+        assert!(action_name_problem("get", &"x".repeat(129)).is_some());
         assert!(action_name_problem("g et", "t_g et").is_some());
         assert_eq!(canon("create-issue"), "create_issue");
     }

@@ -147,8 +147,19 @@ pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
 }
 
 /// Read a request object. `args` may be absent (no arguments), an object, or a string holding a JSON object
-/// (some models send it so).
+/// (some models send it so). A provider's function call is a request too: `{"name": <function name>,
+/// "arguments" (OpenAI, often a JSON string) | "input" (Anthropic) | "args" (Gemini): {...}}`, the name as
+/// `schemas` gave it (shortened names included); it is parsed with an empty `tool_name` and the name as `action`,
+/// and [`answer`] finds the action it names.
 pub fn parse_request(v: &Value) -> Result<Request, CallError> {
+    if let Some(obj) = v.as_object().filter(|o| !o.contains_key("tool_name")) {
+        if let Some(Value::String(name)) = obj.get("name").filter(|n| n.as_str().is_some_and(|n| !n.is_empty())) {
+            let args = ["arguments", "input", "args"].iter().find_map(|k| obj.get(*k)).cloned();
+            let mut req = parse_request(&json!({"tool_name": "-", "action": name, "args": args}))?;
+            req.tool_name.clear();
+            return Ok(req);
+        }
+    }
     let bad = |what: String| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))
             .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}; {"tool_name": "help", "action": "list"} lists the tools"#)
@@ -197,6 +208,18 @@ fn short(v: &Value) -> String {
 
 /// Answer one request: the meta tool, or validate → permit → run of a tool action.
 pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
+    let by_function;
+    let req = if req.tool_name.is_empty() {
+        match function_call(runner, req).await {
+            Ok(r) => {
+                by_function = r;
+                &by_function
+            }
+            Err(e) => return error_answer(&e),
+        }
+    } else {
+        req
+    };
     let out = if req.tool_name == META_TOOL {
         meta(runner, &req.action, &req.args).await
     } else if req.tool_name == super::background::TASK_TOOL {
@@ -210,6 +233,27 @@ pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut d
         Err(e) if req.tool_name == META_TOOL || req.tool_name == super::background::TASK_TOOL => error_answer(&e),
         Err(e) => render_error(&e, req, limits, locale),
     }
+}
+
+/// The request a provider's function call means (its name as `schemas` gave it).
+async fn function_call(runner: &Runner, req: &Request) -> Result<Request, CallError> {
+    let entries = catalog::permitted(runner).await;
+    let Some((tool, action)) = super::providers::resolve_name(&entries, &req.action) else {
+        return Err(runner.refuse_unknown(
+            &req.action,
+            CallError::new(
+                ErrorCode::UnknownTool,
+                format!("no permitted action has the function name {:?}", req.action),
+            )
+            .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
+            .with(Detail::Tool, req.action.clone()),
+        ));
+    };
+    Ok(Request {
+        tool_name: tool.to_owned(),
+        action: action.to_owned(),
+        args: req.args.clone(),
+    })
 }
 
 /// A failed call as the original's `use_tool` words it (table in the module doc), in `locale`.
