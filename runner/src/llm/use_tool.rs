@@ -356,8 +356,29 @@ async fn call(
 
 /// OpenAI's strict mode makes every property required and sends `null` for an absent optional one; such a
 /// `null` is dropped when the property is optional and its schema does not accept `null`, so the call means
-/// what the model meant. Top level only.
+/// what the model meant. In nested objects too (and objects in arrays), as `schemas --strict` rewrites them.
 pub fn drop_strict_nulls(schema: &Value, args: &mut Map<String, Value>) {
+    drop_nulls_here(schema, args);
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (k, v) in args.iter_mut() {
+        let Some(p) = props.get(k) else { continue };
+        match v {
+            Value::Object(m) => drop_strict_nulls(p, m),
+            Value::Array(items) => {
+                if let Some(item_schema) = p.get("items") {
+                    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                        drop_strict_nulls(item_schema, item);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn drop_nulls_here(schema: &Value, args: &mut Map<String, Value>) {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -544,5 +565,11 @@ mod tests {
         let mut args = json!({"r": null, "o": null, "n": null}).as_object().unwrap().clone();
         drop_strict_nulls(&schema, &mut args);
         assert!(args.contains_key("r") && args.contains_key("n") && !args.contains_key("o"));
+        let schema = json!({"type": "object", "properties": {
+            "in": {"type": "object", "properties": {"o": {"type": "string"}}},
+            "list": {"type": "array", "items": {"type": "object", "properties": {"o": {"type": "string"}}}}}});
+        let mut args = json!({"in": {"o": null}, "list": [{"o": null}, {"o": "x"}]}).as_object().unwrap().clone();
+        drop_strict_nulls(&schema, &mut args);
+        assert_eq!(Value::Object(args), json!({"in": {}, "list": [{}, {"o": "x"}]}));
     }
 }

@@ -21,6 +21,7 @@ mod pipeline_review;
 mod policy_paths;
 mod processes;
 mod protocol_schema;
+mod provider_shapes;
 mod review;
 mod sandbox;
 mod startup;
