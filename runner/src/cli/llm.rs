@@ -16,6 +16,8 @@ use tokio::io::AsyncBufReadExt;
 /// `use-tool --help`: the request and answer formats and the meta tools.
 pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --serve, one per line, and its "id" is echoed):
   {"tool_name": "<tool>", "action": "<action>", "args": {...}}
+  or a provider's function call, named as `schemas` gave it (shortened names too):
+  {"name": "<tool>_<action>", "input"|"arguments"|"args": {...}}
 
 Answer:
   success   the result as text: a string as it is, null as "(no output)", other JSON indented;
