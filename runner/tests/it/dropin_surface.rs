@@ -185,11 +185,17 @@ fn side_by_side_a_failed_task_tells_the_tools_own_reason() {
     let o = ours(&w, &venv, &["submit", "strictargs", "greet", "--name", "Ada"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let id = json(&o)["task_id"].as_str().unwrap().to_owned();
-    let _ = ours(&w, &venv, &["jobs", "wait", &id]);
-    let task: Value =
-        serde_json::from_slice(&std::fs::read(w.anima.join(format!("state/background_tasks/{id}.json"))).unwrap())
-            .unwrap();
-    assert_eq!(task["status"], "failed");
+    let waited = ours(&w, &venv, &["jobs", "wait", &id]);
+    let file = w.anima.join(format!("state/background_tasks/{id}.json"));
+    let task = || -> Option<Value> { serde_json::from_slice(&std::fs::read(&file).ok()?).ok() };
+    assert!(
+        eventually(60, || task().is_some_and(|t| t["status"] == "failed")),
+        "{:?}: {}{}",
+        task(),
+        stdout(&waited),
+        stderr(&waited)
+    );
+    let task = task().unwrap();
     let error = task["error"].as_str().unwrap();
     assert!(error.ends_with(&reason), "the tool's reason, not only its exit code: {error}");
     let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{id}.md"))).unwrap();
