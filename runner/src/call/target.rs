@@ -223,7 +223,10 @@ fn legacy_profile_entry(profile: &Map<String, Value>, action: &str) -> tool_sdk:
     else {
         return out;
     };
-    out.expected_seconds = entry.get("expected_seconds").and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0);
+    out.expected_seconds = entry
+        .get("expected_seconds")
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s >= 0.0);
     out.background_eligible = entry.get("background_eligible").is_some_and(truthy);
     // Any truthy spelling gates: a gate fails closed.
     out.gated = entry.get("gated").is_some_and(truthy);

@@ -225,8 +225,10 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
             Format::Animaworks | Format::Anthropic => tool,
             Format::Openai => json!({"type": "function", "function": {
                 "name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"], "strict": false}}),
-            Format::OpenaiResponses => json!({"type": "function", "name": tool["name"], "description": tool["description"],
-                "parameters": tool["input_schema"], "strict": false}),
+            Format::OpenaiResponses => {
+                json!({"type": "function", "name": tool["name"], "description": tool["description"],
+                "parameters": tool["input_schema"], "strict": false})
+            }
             // `args` is a free-form object, which Gemini's Schema cannot say.
             Format::Gemini => json!({"name": tool["name"], "description": tool["description"],
                 "parametersJsonSchema": tool["input_schema"]}),

@@ -82,7 +82,11 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
             }
             let openai = |out: &mut Rendered| {
                 let given = object_schema(&a.input_schema);
-                let checked = if opts.strict { strict(&given) } else { strict_check(&given).map(|()| given.clone()) };
+                let checked = if opts.strict {
+                    strict(&given)
+                } else {
+                    strict_check(&given).map(|()| given.clone())
+                };
                 match checked {
                     Ok(s) => (s, true),
                     Err(why) => {
@@ -113,7 +117,10 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
                     let given = object_schema(&a.input_schema);
                     match gemini_schema(&given) {
                         // No parameters at all: Gemini refuses an OBJECT without properties.
-                        Ok(p) if p.get("properties").and_then(Value::as_object).is_none_or(|m| m.is_empty()) => {}
+                        Ok(p)
+                            if p.get("properties")
+                                .and_then(Value::as_object)
+                                .is_none_or(|m| m.is_empty()) => {}
                         Ok(p) => d["parameters"] = p,
                         Err(why) => {
                             out.json_schema.push((a.schema_name.clone(), why));
@@ -138,8 +145,8 @@ pub const PROVIDER_NAME_MAX: usize = 64;
 /// name: the first 55 characters, `_`, and 8 hex digits of the FNV-1a hash of the whole schema name. The same
 /// schema name always gives the same name, on every machine; MCP and AnimaWorks' shape keep the schema name.
 pub fn provider_name(format: Format, schema_name: &str) -> String {
-    let gemini_start = format == Format::Gemini
-        && !schema_name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let gemini_start =
+        format == Format::Gemini && !schema_name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
     let fits = schema_name.len() <= PROVIDER_NAME_MAX && !gemini_start;
     if fits || matches!(format, Format::Mcp | Format::Animaworks) {
         return schema_name.to_owned();
@@ -267,7 +274,15 @@ const STRICT_KEYWORDS: &[&str] = &[
 
 /// String formats strict mode takes.
 const STRICT_FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 
 /// Strict mode's limit on nesting.
@@ -275,7 +290,15 @@ const STRICT_MAX_DEPTH: usize = 10;
 
 /// Annotations [`strict`] drops (they do not change which values a schema accepts); `$schema` too, as strict mode
 /// reads its own subset whatever the dialect says.
-const STRICT_DROPPED: &[&str] = &["default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$schema"];
+const STRICT_DROPPED: &[&str] = &[
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+];
 
 /// Why a schema cannot be given to OpenAI in strict mode; `at` is the JSON pointer of the place (`/` for the
 /// root).
@@ -330,7 +353,10 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
         return Err(NotStrict::TooDeep { at: here() });
     }
     if let Some(k) = m.keys().find(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
-        return Err(NotStrict::Keyword { at: here(), keyword: k.clone() });
+        return Err(NotStrict::Keyword {
+            at: here(),
+            keyword: k.clone(),
+        });
     }
     let types: Vec<&str> = match m.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -368,7 +394,10 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
     }
     if let Some(f) = m.get("format").and_then(Value::as_str) {
         if !STRICT_FORMATS.contains(&f) {
-            return Err(NotStrict::Format { at: here(), format: f.to_owned() });
+            return Err(NotStrict::Format {
+                at: here(),
+                format: f.to_owned(),
+            });
         }
     }
     if let Some(Value::Array(alts)) = m.get("anyOf") {
@@ -402,11 +431,19 @@ fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
         return Err(NotStrict::BooleanSchema { at: here() });
     };
     if let Some(k) = NOT_STRICT_KEYWORDS.iter().find(|k| m.contains_key(**k)) {
-        return Err(NotStrict::Keyword { at: here(), keyword: (*k).to_owned() });
+        return Err(NotStrict::Keyword {
+            at: here(),
+            keyword: (*k).to_owned(),
+        });
     }
     let mut m = m.clone();
     if let Some(d) = m.get("default").cloned() {
-        let text = m.get("description").and_then(Value::as_str).unwrap_or("").trim_end().to_owned();
+        let text = m
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim_end()
+            .to_owned();
         let sep = if text.is_empty() { "" } else { " " };
         m.insert("description".into(), format!("{text}{sep}(default: {d})").into());
     }
@@ -507,7 +544,8 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                 let (t, nullable) = match v {
                     Value::String(t) => (t.as_str(), false),
                     Value::Array(ts) => {
-                        let non_null: Vec<&str> = ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
+                        let non_null: Vec<&str> =
+                            ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
                         match non_null[..] {
                             [t] if ts.len() == 2 => (t, true),
                             _ => return Err(format!("at {here}: \"type\": {v} is more than one type")),
@@ -525,7 +563,11 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                 }
             }
             "enum" | "const" => {
-                let values: Vec<Value> = if k == "const" { vec![v.clone()] } else { v.as_array().cloned().unwrap_or_default() };
+                let values: Vec<Value> = if k == "const" {
+                    vec![v.clone()]
+                } else {
+                    v.as_array().cloned().unwrap_or_default()
+                };
                 if !values.iter().all(Value::is_string) {
                     return Err(format!("at {here}: {k} of values other than strings"));
                 }
@@ -569,7 +611,10 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
     }
     if out.get("type").and_then(Value::as_str) == Some("OBJECT")
         && !at.is_empty()
-        && out.get("properties").and_then(Value::as_object).is_none_or(|p| p.is_empty())
+        && out
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_none_or(|p| p.is_empty())
     {
         return Err(format!("at {here}: an object without properties"));
     }
@@ -672,10 +717,17 @@ mod tests {
         assert_eq!(strict_check(&ok), Ok(()));
         let with = |path: &str, v: Value| {
             let mut s = ok.clone();
-            s.pointer_mut(path).unwrap().as_object_mut().unwrap().extend(v.as_object().unwrap().clone());
+            s.pointer_mut(path)
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
             strict_check(&s).unwrap_err().to_string()
         };
-        assert_eq!(with("/properties/b", json!({"default": 3})), "at /b: default is not supported in strict mode");
+        assert_eq!(
+            with("/properties/b", json!({"default": 3})),
+            "at /b: default is not supported in strict mode"
+        );
         assert!(with("/properties/a", json!({"minLength": 1})).contains("minLength"));
         assert!(with("/properties/c", json!({"uniqueItems": true})).contains("uniqueItems"));
         assert!(with("/properties/a", json!({"format": "uri"})).contains("format \"uri\""));
@@ -696,7 +748,10 @@ mod tests {
         let s = json!({"type": "object", "properties": {
             "days": {"type": "integer", "default": 3, "description": "How many days"}}});
         let t = strict(&s).unwrap();
-        assert_eq!(t["properties"]["days"], json!({"type": ["integer", "null"], "description": "How many days (default: 3)"}));
+        assert_eq!(
+            t["properties"]["days"],
+            json!({"type": ["integer", "null"], "description": "How many days (default: 3)"})
+        );
         assert_eq!(strict_check(&t), Ok(()));
         // A constraint strict mode cannot say is never dropped.
         let s = json!({"type": "object", "properties": {"q": {"type": "string", "minLength": 1}}});
@@ -710,11 +765,18 @@ mod tests {
         assert_eq!(provider_name(Format::Openai, "t_greet"), "t_greet");
         let long = format!("notes_{}", "x".repeat(90));
         let other = format!("notes_{}y", "x".repeat(89));
-        let (a, b) = (provider_name(Format::Anthropic, &long), provider_name(Format::Anthropic, &other));
+        let (a, b) = (
+            provider_name(Format::Anthropic, &long),
+            provider_name(Format::Anthropic, &other),
+        );
         assert_eq!(a.len(), 64);
         assert!(a.starts_with(&long[..55]) && crate::names::is_provider_name(&a), "{a}");
         assert_ne!(a, b, "names that share the kept prefix stay apart");
-        assert_eq!(a, provider_name(Format::Openai, &long), "stable, and the same for every 64-character provider");
+        assert_eq!(
+            a,
+            provider_name(Format::Openai, &long),
+            "stable, and the same for every 64-character provider"
+        );
         assert_eq!(provider_name(Format::Mcp, &long), long);
         // Gemini's names start with a letter or `_`.
         let g = provider_name(Format::Gemini, "3d_render");
@@ -737,9 +799,18 @@ mod tests {
             }, "required": ["k"]})
         );
         for (bad, why) in [
-            (json!({"type": "object", "properties": {"r": {"$ref": "#/$defs/x"}}}), "$ref"),
-            (json!({"type": "object", "properties": {"o": {"oneOf": [{"type": "string"}]}}}), "oneOf"),
-            (json!({"type": "object", "additionalProperties": true}), "additionalProperties"),
+            (
+                json!({"type": "object", "properties": {"r": {"$ref": "#/$defs/x"}}}),
+                "$ref",
+            ),
+            (
+                json!({"type": "object", "properties": {"o": {"oneOf": [{"type": "string"}]}}}),
+                "oneOf",
+            ),
+            (
+                json!({"type": "object", "additionalProperties": true}),
+                "additionalProperties",
+            ),
             (json!({"type": "object", "properties": {"e": {"enum": [1, 2]}}}), "enum"),
             (json!({"type": ["string", "integer"]}), "more than one type"),
         ] {

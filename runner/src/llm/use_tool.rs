@@ -302,7 +302,9 @@ pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Local
         // Unknown and private tools: the original answers that the tool is not permitted.
         ErrorCode::UnknownTool => structured("PermissionDenied", locale.tool_not_permitted(tool), ours()),
         ErrorCode::PermissionDenied => {
-            let message = locale.refusal(e, tool, &req.action).unwrap_or_else(|| e.message.clone());
+            let message = locale
+                .refusal(e, tool, &req.action)
+                .unwrap_or_else(|| e.message.clone());
             structured("PermissionDenied", message, ours())
         }
         _ => error_answer(e),
@@ -568,7 +570,10 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "in": {"type": "object", "properties": {"o": {"type": "string"}}},
             "list": {"type": "array", "items": {"type": "object", "properties": {"o": {"type": "string"}}}}}});
-        let mut args = json!({"in": {"o": null}, "list": [{"o": null}, {"o": "x"}]}).as_object().unwrap().clone();
+        let mut args = json!({"in": {"o": null}, "list": [{"o": null}, {"o": "x"}]})
+            .as_object()
+            .unwrap()
+            .clone();
         drop_strict_nulls(&schema, &mut args);
         assert_eq!(Value::Object(args), json!({"in": {}, "list": [{}, {"o": "x"}]}));
     }

@@ -18,7 +18,8 @@ fn ours(w: &World, venv: &Path, args: &[&str]) -> Output {
 
 fn ours_cmd(w: &World, venv: &Path) -> Command {
     let mut c = w.cmd();
-    c.env("PATH", plain_path()).env("ANIMAWORKS_PYTHON", venv.join("bin/python"));
+    c.env("PATH", plain_path())
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"));
     c
 }
 
@@ -75,9 +76,17 @@ fn side_by_side_use_tool_dispatches_actions_the_module_does_not_list() {
     };
     let o = use_tool("hidden", json!({"x": 1}));
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&o), theirs["lister_hidden"], "dispatch got the schema name and the args");
+    assert_eq!(
+        stdout(&o),
+        theirs["lister_hidden"],
+        "dispatch got the schema name and the args"
+    );
     let o = use_tool("boom", json!({}));
-    assert_eq!(stdout(&o), theirs["lister_boom"], "the module's own exception, as plain text");
+    assert_eq!(
+        stdout(&o),
+        theirs["lister_boom"],
+        "the module's own exception, as plain text"
+    );
     // An unlisted action its EXECUTION_PROFILE gates needs its grant, as a listed one does.
     let o = use_tool("wipe", json!({}));
     assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
@@ -115,7 +124,9 @@ def cli_main(argv):
 "#;
 
 fn seconds_left(text: &str) -> i64 {
-    text.trim().parse().unwrap_or_else(|_| panic!("not a number of seconds: {text:?}"))
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number of seconds: {text:?}"))
 }
 
 #[test]
@@ -129,7 +140,10 @@ fn a_legacy_cli_call_and_its_task_are_bounded_by_animaworks_thirty_minutes() {
     let o = ours(&w, &venv, &["clock", "nap"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let left = seconds_left(&stdout(&o));
-    assert!(left > 1700 && left <= 1800, "a cli_main argv naming an action: {left} s");
+    assert!(
+        left > 1700 && left <= 1800,
+        "a cli_main argv naming an action: {left} s"
+    );
 
     let submit = |extra: &[&str]| {
         let mut args = vec!["submit", "clock", "nap"];
@@ -197,7 +211,10 @@ fn side_by_side_a_failed_task_tells_the_tools_own_reason() {
     );
     let task = task().unwrap();
     let error = task["error"].as_str().unwrap();
-    assert!(error.ends_with(&reason), "the tool's reason, not only its exit code: {error}");
+    assert!(
+        error.ends_with(&reason),
+        "the tool's reason, not only its exit code: {error}"
+    );
     let note = std::fs::read_to_string(w.anima.join(format!("state/background_notifications/{id}.md"))).unwrap();
     assert!(note.contains("unrecognized arguments: -j"), "{note}");
 }
@@ -244,7 +261,11 @@ fn side_by_side_refusals_on_the_legacy_argv_path() {
             assert!(mine.contains("permissions.json"), "{mine}");
         }
         // Allowed, both run it.
-        std::fs::write(w.anima.join("permissions.json"), r#"{"external_tools": {"allow_all": true}}"#).unwrap();
+        std::fs::write(
+            w.anima.join("permissions.json"),
+            r#"{"external_tools": {"allow_all": true}}"#,
+        )
+        .unwrap();
         let o = ours(&w, &venv, &["wiper", "look"]);
         let t = original_cmd(&w, &venv).args(["wiper", "look"]).output().unwrap();
         assert_eq!((o.status.code(), stdout(&o)), (t.status.code(), stdout(&t)));
@@ -274,7 +295,12 @@ fn side_by_side_a_tool_named_like_a_runner_command() {
     let o = ours(&w, &venv, &["check", "spelling"]);
     assert!(!stdout(&o).contains("the tool's cli_main"), "{}", stdout(&o));
     let o = ours(&w, &venv, &["--", "check", "spelling"]);
-    assert_eq!((o.status.code(), stdout(&o)), (t.status.code(), stdout(&t)), "{}", stderr(&o));
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (t.status.code(), stdout(&t)),
+        "{}",
+        stderr(&o)
+    );
     let o = ours(&w, &venv, &["call", "check", "spelling"]);
     assert_eq!(stdout(&o).trim(), "spelled check_spelling", "{}", stderr(&o));
     let req = json!({"tool_name": "check", "action": "spelling", "args": {}}).to_string();
@@ -284,10 +310,23 @@ fn side_by_side_a_tool_named_like_a_runner_command() {
     let d = json(&ours(&w, &venv, &["doctor", "--json"]));
     let warnings = d["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{d}");
-    assert!(warnings[0].as_str().unwrap().contains("animaworks-tool -- check"), "{d}");
-    assert!(d["problems"].as_array().unwrap().iter().all(|p| p["tool"] != "check"), "{d}");
+    assert!(
+        warnings[0].as_str().unwrap().contains("animaworks-tool -- check"),
+        "{d}"
+    );
+    assert!(
+        d["problems"].as_array().unwrap().iter().all(|p| p["tool"] != "check"),
+        "{d}"
+    );
     // The meta tools' names stay reserved.
     w.tool(&w.personal(), "help.py", CHECK_TOOL);
     let d = json(&ours(&w, &venv, &["doctor", "--json"]));
-    assert!(d["problems"].as_array().unwrap().iter().any(|p| p["tool"] == "help" && p["kind"] == "invalid_name"), "{d}");
+    assert!(
+        d["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["tool"] == "help" && p["kind"] == "invalid_name"),
+        "{d}"
+    );
 }

@@ -257,7 +257,10 @@ fn schemas_in_every_provider_shape() {
     }
     // Unchanged, no schema of t meets strict mode's rules (none closes its objects).
     let (v, _) = schemas(&w, &["--format", "openai"]);
-    assert!(v.as_array().unwrap().iter().all(|t| t["function"]["strict"] == false), "{v}");
+    assert!(
+        v.as_array().unwrap().iter().all(|t| t["function"]["strict"] == false),
+        "{v}"
+    );
     let (v, err) = schemas(&w, &["--format", "openai", "--strict"]);
     let by_name = |n: &str| {
         v.as_array()

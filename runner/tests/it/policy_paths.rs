@@ -299,7 +299,11 @@ fn an_unreadable_legacy_profile_gates_everything() {
     assert_eq!(json(&o)["error"]["key"], "bp_run");
     let o = w.run(&["bp", "run"]);
     // AnimaWorks' refusal on this path: exit 1, its message on stderr.
-    assert!(stderr(&o).starts_with("Error: ") && stderr(&o).contains("bp_run"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("Error: ") && stderr(&o).contains("bp_run"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(
         code(&o),
         1,

@@ -18,7 +18,10 @@ fn schemas(w: &World, args: &[&str]) -> (Value, String) {
 fn examples_world() -> World {
     let w = World::new();
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    for (from, name) in [("bash-weather/weather.sh", "weather.sh"), ("node-counter/counter.js", "counter.js")] {
+    for (from, name) in [
+        ("bash-weather/weather.sh", "weather.sh"),
+        ("node-counter/counter.js", "counter.js"),
+    ] {
         w.tool(&w.common(), name, &std::fs::read_to_string(ex.join(from)).unwrap());
     }
     w
@@ -44,21 +47,43 @@ fn the_bundled_examples_are_strict_only_when_transformed() {
         s["additionalProperties"] = json!(false);
         s["required"] = json!(s["properties"].as_object().unwrap().keys().collect::<Vec<_>>());
         let why = strict_check(&s).unwrap_err().to_string();
-        assert!(why.contains("default") || why.contains("examples"), "{}: {why}", t["name"]);
-        s.pointer_mut("/properties").unwrap().as_object_mut().unwrap().values_mut().for_each(|p| {
-            p.as_object_mut().unwrap().retain(|k, _| k != "examples");
-        });
-        assert!(strict_check(&s).unwrap_err().to_string().contains("default"), "{}", t["name"]);
+        assert!(
+            why.contains("default") || why.contains("examples"),
+            "{}: {why}",
+            t["name"]
+        );
+        s.pointer_mut("/properties")
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .values_mut()
+            .for_each(|p| {
+                p.as_object_mut().unwrap().retain(|k, _| k != "examples");
+            });
+        assert!(
+            strict_check(&s).unwrap_err().to_string().contains("default"),
+            "{}",
+            t["name"]
+        );
     }
     for format in ["openai", "openai-responses"] {
         let (v, err) = schemas(&w, &["--format", format]);
         let tools = v.as_array().unwrap();
         assert_eq!(tools.len(), 3, "{v}");
-        let fun = |t: &Value| if format == "openai" { t["function"].clone() } else { t.clone() };
+        let fun = |t: &Value| {
+            if format == "openai" {
+                t["function"].clone()
+            } else {
+                t.clone()
+            }
+        };
         for t in tools {
             assert_eq!(fun(t)["strict"], false, "{format}: {t}");
         }
-        assert!(err.contains("not strict: weather_forecast") && err.contains("not strict: counter_count"), "{err}");
+        assert!(
+            err.contains("not strict: weather_forecast") && err.contains("not strict: counter_count"),
+            "{err}"
+        );
 
         let (v, _) = schemas(&w, &["--format", format, "--strict"]);
         for t in v.as_array().unwrap() {
@@ -68,7 +93,12 @@ fn the_bundled_examples_are_strict_only_when_transformed() {
             // OpenAI's rules: closed objects, every property required, none of the keywords it refuses.
             assert_eq!(p["additionalProperties"], false);
             let props: Vec<&String> = p["properties"].as_object().unwrap().keys().collect();
-            let required: Vec<&str> = p["required"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+            let required: Vec<&str> = p["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_str().unwrap())
+                .collect();
             assert_eq!(props.len(), required.len(), "{p}");
             for k in ["default", "examples", "minLength"] {
                 assert!(!has_key(p, k), "{format}: {k} in {p}");
@@ -116,20 +146,32 @@ fn gemini_declarations_use_the_schema_subset_or_the_json_schema() {
     let by = |n: &str| v.as_array().unwrap().iter().find(|t| t["name"] == n).unwrap().clone();
     let plain = by("shapes_plain");
     assert_eq!(plain["parameters"]["type"], "OBJECT");
-    assert_eq!(plain["parameters"]["properties"]["q"], json!({"type": "STRING", "nullable": true}));
+    assert_eq!(
+        plain["parameters"]["properties"]["q"],
+        json!({"type": "STRING", "nullable": true})
+    );
     assert_eq!(plain["parameters"]["properties"]["k"]["type"], "STRING");
     assert!(plain.get("parametersJsonSchema").is_none());
     let reffy = by("shapes_reffy");
     assert!(reffy.get("parameters").is_none(), "{reffy}");
     assert_eq!(reffy["parametersJsonSchema"]["properties"]["r"]["$ref"], "#/$defs/x");
-    assert!(err.contains("as parametersJsonSchema: shapes_reffy") && err.contains("$ref"), "{err}");
+    assert!(
+        err.contains("as parametersJsonSchema: shapes_reffy") && err.contains("$ref"),
+        "{err}"
+    );
     // No arguments: no parameters (Gemini refuses an OBJECT without properties).
     let none = by("shapes_none");
-    assert!(none.get("parameters").is_none() && none.get("parametersJsonSchema").is_none(), "{none}");
+    assert!(
+        none.get("parameters").is_none() && none.get("parametersJsonSchema").is_none(),
+        "{none}"
+    );
     // FunctionDeclaration's fields only; Gemini's Schema has no JSON Schema keywords left.
     for t in v.as_array().unwrap() {
         for k in t.as_object().unwrap().keys() {
-            assert!(["name", "description", "parameters", "parametersJsonSchema"].contains(&k.as_str()), "{t}");
+            assert!(
+                ["name", "description", "parameters", "parametersJsonSchema"].contains(&k.as_str()),
+                "{t}"
+            );
         }
         if let Some(p) = t.get("parameters") {
             for k in ["$ref", "$defs", "oneOf", "additionalProperties", "const"] {
@@ -152,21 +194,41 @@ fn a_name_past_64_characters_is_shortened_and_mapped_back() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| t["name"].as_str().or(t["function"]["name"].as_str()).unwrap().to_owned())
+            .map(|t| {
+                t["name"]
+                    .as_str()
+                    .or(t["function"]["name"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
         for n in &names {
             // ^[a-zA-Z0-9_-]{1,64}$, and Gemini's: starts with a letter or `_`.
-            assert!(n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'), "{n}");
+            assert!(
+                n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                "{n}"
+            );
             assert!(n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'), "{n}");
         }
-        let short = names.iter().find(|n| n.starts_with("shapes_a_very_long")).unwrap().clone();
+        let short = names
+            .iter()
+            .find(|n| n.starts_with("shapes_a_very_long"))
+            .unwrap()
+            .clone();
         assert_eq!(short.len(), 64);
         assert!(err.contains(&format!("shortened: {long} is given as {short}")), "{err}");
         given.push(short);
     }
     given.dedup();
-    assert_eq!(given.len(), 1, "one stable name for every 64-character provider: {given:?}");
-    assert_eq!(schemas(&w, &["--format", "anthropic"]).0, schemas(&w, &["--format", "anthropic"]).0);
+    assert_eq!(
+        given.len(),
+        1,
+        "one stable name for every 64-character provider: {given:?}"
+    );
+    assert_eq!(
+        schemas(&w, &["--format", "anthropic"]).0,
+        schemas(&w, &["--format", "anthropic"]).0
+    );
     // MCP keeps the schema name (its names may have 128 characters).
     let (v, _) = schemas(&w, &["--format", "mcp"]);
     assert!(v.as_array().unwrap().iter().any(|t| t["name"] == long), "{v}");
@@ -182,9 +244,20 @@ fn a_name_past_64_characters_is_shortened_and_mapped_back() {
     ] {
         let o = w.feed(&["use-tool"], &call.to_string());
         assert_eq!(o.status.code(), Some(0), "{call}: {}{}", stdout(&o), stderr(&o));
-        assert_eq!(serde_json::from_str::<Value>(&stdout(&o)).unwrap(), json!({"x": 7}), "{call}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&stdout(&o)).unwrap(),
+            json!({"x": 7}),
+            "{call}"
+        );
     }
-    let o = w.feed(&["use-tool"], &json!({"name": "shapes_nothing_like_it", "args": {}}).to_string());
+    let o = w.feed(
+        &["use-tool"],
+        &json!({"name": "shapes_nothing_like_it", "args": {}}).to_string(),
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
-    assert!(stdout(&o).contains("no permitted action has the function name"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("no permitted action has the function name"),
+        "{}",
+        stdout(&o)
+    );
 }
