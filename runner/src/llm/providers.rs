@@ -581,6 +581,8 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                 _ => return Err(format!("at {here}: format {v}")),
             },
             "additionalProperties" if v == &Value::Bool(false) => {}
+            // Annotations that do not change which values are valid.
+            "examples" | "$comment" | "deprecated" | "readOnly" | "writeOnly" | "$schema" => {}
             "properties" => {
                 let Value::Object(props) = v else {
                     return Err(format!("at {here}: properties is not an object"));
@@ -786,7 +788,7 @@ mod tests {
     #[test]
     fn gemini_schema_or_why_not() {
         let s = json!({"type": "object", "properties": {
-            "q": {"type": ["string", "null"], "description": "d", "default": "x"},
+            "q": {"type": ["string", "null"], "description": "d", "default": "x", "examples": ["y"]},
             "k": {"enum": ["a", "b"]},
             "n": {"type": "array", "items": {"type": "integer", "format": "int64"}}
         }, "required": ["k"], "additionalProperties": false});

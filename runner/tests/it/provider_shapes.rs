@@ -182,6 +182,24 @@ fn gemini_declarations_use_the_schema_subset_or_the_json_schema() {
 }
 
 #[test]
+fn the_bundled_examples_fit_geminis_schema() {
+    let w = examples_world();
+    let (v, err) = schemas(&w, &["--format", "gemini"]);
+    assert!(!err.contains("parametersJsonSchema"), "{err}");
+    let forecast = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "weather_forecast")
+        .unwrap();
+    assert_eq!(
+        forecast["parameters"]["properties"]["days"],
+        json!({"type": "INTEGER", "minimum": 1, "maximum": 7, "default": 3, "description": "How many days"})
+    );
+    assert_eq!(forecast["parameters"]["required"], json!(["city"]));
+}
+
+#[test]
 fn a_name_past_64_characters_is_shortened_and_mapped_back() {
     let w = World::new();
     w.tool(&w.common(), "shapes.sh", SHAPES_TOOL);
