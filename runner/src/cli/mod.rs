@@ -337,6 +337,18 @@ fn fast_parse() -> Option<Cli> {
     let mut args = std::env::args_os().skip(1);
     let first = args.next()?;
     let first = first.to_str()?;
+    // `-- <tool> …`: the tool form even when the tool is named like a runner command (`-- check …`).
+    if first == "--" {
+        let words: Vec<OsString> = args.collect();
+        return (!words.is_empty()).then(|| Cli {
+            core_dirs: Vec::new(),
+            data_dir: None,
+            anima_dir: None,
+            python: None,
+            cache_dir: None,
+            cmd: Some(Cmd::Tool(words)),
+        });
+    }
     if first.starts_with('-') || COMMANDS.contains(&first) {
         return None;
     }
@@ -530,7 +542,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         };
         let call = match tool.prepare_cli(rest, &opts) {
             Ok(c) => c,
-            Err(e) => return fail(&e, json_errors),
+            Err(e) => return legacy_refusal(&e, runner, &first, rest).unwrap_or_else(|| fail(&e, json_errors)),
         };
         return match call.run_inherit(cancel_on_signals()).await {
             Ok(code) => code,
@@ -548,6 +560,20 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         }
         Some(action) => structured_on(tool, action, &rest[1..], json_errors).await,
     }
+}
+
+/// A permission refusal of a legacy `cli_main` argv as AnimaWorks' CLI gives it: `Error: <its message>` in the
+/// configured locale on stderr, exit 1 (agents run this path with stdout a pipe, and read what AnimaWorks wrote);
+/// the runner's own sentence, with the file to edit, follows as a hint. `None` for other errors.
+fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &[String]) -> Option<i32> {
+    if e.code != ErrorCode::PermissionDenied {
+        return None;
+    }
+    let word = argv.iter().find(|w| !w.starts_with('-')).map_or("", String::as_str);
+    let message = crate::locale::Locale::of_data_dir(&runner.dirs.data).refusal(e, tool, word)?;
+    tell!("Error: {message}");
+    tell!("  hint: {}", e.hint.as_deref().unwrap_or(&e.message));
+    Some(1)
 }
 
 #[cfg(test)]
