@@ -298,6 +298,7 @@ mod tests {
             input_schema: schema,
             output_schema: None,
             profile: Default::default(),
+            annotations: None,
         }
     }
 
