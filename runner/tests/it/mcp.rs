@@ -415,3 +415,41 @@ fn use_tool_serve_answers_as_calls_finish_and_never_exits_on_bad_input() {
     assert!(a[2]["message"].as_str().unwrap().contains("over the bound"), "{}", a[2]);
     assert_eq!((a[3]["id"].clone(), a[3]["status"].clone()), (json!("fast"), json!("ok")));
 }
+
+#[test]
+fn log_notifications_are_masked() {
+    const SECRET: &str = "s3cr3t-mcp-log-9191";
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "sec.sh",
+        r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then
+  echo '{"protocol":1,"events":true,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"leak"}]}'
+  exit 0; fi
+cat >/dev/null
+echo "{\"type\":\"log\",\"level\":\"warning\",\"message\":\"token $DEMO_TOKEN\"}"
+echo "stderr $DEMO_TOKEN" >&2
+echo '{"type":"result","result":"ok"}'
+"#,
+    );
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
+    )
+    .unwrap();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("logging/setLevel", json!({"level": "debug"}));
+    let (r, notes) = m.ask_with_notes("tools/call", json!({"name": "sec_leak", "arguments": {}}));
+    assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+    let text: Vec<String> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .map(|n| n["params"]["data"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(text.iter().any(|t| t.starts_with("token ")), "{text:?}");
+    assert!(text.iter().any(|t| t.starts_with("stderr ")), "{text:?}");
+    assert!(!text.iter().any(|t| t.contains(SECRET)), "a secret reached the client: {text:?}");
+    m.finish();
+}
