@@ -14,7 +14,8 @@
 //! - `notifications/cancelled` ends the call's process group.
 //! - Tier folders (and the permissions file) are polled every second; a change sends
 //!   `notifications/tools/list_changed`.
-//! - Revisions: 2025-11-25 and older ([`REVISIONS`]); the line framing is [`super::mcp_front`]'s.
+//! - Revisions: 2025-11-25 and older ([`REVISIONS`]). Bad lines (not JSON, not UTF-8, over 16 MiB) are answered
+//!   by the line framing in front of rmcp (`llm/mcp_front.rs`).
 //! The whole surface as a client sees it: docs/mcp.md.
 
 // rmcp marks logging deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which this server speaks, has it.
@@ -602,4 +603,29 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     watcher.abort();
     let _ = front.writer.await;
     out.map(|_| ()).map_err(ServeError::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_revisions_are_the_documented_ones() {
+        let mut known: Vec<&str> = ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+            .iter()
+            .map(|v| v.as_str())
+            .collect();
+        known.reverse();
+        assert_eq!(known, REVISIONS);
+    }
+
+    #[test]
+    fn cursors_are_only_those_given() {
+        for o in [1, 100, 1000, 123_456] {
+            assert_eq!(cursor_offset(&cursor(o)), Some(o));
+        }
+        for bad in ["", "awt1.", "awt1.0", "awt1.00a", "awt1.A", "awt1.-1", "100", "awt2.64", "awt1.1000000000000"] {
+            assert_eq!(cursor_offset(bad), None, "{bad}");
+        }
+    }
 }
