@@ -16,6 +16,7 @@
 //!   `notifications/tools/list_changed`.
 //! - Revisions: 2025-11-25 and older ([`REVISIONS`]). Bad lines (not JSON, not UTF-8, over 16 MiB) are answered
 //!   by the line framing in front of rmcp (`llm/mcp_front.rs`).
+//!
 //! The whole surface as a client sees it: docs/mcp.md.
 
 // rmcp marks logging deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which this server speaks, has it.
