@@ -25,6 +25,10 @@ pub(crate) struct Attempt {
     pub sandbox: Option<Value>,
     /// The environment policy it ran (or would have run) under (protocol.md §8).
     pub env: &'static str,
+    /// The credentials granted and refused (names), once decided.
+    pub credentials: Option<Value>,
+    /// The broker's answers, when the call has one.
+    pub brokered: Option<super::broker::Ledger>,
 }
 
 impl Attempt {
@@ -37,6 +41,8 @@ impl Attempt {
             started: Instant::now(),
             sandbox: None,
             env: crate::policy::env::EnvPolicy::Clean.as_str(),
+            credentials: None,
+            brokered: None,
         }
     }
 
@@ -196,6 +202,12 @@ fn write(
     );
     rec.sandbox = a.sandbox.clone();
     rec.env = a.env;
+    rec.credentials = a.credentials.clone().map(|mut c| {
+        if let Some(l) = &a.brokered {
+            c["brokered"] = l.to_value();
+        }
+        c
+    });
     let log = runner.audit_log();
     let res = match file {
         Some(f) => AuditLog::append_to(f, log.path(), &rec, masker),

@@ -34,6 +34,7 @@
 //! ```
 
 mod audit;
+pub(crate) mod broker;
 mod prepare;
 mod run;
 mod target;

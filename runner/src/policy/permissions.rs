@@ -46,6 +46,13 @@ pub struct Permissions {
     /// Runner extension: the anima's sandbox grants and per-tier modes (README "Sandbox").
     #[serde(skip_serializing_if = "crate::sandbox::Grants::is_default")]
     pub sandbox: crate::sandbox::Grants,
+    /// Runner extension: which credentials each tool may receive, `{"<tool>": ["<credential>", …]}`; a key may
+    /// name the tier (`"personal:<tool>"`), and `"*"` grants every shared credential (docs/credentials.md).
+    #[serde(
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        deserialize_with = "map_only"
+    )]
+    pub credentials: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Default for Permissions {
@@ -59,6 +66,7 @@ impl Default for Permissions {
             external_tools: RuleSet::default(),
             tool_creation: ToolCreation::default(),
             sandbox: Default::default(),
+            credentials: Default::default(),
         }
     }
 }
