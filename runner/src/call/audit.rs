@@ -28,7 +28,7 @@ pub(crate) struct Attempt {
     /// The credentials granted and refused (names), once decided.
     pub credentials: Option<Value>,
     /// The broker's answers, when the call has one.
-    pub brokered: Option<super::broker::Ledger>,
+    pub brokered: Option<crate::broker::Ledger>,
 }
 
 impl Attempt {

@@ -34,7 +34,6 @@
 //! ```
 
 mod audit;
-pub(crate) mod broker;
 mod prepare;
 mod run;
 mod target;

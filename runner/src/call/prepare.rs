@@ -7,7 +7,7 @@ use super::target::{Target, Tool};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
-use super::broker::{self, Broker, Ledger};
+use crate::broker::{self, Broker, Ledger};
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::grants::CredentialGrants;
 use crate::policy::mask::LateSecrets;
@@ -135,7 +135,7 @@ impl<'r> Target<'r> {
             return fail(&attempt, e, &early());
         }
         let secrets = creds.values;
-        let broker = (!pooled).then(|| BrokerPlan::new(runner, &resolved, grants)).flatten();
+        let broker = BrokerPlan::new(runner, &resolved, grants);
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
         let masker = match &broker {
             Some(b) => {
@@ -626,8 +626,9 @@ fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(),
     }
 }
 
-/// The broker a call will start with its tool: only a `.py` tool (an AnimaWorks module or an SDK tool, whose
-/// `get_credential` the shim routes to it) gets one, so a call of any other tool costs nothing more.
+/// The broker a call will start with its tool (or the pooled worker's broker answers for it): only a `.py` tool
+/// (an AnimaWorks module or an SDK tool, whose `get_credential` the shim routes to it) gets one, so a call of any
+/// other tool costs nothing more.
 pub(crate) struct BrokerPlan {
     grants: CredentialGrants,
     pub ledger: Ledger,
@@ -643,26 +644,22 @@ impl BrokerPlan {
         })
     }
 
-    /// Start it; `env` gets the variable naming the descriptor. A broker that cannot start leaves the tool
-    /// without one (its `get_credential` then says so).
-    pub(crate) fn start(&self, runner: &Runner, tool: &str, env: &mut Vec<(OsString, OsString)>) -> Option<Broker> {
+    /// What the broker answers for this call.
+    pub(crate) fn call(&self, runner: &Runner, tool: &str) -> (broker::Context, Ledger, LateSecrets) {
         let ctx = broker::Context {
             data_dir: runner.dirs.data.clone(),
             anima_name: runner.dirs.anima_name(),
             grants: self.grants.clone(),
             tool: tool.to_owned(),
         };
-        match Broker::start(ctx, self.late.clone(), self.ledger.clone()) {
-            Ok(b) => {
-                if let Some(fd) = b.child_fd() {
-                    env.push((broker::FD_VAR.into(), fd.to_string().into()));
-                }
-                Some(b)
-            }
-            Err(e) => {
-                tracing::warn!("the credential broker could not start: {e}");
-                None
-            }
-        }
+        (ctx, self.ledger.clone(), self.late.clone())
+    }
+
+    /// Start a broker for this call alone; `env` gets the variable naming the descriptor. A broker that cannot
+    /// start leaves the tool without one (its `get_credential` then works as without the runner).
+    pub(crate) fn start(&self, runner: &Runner, tool: &str, env: &mut Vec<(OsString, OsString)>) -> Option<Broker> {
+        let (ctx, ledger, late) = self.call(runner, tool);
+        broker::start_into(broker::for_call(ctx, ledger, late), env)
     }
 }
+

@@ -87,6 +87,7 @@ impl PreparedCall<'_> {
                     grants: grants_key(perms),
                     plan: &plan,
                     sandbox_seen: worker_sandbox,
+                    broker: self.broker.as_ref().map(|b| b.call(runner, &file.name)),
                 };
                 let job = Job {
                     tool: &file.name,

@@ -44,13 +44,17 @@ fn world() -> World {
         json!({"credentials": {"svc": {"api_key": SECRET}}}).to_string(),
     )
     .unwrap();
+    w.grant_credentials("gt", &["svc"]);
+    w.grant_credentials("leg", &["svc"]);
     w
 }
 
 fn grant(w: &World, allow: &[&str]) {
     std::fs::write(
         w.anima.join("permissions.json"),
-        json!({"version": 1, "external_tools": {"allow_all": true, "allow": allow}}).to_string(),
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": allow},
+               "credentials": {"gt": ["svc"], "leg": ["svc"]}})
+        .to_string(),
     )
     .unwrap();
 }
@@ -288,6 +292,7 @@ fn assert_one_audit_line(w: &World, before: usize, entry: &str, decision: &str) 
             "action",
             "anima",
             "args",
+            "credentials",
             "decision",
             "duration_ms",
             "env",
