@@ -111,6 +111,8 @@ fn decision_of(e: &CallError) -> Decision {
         Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
         Some("grant_denied") => RefusalKind::GrantDenied,
         Some("credential_missing") => RefusalKind::CredentialMissing,
+        Some("credential_not_granted") => RefusalKind::CredentialNotGranted,
+        Some("shadow_grants") => RefusalKind::ShadowGrants,
         Some("sandbox_not_granted") => RefusalKind::SandboxNotGranted,
         Some("sandbox_unsupported") => RefusalKind::SandboxUnsupported,
         Some("sandbox_invalid" | "sandbox_grants_invalid") => RefusalKind::SandboxInvalid,
