@@ -464,6 +464,14 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     out.push_str(&format!("  allow: {}\n", list(&t.allow)));
     out.push_str(&format!("  deny (wins in every tier): {}\n", list(&t.deny)));
     out.push_str("  gated actions run only when allow holds <tool>_<gated_as or action>, even with allow_all\n");
+    if p.credentials.is_empty() {
+        out.push_str("credentials: none granted (core tools get what they declare; docs/credentials.md)\n");
+    } else {
+        out.push_str("credentials (runner extension; docs/credentials.md):\n");
+        for (tool, names) in &p.credentials {
+            out.push_str(&format!("  {tool}: {}\n", list(names)));
+        }
+    }
     out.push_str(&format!(
         "tool creation: personal {}, shared {}\n",
         if p.tool_creation.personal { "yes" } else { "no" },

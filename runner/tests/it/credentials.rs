@@ -71,6 +71,19 @@ fn a_declared_credential_is_refused_until_granted_and_the_refusal_names_the_line
     assert!(l["reason"].as_str().unwrap().starts_with("credential_not_granted"), "{l}");
     assert_eq!(l["credentials"]["refused"], json!(["github"]), "{l}");
     assert!(!l.to_string().contains("ghp-token"), "{l}");
+
+    // `doctor` shows who asks for what and what is granted; `permissions show` the grants.
+    let d = json(&w.run(&["doctor", "--json"]));
+    let c = d["credentials"].as_array().unwrap().iter().find(|c| c["tool"] == "leaker").unwrap();
+    assert_eq!(c["declared"], json!(["github", "x", "y", "z"]), "{d}");
+    assert_eq!(c["not_granted"], json!(["github", "x", "y", "z"]), "{d}");
+    w.grant_credentials("leaker", &["github"]);
+    let d = json(&w.run(&["doctor", "--json"]));
+    let c = d["credentials"].as_array().unwrap().iter().find(|c| c["tool"] == "leaker").unwrap();
+    assert_eq!(c["not_granted"], json!(["x", "y", "z"]), "{d}");
+    assert!(!d.to_string().contains("ghp-token"), "{d}");
+    let shown = stdout(&w.run(&["permissions", "show"]));
+    assert!(shown.contains("leaker: github"), "{shown}");
 }
 
 #[test]
