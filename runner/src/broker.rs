@@ -159,8 +159,12 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
     };
     let req: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
     let name = req.get("name").and_then(Value::as_str).unwrap_or("");
-    if ledger.len() >= MAX_REQUESTS || name.is_empty() || !line.ends_with(b"\n") {
-        ledger.push(&name.chars().take(64).collect::<String>(), "error");
+    let over = ledger.len() >= MAX_REQUESTS;
+    if over || name.is_empty() || !line.ends_with(b"\n") {
+        // Past the bound nothing more is recorded: a loop must not grow the audit line.
+        if !over {
+            ledger.push(&name.chars().take(64).collect::<String>(), "error");
+        }
         return json!({"ok": false, "answer": "error", "message": format!(
             "the credential broker takes up to {MAX_REQUESTS} requests per call, each one JSON line naming a credential")});
     }
@@ -176,7 +180,10 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
         per_anima: req.get("per_anima").and_then(Value::as_bool).unwrap_or(false),
         required: true,
     };
-    let caller: HashMap<String, String> = std::env::vars().collect();
+    // `vars()` would panic on a variable that is not UTF-8; such a one is no credential anyway.
+    let caller: HashMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
     let resolver = Resolver::new(&ctx.data_dir, ctx.anima_name.as_deref(), caller);
     match resolver.resolve(&decl) {
         Ok(Some(found)) => {
@@ -204,5 +211,78 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
             ledger.push(name, "error");
             json!({"ok": false, "answer": "error", "message": e.to_string()})
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::grants::CredentialDefaults;
+    use crate::policy::permissions::{LoadedPermissions, Source};
+    use crate::policy::{Masker, Tier};
+    use std::os::fd::FromRawFd;
+
+    fn ask(s: &mut BufReader<UnixStream>, req: Value) -> Value {
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        s.get_mut().write_all(&line).unwrap();
+        let mut answer = String::new();
+        s.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    }
+
+    #[test]
+    fn answers_by_the_grants_records_names_and_masks_what_it_hands_out() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("animas/bob")).unwrap();
+        std::fs::write(
+            d.path().join("config.json"),
+            r#"{"credentials": {"myapi": {"api_key": "key-of-myapi-1"}, "other": {"api_key": "other-key-2"}}}"#,
+        )
+        .unwrap();
+        std::fs::create_dir_all(d.path().join("shared")).unwrap();
+        std::fs::write(d.path().join("shared/credentials.json"), r#"{"SVC__bob": "bobs-key-3"}"#).unwrap();
+        let perms = Ok(LoadedPermissions {
+            permissions: serde_json::from_str(r#"{"credentials": {"t": ["myapi", "svc"]}}"#).unwrap(),
+            source: Source::Json(d.path().join("permissions.json")),
+        });
+        let grants = CredentialGrants::of(&perms, "t", Tier::Personal, &CredentialDefaults::default());
+        let ctx = Context {
+            data_dir: d.path().to_path_buf(),
+            anima_name: Some("alice".into()),
+            grants,
+            tool: "t".into(),
+        };
+        let (ledger, late) = (Ledger::default(), LateSecrets::default());
+        let masker = Masker::default().with_late(late.clone());
+        let mut b = Broker::start(for_call(ctx, ledger.clone(), late)).unwrap();
+        // SAFETY: the tool's end, duplicated: ours to own.
+        let fd = unsafe { libc::dup(b.child_fd().unwrap()) };
+        b.started();
+        // SAFETY: `fd` was just made by dup and is owned here alone.
+        let mut s = BufReader::new(unsafe { UnixStream::from_raw_fd(fd) });
+
+        assert_eq!(masker.mask_str("key-of-myapi-1"), "key-of-myapi-1", "nothing handed out yet");
+        let a = ask(&mut s, json!({"name": "myapi", "env": "MYAPI_KEY"}));
+        assert_eq!(a, json!({"ok": true, "value": "key-of-myapi-1"}));
+        assert_eq!(masker.mask_str("x key-of-myapi-1 y"), "x *** y", "masked once handed out");
+        let a = ask(&mut s, json!({"name": "other"}));
+        assert_eq!(a["answer"], "refused", "{a}");
+        assert_eq!(a["grant"], r#""credentials": {"t": ["other"]}"#, "{a}");
+        assert!(!a.to_string().contains("other-key-2"), "{a}");
+        let a = ask(&mut s, json!({"name": "svc", "env": "SVC__bob"}));
+        assert_eq!(a["answer"], "refused", "another anima's key: {a}");
+        let a = ask(&mut s, json!({"name": "svc", "env": "SVC"}));
+        assert_eq!(a["answer"], "missing", "{a}");
+        assert_eq!(
+            ledger.to_value(),
+            json!([{"name": "myapi", "answer": "granted"}, {"name": "other", "answer": "refused"},
+                   {"name": "svc", "answer": "refused"}, {"name": "svc", "answer": "missing"}])
+        );
+        for _ in 0..MAX_REQUESTS + 10 {
+            ask(&mut s, json!({"name": "myapi"}));
+        }
+        assert_eq!(ledger.len(), MAX_REQUESTS, "the record is bounded");
+        assert_eq!(ask(&mut s, json!({"name": "myapi"}))["answer"], "error");
     }
 }
