@@ -37,7 +37,10 @@ impl Ledger {
     }
 
     fn push(&self, name: &str, answer: &'static str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((name.to_owned(), answer));
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((name.to_owned(), answer));
     }
 
     /// The audit line's `brokered` list.
@@ -241,7 +244,11 @@ mod tests {
         )
         .unwrap();
         std::fs::create_dir_all(d.path().join("shared")).unwrap();
-        std::fs::write(d.path().join("shared/credentials.json"), r#"{"SVC__bob": "bobs-key-3"}"#).unwrap();
+        std::fs::write(
+            d.path().join("shared/credentials.json"),
+            r#"{"SVC__bob": "bobs-key-3"}"#,
+        )
+        .unwrap();
         let perms = Ok(LoadedPermissions {
             permissions: serde_json::from_str(r#"{"credentials": {"t": ["myapi", "svc"]}}"#).unwrap(),
             source: Source::Json(d.path().join("permissions.json")),
@@ -262,10 +269,18 @@ mod tests {
         // SAFETY: `fd` was just made by dup and is owned here alone.
         let mut s = BufReader::new(unsafe { UnixStream::from_raw_fd(fd) });
 
-        assert_eq!(masker.mask_str("key-of-myapi-1"), "key-of-myapi-1", "nothing handed out yet");
+        assert_eq!(
+            masker.mask_str("key-of-myapi-1"),
+            "key-of-myapi-1",
+            "nothing handed out yet"
+        );
         let a = ask(&mut s, json!({"name": "myapi", "env": "MYAPI_KEY"}));
         assert_eq!(a, json!({"ok": true, "value": "key-of-myapi-1"}));
-        assert_eq!(masker.mask_str("x key-of-myapi-1 y"), "x *** y", "masked once handed out");
+        assert_eq!(
+            masker.mask_str("x key-of-myapi-1 y"),
+            "x *** y",
+            "masked once handed out"
+        );
         let a = ask(&mut s, json!({"name": "other"}));
         assert_eq!(a["answer"], "refused", "{a}");
         assert_eq!(a["grant"], r#""credentials": {"t": ["other"]}"#, "{a}");

@@ -52,7 +52,7 @@ pub(crate) fn start_tool(
 
 /// [`start_tool`], handing over `hand_over`: descriptors of the runner (close-on-exec there) that the tool gets
 /// under the same numbers, the only ones it gets besides 0–2 (today: the credential broker's end,
-/// [`crate::call::broker`]).
+/// [`crate::broker`]).
 pub(crate) fn start_tool_handing(
     file: &ToolFile,
     dirs: &Dirs,

@@ -5,13 +5,13 @@
 use super::audit::{self, Attempt};
 use super::target::{Target, Tool};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
+use crate::broker::{self, Broker, Ledger};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
-use crate::broker::{self, Broker, Ledger};
 use crate::policy::credentials::{self, ResolvedCredential};
+use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
 use crate::policy::grants::CredentialGrants;
 use crate::policy::mask::LateSecrets;
-use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
 use serde_json::{Map, Value};
@@ -101,7 +101,9 @@ impl<'r> Target<'r> {
         let gate = gate_of(&resolved, &action);
         let perms = runner.permissions();
         let d = gate::decide(&perms, &tool, resolved.file.tier, &action.name, &gate);
-        if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)).and_then(|_| shadow_refusal(runner, &resolved, &perms)) {
+        if let Err(e) =
+            refusal_to_error(d, &tool, Some(&action.name)).and_then(|_| shadow_refusal(runner, &resolved, &perms))
+        {
             return fail(&attempt, e, &early());
         }
         let timeout = match opts.timeout {
@@ -662,4 +664,3 @@ impl BrokerPlan {
         broker::start_into(broker::for_call(ctx, ledger, late), env)
     }
 }
-

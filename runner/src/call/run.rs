@@ -103,15 +103,7 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = start_brokered(
-                    self.broker.as_ref(),
-                    runner,
-                    file,
-                    Mode::Call,
-                    env,
-                    cwd,
-                    &self.sandbox,
-                )?;
+                let process = start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox)?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,

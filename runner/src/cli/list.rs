@@ -235,10 +235,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
 async fn credential_report(runner: &Runner) -> Vec<Value> {
     let (resolved, _, _) = crate::llm::catalog::manifests(runner).await;
     let perms = runner.permissions();
-    let defaults = runner
-        .settings()
-        .map(|s| s.credential_defaults)
-        .unwrap_or_default();
+    let defaults = runner.settings().map(|s| s.credential_defaults).unwrap_or_default();
     let mut out = Vec::new();
     for r in resolved {
         let mut declared: Vec<&str> = r
@@ -255,8 +252,10 @@ async fn credential_report(runner: &Runner) -> Vec<Value> {
         }
         let g = crate::policy::grants::CredentialGrants::of(&perms, &r.file.name, r.file.tier, &defaults);
         let not: Vec<&str> = declared.iter().copied().filter(|n| !g.allows(n)).collect();
-        out.push(json!({"tool": r.file.name, "tier": r.file.tier, "declared": declared, "not_granted": not,
-                        "grant": not.iter().map(|n| g.grant_line(n)).collect::<Vec<_>>()}));
+        out.push(
+            json!({"tool": r.file.name, "tier": r.file.tier, "declared": declared, "not_granted": not,
+                        "grant": not.iter().map(|n| g.grant_line(n)).collect::<Vec<_>>()}),
+        );
     }
     out
 }

@@ -106,7 +106,9 @@ pub enum CredentialError {
         reason: String,
     },
     /// The lookup key is another anima's per-anima key (`<ENV>__<other anima>`): never resolved for this call.
-    #[error("credential '{name}': {key} is the per-anima key of the anima '{anima}', and this call is not that anima's")]
+    #[error(
+        "credential '{name}': {key} is the per-anima key of the anima '{anima}', and this call is not that anima's"
+    )]
     Foreign {
         /// The declaration's name.
         name: String,
@@ -334,9 +336,7 @@ impl Resolver {
         }
         let keys = self.env_keys(decl);
         for key in &keys {
-            if let Some(anima) =
-                super::grants::foreign_anima_key(&self.data_dir, self.anima_name.as_deref(), key)
-            {
+            if let Some(anima) = super::grants::foreign_anima_key(&self.data_dir, self.anima_name.as_deref(), key) {
                 return Err(CredentialError::Foreign {
                     name: decl.name.clone(),
                     key: key.clone(),

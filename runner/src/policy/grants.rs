@@ -67,7 +67,11 @@ impl CredentialDefaults {
                 "core" => d.core = word,
                 "common" => d.common = word,
                 "personal" => d.personal = word,
-                _ => return Err(format!("credential_defaults: unknown tier {k:?} (core, common, personal)")),
+                _ => {
+                    return Err(format!(
+                        "credential_defaults: unknown tier {k:?} (core, common, personal)"
+                    ))
+                }
             }
         }
         Ok(d)
@@ -197,15 +201,25 @@ mod tests {
         let p = perms(r#"{"credentials": {"gh": ["github"], "personal:any": ["*"], "any": ["x"]}}"#);
         let g = CredentialGrants::of(&p, "gh", Tier::Personal, &d);
         assert!(g.allows("github") && !g.allows("aws"));
-        assert!(g.refusal("aws").contains(r#""credentials": {"gh": ["aws"]}"#), "{}", g.refusal("aws"));
-        assert!(CredentialGrants::of(&p, "other", Tier::Common, &d).allows("x") == false);
-        assert!(CredentialGrants::of(&p, "other", Tier::Core, &d).allows("x"), "core: declared");
+        assert!(
+            g.refusal("aws").contains(r#""credentials": {"gh": ["aws"]}"#),
+            "{}",
+            g.refusal("aws")
+        );
+        assert!(!CredentialGrants::of(&p, "other", Tier::Common, &d).allows("x"));
+        assert!(
+            CredentialGrants::of(&p, "other", Tier::Core, &d).allows("x"),
+            "core: declared"
+        );
         assert!(CredentialGrants::of(&p, "any", Tier::Personal, &d).allows("anything"));
         assert!(!CredentialGrants::of(&p, "any", Tier::Common, &d).allows("anything"));
         let strict = CredentialDefaults::parse(&serde_json::json!({"core": "granted"})).unwrap();
         assert!(!CredentialGrants::of(&p, "other", Tier::Core, &strict).allows("x"));
         for bad in [r#"{"core": "all"}"#, r#"{"nope": "granted"}"#, r#"[]"#] {
-            assert!(CredentialDefaults::parse(&serde_json::from_str(bad).unwrap()).is_err(), "{bad}");
+            assert!(
+                CredentialDefaults::parse(&serde_json::from_str(bad).unwrap()).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -214,7 +228,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("animas/bob")).unwrap();
         std::fs::create_dir_all(d.path().join("animas/alice")).unwrap();
-        assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC__bob").as_deref(), Some("bob"));
+        assert_eq!(
+            foreign_anima_key(d.path(), Some("alice"), "SVC__bob").as_deref(),
+            Some("bob")
+        );
         assert_eq!(foreign_anima_key(d.path(), None, "SVC__bob").as_deref(), Some("bob"));
         assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC__alice"), None);
         assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC__nobody"), None);

@@ -39,7 +39,11 @@ pub struct WorkerSpec<'a> {
     /// Receives the sandbox of the worker that runs the call, for its audit line.
     pub sandbox_seen: &'a Mutex<Option<Value>>,
     /// What the worker's credential broker answers for this call (a `.py` tool's worker has one).
-    pub(crate) broker: Option<(crate::broker::Context, crate::broker::Ledger, crate::policy::mask::LateSecrets)>,
+    pub(crate) broker: Option<(
+        crate::broker::Context,
+        crate::broker::Ledger,
+        crate::policy::mask::LateSecrets,
+    )>,
 }
 
 /// The pool's limits.

@@ -74,9 +74,7 @@ impl Worker {
         // A `.py` worker's broker lives as long as the worker and answers for the call in flight.
         let shared = brokered.then(crate::broker::Shared::default);
         let mut env = env.to_vec();
-        let mut broker = shared
-            .clone()
-            .and_then(|s| crate::broker::start_into(s, &mut env));
+        let mut broker = shared.clone().and_then(|s| crate::broker::start_into(s, &mut env));
         let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
         let started = spawn::start_tool_handing(file, dirs, Mode::Serve, &env, cwd, Some(&sandbox), &hand);
         if let Some(b) = broker.as_mut() {

@@ -44,7 +44,10 @@ fn leaker_world() -> World {
 
 fn leaker_call(w: &World) -> std::process::Output {
     w.cmd()
-        .env("ANIMAWORKS_TOOL_TASKS_URL", "postgres://runner:db-pass-9999@localhost/tasks")
+        .env(
+            "ANIMAWORKS_TOOL_TASKS_URL",
+            "postgres://runner:db-pass-9999@localhost/tasks",
+        )
         .env("AWS_SECRET_ACCESS_KEY", "aws-secret-0000")
         .args(["leaker", "go"])
         .output()
@@ -68,18 +71,31 @@ fn a_declared_credential_is_refused_until_granted_and_the_refusal_names_the_line
     );
     let l = audit_lines(&w).pop().unwrap();
     assert_eq!(l["decision"], "deny", "{l}");
-    assert!(l["reason"].as_str().unwrap().starts_with("credential_not_granted"), "{l}");
+    assert!(
+        l["reason"].as_str().unwrap().starts_with("credential_not_granted"),
+        "{l}"
+    );
     assert_eq!(l["credentials"]["refused"], json!(["github"]), "{l}");
     assert!(!l.to_string().contains("ghp-token"), "{l}");
 
     // `doctor` shows who asks for what and what is granted; `permissions show` the grants.
     let d = json(&w.run(&["doctor", "--json"]));
-    let c = d["credentials"].as_array().unwrap().iter().find(|c| c["tool"] == "leaker").unwrap();
+    let c = d["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool"] == "leaker")
+        .unwrap();
     assert_eq!(c["declared"], json!(["github", "x", "y", "z"]), "{d}");
     assert_eq!(c["not_granted"], json!(["github", "x", "y", "z"]), "{d}");
     w.grant_credentials("leaker", &["github"]);
     let d = json(&w.run(&["doctor", "--json"]));
-    let c = d["credentials"].as_array().unwrap().iter().find(|c| c["tool"] == "leaker").unwrap();
+    let c = d["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool"] == "leaker")
+        .unwrap();
     assert_eq!(c["not_granted"], json!(["x", "y", "z"]), "{d}");
     assert!(!d.to_string().contains("ghp-token"), "{d}");
     let shown = stdout(&w.run(&["permissions", "show"]));
@@ -136,7 +152,10 @@ fn a_module_that_inherits_the_environment_never_gets_the_runners_own_secrets() {
     assert_eq!(v["KEEP"], "kept", "inherit keeps the caller's environment: {v}");
     assert_eq!(v["ANIMAWORKS_TOOL_TASKS_URL"], "", "{v}");
     assert_eq!(v["ANIMAWORKS_TOOL_WORKER_SECRET"], "", "{v}");
-    assert_eq!(v["ANIMAWORKS_TOOL_BROKER_FD"], "", "the shim takes it out of the module's sight: {v}");
+    assert_eq!(
+        v["ANIMAWORKS_TOOL_BROKER_FD"], "",
+        "the shim takes it out of the module's sight: {v}"
+    );
 }
 
 #[test]
@@ -257,7 +276,10 @@ fn an_unedited_module_gets_a_granted_credential_from_every_source_under_the_defa
         let v = json(&o);
         assert_eq!(v["error"], "ToolConfigError", "{source}: {v}");
         assert!(
-            v["message"].as_str().unwrap().contains(r#""credentials": {"myapi": ["myapi"]}"#),
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains(r#""credentials": {"myapi": ["myapi"]}"#),
             "{source}: {v}"
         );
         let l = audit_lines(&w).pop().unwrap();

@@ -189,7 +189,11 @@ fn modules_importing_animaworks_run_under_its_interpreter() {
     )
     .unwrap();
     // The runner's broker answers AnimaWorks' own get_credential (docs/credentials.md), once granted.
-    std::fs::write(w.data.join("config.json"), r#"{"credentials": {"x": {"api_key": "key-of-x"}}}"#).unwrap();
+    std::fs::write(
+        w.data.join("config.json"),
+        r#"{"credentials": {"x": {"api_key": "key-of-x"}}}"#,
+    )
+    .unwrap();
     w.grant_credentials("aw_tool", &["x"]);
     std::fs::write(
         w.personal().join("aw_tool.py"),
@@ -218,7 +222,11 @@ fn modules_importing_animaworks_run_under_its_interpreter() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&o).trim(), "from-animaworks:***", "the value is masked in what it printed");
+    assert_eq!(
+        stdout(&o).trim(),
+        "from-animaworks:***",
+        "the value is masked in what it printed"
+    );
 }
 
 /// A sandboxed call's Python can write no byte code under the cache (nor may it: byte code there runs in every

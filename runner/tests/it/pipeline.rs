@@ -454,7 +454,9 @@ def cli_main(argv=None):\n\
 \x20   print(json.dumps(_key()))\n";
 
 /// Each entry point, calling `brk`'s action (structured) or its `cli_main` (a legacy argv).
-fn brokered_entries() -> Vec<(&'static str, fn(&World) -> Seen)> {
+type Brokered = (&'static str, fn(&World) -> Seen);
+
+fn brokered_entries() -> Vec<Brokered> {
     vec![
         ("call", |w| run_cli(w, &["call", "brk", "key"])),
         ("legacy argv", |w| run_cli(w, &["brk", "key"])),
@@ -499,9 +501,16 @@ fn every_entry_point_grants_refuses_and_audits_credentials_declared_and_brokered
         let before = audit_lines(&w).len();
         let s = f(&w);
         assert_eq!(s.code.as_deref(), Some("permission_denied"), "{entry}: {s:#?}");
-        assert_eq!(s.key.as_deref(), Some(r#""credentials": {"gt": ["svc"]}"#), "{entry}: {s:#?}");
+        assert_eq!(
+            s.key.as_deref(),
+            Some(r#""credentials": {"gt": ["svc"]}"#),
+            "{entry}: {s:#?}"
+        );
         let l = assert_one_audit_line(&w, before, entry, "deny");
-        assert!(l["reason"].as_str().unwrap().starts_with("credential_not_granted"), "{entry}: {l}");
+        assert!(
+            l["reason"].as_str().unwrap().starts_with("credential_not_granted"),
+            "{entry}: {l}"
+        );
         assert_eq!(l["credentials"]["refused"], json!(["svc"]), "{entry}: {l}");
     }
     // Asked for at run time: the broker answers by the same grants, and the line lists each answer.
@@ -513,7 +522,11 @@ fn every_entry_point_grants_refuses_and_audits_credentials_declared_and_brokered
             assert_eq!(s.code, None, "{entry}: {s:#?}");
             assert!(!s.blob.contains(SECRET), "{entry}: {}", s.blob);
             if granted {
-                assert!(s.blob.contains(&reversed), "{entry}: the value did not arrive: {}", s.blob);
+                assert!(
+                    s.blob.contains(&reversed),
+                    "{entry}: the value did not arrive: {}",
+                    s.blob
+                );
             } else {
                 assert!(
                     s.blob.contains("is not granted to the common tool 'brk'") && !s.blob.contains(&reversed),
