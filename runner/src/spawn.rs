@@ -55,6 +55,40 @@ pub(crate) fn start_tool(
     };
     let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
+    started(file, child)
+}
+
+/// [`start_tool`] for a caller on the async runtime: a start that waits for its sandboxed child's report (a PID
+/// namespace: about 2 ms until the tool has exec'd) waits on a blocking thread, so the runtime's thread goes on
+/// with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
+/// kills it.
+pub(crate) async fn start_tool_async(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+) -> Result<Started, CallError> {
+    let explain = |e: io::Error| {
+        let (msg, hint) = explain_spawn_error(file, dirs, &e);
+        CallError::new(ErrorCode::SpawnFailed, msg)
+            .hint(hint)
+            .with(crate::error::Detail::Tool, file.name.clone())
+    };
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
+    let child = if waits {
+        tokio::task::spawn_blocking(move || start(&prepared))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))))
+    } else {
+        start(&prepared)
+    };
+    started(file, child.map_err(explain)?)
+}
+
+fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
         None => Err(CallError::new(

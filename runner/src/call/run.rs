@@ -102,7 +102,7 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd, Some(&self.sandbox))?;
+                let process = spawn::start_tool_async(file, &runner.dirs, Mode::Call, env, cwd, Some(&self.sandbox)).await?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -192,14 +192,15 @@ impl PreparedCli<'_> {
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
         let mode = Mode::Cli { argv: &argv, inherit };
-        let process = spawn::start_tool(
+        let process = spawn::start_tool_async(
             &self.resolved.file,
             &runner.dirs,
             mode,
             &self.env,
             cwd,
             Some(&self.sandbox),
-        )?;
+        )
+        .await?;
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",

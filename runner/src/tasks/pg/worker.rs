@@ -423,7 +423,7 @@ async fn run_task(w: Rc<Worker>, mut task: Task) {
     w.refresh_watchdog();
     let runner = Runner::new(w.dirs_for(&task.anima_name).expect("checked at claim"));
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let mut obs = TaskObserver(shared.clone());
+    let mut obs = TaskObserver::new(shared.clone());
     let outcome =
         match unmask(&runner, &task).await {
             Err(e) => Err(e),
