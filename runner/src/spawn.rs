@@ -368,3 +368,59 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirs::DirOptions;
+    use crate::policy::Tier;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
+    /// start returns only if the start gave the thread back while it waited for its child's report.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sandboxed_start_gives_the_runtime_thread_back_while_it_waits() {
+        let world = tempfile::tempdir().unwrap();
+        let dirs = Dirs::resolve(&DirOptions {
+            core_dirs: vec![world.path().join("core")],
+            data_dir: Some(world.path().join("data")),
+            anima_dir: Some(world.path().join("animas").join("alice")),
+            cache_dir: Some(world.path().join("cache")),
+            python: None,
+        });
+        let tools = world.path().join("animas/alice/tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::create_dir_all(&dirs.data).unwrap();
+        let path = tools.join("t");
+        std::fs::write(&path, "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = ToolFile {
+            name: "t".into(),
+            tier: Tier::Personal,
+            path,
+            launch: Launch::Exec,
+        };
+        let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
+        let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        tokio::spawn(async move { r.store(true, Ordering::SeqCst) });
+        let started = start_tool_async(&file, &dirs, Mode::Schemas, env.for_file(&file), None, Some(&plan))
+            .await
+            .unwrap();
+        let waited = ran.load(Ordering::SeqCst);
+        let mut child = started.child;
+        let _ = crate::reap::wait(&mut child).await;
+        let Some(c) = plan.confine(&file.path).unwrap() else {
+            eprintln!("skipped: no sandbox on this machine (the start is unconfined and never waits)");
+            return;
+        };
+        if c.pid_ns.is_none() {
+            eprintln!("skipped: no PID namespace on this machine (the start never waits for a report)");
+            return;
+        }
+        assert!(waited, "the start held the runtime's thread until its child had reported");
+    }
+}
