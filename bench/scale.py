@@ -71,7 +71,8 @@ def cold() -> None:
     env = w.env()
     listed(env, n)
     wipe = f"rm -rf {shlex.quote(str(w.data / 'cache'))}"
-    xargs = f"ls {shlex.quote(str(w.personal))} | xargs -P4 -I{{}} {shlex.quote(str(w.personal))}/{{}} --schemas"
+    # `env` runs each file: xargs replaces `{}` in arguments, not in the command's name.
+    xargs = f"find {shlex.quote(str(w.personal))} -type f | xargs -P4 -I{{}} env {{}} --schemas"
     cases = [bench.Case("ours cold tools", [AWT, "tools", "--json"], env, prepare=wipe),
              bench.Case("xargs -P4 --schemas", ["sh", "-c", xargs + " > /dev/null"], env)]
     if BEFORE:
