@@ -103,7 +103,7 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox)?;
+                let process = start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox).await?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -201,7 +201,8 @@ impl PreparedCli<'_> {
             &self.env,
             cwd,
             &self.sandbox,
-        )?;
+        )
+        .await?;
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",
@@ -227,7 +228,7 @@ impl PreparedCli<'_> {
 
 /// Start a call's tool, with its credential broker when it has one: the broker's end of the socket pair is the
 /// one descriptor handed over ([`spawn::start_tool_handing`]), its number in the tool's environment.
-fn start_brokered(
+async fn start_brokered(
     plan: Option<&super::prepare::BrokerPlan>,
     runner: &crate::call::Runner,
     file: &crate::discover::ToolFile,
@@ -237,12 +238,12 @@ fn start_brokered(
     sandbox: &crate::sandbox::Plan,
 ) -> Result<spawn::Started, CallError> {
     let Some(plan) = plan else {
-        return spawn::start_tool(file, &runner.dirs, mode, env, cwd, Some(sandbox));
+        return spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await;
     };
     let mut env = env.to_vec();
     let mut broker = plan.start(runner, &file.name, &mut env);
     let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
-    let started = spawn::start_tool_handing(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand);
+    let started = spawn::start_tool_async_handing(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
     if let Some(b) = broker.as_mut() {
         b.started();
     }
