@@ -9,6 +9,7 @@
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
 use crate::error::{CallError, ErrorCode};
+pub(crate) use crate::process::Handover;
 use crate::process::{Child, Io};
 use std::ffi::{CString, OsString};
 use std::io;
@@ -47,13 +48,28 @@ pub(crate) fn start_tool(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
+    start_tool_with(file, dirs, mode, env, cwd, sandbox, &[])
+}
+
+/// [`start_tool`], handing `handover` to the tool: each `fd` becomes the tool's descriptor `at` (3 or above).
+/// Every other descriptor from 3 up is closed at the exec, whatever the runner's caller left open.
+pub(crate) fn start_tool_with(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'_>],
+) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
             .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    crate::process::check_handovers(handover).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
@@ -65,23 +81,25 @@ pub(crate) fn start_tool(
 }
 
 /// A tool's start, prepared before the clone: nothing is allocated after it.
-struct Prepared {
+struct Prepared<'h> {
     exec: DirectExec,
     confined: Option<crate::sandbox::child::Confined>,
     io: [Io; 3],
     cwd: Option<CString>,
+    handover: &'h [Handover<'h>],
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
 /// confines the process (README "Sandbox").
-fn prepare(
+fn prepare<'h>(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-) -> io::Result<Prepared> {
+    handover: &'h [Handover<'h>],
+) -> io::Result<Prepared<'h>> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
@@ -103,13 +121,14 @@ fn prepare(
         confined,
         io,
         cwd,
+        handover,
     })
 }
 
 /// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
 /// the sandbox, the exec. Returns only the error that stopped it. `init`: the child is process 1 of new
 /// namespaces ([`crate::process::Start::Init`]).
-fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
+fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error {
     use crate::sys::{call as sys, check};
     let d = &p.exec;
     // A new session: the tool leads its own process group and has no controlling terminal.
@@ -142,12 +161,18 @@ fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
                 path: d.path.as_ptr(),
                 argv: d.argv.as_ptr(),
                 envp: d.envp.as_ptr(),
+                handover: p.handover,
             };
             // SAFETY: in the child before its exec, with `c` and `exec` prepared before the clone; `init` is the
             // one this child was started with, which a plan with a PID namespace needs (`start`).
             unsafe { crate::sandbox::child::enter_and_exec(c, &exec, init) }
         }
         None => {
+            // SAFETY: right before the exec, in the child's own table (cloexec_from_3 ran in child_main).
+            if let Err(e) = unsafe { crate::process::place_handovers(p.handover) } {
+                crate::guardian::unregister(group);
+                return e;
+            }
             // SAFETY: path, argv and envp are NUL-terminated and prepared before the clone.
             let r = unsafe {
                 sys(
@@ -270,7 +295,7 @@ impl DirectExec {
 }
 
 /// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
-fn start(p: &Prepared) -> io::Result<Child> {
+fn start(p: &Prepared<'_>) -> io::Result<Child> {
     let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
     let how = match p.confined.as_ref().and_then(|c| c.pid_ns.as_ref()) {
         Some(ns) => crate::process::Start::Init(ns.clone_flags()),

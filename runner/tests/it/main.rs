@@ -22,6 +22,7 @@ mod processes;
 mod protocol_schema;
 mod review;
 mod sandbox;
+mod secrets_hardening;
 mod startup;
 mod tasks;
 mod tasks_pg;
