@@ -85,3 +85,43 @@ else mode=once; IFS= read -r req; answer "$req"; fi
     assert!(text.contains("closed") && !text.contains(r#"\"fd7\":\"open"#) && !text.contains("fd7\":\"open"), "{text}");
     assert_eq!(std::fs::read_to_string(&mark).unwrap().trim(), "closed");
 }
+
+/// A world with a value-mode tool `echo1` (action `run`) in the common tier.
+fn echo_world() -> World {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "echo1",
+        &bash_tool(r#"[{"name":"echo1_run","input_schema":{"type":"object"}}]"#, "echo 1"),
+    );
+    w
+}
+
+#[test]
+fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
+    let w = echo_world();
+    w.settings(r#"{"tasks":{"backend":"postgres","url":"postgres://u:hunter22@h:notaport/db"}}"#);
+    for args in [&["jobs", "list"][..], &["jobs", "migrate"], &["jobs", "show", "t-1"]] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("\"tasks\".\"url\"") && e.contains("notaport") && !e.contains("hunter22"), "{e}");
+    }
+    w.settings(r#"{"tasks":{"backend":"postgres"}}"#);
+    let o = w.cmd().args(["jobs", "list"]).env("ANIMAWORKS_TOOL_TASKS_URL", "host=x port=abc password=zz").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("$ANIMAWORKS_TOOL_TASKS_URL") && !stderr(&o).contains("zz"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_unusable_output_cap_is_a_usage_error() {
+    let w = echo_world();
+    let o = w.cmd().args(["call", "echo1", "run", "--json", "{}"]).env("ANIMAWORKS_TOOL_MAX_OUTPUT", "8MB").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ANIMAWORKS_TOOL_MAX_OUTPUT") && stderr(&o).contains("\"8MB\""), "{}", stderr(&o));
+    let o = w.run(&["call", "echo1", "run", "--json", "{}", "--max-output", "18446744073709551615"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1073741824"), "{}", stderr(&o));
+    let (code, _) = crate::core::call(&w, "echo1", "run", "{}", &["--max-output", "1073741824"]);
+    assert_eq!(code, 0);
+}
