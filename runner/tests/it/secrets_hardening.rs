@@ -125,3 +125,87 @@ fn an_unusable_output_cap_is_a_usage_error() {
     let (code, _) = crate::core::call(&w, "echo1", "run", "{}", &["--max-output", "1073741824"]);
     assert_eq!(code, 0);
 }
+
+fn audit_text(w: &World) -> String {
+    std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap_or_default()
+}
+
+#[test]
+fn the_audit_log_is_never_appended_through_a_symbolic_link() {
+    let w = echo_world();
+    let victim = w.tmp.path().join("victim");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    std::fs::create_dir_all(w.anima.join("state")).unwrap();
+    std::os::unix::fs::symlink(&victim, w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let _ = w.run(&["call", "echo1", "run", "--json", "{}"]);
+    let _ = w.run(&["call", "nosuchtool", "run", "--json", "{}"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+}
+
+#[test]
+fn tool_and_action_names_in_the_audit_log_are_bounded() {
+    let w = echo_world();
+    let long = "a".repeat(20_000);
+    let _ = w.run(&["call", "echo1", &long, "--json", "{}"]);
+    let _ = w.run(&["call", &long, "run", "--json", "{}"]);
+    let text = audit_text(&w);
+    assert!(text.lines().count() >= 2, "{text}");
+    for l in text.lines() {
+        assert!(l.len() < 2_000, "an audit line of {} bytes", l.len());
+        let v: Value = serde_json::from_str(l).unwrap();
+        let names = format!("{} {}", v["tool"], v["action"]);
+        assert!(!names.contains(&"a".repeat(300)), "{names}");
+    }
+    assert!(text.contains("20000 bytes, sha256"), "{text}");
+}
+
+/// A core Python module, called once so the shim is extracted; the extracted package's folder.
+fn py_world() -> (World, std::path::PathBuf) {
+    let w = World::new();
+    std::fs::write(
+        w.core.join("pyecho.py"),
+        "def get_tool_schemas():\n    return [{'name': 'pyecho_go', 'input_schema': {'type': 'object'}}]\n\n\
+         def dispatch(name, args):\n    return {'ok': True}\n",
+    )
+    .unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+    let cache = w.data.join("cache/animaworks-tool");
+    let pkg = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("pysdk-"))
+        .unwrap()
+        .join("animaworks_tool_sdk");
+    (w, pkg)
+}
+
+#[test]
+fn a_changed_python_shim_in_the_cache_is_never_run() {
+    let (w, pkg) = py_world();
+    let mark = w.tmp.path().join("pwned");
+    let start = pkg.join("_start.py");
+    let mut text = std::fs::read_to_string(&start).unwrap();
+    text.insert_str(0, &format!("open({:?}, 'w').close()\n", mark.display().to_string()));
+    std::fs::write(&start, text).unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &["--timeout", "30"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["ok"], true);
+    assert!(!mark.exists(), "the changed _start.py ran");
+}
+
+#[test]
+fn a_cache_dir_others_can_write_is_refused_with_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let (w, _) = py_world();
+    let cache = w.data.join("cache/animaworks-tool");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = w.run(&["call", "pyecho", "go", "--json", "{}"]);
+    assert_ne!(o.status.code(), Some(0));
+    let e = stderr(&o);
+    assert!(e.contains("refusing the cache dir") && e.contains("writable by others"), "{e}");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+}
