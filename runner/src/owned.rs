@@ -16,7 +16,11 @@ fn refusal(path: &Path, m: &std::fs::Metadata, what: &str) -> Option<io::Error> 
     let why = if m.uid() != me {
         format!("it is owned by uid {}, not by this user (uid {me})", m.uid())
     } else if m.mode() & 0o022 != 0 {
-        format!("it is writable by {} (mode {:o})", if m.mode() & 0o002 != 0 { "others" } else { "its group" }, m.mode() & 0o7777)
+        format!(
+            "it is writable by {} (mode {:o})",
+            if m.mode() & 0o002 != 0 { "others" } else { "its group" },
+            m.mode() & 0o7777
+        )
     } else {
         return None;
     };
@@ -92,7 +96,10 @@ mod tests {
         assert_eq!(std::fs::metadata(&d).unwrap().mode() & 0o777, 0o700);
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = dir(&d, "cache dir").unwrap_err().to_string();
-        assert!(e.contains("writable by others") && e.contains(&d.display().to_string()), "{e}");
+        assert!(
+            e.contains("writable by others") && e.contains(&d.display().to_string()),
+            "{e}"
+        );
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o775)).unwrap();
         assert!(dir(&d, "cache dir").unwrap_err().to_string().contains("its group"));
         let f = d.join("f");

@@ -71,7 +71,15 @@ pub unsafe fn cloexec_from_3(limit: u32) {
     }
     for fd in 3..limit as usize {
         // SAFETY: as above; a descriptor that is not open gives EBADF, which is ignored.
-        unsafe { sys(libc::SYS_fcntl, fd, libc::F_SETFD as usize, libc::FD_CLOEXEC as usize, 0) };
+        unsafe {
+            sys(
+                libc::SYS_fcntl,
+                fd,
+                libc::F_SETFD as usize,
+                libc::FD_CLOEXEC as usize,
+                0,
+            )
+        };
     }
 }
 
@@ -92,7 +100,13 @@ pub unsafe fn place_handovers(h: &[Handover<'_>]) -> io::Result<()> {
     for (i, x) in h.iter().take(MAX_HANDOVERS).enumerate() {
         // SAFETY: integer arguments; the copy is close-on-exec and goes at the exec.
         let fd = check(unsafe {
-            sys(libc::SYS_fcntl, x.fd.as_raw_fd() as usize, libc::F_DUPFD_CLOEXEC as usize, above as usize, 0)
+            sys(
+                libc::SYS_fcntl,
+                x.fd.as_raw_fd() as usize,
+                libc::F_DUPFD_CLOEXEC as usize,
+                above as usize,
+                0,
+            )
         })?;
         high[i] = fd as RawFd;
     }

@@ -72,7 +72,9 @@ pub fn check_max_output(n: u64, from: &str) -> Result<u64, CallError> {
         ErrorCode::Usage,
         format!("{from} is {n} bytes, past the ceiling of {MAX_OUTPUT_CEILING} bytes (1 GiB)"),
     )
-    .hint(format!("give at most {MAX_OUTPUT_CEILING}; output past the cap is kept whole in a file anyway")))
+    .hint(format!(
+        "give at most {MAX_OUTPUT_CEILING}; output past the cap is kept whole in a file anyway"
+    )))
 }
 
 /// The longest deadline a call may have; longer ones are refused where they enter.
@@ -146,7 +148,9 @@ pub fn timeout_from_secs(secs: f64, what: &str) -> Result<Duration, CallError> {
 impl Runner {
     pub fn new(dirs: Dirs) -> Runner {
         let env = std::env::var_os(MAX_OUTPUT_ENV).map(|v| v.to_string_lossy().into_owned());
-        let parsed = env.as_deref().map(|v| v.trim().parse::<u64>().ok().filter(|n| *n <= MAX_OUTPUT_CEILING));
+        let parsed = env
+            .as_deref()
+            .map(|v| v.trim().parse::<u64>().ok().filter(|n| *n <= MAX_OUTPUT_CEILING));
         Runner {
             dirs,
             max_output: parsed.flatten().unwrap_or(DEFAULT_MAX_OUTPUT),
@@ -166,7 +170,9 @@ impl Runner {
                 ErrorCode::Usage,
                 format!("${MAX_OUTPUT_ENV} is {v:?}: not a number of bytes from 0 to {MAX_OUTPUT_CEILING}"),
             )
-            .hint(format!("set ${MAX_OUTPUT_ENV} to a number of bytes (e.g. 8388608), or unset it")));
+            .hint(format!(
+                "set ${MAX_OUTPUT_ENV} to a number of bytes (e.g. 8388608), or unset it"
+            )));
         }
         check_max_output(self.max_output, "the runner's output cap")
     }

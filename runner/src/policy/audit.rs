@@ -150,7 +150,10 @@ impl AuditLog {
                 // Why never through a link: a runner started as root would append to any file it points at.
                 Some(libc::ELOOP) => io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("{} is a symbolic link; the audit log must be a regular file", self.path.display()),
+                    format!(
+                        "{} is a symbolic link; the audit log must be a regular file",
+                        self.path.display()
+                    ),
                 ),
                 _ => e,
             })?;
@@ -172,7 +175,14 @@ impl AuditLog {
         }
         for k in ["tool", "action", "anima", "outcome", "reason"] {
             if let Some(Value::String(s)) = v.get_mut(k) {
-                bound_name(s, if k == "reason" { MAX_LOGGED_ARGS } else { MAX_LOGGED_NAME });
+                bound_name(
+                    s,
+                    if k == "reason" {
+                        MAX_LOGGED_ARGS
+                    } else {
+                        MAX_LOGGED_NAME
+                    },
+                );
             }
         }
         let mut line = serde_json::to_vec(&v).map_err(io::Error::other)?;
@@ -212,7 +222,10 @@ fn bound_name(s: &mut String, max: usize) {
         return;
     }
     use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let cut = (0..=max.min(128)).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
     *s = format!("{}… ({} bytes, sha256 {hex})", &s[..cut], s.len());
 }

@@ -213,6 +213,7 @@ impl Worker {
             stderr_tail: self.tail_text(&job.spill.masker),
             duration: started.elapsed(),
             leftovers: false,
+            masker: job.spill.masker.clone(),
         };
         let fate = if ended_cleanly { Fate::Keep } else { Fate::Gone };
         let result = if let Some(w) = wrong {

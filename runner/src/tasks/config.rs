@@ -98,11 +98,13 @@ pub fn redact_url(url: &str) -> String {
 
 /// Checks that `url` parses as a database URL: a bad one is a clear error here, never a failure deep in a store.
 fn check_url(url: &str, from: String) -> Result<(), ConfigError> {
-    url.parse::<tokio_postgres::Config>().map(drop).map_err(|e| ConfigError::BadUrl {
-        from,
-        url: redact_url(url),
-        reason: e.to_string(),
-    })
+    url.parse::<tokio_postgres::Config>()
+        .map(drop)
+        .map_err(|e| ConfigError::BadUrl {
+            from,
+            url: redact_url(url),
+            reason: e.to_string(),
+        })
 }
 
 fn seconds(
@@ -189,8 +191,16 @@ mod url_tests {
     #[test]
     fn a_password_never_shows_in_a_message() {
         assert_eq!(redact_url("postgres://u:hunter22@h:x/db"), "postgres://u:***@h:x/db");
-        assert_eq!(redact_url("host=h password=hunter22 port=abc"), "host=h password=*** port=abc");
-        let e = check_url("postgres://u:hunter22@h:notaport/db", "$X".into()).unwrap_err().to_string();
-        assert!(e.contains("$X") && e.contains("notaport") && !e.contains("hunter22"), "{e}");
+        assert_eq!(
+            redact_url("host=h password=hunter22 port=abc"),
+            "host=h password=*** port=abc"
+        );
+        let e = check_url("postgres://u:hunter22@h:notaport/db", "$X".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("$X") && e.contains("notaport") && !e.contains("hunter22"),
+            "{e}"
+        );
     }
 }

@@ -58,9 +58,15 @@ pub async fn run(runner: &Runner) -> i32 {
             }
         };
         if let Some(why) = unsigned(&key, &store, &task) {
-            eprintln!("animaworks-tool jobs worker: refused task {} (moved aside): {why}", task.task_id);
+            eprintln!(
+                "animaworks-tool jobs worker: refused task {} (moved aside): {why}",
+                task.task_id
+            );
             if let Err(e) = store.move_aside(&task.task_id) {
-                eprintln!("animaworks-tool jobs worker: cannot move task {} aside: {e}", task.task_id);
+                eprintln!(
+                    "animaworks-tool jobs worker: cannot move task {} aside: {e}",
+                    task.task_id
+                );
                 return ErrorCode::Internal.exit_code();
             }
             super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);

@@ -58,7 +58,11 @@ pub fn key(data: &Path) -> io::Result<Key> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(hex.as_bytes())?;
         f.sync_all()?;
     }
@@ -180,7 +184,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 || !s.is_ascii() {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
 }
 
 /// Sign `t` (before it is stored), with `private_args`, the unmasked arguments a file store keeps beside it.
@@ -230,7 +237,9 @@ pub fn verify(key: &Key, t: &Task, private_args: Option<&Value>) -> Verdict {
 
 /// Write the audit line of a refused task into its anima's audit log (`anima_dir`, when it has one).
 pub fn audit_refused(anima_dir: Option<&Path>, t: &Task, why: &str) {
-    let Some(dir) = anima_dir.filter(|d| d.is_dir()) else { return };
+    let Some(dir) = anima_dir.filter(|d| d.is_dir()) else {
+        return;
+    };
     let mut rec = crate::policy::audit::AuditRecord::new(
         Some(&t.anima_name),
         &t.tool,
@@ -274,11 +283,17 @@ mod tests {
         let mut bob = task.clone();
         bob.anima_name = "bob".into();
         assert!(matches!(verify(&k, &bob, None), Verdict::Refused(_)));
-        assert!(matches!(verify(&k, &task, Some(&serde_json::json!({"b": 2}))), Verdict::Refused(_)));
+        assert!(matches!(
+            verify(&k, &task, Some(&serde_json::json!({"b": 2}))),
+            Verdict::Refused(_)
+        ));
         let mut none = task.clone();
         none.queue.mac = None;
         assert!(matches!(verify(&k, &none, None), Verdict::Refused(_)));
         let other = tempfile::tempdir().unwrap();
-        assert!(matches!(verify(&key(other.path()).unwrap(), &task, None), Verdict::OtherKey(_)));
+        assert!(matches!(
+            verify(&key(other.path()).unwrap(), &task, None),
+            Verdict::OtherKey(_)
+        ));
     }
 }

@@ -66,7 +66,10 @@ else mode=once; IFS= read -r req; answer "$req"; fi
     );
     w.tool(&w.common(), "peek", &tool);
     let mut c = w.cmd();
-    c.args(["use-tool", "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.args(["use-tool", "--serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     with_fd7(&mut c, &secret);
     let mut child = c.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -82,7 +85,10 @@ else mode=once; IFS= read -r req; answer "$req"; fi
     drop(stdin);
     child.wait().unwrap();
     let text = seen.join("");
-    assert!(text.contains("closed") && !text.contains(r#"\"fd7\":\"open"#) && !text.contains("fd7\":\"open"), "{text}");
+    assert!(
+        text.contains("closed") && !text.contains(r#"\"fd7\":\"open"#) && !text.contains("fd7\":\"open"),
+        "{text}"
+    );
     assert_eq!(std::fs::read_to_string(&mark).unwrap().trim(), "closed");
 }
 
@@ -105,21 +111,50 @@ fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
         let o = w.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         let e = stderr(&o);
-        assert!(e.contains("\"tasks\".\"url\"") && e.contains("notaport") && !e.contains("hunter22"), "{e}");
+        assert!(
+            e.contains("\"tasks\".\"url\"") && e.contains("notaport") && !e.contains("hunter22"),
+            "{e}"
+        );
     }
     w.settings(r#"{"tasks":{"backend":"postgres"}}"#);
-    let o = w.cmd().args(["jobs", "list"]).env("ANIMAWORKS_TOOL_TASKS_URL", "host=x port=abc password=zz").output().unwrap();
+    let o = w
+        .cmd()
+        .args(["jobs", "list"])
+        .env("ANIMAWORKS_TOOL_TASKS_URL", "host=x port=abc password=zz")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("$ANIMAWORKS_TOOL_TASKS_URL") && !stderr(&o).contains("zz"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("$ANIMAWORKS_TOOL_TASKS_URL") && !stderr(&o).contains("zz"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn an_unusable_output_cap_is_a_usage_error() {
     let w = echo_world();
-    let o = w.cmd().args(["call", "echo1", "run", "--json", "{}"]).env("ANIMAWORKS_TOOL_MAX_OUTPUT", "8MB").output().unwrap();
+    let o = w
+        .cmd()
+        .args(["call", "echo1", "run", "--json", "{}"])
+        .env("ANIMAWORKS_TOOL_MAX_OUTPUT", "8MB")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("ANIMAWORKS_TOOL_MAX_OUTPUT") && stderr(&o).contains("\"8MB\""), "{}", stderr(&o));
-    let o = w.run(&["call", "echo1", "run", "--json", "{}", "--max-output", "18446744073709551615"]);
+    assert!(
+        stderr(&o).contains("ANIMAWORKS_TOOL_MAX_OUTPUT") && stderr(&o).contains("\"8MB\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = w.run(&[
+        "call",
+        "echo1",
+        "run",
+        "--json",
+        "{}",
+        "--max-output",
+        "18446744073709551615",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("1073741824"), "{}", stderr(&o));
     let (code, _) = crate::core::call(&w, "echo1", "run", "{}", &["--max-output", "1073741824"]);
@@ -204,8 +239,75 @@ fn a_cache_dir_others_can_write_is_refused_with_a_clear_error() {
     let o = w.run(&["call", "pyecho", "go", "--json", "{}"]);
     assert_ne!(o.status.code(), Some(0));
     let e = stderr(&o);
-    assert!(e.contains("refusing the cache dir") && e.contains("writable by others"), "{e}");
+    assert!(
+        e.contains("refusing the cache dir") && e.contains("writable by others"),
+        "{e}"
+    );
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
     let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
     assert_eq!(code, 0, "{out}");
+}
+
+const SECRET: &str = "SUPERSECRETVALUE-42";
+
+/// No 8-character piece of [`SECRET`] is in `text`.
+fn no_fragment(text: &str) {
+    for k in 8..=SECRET.len() {
+        for i in 0..=SECRET.len() - k {
+            assert!(
+                !text.contains(&SECRET[i..i + k]),
+                "a fragment {:?} of the secret in: {text}",
+                &SECRET[i..i + k]
+            );
+        }
+    }
+}
+
+/// A core tool (it gets what it declares) whose secret lands where an excerpt is cut: in a bad event line just
+/// past the quote's 120 bytes, and in a crashed tool's stdout just past `stdout_head`'s 1000 characters.
+fn cutter(w: &World) {
+    for (name, events) in [("cutter", "false"), ("cutev", "true")] {
+        w.tool(
+        &w.core,
+        name,
+        &r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol":1,"events":EVENTS,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"badline"},{"name":"crash"}]}
+JSON
+exit 0; fi
+req=$(cat)
+pad() { head -c "$1" /dev/zero | tr '\0' x; }
+case "$req" in
+*_badline*) for n in 105 110 115 119; do pad $n; printf '%s tail\n' "$DEMO_TOKEN"; done;;
+*_crash*) pad 990; printf '%s tail\n' "$DEMO_TOKEN"; exit 3;;
+esac
+"#
+        .replace("EVENTS", events),
+    );
+    }
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_bad_output_quote_and_a_stdout_head_keep_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for (tool, action) in [("cutev", "badline"), ("cutter", "crash")] {
+        let o = w.run(&["call", tool, action, "--json", "{}"]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        // use_tool's answer carries the same excerpt on.
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": tool, "action": action, "args": {}}).to_string(),
+        );
+        no_fragment(&format!("{}{}", stdout(&o), stderr(&o)));
+    }
+    no_fragment(&audit_text(&w));
 }

@@ -143,7 +143,11 @@ fn the_linker_follows_the_symbol_order() {
         .filter(|name| name.starts_with("_ZN") || name.starts_with("_R"))
         .filter_map(|name| addresses.get(name).map(|a| (name.to_owned(), *a)))
         .collect();
-    assert!(placed.len() >= 20, "only {} of the file's names are in the binary: {placed:?}", placed.len());
+    assert!(
+        placed.len() >= 20,
+        "only {} of the file's names are in the binary: {placed:?}",
+        placed.len()
+    );
     for pair in placed.windows(2) {
         // Equal: two names folded into one function (identical code folding).
         assert!(pair[0].1 <= pair[1].1, "out of order: {pair:?}");

@@ -56,14 +56,28 @@ pub fn share_task_key(from: &Path, to: &Path) {
     let rel = "state/animaworks-tool/tasks.key";
     let src = from.join(rel);
     for p in [&src, &to.join(rel)] {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p.parent().unwrap()).unwrap();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(p.parent().unwrap())
+            .unwrap();
     }
     if !src.exists() {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&src).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&src)
+            .unwrap();
         std::io::Write::write_all(&mut f, crate::tasks_pg::random_hex().as_bytes()).unwrap();
     }
     if src != to.join(rel) && !to.join(rel).exists() {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(to.join(rel)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(to.join(rel))
+            .unwrap();
         std::io::Write::write_all(&mut f, &std::fs::read(&src).unwrap()).unwrap();
     }
 }
@@ -888,15 +902,35 @@ fn pg_a_forged_task_row_is_moved_aside_and_never_run() {
     );
     // Submitted afterwards, a real task of bob's runs: the forged ones did not stop the queue.
     let real = String::from_utf8_lossy(&e.run_as("bob", &["submit", "bg", "once"]).stdout).into_owned();
-    let real = serde_json::from_str::<Value>(&real).unwrap()["task_id"].as_str().unwrap().to_owned();
-    assert!(eventually(60, || runs_log(&e).iter().any(|(ev, i, _)| ev == "E" && *i == real)));
-    let ran: Vec<_> = runs_log(&e).into_iter().filter(|(_, i, _)| i.starts_with("ffff")).collect();
+    let real = serde_json::from_str::<Value>(&real).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(eventually(60, || runs_log(&e)
+        .iter()
+        .any(|(ev, i, _)| ev == "E" && *i == real)));
+    let ran: Vec<_> = runs_log(&e)
+        .into_iter()
+        .filter(|(_, i, _)| i.starts_with("ffff"))
+        .collect();
     assert!(ran.is_empty(), "a forged task ran: {ran:?}");
-    assert_eq!(scalar(&url, "SELECT count(*) FROM awt_tasks WHERE id LIKE 'ffff%'"), "0");
-    let reasons = scalar(&url, "SELECT string_agg(reason, ' | ' ORDER BY id) FROM awt_tasks_refused");
-    assert!(reasons.contains("does not match") && reasons.contains("no MAC"), "{reasons}");
+    assert_eq!(
+        scalar(&url, "SELECT count(*) FROM awt_tasks WHERE id LIKE 'ffff%'"),
+        "0"
+    );
+    let reasons = scalar(
+        &url,
+        "SELECT string_agg(reason, ' | ' ORDER BY id) FROM awt_tasks_refused",
+    );
+    assert!(
+        reasons.contains("does not match") && reasons.contains("no MAC"),
+        "{reasons}"
+    );
     let audit = std::fs::read_to_string(e.animas().join("bob/state/tool_audit.jsonl")).unwrap_or_default();
-    assert!(audit.contains("task_refused") && audit.contains("ffff00000001"), "{audit}");
+    assert!(
+        audit.contains("task_refused") && audit.contains("ffff00000001"),
+        "{audit}"
+    );
 }
 
 /// The same on the file store: a task file not written by the runner's submit (here a signed one with its
@@ -914,7 +948,16 @@ fn a_forged_task_file_is_moved_aside_and_never_run() {
     t["action"] = json!("once");
     t["status"] = json!("pending");
     t["created_at"] = json!(1.0);
-    for k in ["outcome", "result", "result_value", "completed_at", "pid", "pid_start_time", "boot_id", "worker_token"] {
+    for k in [
+        "outcome",
+        "result",
+        "result_value",
+        "completed_at",
+        "pid",
+        "pid_start_time",
+        "boot_id",
+        "worker_token",
+    ] {
         t.as_object_mut().unwrap().remove(k);
     }
     std::fs::write(dir.join(format!("{forged}.json")), t.to_string()).unwrap();

@@ -15,7 +15,7 @@ const MIGRATION_LOCK: i64 = 0x6177_745f_6d69_6701;
 const MIGRATIONS: &[(i32, &str)] = &[
     (
         1,
-    r#"
+        r#"
 CREATE TABLE awt_tasks (
     id               text PRIMARY KEY,
     anima            text NOT NULL,

@@ -344,8 +344,16 @@ async fn claim(w: &Worker) -> std::io::Result<Option<Task>> {
             (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
             (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
                 None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
-                Some(_) if matches!(crate::tasks::mac::verify(&w.key, &t, None), crate::tasks::mac::Verdict::OtherKey(_)) => {
-                    Err("does not hold the task key this task was signed with (tasks.key, docs/background-tasks.md)".into())
+                Some(_)
+                    if matches!(
+                        crate::tasks::mac::verify(&w.key, &t, None),
+                        crate::tasks::mac::Verdict::OtherKey(_)
+                    ) =>
+                {
+                    Err(
+                        "does not hold the task key this task was signed with (tasks.key, docs/background-tasks.md)"
+                            .into(),
+                    )
                 }
                 Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
             },
@@ -429,7 +437,10 @@ async fn refuse(w: &Worker, tx: &tokio_postgres::Transaction<'_>, t: &Task, why:
     .map_err(super::db)?;
     let dir = w.dirs_for(&t.anima_name).and_then(|d| d.anima);
     crate::tasks::mac::audit_refused(dir.as_deref(), t, why);
-    say(format!("refused task {} (moved to awt_tasks_refused): {why}", t.task_id));
+    say(format!(
+        "refused task {} (moved to awt_tasks_refused): {why}",
+        t.task_id
+    ));
     Ok(())
 }
 
