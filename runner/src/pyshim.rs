@@ -103,9 +103,26 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
     crate::owned::dir(cache, "cache dir")?;
     let root = cache.join(format!("pysdk-{:016x}", content_hash()));
     let shim = root.join("animaworks_tool_sdk").join("_start.py");
-    if intact(&root)? {
-        return Ok(shim);
+    // Why more than once: a compiler still running for the copy moved aside may recreate its folders by path.
+    for _ in 0..3 {
+        if intact(&root)? {
+            return Ok(shim);
+        }
+        extract(cache, &root)?;
     }
+    if intact(&root)? {
+        Ok(shim)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("could not write the Python shim under {}", root.display()),
+        ))
+    }
+}
+
+/// Write the package into a fresh folder and rename it to `root`; a copy already there that differs from this
+/// runner's (checked to be our own) is moved aside and removed first.
+fn extract(cache: &Path, root: &Path) -> io::Result<()> {
     let tmp = tempfile::Builder::new().prefix(".pysdk-").tempdir_in(cache)?;
     let pkg = tmp.path().join("animaworks_tool_sdk");
     std::fs::DirBuilder::new().mode(0o755).create(&pkg)?;
@@ -120,24 +137,16 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
     }
     let tmp = tmp.keep();
     if root.exists() {
-        // A copy that differs from this runner's (checked above to be our own): moved aside, then removed.
-        let old = cache.join(format!(".pysdk-old-{:016x}-{}", content_hash(), std::process::id()));
-        if std::fs::rename(&root, &old).is_ok() {
+        let old = tempfile::Builder::new().prefix(".pysdk-old-").tempdir_in(cache)?.keep();
+        if std::fs::rename(root, old.join("x")).is_ok() {
             let _ = std::fs::remove_dir_all(&old);
         }
     }
-    if std::fs::rename(&tmp, &root).is_err() {
-        // Another runner won the race; its copy is checked below.
+    if std::fs::rename(&tmp, root).is_err() {
+        // Another runner won the race; its copy is checked by the caller.
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    if intact(&root)? {
-        Ok(shim)
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("could not write the Python shim under {}", root.display()),
-        ))
-    }
+    Ok(())
 }
 
 /// The package under `root` is this runner's, byte for byte, in folders of this user's own.
