@@ -274,8 +274,9 @@ mod tests {
         let m = Masker::new(["SUPERSECRETVALUE"]);
         let text = "x".repeat(100) + "SUPERSECRETVALUE tail";
         for max in 0..text.len() + 5 {
-            let (h, _) = m.head(&text, max);
-            assert!(h.len() <= max.max(0) || h.len() <= text.len(), "{max}");
+            let (h, cut) = m.head(&text, max);
+            assert_eq!(cut, max < m.mask_str(&text).len(), "{max}");
+            assert!(h.len() <= max || !cut, "{max}: {h}");
             for k in 8..=16 {
                 assert!(!h.contains(&"SUPERSECRETVALUE"[..k]), "cut at {max}: {h}");
             }
