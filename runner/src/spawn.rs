@@ -90,7 +90,7 @@ struct Prepared<'h> {
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
-/// confines the process (README "Sandbox").
+/// confines the process (docs/sandbox.md).
 fn prepare<'h>(
     file: &ToolFile,
     dirs: &Dirs,
