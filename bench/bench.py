@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks of animaworks-tool against baselines run side by side (issues 2 §8, 3 §6, 4 §7, 5 §6, 6 §5).
 
-Usage: bench/run [call|list|stream|legacy|policy|submit|mcp|all] [--runs N] [--timer hyperfine|python]
+Usage: bench/run [call|list|stream|legacy|policy|submit|mcp|serve|all] [--runs N] [--timer hyperfine|python]
 
 Every figure is a median. Timer: an interleaved Python loop (A, B, A, B, …) around subprocess.run, or with
 --timer hyperfine, hyperfine -N where it can time the commands (each one's runs in a block). Results go to stdout as a table and to
@@ -705,8 +705,78 @@ def bench_mcp(runs: int, timer: str) -> None:
     record("6§5", "MCP tools/call, trivial legacy Python tool, warm worker", f"{warm:.2f} ms",
            f"{spawn:.1f} ms a process per call (call)", f"{spawn / warm:.0f}x faster", "<=1 ms", warm <= 1.0)
     lm = statistics.median(lists)
-    record("6§5", f"MCP tools/list, 200 tools + 1 ({n_tools} MCP tools), warm cache", f"{lm:.2f} ms", "-", "-", "<=10 ms",
+    record("6§5", f"MCP tools/list, 200 tools + 1 (first page: {n_tools} MCP tools), warm cache", f"{lm:.2f} ms", "-", "-", "<=10 ms",
            lm <= 10.0)
+
+
+# ---------------------------------------------------------------------------------------------- issue 24 §2
+
+
+WORK_LEGACY = """import time
+
+
+def get_tool_schemas():
+    return [{"name": "work_tool_work", "description": "Waits 10 ms, as a call to a service does.",
+             "input_schema": {"type": "object", "properties": {"i": {"type": "integer"}}}}]
+
+
+def dispatch(name, args):
+    time.sleep(0.01)
+    return "done %d" % args.get("i", 0)
+"""
+
+
+def serve_rate(awt: Path, env: dict[str, str], in_flight: int, calls: int) -> float:
+    """Calls a second through `use-tool --serve`, the client keeping `in_flight` requests outstanding."""
+    p = subprocess.Popen([str(awt), "use-tool", "--serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+
+    def ask(i: int) -> None:
+        req = {"id": i, "tool_name": "work_tool", "action": "work", "args": {"i": i}}
+        p.stdin.write((json.dumps(req) + "\n").encode())
+        p.stdin.flush()
+
+    def answer() -> None:
+        m = json.loads(p.stdout.readline())
+        assert m.get("status") == "ok", m
+
+    for i in range(8):  # warm the workers
+        ask(i)
+        answer()
+    t = time.perf_counter()
+    sent = done = 0
+    while done < calls:
+        while sent < calls and sent - done < in_flight:
+            ask(sent)
+            sent += 1
+        answer()
+        done += 1
+    rate = calls / (time.perf_counter() - t)
+    p.stdin.close()
+    p.wait(timeout=60)
+    return rate
+
+
+def bench_serve(runs: int, timer: str) -> None:
+    """`use-tool --serve` with a legacy Python tool whose call waits 10 ms: calls/s with 4 requests in flight vs 1
+    (and vs BENCH_BASELINE's binary at 4, which answered in order). Target: >= 1.5x at 4 vs 1."""
+    w = World(new_root("serve"))
+    (w.personal / "work_tool.py").write_text(WORK_LEGACY)
+    env = w.env(ANIMAWORKS_PYTHON=PYTHON)
+    assert awt(w, "tools").returncode == 0
+    calls = max(40, runs // 2)
+    rates: dict[str, list[float]] = {"1": [], "4": [], "base4": []}
+    for _ in range(3):  # interleaved rounds
+        rates["1"].append(serve_rate(AWT, env, 1, calls))
+        rates["4"].append(serve_rate(AWT, env, 4, calls))
+        if BASELINE:
+            rates["base4"].append(serve_rate(Path(BASELINE), env, 4, calls))
+    one, four = statistics.median(rates["1"]), statistics.median(rates["4"])
+    record("24§2", "use-tool --serve, Python tool waiting 10 ms a call, 4 in flight", f"{four:.0f} calls/s",
+           f"{one:.0f} calls/s at 1 in flight", f"{four / one:.2f}x", ">=1.5x", four / one >= 1.5)
+    if rates["base4"]:
+        b = statistics.median(rates["base4"])
+        record("24§2", "the same, BENCH_BASELINE's binary at 4 in flight", f"{b:.0f} calls/s", "-", "-", "-", None)
 
 
 def machine() -> dict:
@@ -721,7 +791,7 @@ def machine() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox"])
+    ap.add_argument("which", nargs="*", default="all", choices=["all", "call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox", "serve"])
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", 200)))
     # Default: the interleaved Python loop, which times A and B truly side by side and feeds each its own stdin;
     # hyperfine (if installed) is the cross-check.
@@ -740,7 +810,7 @@ def main() -> None:
     if a.timer == "hyperfine" and not shutil.which("hyperfine"):
         log("hyperfine is not installed; using the Python loop")
         a.timer = "python"
-    which = ["call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox"] if "all" in a.which else a.which
+    which = ["call", "list", "stream", "legacy", "policy", "submit", "mcp", "sandbox", "serve"] if "all" in a.which else a.which
     m = machine()
     log(f"machine: {m}; timer: {a.timer}; runs: {a.runs}")
     for name in which:

@@ -292,6 +292,7 @@ mod tests {
                 "meta":{"type":"object"},"mode":{"enum":["a","b"]}}}),
             output_schema: None,
             profile: Default::default(),
+            annotations: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub struct Action {
     #[serde(default)]
     pub output_schema: Option<Value>,
     pub profile: Profile,
+    /// The MCP annotations the author declared (§2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<tool_sdk::protocol::Annotations>,
 }
 
 impl Action {
@@ -256,6 +259,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
             input_schema,
             output_schema: a.output_schema,
             profile: a.profile,
+            annotations: a.annotations,
         });
     }
     if had_actions && actions.is_empty() && !doc.cli {

@@ -76,7 +76,9 @@ pub fn check_output(tool: &str, action: &Action, result: &Value) -> Result<(), C
     if quick(schema, result) == Some(true) {
         return Ok(());
     }
-    let Ok(validator) = jsonschema::validator_for(schema) else {
+    // `format` is asserted here (not in input schemas): MCP clients validate `structuredContent` with format
+    // assertions (the TypeScript SDK: AJV with ajv-formats), so a result they would refuse is `bad_output` here.
+    let Ok(validator) = jsonschema::options().should_validate_formats(true).build(schema) else {
         // Discovery refuses an output_schema that does not compile; nothing to hold the result to.
         return Ok(());
     };
@@ -290,6 +292,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn output_formats_are_asserted() {
+        let mut a = action(json!({"type": "object"}));
+        a.output_schema = Some(json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}));
+        assert!(check_output("t", &a, &json!({"at": "2025-11-25T10:30:00Z"})).is_ok());
+        let e = check_output("t", &a, &json!({"at": "yesterday"})).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadOutput);
+        assert!(e.message.contains("/at"), "{}", e.message);
+    }
+
     fn action(schema: Value) -> Action {
         Action {
             name: "a".into(),
@@ -298,6 +310,7 @@ mod tests {
             input_schema: schema,
             output_schema: None,
             profile: Default::default(),
+            annotations: None,
         }
     }
 

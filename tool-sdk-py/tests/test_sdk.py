@@ -150,3 +150,20 @@ def test_sandbox_declaration_reaches_the_profile() -> None:
     assert proc.returncode == 0, proc.stderr
     import json
     assert json.loads(proc.stdout) == {"sandbox": {"read": ["$ANIMA_DIR/notes"], "net": ["api.example.com:443"]}}
+
+
+def test_annotations_are_declared_beside_the_input_schema() -> None:
+    code = ("import json\nfrom animaworks_tool_sdk import action\nfrom animaworks_tool_sdk._action import REGISTRY\n"
+            "@action(annotations={'readOnlyHint': True, 'openWorldHint': False})\n"
+            "def look(q: str) -> str:\n    return q\n"
+            "@action\ndef plain(q: str) -> str:\n    return q\n"
+            "print(json.dumps([REGISTRY[-2].describe(), REGISTRY[-1].describe()]))\n"
+            "for bad in ({'readOnly': True}, {'readOnlyHint': 'yes'}):\n"
+            "    try:\n        action(annotations=bad)\n    except TypeError:\n        pass\n"
+            "    else:\n        raise SystemExit(f'accepted {bad}')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base_env(Path("/tmp"), PYTHONPATH=str(SDK_SRC)))
+    assert proc.returncode == 0, proc.stderr
+    import json
+    look, plain = json.loads(proc.stdout)
+    assert look["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert "annotations" not in plain

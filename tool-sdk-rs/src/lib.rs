@@ -37,7 +37,7 @@ pub use context::Context;
 #[cfg(feature = "sdk")]
 pub use error::ToolError;
 #[cfg(feature = "sdk")]
-pub use protocol::{CredentialDecl as Credential, Hints, Level, Net, Sandbox};
+pub use protocol::{Annotations, CredentialDecl as Credential, Hints, Level, Net, Sandbox};
 #[cfg(feature = "sdk")]
 pub use schemars::{self, JsonSchema};
 #[cfg(feature = "sdk")]

@@ -63,6 +63,9 @@ pub struct ActionDecl {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub profile: Profile,
+    /// MCP tool annotations the author declares (§2.1); what is not declared is not announced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
     /// The name the request carries, when it is not `<tool>_<action>` (short form, §2.2). Not on the wire of
     /// a full-form document; the runner fills it when it normalises a short-form list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +145,21 @@ pub struct Hints {
     pub idempotent: bool,
     #[serde(default)]
     pub open_world: bool,
+}
+
+/// MCP tool annotations as the author declares them (§2.1): each absent unless declared, so a client applies
+/// MCP's defaults (not read-only, destructive, not idempotent, open world) to what the author left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
 }
 
 /// A credential an action or tool needs (§2.1).

@@ -367,6 +367,14 @@ impl Action {
         self
     }
 
+    /// MCP tool annotations (protocol.md §2.1), announced as declared: e.g.
+    /// `Annotations { read_only_hint: Some(true), open_world_hint: Some(false), ..Default::default() }`.
+    /// What is left `None` is not announced (MCP clients then assume the cautious default).
+    pub fn annotations(mut self, annotations: crate::protocol::Annotations) -> Self {
+        self.decl.annotations = Some(annotations);
+        self
+    }
+
     /// Hint: the action changes nothing.
     pub fn read_only(mut self) -> Self {
         self.decl.profile.hints.read_only = true;

@@ -168,6 +168,7 @@ impl<'r> Tool<'r> {
             description: String::new(),
             input_schema: serde_json::json!({"type": "object"}),
             output_schema: None,
+            annotations: None,
             profile,
         };
         Ok(Target { tool: self, action })

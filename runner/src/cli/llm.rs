@@ -11,7 +11,6 @@ use clap::Args;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 
 /// `use-tool --help`: the request and answer formats and the meta tools.
 pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --serve, one per line, and its "id" is echoed):
@@ -25,7 +24,9 @@ Answer:
   failure   {"status": "error", "error_type": "InvalidArguments|PermissionDenied|UnknownTool|Timeout|
             Cancelled|ToolExecutionError", "message": ..., "suggestion"?: ..., "code": "<runner code>"}
             (the exit status is the runner code's; see animaworks-tool --help)
-  --serve   one line per answer: {"status": "ok", "result": TEXT} or the error object
+  --serve   one line per answer: {"status": "ok", "result": TEXT} or the error object, each as its call
+            ends (up to 64 calls at once; "id" tells them apart; --ordered: one at a time, in order).
+            A line over 16 MiB, not UTF-8 or not JSON gets a "usage" error answer, and the server goes on.
 
 Meta tools (names no tool can take):
   {"tool_name": "help", "action": "list"}                                  the compact catalogue
@@ -45,6 +46,9 @@ pub struct UseToolArgs {
     /// error object; a request's "id" is echoed.
     #[arg(long)]
     pub serve: bool,
+    /// With --serve: answer one request at a time, in the order they came (the default answers each as it ends).
+    #[arg(long, requires = "serve")]
+    pub ordered: bool,
     /// Cap on the answer text in UTF-8 bytes (the original counts bytes). Default: "use_tool_max_chars" in
     /// `<data dir>/animaworks-tool.json`, else 50000.
     #[arg(long, value_name = "BYTES")]
@@ -110,7 +114,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
     let cancel = super::cancel_on_signals();
     if args.serve {
         return match with_workers(runner) {
-            Ok(r) => serve(&r, &limits, cancel).await,
+            Ok(r) => serve(r, limits, cancel, args.ordered).await,
             Err(e) => {
                 tell!("animaworks-tool use-tool: {e}");
                 e.code.exit_code()
@@ -152,36 +156,110 @@ fn parse(line: &[u8]) -> Result<use_tool::Request, CallError> {
     use_tool::parse_request(&v)
 }
 
-/// One request per line, one answer per line, in order. A signal ends the running call and then the loop.
-async fn serve(runner: &Runner, limits: &Limits, cancel: Cancel) -> i32 {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+/// Calls `use-tool --serve` runs at once; past this it reads no further line until one ends.
+const SERVE_IN_FLIGHT: usize = 64;
+
+/// One request per line, one answer per line as each call ends (`ordered`: one call at a time, in order). A line
+/// the server cannot read (over [`crate::llm::lines::MAX_LINE`], not UTF-8, not JSON) gets a `usage` error answer
+/// and the server goes on. A signal ends the running calls and then the loop.
+async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) -> i32 {
+    use crate::llm::lines;
+    let mut input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Answered>(SERVE_IN_FLIGHT);
+    let writer = tokio::spawn(async move {
+        let mut cancelled = false;
+        while let Some((answer, id)) = rx.recv().await {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", answer.to_line(id.as_ref()));
+            let _ = out.flush();
+            cancelled |= matches!(&answer, Answer::Error(_, ErrorCode::Cancelled));
+        }
+        cancelled
+    });
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(if ordered { 1 } else { SERVE_IN_FLIGHT }));
+    let mut stopped = cancel.clone();
+    let mut status = 0;
     loop {
-        let line = match lines.next_line().await {
+        let line = tokio::select! {
+            l = lines::next(&mut input, lines::MAX_LINE) => l,
+            _ = stopped.cancelled() => break,
+        };
+        let line = match line {
             Ok(Some(l)) => l,
-            Ok(None) => return 0,
+            Ok(None) => break,
             Err(e) => {
                 tell!("animaworks-tool use-tool --serve: cannot read stdin: {e}");
-                return ErrorCode::Internal.exit_code();
+                status = ErrorCode::Internal.exit_code();
+                break;
             }
         };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed: Option<Value> = serde_json::from_str(&line).ok();
-        let id = parsed.as_ref().and_then(|v| v.get("id")).cloned();
-        let answer = match parse(line.as_bytes()) {
-            Ok(req) => crate::llm::answered(use_tool::answer(runner, &req, limits, &mut Quiet, cancel.clone()))
-                .await
-                .unwrap_or_else(|e| use_tool::error_answer(&e)),
-            Err(e) => use_tool::error_answer(&e),
+        let (req, id) = match serve_request(line) {
+            Some(r) => r,
+            None => continue,
         };
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", answer.to_line(id.as_ref()));
-        let _ = out.flush();
-        if matches!(&answer, Answer::Error(_, ErrorCode::Cancelled)) {
-            return ErrorCode::Cancelled.exit_code();
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send((use_tool::error_answer(&e), id)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().acquire_owned().await else { break };
+        let (runner, limits, cancel, tx) = (runner.clone(), limits.clone(), cancel.clone(), tx.clone());
+        let call = tokio::spawn(async move {
+            let answer = crate::llm::answered(use_tool::answer(&runner, &req, &limits, &mut Quiet, cancel))
+                .await
+                .unwrap_or_else(|e| use_tool::error_answer(&e));
+            let _ = tx.send((answer, id)).await;
+            drop(slot);
+        });
+        if ordered {
+            let _ = call.await;
         }
     }
+    // Every running call answers before the end.
+    let _ = slots.acquire_many(if ordered { 1 } else { SERVE_IN_FLIGHT as u32 }).await;
+    drop(tx);
+    let cancelled = writer.await.unwrap_or(false);
+    if cancelled {
+        ErrorCode::Cancelled.exit_code()
+    } else {
+        status
+    }
+}
+
+/// An answer and the id of its request.
+type Answered = (Answer, Option<Value>);
+
+/// A `--serve` line as a request and its id; `None` for a blank line.
+fn serve_request(line: crate::llm::lines::Line) -> Option<(Result<use_tool::Request, CallError>, Option<Value>)> {
+    use crate::llm::lines::Line;
+    let bad = |what: String| {
+        CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))
+            .hint(r#"send one JSON object per line: {"tool_name": "<tool>", "action": "<action>", "args": {...}}"#)
+    };
+    let bytes = match line {
+        Line::TooLong(n) => {
+            let max = crate::llm::lines::MAX_LINE;
+            return Some((Err(bad(format!("a line of {n} bytes is over the bound of {max} bytes; it was dropped"))), None));
+        }
+        Line::Bytes(b) => b,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let id = serde_json::from_str::<Value>(&String::from_utf8_lossy(&bytes))
+                .ok()
+                .and_then(|v| v.get("id").cloned());
+            return Some((Err(bad(format!("the line is not UTF-8 (invalid byte at offset {})", e.valid_up_to()))), id));
+        }
+    };
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let id = parsed.as_ref().and_then(|v| v.get("id")).cloned();
+    Some((parse(text.as_bytes()), id))
 }
 
 pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {

@@ -2,9 +2,12 @@
 //! MCP server ([`mcp`]). All three list what [`catalog`] finds and call through the same
 //! resolve → validate → permit → run path as the CLI.
 
+pub mod annotations;
 pub mod background;
 pub mod catalog;
+pub mod lines;
 pub mod mcp;
+mod mcp_front;
 pub mod providers;
 pub mod use_tool;
 

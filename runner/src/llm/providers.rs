@@ -197,19 +197,16 @@ pub fn object_schema(s: &Value) -> Value {
 
 /// One action as an MCP tool (the shape of a `tools/list` entry).
 pub fn mcp_tool(e: &Entry, a: &Action) -> Value {
-    let h = &a.profile.hints;
     let mut v = json!({
         "name": a.schema_name,
         "title": format!("{}.{}", e.name(), a.name),
         "description": description(e, a),
         "inputSchema": object_schema(&a.input_schema),
-        "annotations": {
-            "readOnlyHint": h.read_only,
-            "destructiveHint": h.destructive,
-            "idempotentHint": h.idempotent,
-            "openWorldHint": h.open_world,
-        },
     });
+    let gated = !matches!(crate::call::gate_of(&e.resolved, a), crate::policy::gate::Gate::Open);
+    if let Some(ann) = crate::llm::annotations::mcp_object(a, gated) {
+        v["annotations"] = ann;
+    }
     // MCP's outputSchema must describe an object (structuredContent is an object); other shapes are left out.
     if let Some(o) = a
         .output_schema

@@ -162,7 +162,7 @@ fn use_tool_serve_answers_one_line_per_request() {
     let w = world();
     let mut child = w
         .cmd()
-        .args(["use-tool", "--serve"])
+        .args(["use-tool", "--serve", "--ordered"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -292,7 +292,10 @@ fn schemas_in_every_provider_shape() {
     let (v, _) = schemas(&w, &["--format", "mcp"]);
     let greet = v.as_array().unwrap().iter().find(|t| t["name"] == "t_greet").unwrap();
     assert_eq!(greet["annotations"]["readOnlyHint"], true);
-    assert_eq!(greet["annotations"]["destructiveHint"], false);
+    assert!(
+        greet["annotations"].get("destructiveHint").is_none(),
+        "undeclared hints are absent (MCP's defaults), never false: {greet}"
+    );
     assert_eq!(greet["outputSchema"]["properties"]["greeting"]["type"], "string");
 
     // With the grant, the gated action is listed.
@@ -391,13 +394,19 @@ fn mcp_server_with_the_python_sdk() {
         v["fail"]
     );
 
-    assert_eq!(v["gated"]["raised"], true, "{}", v["gated"]);
-    assert_eq!(v["gated"]["code"], -32001);
-    assert_eq!(v["gated"]["data"]["code"], "permission_denied");
-    assert_eq!(v["gated"]["data"]["key"], "t_purge");
-    assert_eq!(v["invalid"]["code"], -32602);
-    assert_eq!(v["invalid"]["data"]["pointer"], "/who");
+    // Tool-level failures are isError results with the runner's error object in _meta (SEP-1303).
+    assert_eq!(v["gated"]["raised"], false, "{}", v["gated"]);
+    assert_eq!(v["gated"]["result"]["isError"], true, "{}", v["gated"]);
+    let e = &v["gated"]["result"]["_meta"]["animaworks-tool/error"];
+    assert_eq!(e["code"], "permission_denied");
+    assert_eq!(e["key"], "t_purge");
+    assert_eq!(v["invalid"]["result"]["isError"], true, "{}", v["invalid"]);
+    assert_eq!(v["invalid"]["result"]["_meta"]["animaworks-tool/error"]["pointer"], "/who");
+    assert_eq!(v["unknown"]["raised"], true, "{}", v["unknown"]);
+    assert_eq!(v["unknown"]["code"], -32602);
     assert_eq!(v["unknown"]["data"]["code"], "unknown_tool");
+    assert_eq!(v["set_level"], true);
+    assert_eq!(v["bad_cursor"], json!({"raised": true, "code": -32602}));
 
     assert!(
         names.contains(&"task_submit") && names.contains(&"task_show"),
@@ -407,8 +416,8 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(v["bg_final"]["status"], "completed", "{}", v["bg_final"]);
     assert_eq!(v["bg_final"]["task_id"], id);
     assert!(w.anima.join(format!("state/background_tasks/{id}.json")).is_file());
-    assert_eq!(v["bg_gated"]["raised"], true, "{}", v["bg_gated"]);
-    assert_eq!(v["bg_gated"]["data"]["key"], "t_purge");
+    assert_eq!(v["bg_gated"]["isError"], true, "{}", v["bg_gated"]);
+    assert_eq!(v["bg_gated"]["_meta"]["animaworks-tool/error"]["key"], "t_purge");
 
     assert_eq!(
         v["hang_group_gone"], true,

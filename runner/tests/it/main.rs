@@ -15,6 +15,7 @@ mod hardening;
 mod init;
 mod legacy_tools;
 mod llm;
+mod mcp;
 mod output;
 mod pipeline;
 mod pipeline_review;

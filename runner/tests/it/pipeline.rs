@@ -238,16 +238,12 @@ fn mcp(w: &World, name: &str, args: Value) -> Seen {
             blob,
         };
     }
-    // A tool's own error is its text; the runner's errors after the start read `<code>: <message>`.
+    // Every failure of a call is an isError result with the runner's error object in _meta (docs/mcp.md).
     let is_error = answer["result"]["isError"] == true;
-    let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    let code = text
-        .split_once(": ")
-        .map(|(c, _)| c)
-        .filter(|c| c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    let e = &answer["result"]["_meta"]["animaworks-tool/error"];
     Seen {
-        code: is_error.then(|| code.unwrap_or("tool_error").to_owned()),
-        key: None,
+        code: is_error.then(|| e["code"].as_str().unwrap_or("tool_error").to_owned()),
+        key: e["key"].as_str().map(str::to_owned),
         blob,
     }
 }

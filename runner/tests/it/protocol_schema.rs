@@ -134,6 +134,20 @@ fn rust_wire_types_validate() {
             serde_json::from_value(json!({"actions":[{"name":"a","profile":{"sandbox": {"net": net}}}]})).unwrap();
         assert_valid("schemasFull", &serde_json::to_value(&doc).unwrap());
     }
+    // MCP annotations beside input_schema (§2.1): MCP's names, each absent unless declared.
+    let ann = json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false});
+    let doc: SchemasDoc = serde_json::from_value(json!({"actions":[{"name":"a","annotations": ann}]})).unwrap();
+    let back = serde_json::to_value(&doc).unwrap();
+    assert_eq!(back["actions"][0]["annotations"], ann, "annotations round-trip");
+    assert_valid("schemasFull", &back);
+    let doc: SchemasDoc =
+        serde_json::from_value(json!({"actions":[{"name":"a","annotations": {"openWorldHint": true}}]})).unwrap();
+    assert_eq!(
+        serde_json::to_value(&doc).unwrap()["actions"][0]["annotations"],
+        json!({"openWorldHint": true}),
+        "an undeclared hint stays absent"
+    );
+    assert!(!serde_json::to_value(SchemasDoc::default()).unwrap().to_string().contains("annotations"));
     // The shim's mark of an AnimaWorks module (§2.1 `legacy`, which decides the §8 environment policy).
     let legacy: SchemasDoc = serde_json::from_value(json!({"actions": [], "cli": true, "legacy": true})).unwrap();
     assert!(legacy.legacy);
@@ -150,6 +164,7 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     assert_invalid("event", &json!({"progress": 1}));
     assert_invalid("request", &json!({"name": "t_a", "args": {}}));
     assert_invalid("schemasShort", &json!([{"name": "has.dot"}]));
+    assert_invalid("action", &json!({"name": "a", "annotations": {"readOnlyHint": "yes"}}));
     assert_invalid(
         "runnerError",
         &json!({"error": {"code": "no_such_code", "message": "x"}}),

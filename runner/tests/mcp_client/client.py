@@ -10,9 +10,10 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
@@ -59,12 +60,24 @@ async def main() -> None:
             r = await session.call_tool("t_fail", {})
             out["fail"] = r.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+            # Tool-level failures are results the model can read (SEP-1303); only an unknown name raises.
             for name, args, key in [("t_purge", {}, "gated"), ("t_greet", {"who": 3}, "invalid"), ("nope_x", {}, "unknown")]:
                 try:
-                    await session.call_tool(name, args)
-                    out[key] = {"raised": False}
+                    r = await session.call_tool(name, args)
+                    out[key] = {"raised": False, "result": r.model_dump(mode="json", by_alias=True, exclude_none=True)}
                 except MCPError as e:
                     out[key] = {"raised": True, "code": e.error.code, "message": e.error.message, "data": e.error.data}
+
+            # logging/setLevel is answered; a bogus cursor is -32602.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks logging deprecated for 2026-07-28 only
+                await session.set_logging_level("debug")
+            out["set_level"] = True
+            try:
+                await session.list_tools(params=types.PaginatedRequestParams(cursor="bogus"))
+                out["bad_cursor"] = {"raised": False}
+            except MCPError as e:
+                out["bad_cursor"] = {"raised": True, "code": e.error.code}
 
             # Background: task_submit answers at once with an id; task_show follows it to its end. A gated action
             # is refused before anything is queued.
@@ -80,11 +93,8 @@ async def main() -> None:
                     break
                 await anyio.sleep(0.05)
             out["bg_final"] = shown
-            try:
-                await session.call_tool("task_submit", {"tool": "t", "action": "purge", "args": {}})
-                out["bg_gated"] = {"raised": False}
-            except MCPError as e:
-                out["bg_gated"] = {"raised": True, "code": e.error.code, "data": e.error.data}
+            r = await session.call_tool("task_submit", {"tool": "t", "action": "purge", "args": {}})
+            out["bg_gated"] = r.model_dump(mode="json", by_alias=True, exclude_none=True)
 
             # A cancelled call: the client abandons it once the tool runs; the server must end the tool's group.
             pidfile = os.environ["MCP_TEST_PIDFILE"]

@@ -44,11 +44,14 @@ class Action:
     profile: dict[str, Any]
     context_params: list[str]
     is_async: bool
+    annotations: dict[str, bool] | None = None
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "input_schema": self.input_schema}
         if self.output_schema is not None:
             out["output_schema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
         if self.profile:
             out["profile"] = self.profile
         return out
@@ -256,6 +259,9 @@ def _check_sandbox(sandbox: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ANNOTATION_KEYS = {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+
 @overload
 def action(func: F, /) -> F: ...
 
@@ -275,6 +281,7 @@ def action(
     hints: dict[str, bool] | None = None,
     credentials: list[dict[str, Any]] | None = None,
     sandbox: dict[str, Any] | None = None,
+    annotations: dict[str, bool] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -294,6 +301,7 @@ def action(
     hints: dict[str, bool] | None = None,
     credentials: list[dict[str, Any]] | None = None,
     sandbox: dict[str, Any] | None = None,
+    annotations: dict[str, bool] | None = None,
 ) -> Any:
     """Register a function as an action and return it unchanged (``@action`` or ``@action(...)``).
 
@@ -304,6 +312,8 @@ def action(
     ``read_only``, ``destructive``, ``idempotent``, ``open_world`` — and ``credentials``) are protocol §2.1's;
     ``sandbox`` (``{"read": [...], "write": [...], "net": False | True | ["host:port"], "exec": [...]}``, paths
     with ``$ANIMA_DIR``, ``$DATA_DIR``, ``$TMP``, ``$TOOL_DIR``, ``$HOME``) is §2.4's: what the action may touch.
+    ``annotations`` (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``: booleans) are
+    the MCP tool annotations the runner announces, only those given (protocol §2.1).
     A signature that cannot be described raises ``TypeError`` here, at import, naming the function.
     """
     values = dict(expected_seconds=expected_seconds, timeout_s=timeout_s, background_eligible=background_eligible,
@@ -314,6 +324,13 @@ def action(
         if unknown:
             raise TypeError(f"@action(hints=...): unknown hint(s) {sorted(unknown)}")
         profile["hints"] = dict(hints)
+    if annotations is not None:
+        unknown = set(annotations) - _ANNOTATION_KEYS
+        if unknown:
+            raise TypeError(f"@action(annotations=...): unknown annotation(s) {sorted(unknown)}; "
+                            f"MCP's are {sorted(_ANNOTATION_KEYS)}")
+        if not all(isinstance(v, bool) for v in annotations.values()):
+            raise TypeError("@action(annotations=...): every value must be True or False")
     if credentials:
         profile["credentials"] = list(credentials)
     if sandbox is not None:
@@ -321,6 +338,8 @@ def action(
 
     def register(f: F) -> F:
         act = _build(f, name, description, input_schema, output_schema, profile)
+        if annotations:
+            act.annotations = dict(annotations)
         for i, old in enumerate(REGISTRY):
             if old.name == act.name:
                 if getattr(old.func, "__module__", None) == getattr(f, "__module__", None):

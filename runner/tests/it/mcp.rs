@@ -1,0 +1,455 @@
+//! The MCP server by the book, driven over real pipes with raw JSON-RPC lines: every advertised revision's
+//! lifecycle, tool failures as results, annotations from declarations only, paging, logging, an empty server's
+//! reason, an answer for every bad line; and `use-tool --serve` answering requests as they finish.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// A tool `m`: ok (declared annotations), slow (sleeps `s` seconds), talk (log events and stderr lines), purge
+/// (gated, declared non-destructive), fetch (network sandbox, declared closed world), bare (nothing declared),
+/// stamp (an output schema with `format: date-time` its result breaks).
+const M_TOOL: &str = r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol": 1, "events": true, "actions": [
+ {"name": "ok", "description": "Fine.", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+  "annotations": {"readOnlyHint": true, "idempotentHint": true}},
+ {"name": "slow", "description": "Sleeps.", "input_schema": {"type": "object", "properties": {"s": {"type": "number"}}}},
+ {"name": "talk", "description": "Logs."},
+ {"name": "purge", "description": "Delete every bookmark.", "annotations": {"destructiveHint": false, "readOnlyHint": true},
+  "profile": {"gated": true}},
+ {"name": "fetch", "description": "Fetches.", "annotations": {"openWorldHint": false},
+  "profile": {"sandbox": {"net": ["api.example.com:443"]}}},
+ {"name": "bare", "description": "Declares nothing."},
+ {"name": "stamp", "description": "A bad date.", "output_schema": {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}}
+]}
+JSON
+exit 0; fi
+req=$(cat)
+case "$req" in
+  *'"name":"m_slow"'*)
+    s=$(echo "$req" | sed -E 's/.*"s":([0-9.]+).*/\1/'); sleep "$s"
+    echo "{\"type\":\"result\",\"result\":\"slept $s\"}" ;;
+  *'"name":"m_talk"'*)
+    echo '{"type":"log","level":"info","message":"hello log"}'
+    echo '{"type":"log","level":"debug","message":"fine detail"}'
+    echo 'a stderr line' >&2
+    echo '{"type":"result","result":"talked"}' ;;
+  *'"name":"m_stamp"'*) echo '{"type":"result","result":{"at":"yesterday"}}' ;;
+  *) echo '{"type":"result","result":"ok"}' ;;
+esac
+"#;
+
+fn world() -> World {
+    let w = World::new();
+    w.tool(&w.common(), "m.sh", M_TOOL);
+    w
+}
+
+/// A running `animaworks-tool mcp`, spoken to in raw lines.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    next_id: i64,
+}
+
+impl Mcp {
+    fn start(mut cmd: std::process::Command, extra: &[&str]) -> Mcp {
+        let mut child = cmd
+            .arg("mcp")
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines() {
+                let Ok(l) = l else { return };
+                let v = serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON from the server ({e}): {l}"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Mcp {
+            child,
+            stdin,
+            lines,
+            next_id: 100,
+        }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(bytes).unwrap();
+        s.write_all(b"\n").unwrap();
+        s.flush().unwrap();
+    }
+
+    fn send(&mut self, v: &Value) {
+        self.send_raw(v.to_string().as_bytes());
+    }
+
+    /// The next line that is not a notification.
+    fn answer(&mut self) -> Value {
+        loop {
+            let v = self.line();
+            if v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    fn line(&mut self) -> Value {
+        match self.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(v) => v,
+            Err(RecvTimeoutError::Timeout) => panic!("the server did not answer within 60 s"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed its stdout"),
+        }
+    }
+
+    /// A request; its answer, and the notifications that came before it.
+    fn ask_with_notes(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notes = Vec::new();
+        loop {
+            let v = self.line();
+            if v.get("method").is_some() {
+                notes.push(v);
+            } else {
+                assert_eq!(v["id"], id, "an answer to another request: {v}");
+                return (v, notes);
+            }
+        }
+    }
+
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        self.ask_with_notes(method, params).0
+    }
+
+    fn init(&mut self, version: &str) -> Value {
+        let r = self.ask(
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.stdin.take());
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+        }
+        (self.child.wait().unwrap(), err)
+    }
+}
+
+#[test]
+fn every_advertised_revision_runs_its_lifecycle() {
+    let w = world();
+    for rev in ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"] {
+        let mut m = Mcp::start(w.cmd(), &[]);
+        let r = m.init(rev);
+        assert_eq!(r["result"]["protocolVersion"], rev, "{r}");
+        assert!(r["result"]["capabilities"]["logging"].is_object(), "{r}");
+        assert_eq!(m.ask("ping", json!({}))["result"], json!({}));
+        let l = m.ask("tools/list", json!({}));
+        assert!(l["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "m_ok"), "{l}");
+        let c = m.ask("tools/call", json!({"name": "m_ok", "arguments": {}}));
+        assert_eq!(c["result"]["content"][0]["text"], "ok", "{c}");
+        let (status, err) = m.finish();
+        assert!(status.success(), "{rev}: {err}");
+    }
+    // A revision this server does not implement: initialize answers with the newest it does, and 2026-07-28's
+    // server/discover is not offered.
+    let mut m = Mcp::start(w.cmd(), &[]);
+    let r = m.init("2026-07-28");
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+    for meta in [
+        json!({}),
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}),
+    ] {
+        let d = m.ask("server/discover", meta);
+        assert!(d.get("result").is_none() && d["error"]["code"].is_i64(), "{d}");
+    }
+    m.finish();
+}
+
+#[test]
+fn tool_failures_are_results_and_only_unknown_names_are_errors() {
+    let w = world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    let bad = m.ask("tools/call", json!({"name": "m_ok", "arguments": {"n": "three"}}));
+    let r = &bad["result"];
+    assert_eq!(r["isError"], true, "{bad}");
+    assert_eq!(r["_meta"]["animaworks-tool/error"]["code"], "invalid_arguments", "{bad}");
+    assert_eq!(r["_meta"]["animaworks-tool/error"]["pointer"], "/n", "{bad}");
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("/n"), "{bad}");
+
+    // A gated action without its grant: not listed, and a call is a readable refusal naming the grant.
+    let gated = m.ask("tools/call", json!({"name": "m_purge", "arguments": {}}));
+    assert_eq!(gated["result"]["isError"], true, "{gated}");
+    let e = &gated["result"]["_meta"]["animaworks-tool/error"];
+    assert_eq!(e["code"], "permission_denied", "{gated}");
+    assert_eq!(e["key"], "m_purge", "{gated}");
+
+    let out = m.ask("tools/call", json!({"name": "m_stamp", "arguments": {}}));
+    assert_eq!(out["result"]["isError"], true, "a date-time the client would refuse: {out}");
+    assert_eq!(out["result"]["_meta"]["animaworks-tool/error"]["code"], "bad_output", "{out}");
+
+    let unknown = m.ask("tools/call", json!({"name": "nope_x", "arguments": {}}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(unknown["error"]["data"]["code"], "unknown_tool", "{unknown}");
+    m.finish();
+
+    // A timeout is a result too.
+    let mut m = Mcp::start(w.cmd(), &["--timeout", "0.5"]);
+    m.init("2025-11-25");
+    let t = m.ask("tools/call", json!({"name": "m_slow", "arguments": {"s": 5}}));
+    assert_eq!(t["result"]["isError"], true, "{t}");
+    assert_eq!(t["result"]["_meta"]["animaworks-tool/error"]["code"], "timeout", "{t}");
+    m.finish();
+}
+
+#[test]
+fn annotations_come_from_declarations_only() {
+    let w = world();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"external_tools": {"allow_all": true, "allow": ["m_purge"]}}"#,
+    )
+    .unwrap();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    let l = m.ask("tools/list", json!({}));
+    let tools = l["result"]["tools"].as_array().unwrap();
+    let ann = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap_or_else(|| panic!("{n} not listed: {l}"))
+            .get("annotations")
+            .cloned()
+    };
+    assert_eq!(ann("m_ok"), Some(json!({"readOnlyHint": true, "idempotentHint": true})));
+    assert_eq!(ann("m_bare"), None, "nothing declared, nothing announced");
+    assert_eq!(ann("m_purge"), None, "a gated action is never announced harmless");
+    assert_eq!(
+        ann("m_fetch"),
+        Some(json!({"openWorldHint": true})),
+        "openWorldHint follows the network declaration"
+    );
+    m.finish();
+}
+
+#[test]
+fn tools_list_pages_a_thousand_tools() {
+    let w = World::new();
+    let actions: Vec<Value> = (0..1000).map(|i| json!({"name": format!("a{i:04}")})).collect();
+    let schemas = json!({"protocol": 1, "actions": actions}).to_string();
+    w.tool(
+        &w.common(),
+        "many.sh",
+        &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\necho ok\n"),
+    );
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    let mut names = Vec::new();
+    let mut cursor: Option<Value> = None;
+    let mut pages = 0;
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let r = m.ask("tools/list", params);
+        let page = r["result"]["tools"].as_array().unwrap_or_else(|| panic!("{r}"));
+        assert!(!page.is_empty() && page.len() <= 100, "{}", page.len());
+        names.extend(page.iter().map(|t| t["name"].as_str().unwrap().to_owned()));
+        pages += 1;
+        match r["result"].get("nextCursor") {
+            Some(c) => cursor = Some(c.clone()),
+            None => break,
+        }
+    }
+    // 1,000 actions and the two background tools (task_submit, task_show).
+    assert_eq!(pages, 11);
+    let unique: std::collections::BTreeSet<_> = names.iter().filter(|n| n.starts_with("many_a")).collect();
+    assert_eq!((names.len(), unique.len()), (1002, 1000));
+    for bad in [json!("bogus"), json!("awt1.ffffff"), json!("awt1.0"), json!("awt1.064")] {
+        let r = m.ask("tools/list", json!({"cursor": bad}));
+        assert_eq!(r["error"]["code"], -32602, "cursor {bad}: {r}");
+    }
+    m.finish();
+}
+
+#[test]
+fn logging_sends_log_events_and_stderr_at_their_levels() {
+    let w = world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
+    let msgs: Vec<&Value> = notes.iter().filter(|n| n["method"] == "notifications/message").collect();
+    assert_eq!(msgs.len(), 1, "only info and above until the client sets a level: {notes:?}");
+    assert_eq!(msgs[0]["params"], json!({"level": "info", "logger": "m", "data": "hello log"}));
+
+    assert_eq!(m.ask("logging/setLevel", json!({"level": "debug"}))["result"], json!({}));
+    let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
+    let msgs: Vec<Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .map(|n| n["params"].clone())
+        .collect();
+    for want in [
+        json!({"level": "info", "logger": "m", "data": "hello log"}),
+        json!({"level": "debug", "logger": "m", "data": "fine detail"}),
+        json!({"level": "debug", "logger": "m", "data": "a stderr line"}),
+    ] {
+        assert!(msgs.contains(&want), "{want} missing from {msgs:?}");
+    }
+    assert_eq!(m.ask("logging/setLevel", json!({"level": "error"}))["result"], json!({}));
+    let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
+    assert!(!notes.iter().any(|n| n["method"] == "notifications/message"), "{notes:?}");
+    m.finish();
+}
+
+#[test]
+fn an_empty_server_says_why() {
+    let w = World::new();
+    let mut c = w.cmd();
+    c.env_remove("ANIMAWORKS_ANIMA_DIR");
+    let mut m = Mcp::start(c, &[]);
+    let r = m.init("2025-11-25");
+    let instructions = r["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("no anima dir"), "{instructions}");
+    let l = m.ask("tools/list", json!({}));
+    assert_eq!(l["result"]["tools"], json!([]));
+    let hint = l["result"]["_meta"]["animaworks-tool/hint"].as_str().unwrap();
+    assert!(hint.contains("ANIMAWORKS_ANIMA_DIR") && hint.contains("no tool was found"), "{hint}");
+    let (status, err) = m.finish();
+    assert!(status.success());
+    assert!(err.contains("offers no tools") && err.contains("no anima dir"), "{err}");
+}
+
+#[test]
+fn every_bad_line_gets_an_answer_and_the_server_goes_on() {
+    let w = world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.send_raw(b"this is not json");
+    let a = m.answer();
+    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (Value::Null, json!(-32700)), "{a}");
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}");
+    let a = m.answer();
+    assert_eq!(a["id"], 7, "{a}");
+    assert_eq!(a["error"]["code"], -32700, "{a}");
+    assert!(a["error"]["message"].as_str().unwrap().contains("UTF-8"), "{a}");
+    // 17 MiB in one line: over the 16 MiB bound.
+    let mut long = b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"params\":{\"pad\":\"".to_vec();
+    long.resize(17 << 20, b'x');
+    long.extend_from_slice(b"\"}}");
+    m.send_raw(&long);
+    let a = m.answer();
+    assert_eq!(a["error"]["code"], -32600, "{a}");
+    assert!(a["error"]["message"].as_str().unwrap().contains("over this server's bound"), "{a}");
+    assert_eq!(m.ask("ping", json!({}))["result"], json!({}), "the server goes on");
+    let (status, _) = m.finish();
+    assert!(status.success());
+}
+
+/// `use-tool --serve` lines: the answers in the order they arrive, with a deadline.
+fn serve_answers(w: &World, extra: &[&str], input: &[u8], n: usize) -> Vec<Value> {
+    let mut child = w
+        .cmd()
+        .args(["use-tool", "--serve"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let answers: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(answers.len(), n, "{answers:?}");
+    answers
+}
+
+#[test]
+fn use_tool_serve_answers_as_calls_finish_and_never_exits_on_bad_input() {
+    let w = world();
+    let slow = json!({"id": "slow", "tool_name": "m", "action": "slow", "args": {"s": 2}});
+    let fast = json!({"id": "fast", "tool_name": "m", "action": "ok", "args": {}});
+    let input = format!("{slow}\n{fast}\n");
+    let a = serve_answers(&w, &[], input.as_bytes(), 2);
+    assert_eq!(a[0]["id"], "fast", "the fast call answers first: {a:?}");
+    assert_eq!((a[1]["id"].clone(), a[1]["result"].clone()), (json!("slow"), json!("slept 2")));
+    let a = serve_answers(&w, &["--ordered"], input.as_bytes(), 2);
+    assert_eq!((a[0]["id"].clone(), a[1]["id"].clone()), (json!("slow"), json!("fast")), "{a:?}");
+
+    let mut input = b"{\"id\": 1, \"tool_name\": \"m\", \"action\": \"ok\", \"args\": {\"x\": \"\xff\"}}\nnot json\n".to_vec();
+    let mut long = vec![b' '; 17 << 20];
+    long.push(b'\n');
+    input.extend_from_slice(&long);
+    input.extend_from_slice(format!("{fast}\n").as_bytes());
+    let a = serve_answers(&w, &["--ordered"], &input, 4);
+    assert_eq!(a[0]["id"], 1, "{a:?}");
+    for bad in &a[..3] {
+        assert_eq!(bad["code"], "usage", "{bad}");
+    }
+    assert!(a[0]["message"].as_str().unwrap().contains("not UTF-8"), "{}", a[0]);
+    assert!(a[2]["message"].as_str().unwrap().contains("over the bound"), "{}", a[2]);
+    assert_eq!((a[3]["id"].clone(), a[3]["status"].clone()), (json!("fast"), json!("ok")));
+}
+
+#[test]
+fn log_notifications_are_masked() {
+    const SECRET: &str = "s3cr3t-mcp-log-9191";
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "sec.sh",
+        r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then
+  echo '{"protocol":1,"events":true,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"leak"}]}'
+  exit 0; fi
+cat >/dev/null
+echo "{\"type\":\"log\",\"level\":\"warning\",\"message\":\"token $DEMO_TOKEN\"}"
+echo "stderr $DEMO_TOKEN" >&2
+echo '{"type":"result","result":"ok"}'
+"#,
+    );
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
+    )
+    .unwrap();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("logging/setLevel", json!({"level": "debug"}));
+    let (r, notes) = m.ask_with_notes("tools/call", json!({"name": "sec_leak", "arguments": {}}));
+    assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+    let text: Vec<String> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .map(|n| n["params"]["data"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(text.iter().any(|t| t.starts_with("token ")), "{text:?}");
+    assert!(text.iter().any(|t| t.starts_with("stderr ")), "{text:?}");
+    assert!(!text.iter().any(|t| t.contains(SECRET)), "a secret reached the client: {text:?}");
+    m.finish();
+}
