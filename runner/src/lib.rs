@@ -52,6 +52,7 @@ pub mod llm;
 pub mod locale;
 pub mod manifest;
 pub mod names;
+pub mod owned;
 pub mod policy;
 pub mod pool;
 pub mod probe;

@@ -242,8 +242,9 @@ async fn start_brokered(
     };
     let mut env = env.to_vec();
     let mut broker = plan.start(runner, &file.name, &mut env);
-    let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
-    let started = spawn::start_tool_async_handing(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
+    let started = spawn::start_tool_async_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    drop(hand);
     if let Some(b) = broker.as_mut() {
         b.started();
     }

@@ -75,10 +75,12 @@ pub struct Confined {
 }
 
 /// The program to exec: pointers into strings prepared before the fork.
-pub struct Exec {
+pub struct Exec<'h> {
     pub path: *const libc::c_char,
     pub argv: *const *const libc::c_char,
     pub envp: *const *const libc::c_char,
+    /// Placed right before the exec ([`crate::process::place_handovers`]).
+    pub handover: &'h [crate::process::Handover<'h>],
 }
 
 use crate::sys::{call as sys, check};
@@ -91,7 +93,7 @@ use crate::sys::{call as sys, check};
 /// by nobody since (`e`'s pointers valid C strings and null-terminated arrays of them). With a PID namespace the
 /// child must have been started by [`Start::Init`](crate::process::Start::Init) with [`PidNs::clone_flags`],
 /// and `init` be what it was started with.
-pub unsafe fn enter_and_exec(c: &Confined, e: &Exec, init: Option<&crate::process::Init>) -> io::Error {
+pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::process::Init>) -> io::Error {
     match (&c.pid_ns, init) {
         // SAFETY: the caller's contract, which is enter_pid_ns's.
         (Some(ns), Some(init)) => unsafe { enter_pid_ns(ns, c, e, init) },
@@ -106,7 +108,7 @@ pub unsafe fn enter_and_exec(c: &Confined, e: &Exec, init: Option<&crate::proces
 /// # Safety
 /// Only in the process that is to become the tool, before its exec (its privileges go for good); `c` and `e` as
 /// [`enter_and_exec`] requires.
-unsafe fn confine_and_exec(c: &Confined, e: &Exec) -> io::Error {
+unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> io::Error {
     // SAFETY: this process is to become the tool (the caller's contract).
     unsafe { drop_capabilities(c.last_cap) };
     let steps = || -> io::Result<isize> {
@@ -120,6 +122,8 @@ unsafe fn confine_and_exec(c: &Confined, e: &Exec) -> io::Error {
             // SAFETY: no_new_privs is set just above.
             check(unsafe { seccomp::install(f) })?;
         }
+        // SAFETY: right before the exec, in this process's own table; the ruleset is no longer needed.
+        unsafe { crate::process::place_handovers(e.handover) }?;
         // SAFETY: `e`'s path, argv and envp are valid and unchanged (the caller's contract); the kernel copies them
         // before it replaces this process's memory.
         check(unsafe { sys(libc::SYS_execve, e.path as usize, e.argv as usize, e.envp as usize, 0) })
@@ -156,7 +160,7 @@ unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
 /// What `G` shares with `T` (on `G`'s stack: `G` is suspended while `T` uses it).
 struct Shared<'a> {
     c: &'a Confined,
-    e: &'a Exec,
+    e: &'a Exec<'a>,
     /// The error that stopped `T` before its exec (0: none); written by `T`, read by `G` once `T` is gone.
     t_err: std::sync::atomic::AtomicI32,
 }
@@ -178,7 +182,7 @@ impl PidNs {
 /// # Safety
 /// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
 /// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
-unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process::Init) -> io::Error {
+unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
     let start = || -> io::Result<i32> {
         if ns.user {
             // SAFETY: a NUL-terminated path.

@@ -96,7 +96,10 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 /// only, so `[h.test]` is not a second spelling of `h.test`).
 fn normal_host(h: &str) -> Option<String> {
     if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        return inner.parse::<std::net::Ipv6Addr>().ok().map(|_| inner.to_ascii_lowercase());
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|_| inner.to_ascii_lowercase());
     }
     let h = h.strip_suffix('.').unwrap_or(h);
     let ok = !h.is_empty()

@@ -57,6 +57,7 @@ fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
             path: p.argv[0],
             argv: p.argv.as_ptr(),
             envp: p.envp.as_ptr(),
+            handover: &[],
         };
         // SAFETY: in the child before its exec; `c` and `p` prepared before the clone.
         unsafe { enter_and_exec(c, &e, init) }

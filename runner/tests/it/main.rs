@@ -26,6 +26,7 @@ mod protocol_schema;
 mod provider_shapes;
 mod review;
 mod sandbox;
+mod secrets_hardening;
 mod startup;
 mod tasks;
 mod tasks_pg;

@@ -947,7 +947,10 @@ def plain() -> str:
     // The network is revoked: the warm worker (which has it) is not used again.
     std::fs::write(&perms, "{}").unwrap();
     let second = plain(&mut runner);
-    assert_ne!(first, second, "the worker started under the revoked grant served the call");
+    assert_ne!(
+        first, second,
+        "the worker started under the revoked grant served the call"
+    );
     let narrowed = last_sandbox();
     assert_eq!(narrowed["tcp"], "landlock", "{narrowed}");
     runner.finish();
@@ -979,8 +982,13 @@ def slow(ctx: Context) -> str:
     }
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let mut r = w.runner();
-    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(Default::default())));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(
+        Default::default(),
+    )));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let opts = animaworks_tool::CallOptions::default();
     let mut obs = Started(tx);
     rt.block_on(async {
