@@ -992,15 +992,25 @@ fn mounts(
         }
     }
     if let Some((animas, own)) = &protected_read.animas {
-        if let Ok(rd) = std::fs::read_dir(animas) {
+        // Other animas: the data dir's `animas/`, and the folder beside the anima's own when it is another
+        // `animas/` (an anima dir named outside the data dir).
+        let beside = own
+            .as_ref()
+            .and_then(|o| o.parent())
+            .filter(|p| p.file_name().is_some_and(|n| n == "animas") && *p != animas.as_path());
+        for dir in std::iter::once(animas.as_path()).chain(beside) {
+            let Ok(rd) = std::fs::read_dir(dir) else { continue };
             for e in rd.flatten().take(MAX_HIDDEN) {
-                let p = animas.join(e.file_name());
+                let p = dir.join(e.file_name());
                 if own.as_ref().is_none_or(|o| !o.starts_with(&p)) {
                     hide(&mut out, &p, &mut hidden);
                 }
             }
         }
     }
+    // A hidden path is read-only too (an empty read-only folder, an unopenable file): no need to cut it out of
+    // a write grant.
+    protected_write.paths.retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
     out
 }
 
