@@ -591,8 +591,14 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     }
     let w = World::sandboxed();
     let (l, port) = listener();
-    // Common tier: the network is granted by default; the declared port connects.
+    // The network is granted by default; a loopback target needs a grant naming it.
     w.tool(&w.common(), "net.sh", &declared_net_tool(port));
+    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+        let o = w.run(&["call", "net", "fetch"]);
+        assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
+    }
+    let target = format!("127.0.0.1:{port}");
+    std::fs::write(w.anima.join("permissions.json"), json!({"sandbox": {"net": [&target]}}).to_string()).unwrap();
     let o = w.run(&["call", "net", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
     assert!(eventually(5, || accepted(&l)));
@@ -600,7 +606,13 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     let o = w.run(&["call", "net", "other"]);
     assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
 
-    // Personal tier: a declared network need is refused before the tool starts, naming the key.
+    // A network list that names tools but not this one: a declared network need is refused before the tool
+    // starts, naming the key.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": ["net", &target]}}).to_string(),
+    )
+    .unwrap();
     w.tool(&w.personal(), "pnet.sh", &declared_net_tool(port));
     let o = w.run(&["call", "pnet", "fetch"]);
     let e = json(&o);
@@ -618,7 +630,7 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
         "{line}"
     );
     // Granted in permissions.json: it runs.
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["pnet"]}}"#).unwrap();
+    std::fs::write(w.anima.join("permissions.json"), json!({"sandbox": {"net": ["pnet", &target]}}).to_string()).unwrap();
     let o = w.run(&["call", "pnet", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
 }
@@ -811,7 +823,9 @@ fn a_host_list_reaches_only_its_hosts_through_the_proxy() {
     let w = World::sandboxed();
     let (a, b) = (answering("A"), answering("B"));
     w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    // The servers are on the runner's loopback: a grant names the one target that may be reached there.
+    let perms = json!({"sandbox": {"net": ["proxied", format!("localhost:{a}"), format!("localhost:{b}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     let o = w
         .cmd()
         .env("NO_PROXY", "localhost")
@@ -872,14 +886,28 @@ fn net_true_and_false_are_as_without_the_proxy() {
     let w = World::sandboxed();
     let (a, b) = (answering("A"), answering("B"));
     w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
+    // `net: true` goes through the proxy where there is a PID namespace: the runner's loopback is out of reach.
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+        let r = json(&w.run(&["call", "proxied", "open_net"]));
+        assert_ne!(r["direct_a"], "ok", "{r}");
+        assert!(r["env"]["HTTPS_PROXY"].is_string(), "{r}");
+        let s = &last_sandbox(&w);
+        assert_eq!((&s["net"], &s["hosts"]), (&json!(true), &json!("proxy")), "{s}");
+    }
+    // `direct_net` takes it off the proxy: all of the network, loopback included, as AnimaWorks gives it.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"net": ["proxied"], "direct_net": ["proxied"]}}"#,
+    )
+    .unwrap();
     let r = json(&w.run(&["call", "proxied", "open_net"]));
     assert_eq!(r["direct_a"], "ok", "{r}");
     assert!(r["env"]["HTTPS_PROXY"].is_null(), "{r}");
     let s = &last_sandbox(&w);
     assert_eq!(
-        (&s["net"], &s["hosts"], &s["tcp"]),
-        (&json!(true), &Value::Null, &json!("open")),
+        (&s["net"], &s["hosts"], &s["tcp"], &s["private_net"]),
+        (&json!(true), &json!("direct"), &json!("open"), &json!("reachable")),
         "{s}"
     );
     assert!(s.get("proxy").is_none(), "{s}");
@@ -920,7 +948,8 @@ read -r status <&3
 echo "\"${{status%$'\r'}}\"""#
     );
     w.tool(&w.personal(), "tunnel.sh", &bash_tool(&schemas.to_string(), &body));
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["tunnel"]}}"#).unwrap();
+    let perms = json!({"sandbox": {"net": ["tunnel", format!("localhost:{a}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     // A long-lived runner: one call without the proxy first (whatever the runner opens once is open then).
     let mut runner = w.serve();
     let pid = runner.child.id();
@@ -960,7 +989,8 @@ fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
         .to_owned()
         + "if __name__ == \"__main__\":\n    run()\n";
     w.tool(&w.personal(), "proxied.py", &tool);
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let perms = json!({"sandbox": {"net": ["proxied", format!("localhost:{a}"), format!("localhost:{b}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     let mut runner = w.serve();
     for _ in 0..2 {
         let v = runner.ask(&json!({"tool_name": "proxied", "action": "fetch", "args": {}}));
@@ -1034,7 +1064,7 @@ fn a_pooled_call_of_an_action_no_longer_granted_is_refused() {
     let ask = |runner: &mut Serve| runner.ask(&json!({"tool_name": "net_tool", "action": "online", "args": {}}));
     let v = ask(&mut runner);
     assert_eq!(v["status"], "ok", "{v}");
-    std::fs::write(&perms, "{}").unwrap();
+    std::fs::write(&perms, r#"{"sandbox": {"net": false}}"#).unwrap();
     let v = ask(&mut runner);
     assert_ne!(v["status"], "ok", "{v}");
     assert!(v.to_string().contains("sandbox"), "{v}");
@@ -1083,7 +1113,7 @@ def plain() -> str:
     let pooled = last_sandbox();
     assert_eq!(pooled["tcp"], "open", "{pooled}");
     // The network is revoked: the warm worker (which has it) is not used again.
-    std::fs::write(&perms, "{}").unwrap();
+    std::fs::write(&perms, r#"{"sandbox": {"net": false}}"#).unwrap();
     let second = plain(&mut runner);
     assert_ne!(first, second, "the worker started under the revoked grant served the call");
     let narrowed = last_sandbox();
