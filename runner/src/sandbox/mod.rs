@@ -33,6 +33,24 @@ use std::io;
 use std::path::{Path, PathBuf};
 use tool_sdk::protocol::{Net, Sandbox as Declared};
 
+/// How calls confine reads with these kernel features and settings (a mount namespace comes with the PID
+/// namespace).
+pub fn reads_in_force(k: &kernel::Support, settings: Option<&Settings>) -> Reads {
+    if k.pid_namespace && settings.is_none_or(|s| s.pid_namespace) {
+        Reads::DenyList
+    } else {
+        Reads::AllowList
+    }
+}
+
+/// What `doctor` says of reads, writes and execution.
+pub fn doctor_line(reads: Reads) -> String {
+    match reads {
+        Reads::DenyList => "reads: everything but the deny list (hidden by mounts in the call's mount namespace); writable places mounted noexec; memfds only with MFD_NOEXEC_SEAL".to_owned(),
+        Reads::AllowList => "reads: the allow list only (no mount namespace: no PID namespace, or \"pid_namespace\": false); write xor execute by Landlock alone (the dynamic loader can still map a written file)".to_owned(),
+    }
+}
+
 /// Whether the tools of a tier are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -294,8 +312,20 @@ pub struct Plan {
     /// Why a confinement is partial or missing; printed on every call and written in the audit line.
     pub warnings: Vec<String>,
     declared: bool,
+    /// Where the plan's confinement comes from (for errors that name the grant to add).
+    pub origin: Origin,
     /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
+}
+
+/// Where a plan's confinement comes from: the tool's tier, and whether the mode and the network were set by the
+/// anima's `permissions.json` `"sandbox"` (else the tier's default in the runner's settings, and the network's
+/// default: granted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub tier: Tier,
+    pub mode_by_grant: bool,
+    pub net_by_grant: bool,
 }
 
 #[derive(Debug)]
@@ -521,7 +551,7 @@ pub fn plan(
 
 fn settings_error(e: SettingsError) -> CallError {
     CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool}")
+        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool, \"deny\": [paths]}")
 }
 
 /// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
@@ -555,6 +585,11 @@ fn plan_with(
     let tier = file.tier;
     let tool = file.name.as_str();
     let mode = grants.mode(tier).unwrap_or_else(|| settings.mode(tier));
+    let origin = Origin {
+        tier,
+        mode_by_grant: grants.mode(tier).is_some(),
+        net_by_grant: grants.net.is_some(),
+    };
     let (decls, lenient): (Vec<Option<&Declared>>, bool) = match &needs {
         Needs::Probe => (Vec::new(), false),
         Needs::Call(d) => (vec![*d], false),
@@ -566,6 +601,7 @@ fn plan_with(
             inner: None,
             warnings: Vec::new(),
             declared,
+            origin,
             proxy: Default::default(),
         });
     }
@@ -855,6 +891,7 @@ fn plan_with(
         }),
         warnings,
         declared,
+        origin,
         proxy: Default::default(),
     })
 }
@@ -1045,6 +1082,20 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
     let mut out = Vec::new();
     // An empty tier folder changes nothing, and a new one could not be made read-only.
     let _ = std::fs::create_dir(anima.join("tools"));
+    // Likewise an empty credentials file (a flat object without keys) in `shared/`, which tools may write whole:
+    // hidden by a mount, it cannot be planted by a tool to answer another tool's credential.
+    if let Some(shared) = rules::canonical(&dirs.data.join("shared")) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(shared.join("credentials.json"))
+        {
+            let _ = f.write_all(b"{}\n");
+        }
+    }
     for d in ["background_tasks", "background_notifications"] {
         if std::fs::create_dir_all(state.join(d)).is_ok() {
             out.extend(rules::canonical(&state.join(d)));
@@ -1228,6 +1279,26 @@ impl Plan {
     /// Is the process confined at all?
     pub fn is_confined(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// How reads are confined, when confined.
+    pub fn reads(&self) -> Option<Reads> {
+        self.inner.as_ref().map(|i| i.reads)
+    }
+
+    /// The places the process may write (canonical), besides `$TMP`; empty when not confined.
+    pub fn writable(&self) -> &[PathBuf] {
+        self.inner.as_ref().map(|i| i.write.as_slice()).unwrap_or_default()
+    }
+
+    /// The mounts of its mount namespace, in order (hidden paths, read-only and noexec places).
+    pub fn mounts(&self) -> &[PlannedMount] {
+        self.inner.as_ref().map(|i| i.mounts.as_slice()).unwrap_or_default()
+    }
+
+    /// The network it was given, when confined.
+    pub fn net(&self) -> Option<&NetPlan> {
+        self.inner.as_ref().map(|i| &i.net)
     }
 
     /// The call's private temp dir (`$TMP`), when confined.

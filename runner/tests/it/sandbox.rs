@@ -692,7 +692,7 @@ fn doctor_reports_the_kernel() {
     let v = json(&o);
     let k = &v["sandbox"];
     assert!(k["landlock_abi"].is_number(), "{v}");
-    assert!(k["report"].as_array().is_some_and(|r| r.len() == 4), "{v}");
+    assert!(k["report"].as_array().is_some_and(|r| r.len() == 5), "{v}");
     let proxy = animaworks_tool::sandbox::kernel::support().pid_namespace;
     assert_eq!(k["hosts"], if proxy { "proxy" } else { "not_enforced" }, "{v}");
     let _ = Path::new("");
