@@ -1404,6 +1404,17 @@ impl Plan {
                 io::Error::other(format!("the sandbox cannot prepare its mount of {}", m.path.display()))
             })?);
         }
+        // An interpreter installed inside a writable place (a project's `.venv` in the caller's directory) keeps
+        // running, read-only, so the tool cannot rewrite what runs it.
+        if let Some(pre) = rules::canonical(program).and_then(|p| prefix_of(&p, i.home.as_deref(), &i.data)) {
+            let in_writable = i
+                .mounts
+                .iter()
+                .any(|m| m.kind == MountKind::NoExec && pre.starts_with(&m.path) && pre != m.path);
+            if in_writable {
+                mounts.extend(child::Mount::read_only(&pre));
+            }
+        }
         let pid_ns = i.pid_ns.then(|| {
             let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             child::PidNs {

@@ -376,7 +376,7 @@ fn an_animaworks_module_sees_the_callers_environment_and_a_new_protocol_tool_a_c
     assert!(!d.to_string().contains("xoxb"), "{d}");
 
     // The operator may give AnimaWorks modules the clean environment too.
-    std::fs::write(e.w.data.join("animaworks-tool.json"), r#"{"legacy_env": "clean"}"#).unwrap();
+    e.w.settings(r#"{"legacy_env": "clean"}"#);
     let v = seen(&e.ours(&["envmod", "show"], None));
     assert_eq!(v["SLACK_BOT_TOKEN"], serde_json::Value::Null, "{v}");
     assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128");
