@@ -1025,4 +1025,23 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
         .unwrap();
     assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
     assert_eq!(json(&o)["web_api"], "hello from the API", "{}", stdout(&o));
+
+    // Without the grant naming it, the runner's loopback is out of reach (the proxy answers 403), and so is the
+    // cloud metadata address.
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    for target in [url.clone(), "http://169.254.169.254/latest/meta-data/".to_owned()] {
+        let o = w
+            .cmd()
+            .env("PATH", &path)
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .current_dir(&cwd)
+            .args(["call", "effects", "go", "--json", &json!({"url": target}).to_string()])
+            .output()
+            .unwrap();
+        let v = json(&o);
+        assert!(v["web_api"].as_str().unwrap().contains("403"), "{target}: {v}");
+    }
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["sandbox"]["proxy"]["refused_targets"], json!(["169.254.169.254:80"]), "{line}");
 }
