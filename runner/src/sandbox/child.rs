@@ -351,7 +351,15 @@ unsafe fn mount(
     fstype: *const libc::c_char,
 ) -> isize {
     // SAFETY: the caller's contract; the data argument is 0.
-    unsafe { sys(libc::SYS_mount, source as usize, target as usize, fstype as usize, flags as usize) }
+    unsafe {
+        sys(
+            libc::SYS_mount,
+            source as usize,
+            target as usize,
+            fstype as usize,
+            flags as usize,
+        )
+    }
 }
 
 fn exit(code: i32) -> ! {

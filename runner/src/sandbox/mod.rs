@@ -985,7 +985,10 @@ fn mounts(
     }
     let anima = dirs.anima.as_deref().and_then(rules::canonical);
     // The original reads permissions.json when it exists, and only then permissions.md.
-    let md_unread = anima.as_ref().filter(|a| a.join(crate::policy::permissions::JSON_FILE).is_file()).map(|a| a.join(crate::policy::permissions::MD_FILE));
+    let md_unread = anima
+        .as_ref()
+        .filter(|a| a.join(crate::policy::permissions::JSON_FILE).is_file())
+        .map(|a| a.join(crate::policy::permissions::MD_FILE));
     let mut hidden: Vec<PathBuf> = Vec::new();
     let hide = |out: &mut Vec<PlannedMount>, p: &Path, hidden: &mut Vec<PathBuf>| {
         if hidden.iter().any(|h| p.starts_with(h)) {
@@ -1047,7 +1050,9 @@ fn mounts(
     }
     // A hidden path is read-only too (an empty read-only folder, an unopenable file): no need to cut it out of
     // a write grant.
-    protected_write.paths.retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
+    protected_write
+        .paths
+        .retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
     out
 }
 
@@ -1382,9 +1387,19 @@ impl Plan {
             Some(h) => {
                 let allowed = h
                     .iter()
-                    .filter_map(|e| if e == "*" { Some(netproxy::Allowed::any()) } else { netproxy::Allowed::parse(e) })
+                    .filter_map(|e| {
+                        if e == "*" {
+                            Some(netproxy::Allowed::any())
+                        } else {
+                            netproxy::Allowed::parse(e)
+                        }
+                    })
                     .collect();
-                let private = i.private_net.iter().filter_map(|e| netproxy::Allowed::parse(e)).collect();
+                let private = i
+                    .private_net
+                    .iter()
+                    .filter_map(|e| netproxy::Allowed::parse(e))
+                    .collect();
                 let (proxy, child_net) = netproxy::start(allowed, private)?;
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some(child_net)

@@ -102,7 +102,10 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 /// only, so `[h.test]` is not a second spelling of `h.test`).
 fn normal_host(h: &str) -> Option<String> {
     if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        return inner.parse::<std::net::Ipv6Addr>().ok().map(|_| inner.to_ascii_lowercase());
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|_| inner.to_ascii_lowercase());
     }
     let h = h.strip_suffix('.').unwrap_or(h);
     let ok = !h.is_empty()
@@ -743,18 +746,40 @@ mod tests {
                 out
             })
         };
-        let no = ask(format!("CONNECT 127.0.0.1:{up_port} HTTP/1.1\r\n\r\n")).await.unwrap();
-        assert!(no.starts_with("HTTP/1.1 403") && no.contains("\"sandbox\": {\"net\""), "{no}");
-        let no = ask(format!("GET http://[::ffff:127.0.0.1]:{up_port}/ HTTP/1.1\r\n\r\n")).await.unwrap();
+        let no = ask(format!("CONNECT 127.0.0.1:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(
+            no.starts_with("HTTP/1.1 403") && no.contains("\"sandbox\": {\"net\""),
+            "{no}"
+        );
+        let no = ask(format!("GET http://[::ffff:127.0.0.1]:{up_port}/ HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
         assert!(no.starts_with("HTTP/1.1 403"), "{no}");
-        let ok = ask(format!("CONNECT localhost:{up_port} HTTP/1.1\r\n\r\n")).await.unwrap();
+        let ok = ask(format!("CONNECT localhost:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
         assert!(ok.starts_with("HTTP/1.1 200") && ok.ends_with("hello\n"), "{ok}");
         assert_eq!(proxy.log()["refused"], 2);
     }
 
     #[test]
     fn public_addresses() {
-        for a in ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1", "::"] {
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::",
+        ] {
             assert!(!is_public(a.parse().unwrap()), "{a}");
         }
         for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "100.128.0.1"] {

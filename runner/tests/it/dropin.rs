@@ -2,9 +2,9 @@
 //! `bench/setup-legacy-venv`; these comparisons are skipped with a note when it is absent) and through ours.
 
 use crate::support::*;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use serde_json::json;
 
 /// The original's venv, when `bench/setup-legacy-venv` made it.
 pub fn original() -> Option<PathBuf> {
@@ -959,7 +959,11 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
     let cwd = home.join("project");
     std::fs::create_dir_all(&cwd).unwrap();
     std::fs::write(cwd.join("input.txt"), "input").unwrap();
-    let git = Command::new("git").args(["init", "-q"]).current_dir(&cwd).status().is_ok_and(|s| s.success());
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&cwd)
+        .status()
+        .is_ok_and(|s| s.success());
     let port = web_api();
     let url = format!("http://127.0.0.1:{port}/v1/items");
     // A Web API on this machine's loopback needs a grant naming it (a public one does not); AnimaWorks ignores
@@ -1011,7 +1015,11 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     let s = &line["sandbox"];
-    assert_eq!((&s["mode"], &s["reads"], &s["hosts"]), (&json!("enforce"), &json!("deny_list"), &json!("proxy")), "{line}");
+    assert_eq!(
+        (&s["mode"], &s["reads"], &s["hosts"]),
+        (&json!("enforce"), &json!("deny_list"), &json!("proxy")),
+        "{line}"
+    );
 
     // `call` (the structured path) and `--schemas` (which imports the module) work too.
     std::fs::remove_dir(w.anima.join("logs")).unwrap();
@@ -1043,5 +1051,9 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
     }
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
-    assert_eq!(line["sandbox"]["proxy"]["refused_targets"], json!(["169.254.169.254:80"]), "{line}");
+    assert_eq!(
+        line["sandbox"]["proxy"]["refused_targets"],
+        json!(["169.254.169.254:80"]),
+        "{line}"
+    );
 }

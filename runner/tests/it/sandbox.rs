@@ -172,7 +172,10 @@ fn python_tool_and_its_children_cannot_escape() {
     // On the deny list: hidden by an empty folder (ENOENT below it) or an unopenable file (EACCES) where the call
     // has a mount namespace, outside the Landlock allow list (EACCES) where it has none.
     for hidden in ["read_ssh", "read_bob", "read_carol"] {
-        assert!(r[hidden] == "EACCES" || r[hidden] == "ENOENT", "{hidden} must be hidden: {r}");
+        assert!(
+            r[hidden] == "EACCES" || r[hidden] == "ENOENT",
+            "{hidden} must be hidden: {r}"
+        );
     }
     for denied in [
         "read_vault",
@@ -208,7 +211,10 @@ fn python_tool_and_its_children_cannot_escape() {
         assert_eq!(r[fine], "ok", "{fine} was declared and must work: {r}");
     }
     let child_ssh = r["child_read_ssh"].as_str().unwrap();
-    assert!(child_ssh.contains("PermissionError") || child_ssh.contains("FileNotFoundError"), "{r}");
+    assert!(
+        child_ssh.contains("PermissionError") || child_ssh.contains("FileNotFoundError"),
+        "{r}"
+    );
     assert!(r["child_tcp"].as_str().unwrap().contains("PermissionError"), "{r}");
     assert_eq!(
         r["cap_sys_admin"], 0,
@@ -423,7 +429,13 @@ fn writable_places_never_run_and_animaworks_writes_land() {
     let src = w.tmp.path().join("wx.c");
     std::fs::write(&src, C_WXORX).unwrap();
     let bin = w.personal().join("wx");
-    match std::process::Command::new("cc").arg("-O1").arg("-o").arg(&bin).arg(&src).output() {
+    match std::process::Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+    {
         Ok(o) if o.status.success() => {}
         other => {
             eprintln!("SKIPPED: no working C compiler (`cc`): {other:?}");
@@ -459,7 +471,15 @@ fn writable_places_never_run_and_animaworks_writes_land() {
     assert_eq!(r["memfd_exec"], "EPERM", "an executable memfd is refused: {r}");
     assert_eq!(r["memfd_sealed"], "ok", "{r}");
     assert_ne!(r["fexecve_sealed"], 0, "{r}");
-    for fine in ["anima_new_file", "anima_new_dir", "shared_new", "cwd_new", "read_config", "read_proc", "ls_root"] {
+    for fine in [
+        "anima_new_file",
+        "anima_new_dir",
+        "shared_new",
+        "cwd_new",
+        "read_config",
+        "read_proc",
+        "ls_root",
+    ] {
         assert_eq!(r[fine], "ok", "{fine}: {r}");
     }
     for ro in ["permissions", "tools"] {
@@ -598,7 +618,11 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
         assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
     }
     let target = format!("127.0.0.1:{port}");
-    std::fs::write(w.anima.join("permissions.json"), json!({"sandbox": {"net": [&target]}}).to_string()).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": [&target]}}).to_string(),
+    )
+    .unwrap();
     let o = w.run(&["call", "net", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
     assert!(eventually(5, || accepted(&l)));
@@ -630,7 +654,11 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
         "{line}"
     );
     // Granted in permissions.json: it runs.
-    std::fs::write(w.anima.join("permissions.json"), json!({"sandbox": {"net": ["pnet", &target]}}).to_string()).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": ["pnet", &target]}}).to_string(),
+    )
+    .unwrap();
     let o = w.run(&["call", "pnet", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
 }
@@ -1115,7 +1143,10 @@ def plain() -> str:
     // The network is revoked: the warm worker (which has it) is not used again.
     std::fs::write(&perms, r#"{"sandbox": {"net": false}}"#).unwrap();
     let second = plain(&mut runner);
-    assert_ne!(first, second, "the worker started under the revoked grant served the call");
+    assert_ne!(
+        first, second,
+        "the worker started under the revoked grant served the call"
+    );
     let narrowed = last_sandbox();
     assert_eq!(narrowed["tcp"], "landlock", "{narrowed}");
     runner.finish();
@@ -1147,8 +1178,13 @@ def slow(ctx: Context) -> str:
     }
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let mut r = w.runner();
-    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(Default::default())));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(
+        Default::default(),
+    )));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let opts = animaworks_tool::CallOptions::default();
     let mut obs = Started(tx);
     rt.block_on(async {
