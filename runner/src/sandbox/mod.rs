@@ -185,6 +185,8 @@ impl Grants {
     fn net_for(&self, tool: &str) -> bool {
         match &self.net {
             Some(NetGrant::All(b)) => *b,
+            // `[]` is nobody; a list of targets only keeps the default (every tool).
+            Some(NetGrant::Tools(t)) if t.is_empty() => false,
             Some(NetGrant::Tools(t)) => {
                 let mut names = t.iter().filter(|x| !is_target(x)).peekable();
                 names.peek().is_none() || names.any(|x| x == tool)
@@ -1565,6 +1567,21 @@ mod tests {
         assert_eq!(p.len(), 6, "{p:?}");
         assert!(p[0].contains("relative"));
         assert!(p[1].contains("$NOPE"));
+    }
+
+    #[test]
+    fn net_grants_name_tools_and_targets() {
+        let g = |v: Value| Grants {
+            net: serde_json::from_value(v).ok(),
+            ..Grants::default()
+        };
+        assert!(Grants::default().net_for("t"));
+        assert!(!g(json!(false)).net_for("t"));
+        assert!(!g(json!([])).net_for("t"));
+        assert!(g(json!(["127.0.0.1:5432"])).net_for("t"));
+        assert!(!g(json!(["other", "127.0.0.1:5432"])).net_for("t"));
+        assert!(g(json!(["t"])).net_for("t"));
+        assert_eq!(g(json!(["t", "db.local:5432"])).private_targets(), ["db.local:5432"]);
     }
 
     #[test]
