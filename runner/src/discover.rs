@@ -11,7 +11,7 @@
 //! Scanning reads folders only; no tool is started here. Manifests come from [`crate::cache`].
 
 use crate::dirs::Dirs;
-use crate::names::tool_name_problem;
+use crate::names::found_tool_name_problem;
 use crate::policy::Tier;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -220,7 +220,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             );
             continue;
         }
-        if let Some(p) = tool_name_problem(&stem) {
+        if let Some(p) = found_tool_name_problem(&stem) {
             problem("invalid_name", format!("{}: {p}; rename the file", path.display()));
             continue;
         }

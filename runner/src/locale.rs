@@ -113,6 +113,26 @@ impl Locale {
         }
     }
 
+    /// A permission refusal in the original's words (`check_tool_access`'s message), from the runner's error
+    /// (its `reason` and `key`); `action` names the action when the key does not. `None` when AnimaWorks has no
+    /// such refusal (a missing credential, a sandbox grant).
+    pub fn refusal(self, e: &crate::error::CallError, tool: &str, action: &str) -> Option<String> {
+        use crate::error::Detail;
+        let reason = e.detail(Detail::Reason).and_then(Value::as_str).unwrap_or("");
+        let key = e.detail(Detail::Key).and_then(Value::as_str);
+        Some(match reason {
+            "tool_denied" => self.tool_denied(tool),
+            "tool_not_allowed" => self.tool_not_permitted(tool),
+            "grant_missing" | "grant_denied" => {
+                let key = key.map_or_else(|| format!("{tool}_{action}"), str::to_owned);
+                let action = key.strip_prefix(&format!("{tool}_")).unwrap_or(action).to_owned();
+                self.gated_action_denied(tool, &action, &key)
+            }
+            "permissions_unusable" => self.permission_check_failed(tool, "PermissionsError"),
+            _ => return None,
+        })
+    }
+
     /// `tooling.permission_check_failed`.
     pub fn permission_check_failed(self, tool: &str, error: &str) -> String {
         match self {

@@ -208,7 +208,8 @@ pub fn owns_schema_name(tool: &str, schema_name: &str) -> bool {
 }
 
 fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
-    if doc.actions.is_empty() && !doc.cli {
+    // An AnimaWorks module that lists nothing is still a tool: AnimaWorks hands any action to its `dispatch`.
+    if doc.actions.is_empty() && !doc.cli && !doc.legacy {
         return Err(ManifestError::NoActions);
     }
     let mut actions: Vec<Action> = Vec::with_capacity(doc.actions.len());

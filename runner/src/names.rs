@@ -27,7 +27,21 @@ pub const RESERVED: &[&str] = &[
 
 pub use tool_sdk::names::{canon, is_name, is_provider_name, same_spelling};
 
-/// Why a tool name is refused, or `None` when it is fine.
+/// The names a tool file cannot take at all: `use-tool`'s meta tools, which answer before any tool of the name.
+/// A tool named like another runner command is found and callable (AnimaWorks has no such words but `submit`);
+/// on the command line the runner's command wins, `animaworks-tool -- <tool> …` calls the tool, and `doctor` warns.
+pub const META_NAMES: &[&str] = &["help", "task"];
+
+/// Why a tool file's name makes it no tool, or `None` when it is a tool: [`tool_name_problem`] but for the
+/// runner's command words other than [`META_NAMES`] (an AnimaWorks module named `check` keeps working).
+pub fn found_tool_name_problem(name: &str) -> Option<String> {
+    match tool_name_problem(name) {
+        Some(_) if RESERVED.contains(&name) && !META_NAMES.contains(&name) => None,
+        p => p,
+    }
+}
+
+/// Why a tool name is refused for a new tool (`new`, `share`), or `None` when it is fine.
 pub fn tool_name_problem(name: &str) -> Option<String> {
     if !is_name(name) {
         return Some(format!(
@@ -40,6 +54,15 @@ pub fn tool_name_problem(name: &str) -> Option<String> {
     None
 }
 
+/// The longest schema name (MCP's bound on tool names). Providers that take fewer (OpenAI, Anthropic, Gemini: 64)
+/// get a stable shortened name (`crate::llm::providers::provider_name`).
+pub const SCHEMA_NAME_MAX: usize = 128;
+
+/// `^[a-zA-Z0-9_-]{1,128}$` (protocol.md §3).
+pub fn is_schema_name(s: &str) -> bool {
+    (1..=SCHEMA_NAME_MAX).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Why an action name (with its schema name) is refused, or `None` when it is fine.
 pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
     if !is_name(action) {
@@ -47,9 +70,9 @@ pub fn action_name_problem(action: &str, schema_name: &str) -> Option<String> {
             "action name {action:?} must start with a letter or digit and hold only letters, digits, '_' and '-'"
         ));
     }
-    if !is_provider_name(schema_name) {
+    if !is_schema_name(schema_name) {
         return Some(format!(
-            "schema name {schema_name:?} must match ^[a-zA-Z0-9_-]{{1,64}}$ (the pattern every LLM provider accepts); \
+            "schema name {schema_name:?} must match ^[a-zA-Z0-9_-]{{1,{SCHEMA_NAME_MAX}}}$ (MCP's tool names); \
              shorten the tool or action name"
         ));
     }
@@ -72,7 +95,8 @@ mod tests {
             "AnimaWorks' `anima list` word: a tool may take it"
         );
         assert!(action_name_problem("get", "t_get").is_none());
-        assert!(action_name_problem("get", &"x".repeat(65)).is_some());
+        assert!(action_name_problem("get", &"x".repeat(128)).is_none());
+        assert!(action_name_problem("get", &"x".repeat(129)).is_some());
         assert!(action_name_problem("g et", "t_g et").is_some());
         assert_eq!(canon("create-issue"), "create_issue");
     }

@@ -345,8 +345,10 @@ impl Runner {
     }
 }
 
-/// A legacy argv's deadline: the longest timeout of the actions it names (an `EXECUTION_PROFILE`'s
-/// `expected_seconds` counts three times, at least the default), else [`CLI_TIMEOUT`].
+/// A legacy argv's deadline: [`CLI_TIMEOUT`] (AnimaWorks' 30 minutes: its CLI has no deadline and its background
+/// runner gives a task 30 minutes), or the longest timeout of the actions it names when that is longer (an
+/// `EXECUTION_PROFILE`'s `expected_seconds` counts three times). Never the 60 s default of an action: `cli_main`
+/// is the module's own program, whose subcommands AnimaWorks never bounded.
 fn cli_timeout(r: &Resolved, argv: &[String]) -> Result<Duration, CallError> {
     let named = argv.iter().filter_map(|w| r.manifest.action(w)).map(|a| a.timeout_s());
     let legacy = r.manifest.legacy_profile.as_ref().into_iter().flat_map(|p| {
@@ -357,8 +359,10 @@ fn cli_timeout(r: &Resolved, argv: &[String]) -> Result<Duration, CallError> {
             .collect::<Vec<_>>()
     });
     match named.chain(legacy).reduce(f64::max) {
-        Some(secs) => timeout_from_secs(secs, &format!("{}: the timeout its profile gives", r.file.name)),
-        None => Ok(CLI_TIMEOUT),
+        Some(secs) if secs > CLI_TIMEOUT.as_secs_f64() => {
+            timeout_from_secs(secs, &format!("{}: the timeout its profile gives", r.file.name))
+        }
+        _ => Ok(CLI_TIMEOUT),
     }
 }
 

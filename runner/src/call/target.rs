@@ -144,6 +144,35 @@ impl<'r> Tool<'r> {
         }
     }
 
+    /// Pick `action` as [`Tool::action`] does; an action that an AnimaWorks module (a `.py` file on the legacy
+    /// convention) does not list is still its action, as in AnimaWorks' `use_tool`, which hands any name to the
+    /// module's `dispatch` (11 of its 16 core modules list none). Such an action takes any arguments (nothing
+    /// declares them) and its gate and deadline come from the module's `EXECUTION_PROFILE` entry of that name.
+    pub fn action_or_dispatch(self, action: &str) -> Result<Target<'r>, CallError> {
+        let m = &self.resolved.manifest;
+        let unlisted = m.action(action).is_none()
+            && m.legacy
+            && self.resolved.file.launch == discover::Launch::Python
+            && crate::names::is_name(action);
+        if !unlisted {
+            return self.action(action);
+        }
+        let profile = m
+            .legacy_profile
+            .as_ref()
+            .map(|p| legacy_profile_entry(p, action))
+            .unwrap_or_default();
+        let action = Action {
+            name: action.to_owned(),
+            schema_name: format!("{}_{action}", self.resolved.file.name),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            profile,
+        };
+        Ok(Target { tool: self, action })
+    }
+
     fn unknown_action(&self, action: &str) -> CallError {
         let r = &self.resolved;
         let names: Vec<&str> = r.manifest.actions.iter().map(|a| a.name.as_str()).collect();
@@ -180,5 +209,43 @@ impl<'r> Target<'r> {
                 .attempt(Some(&self.action.name), shown)
                 .failed(self.tool.runner, e, &masker)
         })
+    }
+}
+
+/// An `EXECUTION_PROFILE` entry as the shim reads it for a listed action (`_profile_for`): the key as written,
+/// then with `_` as `-`, then `-` as `_`; a gated entry found under another spelling is granted by that key.
+fn legacy_profile_entry(profile: &Map<String, Value>, action: &str) -> tool_sdk::protocol::Profile {
+    let mut out = tool_sdk::protocol::Profile::default();
+    let spellings = [action.to_owned(), action.replace('_', "-"), action.replace('-', "_")];
+    let Some((key, entry)) = spellings
+        .iter()
+        .find_map(|k| profile.get(k).and_then(Value::as_object).map(|e| (k, e)))
+    else {
+        return out;
+    };
+    out.expected_seconds = entry
+        .get("expected_seconds")
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s >= 0.0);
+    out.background_eligible = entry.get("background_eligible").is_some_and(truthy);
+    // Any truthy spelling gates: a gate fails closed.
+    out.gated = entry.get("gated").is_some_and(truthy);
+    out.gated_as = match entry.get("gated_as").and_then(Value::as_str) {
+        Some(g) if !g.is_empty() => Some(g.to_owned()),
+        _ if out.gated && key != action => Some(key.clone()),
+        _ => None,
+    };
+    out
+}
+
+/// Python's truth of a JSON value.
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
     }
 }

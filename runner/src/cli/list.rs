@@ -104,6 +104,25 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
     0
 }
 
+/// A tool named like a runner command (`check`, `share`, …): on the command line the command wins (an agent's
+/// tool must not take over `permissions` or `share`); the warning says how to call the tool.
+fn shadowed_by_commands(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let name = t["name"].as_str()?;
+            (name == "call" || super::COMMANDS.contains(&name)).then(|| {
+                format!(
+                    "tool '{name}' ({}) is named like the runner's command `{name}`, which wins on the command line; \
+                     call the tool as `animaworks-tool -- {name} …` (or `animaworks-tool call {name} <action>`); \
+                     use-tool, MCP and submit reach it by its name",
+                    t["path"].as_str().unwrap_or("")
+                )
+            })
+        })
+        .collect()
+}
+
 /// What `doctor` says of the sandbox: the kernel's support, the modes in force, a settings error.
 fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
     use crate::sandbox::{kernel, Settings};
@@ -150,6 +169,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (sandbox, settings_error) = sandbox_report(runner);
     let note = tier_note(runner);
     let bad = !problems.is_empty() || settings_error.is_some() || note.as_ref().is_some_and(|n| n.1);
+    let shadowed = shadowed_by_commands(&tools);
     // What reaches a tool from this caller, by policy: names only, never values.
     let settings = runner.env_settings().unwrap_or_default();
     let legacy = settings.policy(true);
@@ -157,7 +177,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     if as_json {
         say!(
             "{}",
-            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "sandbox": sandbox, "sandbox_error": settings_error,
+            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error,
                    "environment": {"legacy_env": legacy.as_str(),
                                    "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
@@ -178,6 +198,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         }
         if let Some((n, _)) = &note {
             say!("note: {n}");
+        }
+        for w in &shadowed {
+            say!("warning: {}", super::term::for_stdout(w));
         }
         say!("environment (protocol.md §8):");
         say!("  tools on the new protocol: {}", runner.env_summary(EnvPolicy::Clean));

@@ -16,6 +16,8 @@ use tokio::io::AsyncBufReadExt;
 /// `use-tool --help`: the request and answer formats and the meta tools.
 pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --serve, one per line, and its "id" is echoed):
   {"tool_name": "<tool>", "action": "<action>", "args": {...}}
+  or a provider's function call, named as `schemas` gave it (shortened names too):
+  {"name": "<tool>_<action>", "input"|"arguments"|"args": {...}}
 
 Answer:
   success   the result as text: a string as it is, null as "(no output)", other JSON indented;
@@ -73,6 +75,11 @@ pub struct SchemasArgs {
     /// With --stats: JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// OpenAI shapes: rewrite each schema for strict mode where that keeps its meaning (optional properties become
+    /// nullable, objects are closed to their declared properties, `default` moves into the description); without
+    /// it, only schemas that meet strict mode's rules unchanged get "strict": true.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
@@ -218,6 +225,13 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
             Format::Animaworks | Format::Anthropic => tool,
             Format::Openai => json!({"type": "function", "function": {
                 "name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"], "strict": false}}),
+            Format::OpenaiResponses => {
+                json!({"type": "function", "name": tool["name"], "description": tool["description"],
+                "parameters": tool["input_schema"], "strict": false})
+            }
+            // `args` is a free-form object, which Gemini's Schema cannot say.
+            Format::Gemini => json!({"name": tool["name"], "description": tool["description"],
+                "parametersJsonSchema": tool["input_schema"]}),
             Format::Mcp => {
                 json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]})
             }
@@ -258,10 +272,16 @@ pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
         }
         return 0;
     }
-    let r = providers::render(args.format, &entries);
+    let r = providers::render_with(args.format, &entries, providers::Options { strict: args.strict });
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r.tools).unwrap_or_default());
     for (name, why) in &r.not_strict {
         tell!("not strict: {name}: {why}");
+    }
+    for (name, why) in &r.json_schema {
+        tell!("as parametersJsonSchema: {name}: {why}");
+    }
+    for (name, given) in &r.shortened {
+        tell!("shortened: {name} is given as {given} (use-tool maps it back)");
     }
     for (name, why) in &r.skipped {
         tell!("left out: {name}: {why}");

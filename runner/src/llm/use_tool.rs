@@ -147,8 +147,19 @@ pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
 }
 
 /// Read a request object. `args` may be absent (no arguments), an object, or a string holding a JSON object
-/// (some models send it so).
+/// (some models send it so). A provider's function call is a request too: `{"name": <function name>,
+/// "arguments" (OpenAI, often a JSON string) | "input" (Anthropic) | "args" (Gemini): {...}}`, the name as
+/// `schemas` gave it (shortened names included); it is parsed with an empty `tool_name` and the name as `action`,
+/// and [`answer`] finds the action it names.
 pub fn parse_request(v: &Value) -> Result<Request, CallError> {
+    if let Some(obj) = v.as_object().filter(|o| !o.contains_key("tool_name")) {
+        if let Some(Value::String(name)) = obj.get("name").filter(|n| n.as_str().is_some_and(|n| !n.is_empty())) {
+            let args = ["arguments", "input", "args"].iter().find_map(|k| obj.get(*k)).cloned();
+            let mut req = parse_request(&json!({"tool_name": "-", "action": name, "args": args}))?;
+            req.tool_name.clear();
+            return Ok(req);
+        }
+    }
     let bad = |what: String| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))
             .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}; {"tool_name": "help", "action": "list"} lists the tools"#)
@@ -197,6 +208,18 @@ fn short(v: &Value) -> String {
 
 /// Answer one request: the meta tool, or validate → permit → run of a tool action.
 pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
+    let by_function;
+    let req = if req.tool_name.is_empty() {
+        match function_call(runner, req).await {
+            Ok(r) => {
+                by_function = r;
+                &by_function
+            }
+            Err(e) => return error_answer(&e),
+        }
+    } else {
+        req
+    };
     let out = if req.tool_name == META_TOOL {
         meta(runner, &req.action, &req.args).await
     } else if req.tool_name == super::background::TASK_TOOL {
@@ -210,6 +233,27 @@ pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut d
         Err(e) if req.tool_name == META_TOOL || req.tool_name == super::background::TASK_TOOL => error_answer(&e),
         Err(e) => render_error(&e, req, limits, locale),
     }
+}
+
+/// The request a provider's function call means (its name as `schemas` gave it).
+async fn function_call(runner: &Runner, req: &Request) -> Result<Request, CallError> {
+    let entries = catalog::permitted(runner).await;
+    let Some((tool, action)) = super::providers::resolve_name(&entries, &req.action) else {
+        return Err(runner.refuse_unknown(
+            &req.action,
+            CallError::new(
+                ErrorCode::UnknownTool,
+                format!("no permitted action has the function name {:?}", req.action),
+            )
+            .hint(r#"{"tool_name": "help", "action": "list"} lists the tools"#)
+            .with(Detail::Tool, req.action.clone()),
+        ));
+    };
+    Ok(Request {
+        tool_name: tool.to_owned(),
+        action: action.to_owned(),
+        args: req.args.clone(),
+    })
 }
 
 /// A failed call as the original's `use_tool` words it (table in the module doc), in `locale`.
@@ -258,19 +302,9 @@ pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Local
         // Unknown and private tools: the original answers that the tool is not permitted.
         ErrorCode::UnknownTool => structured("PermissionDenied", locale.tool_not_permitted(tool), ours()),
         ErrorCode::PermissionDenied => {
-            let reason = e.detail(Detail::Reason).and_then(Value::as_str).unwrap_or("");
-            let key = e.detail(Detail::Key).and_then(Value::as_str);
-            let message = match reason {
-                "tool_denied" => locale.tool_denied(tool),
-                "tool_not_allowed" => locale.tool_not_permitted(tool),
-                "grant_missing" | "grant_denied" => {
-                    let key = key.map_or_else(|| format!("{tool}_{}", req.action), str::to_owned);
-                    let action = key.strip_prefix(&format!("{tool}_")).unwrap_or(&req.action).to_owned();
-                    locale.gated_action_denied(tool, &action, &key)
-                }
-                "permissions_unusable" => locale.permission_check_failed(tool, "PermissionsError"),
-                _ => e.message.clone(),
-            };
+            let message = locale
+                .refusal(e, tool, &req.action)
+                .unwrap_or_else(|| e.message.clone());
             structured("PermissionDenied", message, ours())
         }
         _ => error_answer(e),
@@ -312,7 +346,7 @@ async fn call(
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
-    let target = runner.open(&req.tool_name).await?.action(&req.action)?;
+    let target = runner.open(&req.tool_name).await?.action_or_dispatch(&req.action)?;
     let mut args = req.args.clone();
     drop_strict_nulls(&target.action().input_schema, &mut args);
     let opts = CallOptions {
@@ -324,8 +358,29 @@ async fn call(
 
 /// OpenAI's strict mode makes every property required and sends `null` for an absent optional one; such a
 /// `null` is dropped when the property is optional and its schema does not accept `null`, so the call means
-/// what the model meant. Top level only.
+/// what the model meant. In nested objects too (and objects in arrays), as `schemas --strict` rewrites them.
 pub fn drop_strict_nulls(schema: &Value, args: &mut Map<String, Value>) {
+    drop_nulls_here(schema, args);
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (k, v) in args.iter_mut() {
+        let Some(p) = props.get(k) else { continue };
+        match v {
+            Value::Object(m) => drop_strict_nulls(p, m),
+            Value::Array(items) => {
+                if let Some(item_schema) = p.get("items") {
+                    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                        drop_strict_nulls(item_schema, item);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn drop_nulls_here(schema: &Value, args: &mut Map<String, Value>) {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -512,5 +567,14 @@ mod tests {
         let mut args = json!({"r": null, "o": null, "n": null}).as_object().unwrap().clone();
         drop_strict_nulls(&schema, &mut args);
         assert!(args.contains_key("r") && args.contains_key("n") && !args.contains_key("o"));
+        let schema = json!({"type": "object", "properties": {
+            "in": {"type": "object", "properties": {"o": {"type": "string"}}},
+            "list": {"type": "array", "items": {"type": "object", "properties": {"o": {"type": "string"}}}}}});
+        let mut args = json!({"in": {"o": null}, "list": [{"o": null}, {"o": "x"}]})
+            .as_object()
+            .unwrap()
+            .clone();
+        drop_strict_nulls(&schema, &mut args);
+        assert_eq!(Value::Object(args), json!({"in": {}, "list": [{}, {"o": "x"}]}));
     }
 }

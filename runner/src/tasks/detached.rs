@@ -197,12 +197,25 @@ pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
             if stopped && e.code == ErrorCode::Cancelled {
                 e.message = format!("{} (the worker was asked to stop by SIGTERM)", e.message);
             }
-            t.error = Some(format!("{}: {}", e.code, e.message));
+            t.error = Some(error_text(&e));
             t.error_code = Some(e.code.as_str().to_owned());
             t.output_path = e.detail(Detail::Path).and_then(Value::as_str).map(str::to_owned);
             t.error_detail = e.to_json().get("error").cloned();
         }
     }
+}
+
+/// A failed task's error as the anima reads it in its notification: the code and message, and for a tool that
+/// exited non-zero its own reason, the end of what it wrote on stderr (masked), as AnimaWorks' runner reports
+/// `stderr.strip()` ("error: unrecognized arguments: -j"), not only "exited with code 2".
+fn error_text(e: &CallError) -> String {
+    let mut text = format!("{}: {}", e.code, e.message);
+    let tail = e.detail(Detail::StderrTail).and_then(Value::as_str).map(str::trim);
+    if let Some(tail) = tail.filter(|t| !t.is_empty() && e.code == ErrorCode::Crashed) {
+        text.push_str(": ");
+        text.push_str(tail);
+    }
+    text
 }
 
 /// Run one task's call: the one path both stores' workers take. `args` are the unmasked arguments (the file

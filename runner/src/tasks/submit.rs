@@ -47,6 +47,7 @@ pub async fn check(
     let task_id = id.unwrap_or_else(super::new_task_id);
     let first = words.first().map(String::as_str);
     let manifest = &opened.resolved().manifest;
+    let legacy = manifest.legacy;
     // Why the parse: AnimaWorks' own submit (and its pending descriptors) pass a cli_main module's argv, whose
     // first word is usually an action's name (`add "title" --body x`); words that are not that action's flags
     // are that argv, as they are for a foreground `<tool> <argv…>`.
@@ -73,8 +74,12 @@ pub async fn check(
                 )),
             );
         }
-        let timeout = flags
-            .timeout
+        // An AnimaWorks module's task gets AnimaWorks' 30 minutes unless --timeout says otherwise: its own
+        // background runner bounds a task so, never by the 60 s default of an action.
+        let legacy_default = (legacy && flags.timeout.is_none())
+            .then(|| target.action().timeout_s().max(crate::call::CLI_TIMEOUT.as_secs_f64()));
+        let timeout_s = flags.timeout.or(legacy_default);
+        let timeout = timeout_s
             .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
             .transpose()?;
         let opts = CallOptions {
@@ -105,7 +110,7 @@ pub async fn check(
             name,
             Value::Object(call.args().clone()),
             call.masked_args(),
-            flags.timeout,
+            timeout_s,
             flags.max_output,
             super::secret_args::template(call.secrets(), &Value::Object(call.args().clone())),
             idempotent,

@@ -118,7 +118,7 @@ fn private_files_data_files_and_bad_names_are_not_tools() {
     w.tool(&c, "README.md", &labelled("README", "x"));
     write_plain(&c.join("plain"), "#!/bin/sh\necho hi\n");
     w.tool(&c, "bad name!", &labelled("bad", "x"));
-    w.tool(&c, "tools.sh", &labelled("tools", "x"));
+    w.tool(&c, "help.sh", &labelled("help", "x"));
     std::fs::create_dir(c.join("folder")).unwrap();
 
     let list = list_json(&w);
@@ -140,8 +140,8 @@ fn private_files_data_files_and_bad_names_are_not_tools() {
     let m = problems_of(&list, "plain")[0]["message"].as_str().unwrap();
     assert!(m.contains("chmod +x"), "{m}");
     assert_eq!(kind("bad name!"), ["invalid_name"]);
-    assert_eq!(kind("tools"), ["invalid_name"]);
-    assert!(problems_of(&list, "tools")[0]["message"]
+    assert_eq!(kind("help"), ["invalid_name"]);
+    assert!(problems_of(&list, "help")[0]["message"]
         .as_str()
         .unwrap()
         .contains("reserved"));

@@ -245,7 +245,7 @@ fn schemas_in_every_provider_shape() {
     let name_ok = |n: &str| {
         !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     };
-    for format in ["animaworks", "anthropic", "openai", "mcp"] {
+    for format in ["animaworks", "anthropic", "openai", "openai-responses", "gemini", "mcp"] {
         let (v, _) = schemas(&w, &["--format", format]);
         let tools = v.as_array().unwrap();
         assert_eq!(tools.len(), 6, "{format}: every action but the gated one: {v}");
@@ -255,7 +255,13 @@ fn schemas_in_every_provider_shape() {
             assert_ne!(name, "t_purge");
         }
     }
-    let (v, err) = schemas(&w, &["--format", "openai"]);
+    // Unchanged, no schema of t meets strict mode's rules (none closes its objects).
+    let (v, _) = schemas(&w, &["--format", "openai"]);
+    assert!(
+        v.as_array().unwrap().iter().all(|t| t["function"]["strict"] == false),
+        "{v}"
+    );
+    let (v, err) = schemas(&w, &["--format", "openai", "--strict"]);
     let by_name = |n: &str| {
         v.as_array()
             .unwrap()

@@ -97,6 +97,27 @@ fn run_cli(w: &World, args: &[&str]) -> Seen {
     s
 }
 
+/// A legacy argv's refusal is AnimaWorks' (`Error: …` on stderr, exit 1, nothing on stdout); the key it names is
+/// the one to grant.
+fn run_legacy_argv(w: &World, args: &[&str]) -> Seen {
+    let o = w.run(args);
+    let err = stderr(&o);
+    let refused = o.status.code() == Some(1) && err.starts_with("Error: ");
+    if refused {
+        assert_eq!(stdout(&o), "", "{err}");
+    }
+    let key = err
+        .split("external_tools.allow に '")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .map(str::to_owned);
+    Seen {
+        code: refused.then(|| "permission_denied".to_owned()),
+        key,
+        blob: format!("{}{err}", stdout(&o)),
+    }
+}
+
 fn submit(w: &World, args: &[&str]) -> Seen {
     let o = w.run(args);
     let out = stdout(&o);
@@ -253,7 +274,7 @@ fn gated_entries() -> Vec<Entry> {
                 &["call", "gt", "purge", "--json", &json!({"note": SECRET}).to_string()],
             )
         }),
-        ("legacy argv", "leg_purge", |w| run_cli(w, &["leg", "purge"])),
+        ("legacy argv", "leg_purge", |w| run_legacy_argv(w, &["leg", "purge"])),
         ("submit", "gt_purge", |w| {
             submit(w, &["submit", "gt", "purge", "--note", SECRET])
         }),

@@ -298,9 +298,15 @@ fn an_unreadable_legacy_profile_gates_everything() {
     assert_eq!(code(&o), 6, "{}{}", stdout(&o), stderr(&o));
     assert_eq!(json(&o)["error"]["key"], "bp_run");
     let o = w.run(&["bp", "run"]);
+    // AnimaWorks' refusal on this path: exit 1, its message on stderr.
+    assert!(
+        stderr(&o).starts_with("Error: ") && stderr(&o).contains("bp_run"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(
         code(&o),
-        6,
+        1,
         "the cli_main form is gated too: {}{}",
         stdout(&o),
         stderr(&o)
