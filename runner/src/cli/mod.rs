@@ -346,6 +346,7 @@ fn fast_parse() -> Option<Cli> {
             anima_dir: None,
             python: None,
             cache_dir: None,
+            color: term::ColorWhen::Auto,
             cmd: Some(Cmd::Tool(words)),
         });
     }
