@@ -39,7 +39,7 @@ fn confined() -> Confined {
             user: u != 0,
             uid_map: format!("{u} {u} 1").into_bytes(),
             gid_map: format!("{g} {g} 1").into_bytes(),
-            ro_binds: Vec::new(),
+            mounts: Vec::new(),
             net: None,
         }),
         last_cap: std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
