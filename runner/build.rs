@@ -48,7 +48,10 @@ fn symbol_order() {
     if !file.is_file() || file.to_string_lossy().contains(',') {
         return;
     }
-    println!("cargo:rustc-link-arg-bin=animaworks-tool=-Wl,--symbol-ordering-file={}", file.display());
+    println!(
+        "cargo:rustc-link-arg-bin=animaworks-tool=-Wl,--symbol-ordering-file={}",
+        file.display()
+    );
     println!("cargo:rustc-link-arg-bin=animaworks-tool=-Wl,--no-warn-symbol-ordering");
     // For the test that holds the linker to it (tests/it/startup.rs).
     println!("cargo:rustc-env=ANIMAWORKS_TOOL_SYMBOL_ORDER={}", file.display());

@@ -59,6 +59,7 @@ pub mod process;
 mod proptests;
 pub mod pyshim;
 pub mod reap;
+pub mod resources;
 pub mod sandbox;
 pub mod scaffold;
 pub mod settings;

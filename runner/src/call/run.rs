@@ -118,6 +118,7 @@ impl PreparedCall<'_> {
                     crate::guardian::retire();
                 }
                 stream::interpret(finished, &file.name, &self.action.name, self.timeout, self.max_output)
+                    .map_err(|e| self.sandbox.limits.explain(e))
             }
         }
     }
@@ -142,7 +143,8 @@ impl PreparedCli<'_> {
             .and_then(|f| match f.ending {
                 stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
                 _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
-            });
+            })
+            .map_err(|e| self.sandbox.limits.explain(e));
         note_proxy(&self.sandbox, &mut self.attempt);
         let out = out.map_err(|e| mask_error(e, &self.masker));
         audit::outcome(
@@ -173,6 +175,7 @@ impl PreparedCli<'_> {
                     };
                     stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output)
                         .map(|v| printed.unwrap_or(v))
+                        .map_err(|e| self.sandbox.limits.explain(e))
                 }
             },
             Err(e) => Err(e),
@@ -284,6 +287,10 @@ fn grants_key(
 fn note_proxy(plan: &crate::sandbox::Plan, attempt: &mut audit::Attempt) {
     if let (Some(log), Some(s)) = (plan.proxy_log(), attempt.sandbox.as_mut()) {
         s["proxy"] = log;
+    }
+    // How each limit was enforced once the process started (a cgroup that could not be made falls back).
+    if let Some(s) = attempt.sandbox.as_mut() {
+        s["limits"] = plan.limits.summary();
     }
 }
 

@@ -46,6 +46,9 @@ pub struct Permissions {
     /// Runner extension: the anima's sandbox grants and per-tier modes (README "Sandbox").
     #[serde(skip_serializing_if = "crate::sandbox::Grants::is_default")]
     pub sandbox: crate::sandbox::Grants,
+    /// Runner extension: the anima's resource limits, which only lower the tier's (docs/sandbox.md).
+    #[serde(skip_serializing_if = "crate::resources::Lower::is_default")]
+    pub limits: crate::resources::Lower,
 }
 
 impl Default for Permissions {
@@ -59,6 +62,7 @@ impl Default for Permissions {
             external_tools: RuleSet::default(),
             tool_creation: ToolCreation::default(),
             sandbox: Default::default(),
+            limits: Default::default(),
         }
     }
 }

@@ -267,6 +267,8 @@ pub struct Plan {
     declared: bool,
     /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
+    /// The process's resource limits (set whether or not it is confined); its cgroup goes with the plan.
+    pub limits: crate::resources::CallLimits,
 }
 
 #[derive(Debug)]
@@ -440,8 +442,11 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::load(&dirs.data).map_err(settings_error)?;
-    plan_with(dirs, file, perms, needs, &settings)
+    let all = crate::settings::Settings::load(&dirs.data).map_err(|e| settings_error(e.into()))?;
+    let settings = Settings::from_runner(&all).map_err(settings_error)?;
+    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
+    Ok(p)
 }
 
 fn settings_error(e: SettingsError) -> CallError {
@@ -458,7 +463,8 @@ pub fn for_call(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let settings = Settings::from_runner(runner.settings()?).map_err(settings_error)?;
-    let p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    let mut p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(runner.settings()?, file.tier, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
@@ -492,6 +498,7 @@ fn plan_with(
             warnings: Vec::new(),
             declared,
             proxy: Default::default(),
+            limits: Default::default(),
         });
     }
     let tmp = tempfile::Builder::new()
@@ -732,6 +739,7 @@ fn plan_with(
         warnings,
         declared,
         proxy: Default::default(),
+        limits: Default::default(),
     })
 }
 
@@ -995,6 +1003,12 @@ impl Plan {
 
     /// What the audit line records: the mode, what the kernel enforces, the network, the warnings.
     pub fn summary(&self) -> Value {
+        let mut v = self.confinement_summary();
+        v["limits"] = self.limits.summary();
+        v
+    }
+
+    fn confinement_summary(&self) -> Value {
         match &self.inner {
             None => json!({"mode": "off"}),
             Some(i) => {
