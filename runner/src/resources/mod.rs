@@ -83,6 +83,8 @@ pub struct TierLimits {
     pub core: Amounts,
     pub common: Amounts,
     pub personal: Amounts,
+    /// `"cgroups": false`: rlimits only, even where a cgroup could be made.
+    pub cgroups: bool,
 }
 
 impl Default for TierLimits {
@@ -91,6 +93,7 @@ impl Default for TierLimits {
             core: Amounts::default(),
             common: Amounts::TOOL_DEFAULT,
             personal: Amounts::TOOL_DEFAULT,
+            cgroups: true,
         }
     }
 }
@@ -110,7 +113,7 @@ impl TierLimits {
                 ),
             )
             .hint(format!(
-                "\"limits\": {{\"personal\"|\"common\"|\"core\": {{{}}}}}, each a whole number above 0 or null",
+                "\"limits\": {{\"personal\"|\"common\"|\"core\": {{{}}}, \"cgroups\": bool}}, each amount a whole number above 0 or null",
                 Key::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
             ))
             .with(Detail::Path, all.path.to_string_lossy().into_owned())
@@ -119,6 +122,10 @@ impl TierLimits {
             return Err(bad("not an object".into()));
         };
         for (tier, keys) in tiers {
+            if tier == "cgroups" {
+                t.cgroups = keys.as_bool().ok_or_else(|| bad(format!("cgroups is {keys}, not true or false")))?;
+                continue;
+            }
             let a = match tier.as_str() {
                 "core" => &mut t.core,
                 "common" => &mut t.common,
@@ -228,9 +235,19 @@ impl How {
     }
 }
 
+/// The cgroup hierarchies the call may use: none with `"cgroups": false`.
+fn hierarchies(cgroups: bool) -> std::borrow::Cow<'static, cgroup::Hierarchies> {
+    if cgroups {
+        std::borrow::Cow::Borrowed(cgroup::hierarchies())
+    } else {
+        let off = || Err("\"limits\": {\"cgroups\": false} in the runner's settings".to_owned());
+        std::borrow::Cow::Owned(cgroup::Hierarchies { memory: off(), pids: off() })
+    }
+}
+
 /// The way each limit would be enforced on this machine (the cgroup hierarchies are probed once).
-fn planned(k: Key) -> How {
-    let h = cgroup::hierarchies();
+fn planned(k: Key, cgroups: bool) -> How {
+    let h = hierarchies(cgroups);
     match k {
         Key::Memory => match &h.memory {
             Ok(p) => How::Cgroup(p.version),
@@ -238,7 +255,7 @@ fn planned(k: Key) -> How {
         },
         Key::Processes => match &h.pids {
             Ok(p) => How::Cgroup(p.version),
-            Err(why) => How::Not(format!("no pids cgroup can be made ({why})")),
+            Err(why) => How::Not(format!("no pids cgroup can be made: {why}")),
         },
         Key::OpenFiles => How::Rlimit("RLIMIT_NOFILE"),
         Key::FileSize => How::Rlimit("RLIMIT_FSIZE"),
@@ -252,6 +269,7 @@ pub struct CallLimits {
     amounts: Amounts,
     from: Vec<(Key, From)>,
     tier: Option<Tier>,
+    cgroups: bool,
     settings_path: PathBuf,
     active: Mutex<Option<Active>>,
 }
@@ -293,6 +311,7 @@ impl CallLimits {
             amounts,
             from,
             tier: Some(tier),
+            cgroups: t.cgroups,
             settings_path: settings.path.clone(),
             active: Mutex::new(None),
         })
@@ -322,7 +341,7 @@ impl CallLimits {
     /// Before the start: the call's cgroup (when memory or processes are limited and one can be made) and the
     /// rlimits. `extra_processes`: processes of the runner's own in the group (a PID namespace's init).
     pub fn prepare(&self, extra_processes: u64) -> std::io::Result<ChildLimits> {
-        let h = cgroup::hierarchies();
+        let h = hierarchies(self.cgroups);
         let mem = self.amounts.get(Key::Memory);
         let pids = self.amounts.get(Key::Processes);
         let mut how: Vec<(Key, How)> = Vec::new();
@@ -370,7 +389,7 @@ impl CallLimits {
                 }
                 Key::Processes => match (&group, pids_cg) {
                     (Some(_), Some((p, _))) => How::Cgroup(p.version),
-                    _ => match planned(k) {
+                    _ => match planned(k, self.cgroups) {
                         How::Not(w) => How::Not(w),
                         _ => How::Not("the call's cgroup could not be made".into()),
                     },
@@ -412,7 +431,7 @@ impl CallLimits {
                     let how = active
                         .as_ref()
                         .and_then(|a| a.how.iter().find(|(x, _)| *x == k).map(|(_, h)| h.clone()))
-                        .unwrap_or_else(|| planned(k));
+                        .unwrap_or_else(|| planned(k, self.cgroups));
                     let mut o = json!({"value": v, "enforced": how.to_json(), "from": self.from_words(k)});
                     if let How::Not(why) = &how {
                         o["why"] = json!(why);
@@ -562,10 +581,21 @@ impl ChildLimits {
 /// What `doctor` says of the limits: each tier's amounts and how each kind is enforced on this machine.
 pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<String>) {
     let tiers = settings.map(TierLimits::from_runner).transpose();
+    let cgroups = tiers.as_ref().ok().and_then(|t| t.as_ref()).is_none_or(|t| t.cgroups);
     let mut lines = Vec::new();
     let mut how = Map::new();
+    if let Ok(t) = &tiers {
+        let t = t.unwrap_or_default();
+        for (name, a) in [("core", t.core), ("common", t.common), ("personal", t.personal)] {
+            let each: Vec<String> = Key::ALL
+                .iter()
+                .map(|k| format!("{} {}", k.name(), a.get(*k).map_or("none".to_owned(), |v| v.to_string())))
+                .collect();
+            lines.push(format!("limits of {name} tools: {}", each.join(", ")));
+        }
+    }
     for k in Key::ALL {
-        let h = planned(k);
+        let h = planned(k, cgroups);
         lines.push(format!("limit {}: {}", k.name(), h.words()));
         let mut o = json!({"enforced": h.to_json()});
         if let How::Not(w) = &h {
@@ -591,7 +621,7 @@ pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<Strin
             Value::Null
         }
     };
-    (json!({"tiers": tiers_json, "how": how}), lines)
+    (json!({"tiers": tiers_json, "how": how, "report": lines}), lines)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod dropin;
 mod hardening;
 mod init;
 mod legacy_tools;
+mod limits;
 mod llm;
 mod output;
 mod pipeline;
