@@ -40,6 +40,7 @@ pub mod cache;
 pub mod call;
 pub mod check;
 pub mod cli;
+pub mod confined;
 pub mod dirs;
 pub mod discover;
 pub mod error;

@@ -295,6 +295,18 @@ struct Inner {
     python: bool,
 }
 
+/// What a confined process may use beyond the system's places ([`Plan::given`]).
+pub struct Given<'a> {
+    pub read: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub tmp: &'a Path,
+    pub net: &'a NetPlan,
+    /// The host list the proxy enforces.
+    pub hosts: Option<&'a [String]>,
+    /// The action declared its needs (else it has the default of undeclared tools).
+    pub declared: bool,
+}
+
 /// The placeholders of protocol.md §2.4.
 struct Places {
     anima: Option<PathBuf>,
@@ -970,6 +982,20 @@ impl Plan {
     /// Is the process confined at all?
     pub fn is_confined(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// What a confined process was given, for explaining its failures ([`crate::confined`]); `None`: not
+    /// confined.
+    pub fn given(&self) -> Option<Given<'_>> {
+        let i = self.inner.as_ref()?;
+        Some(Given {
+            read: &i.read,
+            write: &i.write,
+            tmp: i.tmp.path(),
+            net: &i.net,
+            hosts: i.proxy_hosts.as_deref(),
+            declared: self.declared,
+        })
     }
 
     /// The call's private temp dir (`$TMP`), when confined.

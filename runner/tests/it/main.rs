@@ -8,6 +8,7 @@ mod audit;
 mod author;
 mod cache;
 mod cli;
+mod confined;
 mod core;
 mod dropin;
 mod hardening;
