@@ -23,7 +23,14 @@ pub enum Cause {
     Syscall,
 }
 
-const DENIED: &[&str] = &["Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM", "EROFS"];
+const DENIED: &[&str] = &[
+    "Permission denied",
+    "Operation not permitted",
+    "Read-only file system",
+    "EACCES",
+    "EPERM",
+    "EROFS",
+];
 const NO_NET: &[&str] = &[
     "Could not resolve host",
     "Name or service not known",
@@ -39,12 +46,14 @@ const SECCOMP: &[&str] = &["Address family not supported", "Function not impleme
 
 /// The first absolute path on a line, unquoted (`'…'`, `"…"`, `‘…’`, `` `…' ``).
 fn path_on(line: &str) -> Option<PathBuf> {
-    let starts = line.char_indices().filter(|(i, c)| {
-        *c == '/' && (*i == 0 || line[..*i].ends_with([' ', '\'', '"', '‘', '`', '(', '=', '\t']))
-    });
+    let starts = line
+        .char_indices()
+        .filter(|(i, c)| *c == '/' && (*i == 0 || line[..*i].ends_with([' ', '\'', '"', '‘', '`', '(', '=', '\t'])));
     for (i, _) in starts {
         let rest = &line[i..];
-        let end = rest.find(['\'', '"', '’', ':', ' ', ')', ',', '\t']).unwrap_or(rest.len());
+        let end = rest
+            .find(['\'', '"', '’', ':', ' ', ')', ',', '\t'])
+            .unwrap_or(rest.len());
         let p = &rest[..end];
         if p.len() > 1 {
             return Some(PathBuf::from(p));
@@ -84,7 +93,9 @@ pub fn cause(plan: &Plan, text: &str) -> Option<Cause> {
     if *g.net != NetPlan::All && NO_NET.iter().any(|n| text.contains(n)) {
         return Some(Cause::Network);
     }
-    if SECCOMP.iter().any(|n| text.contains(n)) || (text.contains("Operation not permitted") && *g.net == NetPlan::None && text.contains("socket")) {
+    if SECCOMP.iter().any(|n| text.contains(n))
+        || (text.contains("Operation not permitted") && *g.net == NetPlan::None && text.contains("socket"))
+    {
         return Some(Cause::Syscall);
     }
     None
@@ -108,7 +119,11 @@ fn given_words(plan: &Plan, file: &ToolFile) -> String {
     format!(
         "it ran confined, by the {} tier's sandbox with {}: writes to {}; network {net}",
         file.tier,
-        if g.declared { "what its action declares, within the anima's grants" } else { "the default of tools that declare nothing" },
+        if g.declared {
+            "what its action declares, within the anima's grants"
+        } else {
+            "the default of tools that declare nothing"
+        },
         w.join(", ")
     )
 }

@@ -292,7 +292,11 @@ fn explain_failure(
     e: CallError,
 ) -> CallError {
     let e = plan.limits.explain(e);
-    let perms = runner.dirs.anima.as_ref().map(|a| a.join(crate::policy::permissions::JSON_FILE));
+    let perms = runner
+        .dirs
+        .anima
+        .as_ref()
+        .map(|a| a.join(crate::policy::permissions::JSON_FILE));
     crate::confined::explain(e, plan, file, perms.as_deref())
 }
 

@@ -123,7 +123,9 @@ impl TierLimits {
         };
         for (tier, keys) in tiers {
             if tier == "cgroups" {
-                t.cgroups = keys.as_bool().ok_or_else(|| bad(format!("cgroups is {keys}, not true or false")))?;
+                t.cgroups = keys
+                    .as_bool()
+                    .ok_or_else(|| bad(format!("cgroups is {keys}, not true or false")))?;
                 continue;
             }
             let a = match tier.as_str() {
@@ -241,7 +243,10 @@ fn hierarchies(cgroups: bool) -> std::borrow::Cow<'static, cgroup::Hierarchies> 
         std::borrow::Cow::Borrowed(cgroup::hierarchies())
     } else {
         let off = || Err("\"limits\": {\"cgroups\": false} in the runner's settings".to_owned());
-        std::borrow::Cow::Owned(cgroup::Hierarchies { memory: off(), pids: off() })
+        std::borrow::Cow::Owned(cgroup::Hierarchies {
+            memory: off(),
+            pids: off(),
+        })
     }
 }
 
@@ -589,7 +594,13 @@ pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<Strin
         for (name, a) in [("core", t.core), ("common", t.common), ("personal", t.personal)] {
             let each: Vec<String> = Key::ALL
                 .iter()
-                .map(|k| format!("{} {}", k.name(), a.get(*k).map_or("none".to_owned(), |v| v.to_string())))
+                .map(|k| {
+                    format!(
+                        "{} {}",
+                        k.name(),
+                        a.get(*k).map_or("none".to_owned(), |v| v.to_string())
+                    )
+                })
                 .collect();
             lines.push(format!("limits of {name} tools: {}", each.join(", ")));
         }

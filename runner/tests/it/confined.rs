@@ -44,7 +44,10 @@ fn a_write_the_sandbox_refused_names_the_grant_and_the_grant_works() {
     assert!(m.contains("it ran confined") && m.contains("personal tier"), "{e}");
     assert!(m.contains(&target.display().to_string()), "{e}");
     let hint = e["hint"].as_str().unwrap();
-    assert!(hint.contains("permissions.json") && hint.contains(&format!("\"write\": [\"{}\"]", outside.display())), "{e}");
+    assert!(
+        hint.contains("permissions.json") && hint.contains(&format!("\"write\": [\"{}\"]", outside.display())),
+        "{e}"
+    );
     assert!(!hint.contains("by hand"), "{e}");
     // The grant the hint names is the one that allows it.
     std::fs::write(
@@ -63,7 +66,10 @@ fn a_name_that_does_not_resolve_without_network_names_the_net_grant() {
         return;
     }
     let w = World::sandboxed();
-    let py = ["/usr/bin/python3", "/bin/python3"].into_iter().find(|p| std::path::Path::new(p).exists()).unwrap_or("python3");
+    let py = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("python3");
     w.tool(
         &w.personal(),
         "fetch.sh",
@@ -87,7 +93,10 @@ fn an_unexplained_confined_failure_still_says_it_ran_confined() {
     w.tool(
         &w.personal(),
         "fails.sh",
-        &bash_tool(r#"[{"name":"fails_go","input_schema":{"type":"object"}}]"#, "echo 'bad input' >&2; exit 3"),
+        &bash_tool(
+            r#"[{"name":"fails_go","input_schema":{"type":"object"}}]"#,
+            "echo 'bad input' >&2; exit 3",
+        ),
     );
     let e = error(&w.run(&["call", "fails", "go"]));
     assert!(e["message"].as_str().unwrap().contains("it ran confined"), "{e}");
@@ -98,7 +107,10 @@ fn an_unexplained_confined_failure_still_says_it_ran_confined() {
     w.tool(
         &w.personal(),
         "fails.sh",
-        &bash_tool(r#"[{"name":"fails_go","input_schema":{"type":"object"}}]"#, "echo 'bad input' >&2; exit 3"),
+        &bash_tool(
+            r#"[{"name":"fails_go","input_schema":{"type":"object"}}]"#,
+            "echo 'bad input' >&2; exit 3",
+        ),
     );
     let e = error(&w.run(&["call", "fails", "go"]));
     assert!(!e["message"].as_str().unwrap().contains("confined"), "{e}");
@@ -117,7 +129,10 @@ fn check_fails_an_action_the_sandbox_makes_fail_and_spares_legacy_modules() {
     let tool = w.tool(
         w.tmp.path(),
         "reporter.sh",
-        &bash_tool(&schemas.to_string(), &format!("touch {}/r.md || exit 1; echo '{{}}'", outside.display())),
+        &bash_tool(
+            &schemas.to_string(),
+            &format!("touch {}/r.md || exit 1; echo '{{}}'", outside.display()),
+        ),
     );
     let o = w.run(&["check", tool.to_str().unwrap()]);
     assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));

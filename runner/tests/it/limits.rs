@@ -17,7 +17,11 @@ fn hog(w: &World, actions: &[(&str, &str)]) {
         body.push_str(&format!("*'\"hog_{a}\"'*) {b} ;;\n"));
     }
     body.push_str("esac\n");
-    w.tool(&w.personal(), "hog.sh", &bash_tool(&Value::Array(schemas).to_string(), &body));
+    w.tool(
+        &w.personal(),
+        "hog.sh",
+        &bash_tool(&Value::Array(schemas).to_string(), &body),
+    );
 }
 
 /// A system Python (a pyenv shim under the home folder is a sandbox question, not a limits one).
@@ -30,7 +34,9 @@ fn python() -> String {
 }
 
 fn node() -> Option<&'static str> {
-    ["/usr/bin/node", "/usr/local/bin/node"].into_iter().find(|p| std::path::Path::new(p).exists())
+    ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
 }
 
 /// The `sandbox.limits` of the last audit line.
@@ -67,7 +73,10 @@ fn a_call_over_its_memory_limit_is_ended_and_the_error_names_the_limit() {
         return;
     }
     let py = python();
-    hog(&w, &[("mem", &format!("exec {py} -c 'x = bytearray(300 << 20); print(1)'"))]);
+    hog(
+        &w,
+        &[("mem", &format!("exec {py} -c 'x = bytearray(300 << 20); print(1)'"))],
+    );
     let e = error(&w.run(&["call", "hog", "mem"]));
     let m = e["message"].as_str().unwrap();
     assert!(m.contains("memory limit of 64 MiB"), "{e}");
@@ -77,7 +86,10 @@ fn a_call_over_its_memory_limit_is_ended_and_the_error_names_the_limit() {
     assert!(e["hint"].as_str().unwrap().contains("animaworks-tool.json"), "{e}");
     let l = last_limits(&w);
     assert_eq!(l["memory_mib"]["value"], 64, "{l}");
-    assert!(l["memory_mib"]["enforced"].as_str().unwrap().starts_with("cgroup_v"), "{l}");
+    assert!(
+        l["memory_mib"]["enforced"].as_str().unwrap().starts_with("cgroup_v"),
+        "{l}"
+    );
 }
 
 #[test]
@@ -85,11 +97,17 @@ fn without_a_cgroup_memory_is_an_rlimit_that_leaves_node_working() {
     let w = World::new();
     w.settings(r#"{"limits": {"cgroups": false, "personal": {"memory_mib": 64}}}"#);
     let py = python();
-    let mut actions = vec![("mem".to_owned(), format!("exec {py} -c 'x = bytearray(300 << 20); print(1)'"))];
+    let mut actions = vec![(
+        "mem".to_owned(),
+        format!("exec {py} -c 'x = bytearray(300 << 20); print(1)'"),
+    )];
     let node = node();
     if let Some(n) = node {
         // V8 reserves gigabytes of address space it never touches: RLIMIT_AS would refuse its start.
-        actions.push(("node".into(), format!("exec {n} -e 'console.log(JSON.stringify({{ok: 1}}))'")));
+        actions.push((
+            "node".into(),
+            format!("exec {n} -e 'console.log(JSON.stringify({{ok: 1}}))'"),
+        ));
     } else {
         eprintln!("SKIPPED (part): node is not installed; the Node case is not run");
     }
@@ -98,7 +116,10 @@ fn without_a_cgroup_memory_is_an_rlimit_that_leaves_node_working() {
     let e = error(&w.run(&["call", "hog", "mem"]));
     let m = e["message"].as_str().unwrap();
     assert!(m.contains("memory limit of 64 MiB") && m.contains("RLIMIT_DATA"), "{e}");
-    assert!(m.contains("probably"), "an rlimit gives no kernel count: the error says probably: {e}");
+    assert!(
+        m.contains("probably"),
+        "an rlimit gives no kernel count: the error says probably: {e}"
+    );
     let l = last_limits(&w);
     assert_eq!(l["memory_mib"]["enforced"], "RLIMIT_DATA", "{l}");
     assert_eq!(l["processes"]["enforced"], "not_enforced", "{l}");
@@ -114,7 +135,9 @@ fn a_call_over_its_process_limit_fails_and_says_so_in_and_out_of_the_sandbox() {
     for sandboxed in [false, true] {
         let w = if sandboxed { World::sandboxed() } else { World::new() };
         let sandbox = if sandboxed { r#""sandbox": {},"# } else { "" };
-        w.settings(&format!(r#"{{{sandbox} "limits": {{"personal": {{"processes": 20}}}}}}"#));
+        w.settings(&format!(
+            r#"{{{sandbox} "limits": {{"personal": {{"processes": 20}}}}}}"#
+        ));
         if !cgroup_for(&w, "processes") {
             return;
         }
@@ -131,7 +154,10 @@ fn a_call_over_its_process_limit_fails_and_says_so_in_and_out_of_the_sandbox() {
             ],
         );
         let e = error(&w.run(&["call", "hog", "fork"]));
-        assert!(e["message"].as_str().unwrap().contains("process limit of 20 processes"), "{e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("process limit of 20 processes"),
+            "{e}"
+        );
         assert_eq!(e["key"], "limits.processes", "{e}");
         // Below the limit all is well, with the PID namespace's init counted apart.
         let o = w.run(&["call", "hog", "few"]);
@@ -160,12 +186,25 @@ fn cpu_time_file_size_and_open_files_are_rlimits_named_when_they_end_a_call() {
     assert!(e["message"].as_str().unwrap().contains("CPU-time limit of 1 s"), "{e}");
     assert!(e["message"].as_str().unwrap().contains("SIGXCPU"), "{e}");
     let e = error(&w.run(&["call", "hog", "fsize"]));
-    assert!(e["message"].as_str().unwrap().contains("file-size limit of 1 MiB"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("file-size limit of 1 MiB"),
+        "{e}"
+    );
     assert_eq!(std::fs::metadata(&big).unwrap().len(), 1 << 20);
     let e = error(&w.run(&["call", "hog", "files"]));
-    assert!(e["message"].as_str().unwrap().contains("open-file limit of 50 open files"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("open-file limit of 50 open files"),
+        "{e}"
+    );
     let l = last_limits(&w);
-    assert_eq!(l["open_files"], json!({"value": 50, "enforced": "RLIMIT_NOFILE", "from": "limits.personal"}), "{l}");
+    assert_eq!(
+        l["open_files"],
+        json!({"value": 50, "enforced": "RLIMIT_NOFILE", "from": "limits.personal"}),
+        "{l}"
+    );
     assert_eq!(l["cpu_s"]["enforced"], "RLIMIT_CPU", "{l}");
     assert_eq!(l["file_size_mib"]["enforced"], "RLIMIT_FSIZE", "{l}");
 }
@@ -201,7 +240,10 @@ fn core_tools_have_no_limits_by_default_and_doctor_says_how_each_is_enforced() {
     w.tool(
         &w.core,
         "corehog.sh",
-        &bash_tool(r#"[{"name":"corehog_n","input_schema":{"type":"object"}}]"#, "echo \"$(ulimit -n)\""),
+        &bash_tool(
+            r#"[{"name":"corehog_n","input_schema":{"type":"object"}}]"#,
+            "echo \"$(ulimit -n)\"",
+        ),
     );
     let o = w.run(&["call", "corehog", "n"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -218,5 +260,8 @@ fn core_tools_have_no_limits_by_default_and_doctor_says_how_each_is_enforced() {
     w2.settings(r#"{"limits": {"personal": {"memory": 1}}}"#);
     hog(&w2, &[("x", "echo '{}'")]);
     let e = error(&w2.run(&["call", "hog", "x"]));
-    assert!(e["message"].as_str().unwrap().contains("unknown key personal.memory"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("unknown key personal.memory"),
+        "{e}"
+    );
 }
