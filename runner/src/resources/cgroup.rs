@@ -213,6 +213,9 @@ impl CallGroup {
             memory: None,
             pids: None,
         };
+        for p in memory.map(|m| m.0).into_iter().chain(pids.map(|p| p.0)) {
+            sweep_once(&p.dir);
+        }
         let dir_for = |g: &mut CallGroup, p: &Parent| -> io::Result<PathBuf> {
             let d = p.dir.join(&name);
             if !g.dirs.iter().any(|(x, _)| *x == d) {
@@ -331,6 +334,36 @@ impl Drop for CallGroup {
                     _ => break,
                 }
             }
+        }
+    }
+}
+
+/// Once per runner and parent: the empty groups of runners that are gone (killed before they removed them).
+fn sweep_once(parent: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut swept) = SWEPT.lock() else { return };
+    if swept.iter().any(|p| p == parent) {
+        return;
+    }
+    swept.push(parent.to_path_buf());
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("animaworks-tool-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            // Fails (and is left) while a process is still in it.
+            let _ = std::fs::remove_dir(e.path());
         }
     }
 }
