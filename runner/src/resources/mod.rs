@@ -277,6 +277,8 @@ pub struct CallLimits {
     cgroups: bool,
     settings_path: PathBuf,
     active: Mutex<Option<Active>>,
+    /// Groups of earlier starts of the same plan: kept (with whatever runs in them) until the plan goes.
+    earlier: Mutex<Vec<cgroup::CallGroup>>,
 }
 
 #[derive(Debug)]
@@ -319,6 +321,7 @@ impl CallLimits {
             cgroups: t.cgroups,
             settings_path: settings.path.clone(),
             active: Mutex::new(None),
+            earlier: Mutex::new(Vec::new()),
         })
     }
 
@@ -420,7 +423,10 @@ impl CallLimits {
             Some(g) => g.join()?,
             None => cgroup::Join(Vec::new()),
         };
-        *self.active.lock().expect("limits lock") = Some(Active { group, how });
+        let before = self.active.lock().expect("limits lock").replace(Active { group, how });
+        if let Some(g) = before.and_then(|a| a.group) {
+            self.earlier.lock().expect("limits lock").push(g);
+        }
         Ok(ChildLimits { join, rlimits })
     }
 
