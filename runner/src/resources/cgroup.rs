@@ -321,20 +321,30 @@ impl Drop for CallGroup {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        for (d, _) in self.dirs.iter().rev() {
-            for i in 0..20 {
-                match std::fs::remove_dir(d) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && i < 19 => {
-                        std::thread::sleep(std::time::Duration::from_micros(250))
+        // Why a thread for the rest: a group whose last process is still exiting is busy for a moment, and the
+        // call must not wait for it.
+        let busy: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .rev()
+            .map(|(d, _)| d.clone())
+            .filter(|d| std::fs::remove_dir(d).is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)))
+            .collect();
+        if busy.is_empty() {
+            return;
+        }
+        let _ = std::thread::Builder::new().name("cgroup-rmdir".into()).spawn(move || {
+            for d in busy {
+                for _ in 0..400 {
+                    match std::fs::remove_dir(&d) {
+                        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                            std::thread::sleep(std::time::Duration::from_micros(500))
+                        }
+                        _ => break,
                     }
-                    Err(e) if e.kind() != io::ErrorKind::NotFound && i == 19 => {
-                        tracing::debug!("call cgroup {} left behind: {e}", d.display());
-                        break;
-                    }
-                    _ => break,
                 }
             }
-        }
+        });
     }
 }
 
