@@ -144,6 +144,7 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 struct Prepared<'h> {
     exec: DirectExec,
     confined: Option<crate::sandbox::child::Confined>,
+    limits: Option<crate::resources::ChildLimits>,
     io: [Io; 3],
     cwd: Option<CString>,
     handover: &'h [Handover<'h>],
@@ -163,6 +164,9 @@ fn prepare<'h>(
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
+    // A PID namespace's init is in the call's cgroup too, beside the tool's processes.
+    let init = u64::from(confined.as_ref().is_some_and(|c| c.pid_ns.is_some()));
+    let limits = sandbox.map(|p| p.limits.prepare(init)).transpose()?;
     let env = &crate::sandbox::with_env(env, sandbox);
     let io = match mode {
         Mode::Schemas => [Io::Null, Io::Piped, Io::Piped],
@@ -179,6 +183,7 @@ fn prepare<'h>(
     Ok(Prepared {
         exec: DirectExec::new(&program, &argv, env)?,
         confined,
+        limits,
         io,
         cwd,
         handover,
@@ -191,6 +196,13 @@ fn prepare<'h>(
 fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error {
     use crate::sys::{call as sys, check};
     let d = &p.exec;
+    // First, so that nothing this process becomes or starts is outside the call's cgroup and rlimits.
+    if let Some(l) = &p.limits {
+        // SAFETY: in the child before its exec; `l` was prepared before the start.
+        if let Err(e) = unsafe { l.apply() } {
+            return e;
+        }
+    }
     // A new session: the tool leads its own process group and has no controlling terminal.
     // SAFETY: no arguments; this process's session alone. Raw calls throughout: this process shares the runner's
     // memory, errno included.

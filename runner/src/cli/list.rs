@@ -137,6 +137,7 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
     report.push(crate::sandbox::netproxy::doctor_line(proxy));
     let reads = crate::sandbox::reads_in_force(&k, settings.as_ref());
     report.push(crate::sandbox::doctor_line(reads));
+    let (limits, _) = crate::resources::doctor(runner.settings_file().ok());
     let v = json!({
         "landlock_abi": k.landlock_abi,
         "seccomp": k.seccomp,
@@ -145,6 +146,7 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         "hosts": if proxy { "proxy" } else { "not_enforced" },
         "reads": reads.as_str(),
         "settings": settings,
+        "limits": limits,
         "report": report,
     });
     (v, err)
@@ -235,6 +237,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         }
         say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {
+            say!("  {}", line.as_str().unwrap_or(""));
+        }
+        for line in sandbox["limits"]["report"].as_array().into_iter().flatten() {
             say!("  {}", line.as_str().unwrap_or(""));
         }
         if let Some(s) = sandbox["settings"].as_object() {

@@ -248,6 +248,8 @@ impl Worker {
         } else {
             stream::interpret(finished(stdout), job.tool, job.action, job.timeout, job.max_output)
         };
+        // A worker's limits are its whole life's: one that a limit ended says so (docs/sandbox.md).
+        let result = result.map_err(|e| self.sandbox.limits.explain(e));
         (result, fate)
     }
 

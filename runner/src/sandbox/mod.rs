@@ -318,6 +318,8 @@ pub struct Plan {
     pub origin: Origin,
     /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
+    /// The process's resource limits (set whether or not it is confined); its cgroup goes with the plan.
+    pub limits: crate::resources::CallLimits,
 }
 
 /// Where a plan's confinement comes from: the tool's tier, and whether the mode and the network were set by the
@@ -394,6 +396,18 @@ pub enum MountKind {
     ReadOnly,
     /// On the deny list: an empty read-only folder or an unopenable file over it.
     Hide { dir: bool },
+}
+
+/// What a confined process may use beyond the system's places ([`Plan::given`]).
+pub struct Given<'a> {
+    pub read: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub tmp: &'a Path,
+    pub net: &'a NetPlan,
+    /// The host list the proxy enforces.
+    pub hosts: Option<&'a [String]>,
+    /// The action declared its needs (else it has the default of undeclared tools).
+    pub declared: bool,
 }
 
 /// The placeholders of protocol.md §2.4.
@@ -547,8 +561,11 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::load(&dirs.data).map_err(settings_error)?;
-    plan_with(dirs, file, perms, needs, &settings)
+    let all = crate::settings::Settings::load(&dirs.data).map_err(|e| settings_error(e.into()))?;
+    let settings = Settings::from_runner(&all).map_err(settings_error)?;
+    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
+    Ok(p)
 }
 
 fn settings_error(e: SettingsError) -> CallError {
@@ -565,7 +582,8 @@ pub fn for_call(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let settings = Settings::from_runner(runner.settings()?).map_err(settings_error)?;
-    let p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    let mut p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(runner.settings()?, file.tier, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
@@ -605,6 +623,7 @@ fn plan_with(
             declared,
             origin,
             proxy: Default::default(),
+            limits: Default::default(),
         });
     }
     let tmp = tempfile::Builder::new()
@@ -895,6 +914,7 @@ fn plan_with(
         declared,
         origin,
         proxy: Default::default(),
+        limits: Default::default(),
     })
 }
 
@@ -1308,6 +1328,20 @@ impl Plan {
         self.inner.as_ref().map(|i| &i.net)
     }
 
+    /// What a confined process was given, for explaining its failures ([`crate::confined`]); `None`: not
+    /// confined.
+    pub fn given(&self) -> Option<Given<'_>> {
+        let i = self.inner.as_ref()?;
+        Some(Given {
+            read: &i.read,
+            write: &i.write,
+            tmp: i.tmp.path(),
+            net: &i.net,
+            hosts: i.proxy_hosts.as_deref(),
+            declared: self.declared,
+        })
+    }
+
     /// The call's private temp dir (`$TMP`), when confined.
     pub fn tmp(&self) -> Option<&Path> {
         self.inner.as_ref().map(|i| i.tmp.path())
@@ -1339,6 +1373,12 @@ impl Plan {
 
     /// What the audit line records: the mode, what the kernel enforces, the network, the warnings.
     pub fn summary(&self) -> Value {
+        let mut v = self.confinement_summary();
+        v["limits"] = self.limits.summary();
+        v
+    }
+
+    fn confinement_summary(&self) -> Value {
         match &self.inner {
             None => json!({"mode": "off"}),
             Some(i) => {

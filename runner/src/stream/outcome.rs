@@ -21,6 +21,8 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGSEGV => "SIGSEGV",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
         _ => "a signal",
     }
 }

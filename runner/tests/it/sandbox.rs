@@ -710,7 +710,9 @@ fn off_tiers_run_unconfined_and_the_audit_says_so() {
     );
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
-    assert_eq!(line["sandbox"], json!({"mode": "off"}));
+    assert_eq!(line["sandbox"]["mode"], "off", "{line}");
+    // Core tools have no resource limits by default either (docs/sandbox.md "Resource limits").
+    assert_eq!(line["sandbox"]["limits"]["memory_mib"], Value::Null, "{line}");
 }
 
 #[test]
