@@ -91,7 +91,12 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             failed(format!("--schemas {how}{why}"), tail)
         }
         (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
-            Ok(m) => Probed::Ok(m),
+            Ok(mut m) => {
+                if let Some(decl) = &file.mcp {
+                    crate::mcp_servers::enforce(&mut m, decl);
+                }
+                Probed::Ok(m)
+            }
             Err(e) => failed(e.to_string(), tail),
         },
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
