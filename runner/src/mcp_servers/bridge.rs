@@ -255,7 +255,7 @@ impl Conn {
     }
 
     async fn initialize(&mut self, spec: &Spec) -> Result<Value, Fault> {
-        let within = Duration::from_secs_f64(spec.handshake_s.unwrap_or(8.0).clamp(0.1, 600.0));
+        let within = Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0));
         let info = self
             .request(
                 "initialize",
@@ -345,7 +345,7 @@ async fn schemas(spec: &Spec) -> i32 {
             None => json!({}),
         };
         let page = match conn
-            .request("tools/list", params, Some(Duration::from_secs(8)), &mut |_, _| {})
+            .request("tools/list", params, Some(Duration::from_secs(9)), &mut |_, _| {})
             .await
         {
             Ok(p) => p,

@@ -30,6 +30,7 @@ const MAX_DECL_FILE: u64 = 4 * 1024 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
     /// The program (looked up on the tool's `PATH`).
+    #[serde(default)]
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -54,7 +55,7 @@ pub struct ServerSpec {
     /// The deadline of each call, in seconds (default: protocol.md's 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
-    /// How long `initialize` may take, in seconds (default 8, within the 10 s of `--schemas`).
+    /// How long the server may take to start and answer `initialize`, in seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshake_s: Option<f64>,
     /// `stdio` (the default). Other transports are refused with a clear problem.
@@ -349,4 +350,9 @@ pub fn enforce(m: &mut crate::manifest::Manifest, d: &Declared) {
 /// The runner's own executable, which is the bridge.
 pub fn runner_exe() -> std::io::Result<PathBuf> {
     std::env::current_exe()
+}
+
+/// How long a server may take to start and answer `initialize`.
+pub fn handshake(spec: &ServerSpec) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
 }

@@ -14,6 +14,7 @@ mod hardening;
 mod init;
 mod legacy_tools;
 mod llm;
+mod mcp_servers;
 mod output;
 mod pipeline;
 mod pipeline_review;
