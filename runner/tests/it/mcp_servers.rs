@@ -327,3 +327,54 @@ fn the_npm_filesystem_reference_server_under_the_same_policy() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
 }
+
+#[test]
+fn a_server_tool_runs_as_a_background_task() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["submit", "py", "echo", "--text", "later"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().expect("a task id").to_owned();
+    let o = w.run(&["jobs", "wait", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("later"), "{}", stdout(&o));
+}
+
+#[test]
+fn the_mcp_gateway_offers_a_servers_tools_and_calls_them() {
+    let w = py_world(json!({}), json!({}));
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "py_echo", "arguments": {"text": "via the gateway"}}}),
+    ];
+    let mut child = w
+        .cmd()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    use std::io::{BufRead, Write};
+    for l in &lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut answers: Vec<Value> = Vec::new();
+    for line in out.lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let done = v["id"] == 3;
+        answers.push(v);
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let listed = answers.iter().find(|a| a["id"] == 2).expect("a tools/list answer");
+    assert!(listed.to_string().contains("py_echo"), "{listed}");
+    let called = answers.iter().find(|a| a["id"] == 3).expect("a tools/call answer");
+    assert!(called.to_string().contains("via the gateway"), "{called}");
+}
