@@ -6,8 +6,8 @@ cd "$(dirname "$0")"
 repo=$PWD
 
 echo "== building (cargo build --release)"
-# Apart, as `cargo install --path runner` builds the runner: its linker symbol order (runner/link/) names the
-# functions as that build does.
+# Apart, as `cargo install --path runner` builds the runner (built together, shared dependencies get other
+# features).
 cargo build --release --quiet -p animaworks-tool
 cargo build --release --quiet -p rust-hello
 bin=$repo/target/release/animaworks-tool

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Runs every test of the repository: the Rust workspace (unit, integration, cross-language) and the Python SDK.
-# Needs the Rust toolchain and Python 3 (>= 3.10); installs the Python test dependencies with pip.
-set -euo pipefail
+# Runs every test of the repository: the Rust workspace (unit, integration, cross-language) and the Python SDK,
+# then prints one line counting what ran: `N passed, N failed, N skipped`.
+# Needs the Rust toolchain and Python 3 (>= 3.10) with venv (Debian: python3-venv). The Python test tools (pytest,
+# the MCP SDK) go into a virtual environment of their own, target/test-venv; the system Python is not touched.
+set -uo pipefail
 cd "$(dirname "$0")"
 
-python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
-if [ -f runner/tests/mcp_client/requirements.txt ]; then
-  python3 -m pip install -q -r runner/tests/mcp_client/requirements.txt
+venv=target/test-venv
+if [ ! -x "$venv/bin/python3" ]; then
+  mkdir -p target
+  python3 -m venv "$venv" || { echo "test.sh: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 2; }
 fi
+# pytest and the MCP SDK, pinned; the Rust tests that run python3 find this one first on PATH.
+"$venv/bin/python3" -m pip install -q --disable-pip-version-check pytest==8.4.2 -r runner/tests/mcp_client/requirements.txt ||
+  { echo "test.sh: installing the Python test tools into $venv failed" >&2; exit 2; }
+PATH="$PWD/$venv/bin:$PATH"
+export PATH
 
 # The official MCP reference server that runner/tests/it/mcp_servers.rs runs as a tool (pinned; npm registry).
 if command -v npm >/dev/null 2>&1 \
@@ -16,8 +24,32 @@ if command -v npm >/dev/null 2>&1 \
     @modelcontextprotocol/server-filesystem@2026.8.31
 fi
 
-cargo build --workspace --quiet
-cargo test --workspace --quiet 2>&1
-python3 -m pytest tool-sdk-py -q -W error
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+# Each stage's output is shown and kept in $log, whose summaries are counted at the end.
+stage() { "$@" 2>&1 | tee -a "$log"; local s=${PIPESTATUS[0]}; [ "$s" = 0 ] || status=$s; return "$s"; }
+
+cargo build --workspace --quiet || exit $?
+stage cargo test --workspace --quiet --no-fail-fast
+stage python3 -m pytest tool-sdk-py -q -W error -p no:cacheprovider
 # The crate docs name the real functions of a call's path: a broken or private intra-doc link fails the run.
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" stage cargo doc --workspace --no-deps --quiet
+
+# cargo: "test result: ok. 12 passed; 0 failed; 3 ignored; ..." per test binary; pytest: "3 passed, 1 skipped in 0.2s".
+summary=$(python3 - "$log" <<'EOF'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+n = {"passed": 0, "failed": 0, "skipped": 0}
+for m in re.finditer(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;", text, re.M):
+    n["passed"] += int(m[1]); n["failed"] += int(m[2]); n["skipped"] += int(m[3])
+for line in re.findall(r"^=*\s*(\d+ (?:passed|failed|skipped|error|errors|xfailed|xpassed|deselected)\b.* in [\d.]+s.*)$", text, re.M):
+    for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", line):
+        key = {"error": "failed", "errors": "failed", "xfailed": "skipped", "xpassed": "passed"}.get(word, word)
+        n[key] += int(count)
+print(f"{n['passed']} passed, {n['failed']} failed, {n['skipped']} skipped")
+EOF
+)
+echo "$summary"
+# A stage that failed without a failing test (a build error, a doc warning) still fails the run.
+exit "$status"

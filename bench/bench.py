@@ -238,25 +238,8 @@ def bench_call(runs: int, timer: str) -> None:
         record("2§8a", "the same call with the baseline build (BENCH_BASELINE), same loop", f"{b:.2f} ms",
                f"{m['direct']:.2f} ms direct", f"{b / m['direct']:.2f}x, +{b - m['direct']:.2f} ms; this build "
                f"{m['runner'] - b:+.2f} ms", "reported", None)
-    order = symbol_order_found()
-    if order:
-        record("2§8a", "the runner's functions laid out in call order (runner/link/symbol-order.txt)",
-               f"{order[0]} of {order[1]} names found", "-", "-", "reported (bench/order-symbols renews it)", None)
     record("2§8a", "for scale: the runner starting and exiting (--version)", f"{m['runner --version']:.2f} ms",
            f"{m['direct']:.2f} ms direct tool call", f"+{m['runner --version'] - m['direct']:.2f} ms", "reported (no target)", None)
-
-
-def symbol_order_found() -> tuple[int, int] | None:
-    """How many names of the linker's symbol order the release binary has: after a dependency or toolchain update
-    they stop matching and the order is lost without an error."""
-    order_file = BENCH.parent / "runner" / "link" / "symbol-order.txt"
-    nm = shutil.which("nm")
-    if not order_file.is_file() or not nm:
-        return None
-    names = {line.split()[-1] for line in subprocess.run([nm, "--no-demangle", str(AWT)], capture_output=True,
-                                                          text=True).stdout.splitlines() if line.strip()}
-    wanted = [line.strip() for line in order_file.read_text().splitlines() if line.strip()]
-    return sum(1 for w in wanted if w in names), len(wanted)
 
 
 def make_tiny_tools(folder: Path, n: int) -> None:
@@ -534,7 +517,7 @@ def bench_sandbox(runs: int, timer: str) -> None:
         d = m[label] - m["unconfined"]
         record("13§4", f"a call {label} (tiny compiled personal tool)", f"{m[label]:.2f} ms",
                f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms", "<= +1 ms", d <= 1.0)
-    # A host list has no target of its own (README "Cost"): reported over the unconfined call and the sandboxed one.
+    # A host list has no target of its own (docs/sandbox.md, "Cost"): reported over the unconfined call and the sandboxed one.
     d = m["sandboxed, host list"] - m["unconfined"]
     record("13§2", "a call sandboxed with a host list (tiny compiled personal tool)",
            f"{m['sandboxed, host list']:.2f} ms", f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms",
@@ -747,8 +730,8 @@ def main() -> None:
     a = ap.parse_args()
     atexit.register(remove_roots)
     if not a.no_build:
-        # Apart: built together, the two packages' shared dependencies get other features, hence other symbol names
-        # than `cargo install --path runner` gives the runner, and runner/link/symbol-order.txt would not match.
+        # Apart: built together, the two packages' shared dependencies get other features than `cargo install
+        # --path runner` gives the runner.
         sh(["cargo", "build", "--release", "-q", "-p", "animaworks-tool"], cwd=ROOT)
         sh(["cargo", "build", "--release", "-q", "-p", "rust-hello"], cwd=ROOT)
     for b in (AWT, HELLO):

@@ -73,7 +73,7 @@ struct Prepared {
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
-/// confines the process (README "Sandbox").
+/// confines the process (docs/sandbox.md).
 fn prepare(
     file: &ToolFile,
     dirs: &Dirs,

@@ -21,7 +21,7 @@ pub(crate) struct Attempt {
     /// Unmasked; masked when written.
     pub args: Value,
     pub started: Instant,
-    /// The sandbox planned for it, once it is known (README "Sandbox").
+    /// The sandbox planned for it, once it is known (docs/sandbox.md).
     pub sandbox: Option<Value>,
     /// The environment policy it ran (or would have run) under (protocol.md §8).
     pub env: &'static str,

@@ -141,7 +141,7 @@ impl Runner {
     pub fn settings(&self) -> Result<&Settings, CallError> {
         self.settings_file().map_err(|e| {
             CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                .hint("fix that file (README: \"Settings\"), or move it away to use the defaults")
+                .hint("fix that file (docs/configuration.md), or move it away to use the defaults")
                 .with(Detail::Path, e.path.to_string_lossy().into_owned())
         })
     }

@@ -1,10 +1,14 @@
-//! Shell completions and the man page.
+//! Shell completions.
 //!
 //! `completions bash|zsh|fish|elvish|powershell` prints a small script that asks the runner itself for
 //! candidates (clap_complete's dynamic completion: the shell runs `ANIMAWORKS_TOOL_COMPLETE=<shell>
 //! animaworks-tool -- <words…>`). To answer, the runner builds its command tree with one subcommand per tool,
 //! one per action and one flag per property, read from the schema cache only: completing never starts a tool,
 //! and a tool whose schemas are not cached yet completes by name only.
+//!
+//! Completion offers only what the parser takes: the global options (`--anima-dir`, `--color`, …) where clap
+//! reads them (before the command word, and among a runner command's own options), never inside a tool or after
+//! its action, whose words are the tool's.
 
 use crate::cache;
 use crate::dirs::{DirOptions, Dirs};
@@ -57,17 +61,6 @@ pub fn completions(shell: &str) -> i32 {
     };
     let mut buf = Vec::new();
     if let Err(e) = sh.write_registration(VAR, "animaworks-tool", "animaworks-tool", &me, &mut buf) {
-        tell!("animaworks-tool: {e}");
-        return crate::ErrorCode::Internal.exit_code();
-    }
-    let _ = std::io::stdout().lock().write_all(&buf);
-    0
-}
-
-/// `man`: the man page (roff) on stdout.
-pub fn man() -> i32 {
-    let mut buf = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(super::command()).render(&mut buf) {
         tell!("animaworks-tool: {e}");
         return crate::ErrorCode::Internal.exit_code();
     }
@@ -136,7 +129,7 @@ pub fn command(dirs: &Dirs) -> Command {
             }))
         })
     };
-    super::command()
+    runner_globals(super::command())
         .subcommands(tools.iter().cloned())
         .mut_subcommand("call", |c| tools_under(c, &tools))
         .mut_subcommand("submit", |c| tools_under(c, &tools))
@@ -145,6 +138,26 @@ pub fn command(dirs: &Dirs) -> Command {
                 .mut_subcommand("wait", with_id)
                 .mut_subcommand("cancel", with_id)
         })
+}
+
+/// The tree with its global options made local to the top level and to each runner command (clap would otherwise
+/// hand them down into the tools added below it, where the parser does not take them).
+fn runner_globals(root: Command) -> Command {
+    let globals: Vec<Arg> = root
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().global(false))
+        .collect();
+    let root = globals
+        .iter()
+        .fold(root, |c, g| c.mut_arg(g.get_id().clone(), |a| a.global(false)));
+    fn down(c: Command, globals: &[Arg]) -> Command {
+        let names: Vec<String> = c.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+        names.iter().fold(c, |c, n| {
+            c.mut_subcommand(n, |s| down(s.args(globals.iter().cloned()), globals))
+        })
+    }
+    down(root, &globals)
 }
 
 /// `call`/`submit` with their positionals replaced by the tool tree (their options kept).

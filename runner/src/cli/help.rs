@@ -326,7 +326,7 @@ pub fn cli_argv_notes(r: &Resolved, argv: &[String]) {
         tell!(
             "{}",
             super::render::paint(
-                "2",
+                super::term::DIM,
                 &format!("(animaworks-tool: the help below is {tool}'s own; `animaworks-tool help {tool}` is the runner's view)")
             )
         );

@@ -34,6 +34,7 @@ pub mod help;
 pub mod list;
 pub mod llm;
 mod log;
+pub mod man;
 pub mod render;
 pub mod task;
 pub mod term;
@@ -60,7 +61,7 @@ Calling tools:
 Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
-13 internal. See protocol.md and the README.";
+13 internal. See protocol.md and docs/ (docs/command-line.md).";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -87,6 +88,15 @@ pub(crate) struct Cli {
     /// The schema cache dir. Default: $ANIMAWORKS_TOOL_CACHE_DIR, else <data dir>/cache/animaworks-tool.
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
+    /// Colour in messages: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces it), always, never.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        global = true,
+        default_value = "auto",
+        hide_default_value = true
+    )]
+    color: term::ColorWhen,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -101,6 +111,7 @@ enum Cmd {
     },
     /// Print every problem with the tools; exit 1 while there are any.
     Doctor {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -108,7 +119,9 @@ enum Cmd {
     Refresh,
     /// Call an action: `call <tool> <action> --json '{…}'` (flags work too). Errors are JSON on stdout.
     Call {
+        /// The tool's name.
         tool: String,
+        /// The action (`-` and `_` alike).
         action: String,
         /// --json JSON|@FILE|-, --param value…, --timeout S, --max-output BYTES, --events
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -140,8 +153,8 @@ enum Cmd {
         /// bash, zsh, fish, elvish or powershell.
         shell: String,
     },
-    /// Print the man page (roff): `animaworks-tool man > ~/.local/share/man/man1/animaworks-tool.1`.
-    Man,
+    /// Print a man page (roff), or write every page: `animaworks-tool man --dir ~/.local/share/man/man1`.
+    Man(man::ManArgs),
     /// Help on a tool or action (`help <tool> [<action>]`, from its schema) or on a runner command.
     Help {
         /// A tool and action, or a runner command and subcommand.
@@ -150,6 +163,7 @@ enum Cmd {
     },
     /// The runner's version and the tool protocol versions it speaks.
     Version {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -172,7 +186,7 @@ pub fn main() -> i32 {
     ) {
         let _ = crate::guardian::start();
     }
-    let cli = match fast_parse().map(Ok).unwrap_or_else(Cli::try_parse) {
+    let cli = match fast_parse().map(Ok).unwrap_or_else(parse) {
         Ok(cli) => cli,
         Err(e) => match top_level_help() {
             Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0),
@@ -219,7 +233,7 @@ pub fn main() -> i32 {
             Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0) }),
             Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic).await }),
             Some(Cmd::Completions { shell }) => boxed(async move { complete::completions(&shell) }),
-            Some(Cmd::Man) => boxed(async move { complete::man() }),
+            Some(Cmd::Man(a)) => boxed(async move { man::man(&a) }),
             Some(Cmd::Tool(words)) => boxed(async move { tool_form(runner, words, fwd).await }),
         };
         command.await
@@ -227,6 +241,18 @@ pub fn main() -> i32 {
     drop(rt);
     crate::guardian::shutdown();
     code
+}
+
+/// clap's parse, its messages coloured by the runner's policy (`--color` is read first for them).
+fn parse() -> Result<Cli, clap::Error> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(when) = term::color_from_args(&args, GLOBALS_WITH_VALUE, COMMANDS) {
+        term::set_color(when);
+    }
+    let matches = command().color(term::clap_color()).try_get_matches_from(&args)?;
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    term::set_color(cli.color);
+    Ok(cli)
 }
 
 fn boxed<'a>(
@@ -253,7 +279,7 @@ fn dir_options(cli: &Cli) -> DirOptions {
 /// `animaworks-tool [global options] --help|-h|help`: clap's help plus the tools, as the original lists them.
 /// Returns the global options when the command line is exactly that.
 fn top_level_help() -> Option<Cli> {
-    const WITH_VALUE: &[&str] = &["--core-dir", "--data-dir", "--anima-dir", "--python", "--cache-dir"];
+    const WITH_VALUE: &[&str] = GLOBALS_WITH_VALUE;
     let args: Vec<OsString> = std::env::args_os().collect();
     let mut i = 1;
     let mut help_at = None;
@@ -277,6 +303,16 @@ fn top_level_help() -> Option<Cli> {
     let globals = args.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, a)| a);
     Cli::try_parse_from(globals).ok()
 }
+
+/// The global options that take a value (a test keeps this list equal to clap's).
+pub(crate) const GLOBALS_WITH_VALUE: &[&str] = &[
+    "--core-dir",
+    "--data-dir",
+    "--anima-dir",
+    "--python",
+    "--cache-dir",
+    "--color",
+];
 
 /// Runner commands other than `call` (a test keeps this list equal to clap's).
 pub(crate) const COMMANDS: &[&str] = &[
@@ -322,6 +358,7 @@ fn fast_parse() -> Option<Cli> {
         anima_dir: None,
         python: None,
         cache_dir: None,
+        color: term::ColorWhen::Auto,
         cmd: Some(cmd),
     })
 }
@@ -520,6 +557,20 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_global_option_with_a_value_is_known() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let mut clap: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| a.is_global_set() && a.get_action().takes_values())
+            .map(|a| format!("--{}", a.get_long().unwrap()))
+            .collect();
+        let mut ours: Vec<String> = GLOBALS_WITH_VALUE.iter().map(|s| s.to_string()).collect();
+        clap.sort();
+        ours.sort();
+        assert_eq!(clap, ours);
+    }
 
     #[test]
     fn the_fast_path_knows_every_runner_command() {

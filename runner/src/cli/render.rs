@@ -13,10 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tool_sdk::protocol::{Event, Level};
 
-/// Whether stderr gets colour: a terminal that is not `TERM=dumb`, and no `NO_COLOR` (no-color.org).
+/// Whether stderr gets colour ([`term`]'s policy: `--color`, `NO_COLOR`, `CLICOLOR_FORCE`, a terminal).
 pub fn color() -> bool {
-    static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *COLOR.get_or_init(|| live_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()))
+    term::stderr_color()
 }
 
 /// Whether stderr can take a live display: a terminal that understands cursor movement (not `TERM=dumb`).
@@ -25,13 +24,9 @@ pub fn live_terminal() -> bool {
     *LIVE.get_or_init(|| std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb"))
 }
 
-/// `text` in an SGR style (`31` red, `33` yellow, `2` dim) when stderr takes colour.
-pub fn paint(code: &str, text: &str) -> String {
-    if color() {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_owned()
-    }
+/// `text` in `style` when stderr takes colour.
+pub fn paint(style: anstyle::Style, text: &str) -> String {
+    term::paint(style, text)
 }
 
 /// A warning on stderr, in yellow on a terminal.
@@ -39,7 +34,7 @@ pub fn warn(message: &str) {
     let _ = writeln!(
         std::io::stderr().lock(),
         "animaworks-tool: {} {message}",
-        paint("33", "warning:")
+        paint(term::YELLOW, "warning:")
     );
 }
 
@@ -196,12 +191,12 @@ impl Live {
     }
 }
 
-fn level_name(level: &Level) -> (&'static str, &'static str) {
+fn level_name(level: &Level) -> (&'static str, anstyle::Style) {
     match level {
-        Level::Debug => ("debug", "2"),
-        Level::Info => ("info", "36"),
-        Level::Warning => ("warning", "33"),
-        Level::Error => ("error", "31"),
+        Level::Debug => ("debug", term::DIM),
+        Level::Info => ("info", term::CYAN),
+        Level::Warning => ("warning", term::YELLOW),
+        Level::Error => ("error", term::RED),
     }
 }
 
@@ -429,11 +424,11 @@ fn print_error_with(e: &CallError, json_on_stdout: bool, tail: bool) {
         let _ = writeln!(
             err,
             "animaworks-tool: {} {}",
-            paint("31", &format!("{}:", e.code)),
+            paint(term::RED, &format!("{}:", e.code)),
             e.message
         );
         if let Some(h) = &e.hint {
-            let _ = writeln!(err, "  {}", paint("2", &format!("hint: {h}")));
+            let _ = writeln!(err, "  {}", paint(term::DIM, &format!("hint: {h}")));
         }
         if let (true, true, Some(Value::String(t))) = (tail, err_tty, e.detail(Detail::StderrTail)) {
             let lines: Vec<&str> = t.lines().collect();

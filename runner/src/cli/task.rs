@@ -158,7 +158,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         tell!(
             "{}",
             render::paint(
-                "2",
+                super::term::DIM,
                 &format!(
                     "follow it: `animaworks-tool jobs wait {id}` (progress, then the result) · `jobs show {id}` · `jobs cancel {id}`"
                 )
@@ -367,8 +367,11 @@ async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Du
                 );
             }
             if !out_tty || std::io::stderr().is_terminal() {
-                tell!("animaworks-tool: {} {message}", render::paint("33", "wait_timeout:"));
-                tell!("  {}", render::paint("2", &format!("hint: {hint}")));
+                tell!(
+                    "animaworks-tool: {} {message}",
+                    render::paint(super::term::YELLOW, "wait_timeout:")
+                );
+                tell!("  {}", render::paint(super::term::DIM, &format!("hint: {hint}")));
             }
             return Ok(WAIT_TIMED_OUT);
         }
@@ -417,9 +420,9 @@ fn outcome(t: &Task) -> i32 {
             }
             if !terminal || std::io::stderr().is_terminal() {
                 let head = format!("task {} {}:", t.task_id, t.status.as_str());
-                tell!("animaworks-tool: {} {msg}", render::paint("31", &head));
+                tell!("animaworks-tool: {} {msg}", render::paint(super::term::RED, &head));
                 if let Some(h) = detail.get("hint").and_then(Value::as_str) {
-                    tell!("  {}", render::paint("2", &format!("hint: {h}")));
+                    tell!("  {}", render::paint(super::term::DIM, &format!("hint: {h}")));
                 }
             }
             t.exit_code()

@@ -2,9 +2,95 @@
 //! window titles, screen clears, cursor moves that forge output, bidi overrides that reorder a line) are shown
 //! as visible escapes instead of being obeyed. Only when the runner writes to a terminal: pipes, files, JSON and
 //! `--events` stay exact.
+//!
+//! The colour policy, once for clap's messages and the runner's own: `--color auto|always|never`, and under
+//! `auto` anstream's reading of the environment (`NO_COLOR` set: never; else `CLICOLOR_FORCE` set: always; else
+//! a terminal whose `TERM` is not `dumb`).
 
 use std::borrow::Cow;
+use std::ffi::OsString;
 use std::io::IsTerminal;
+
+/// `--color`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Sets the policy for the rest of the process (before anything is painted; the first answer is kept).
+pub fn set_color(when: ColorWhen) {
+    let choice = match when {
+        ColorWhen::Auto => anstream::ColorChoice::Auto,
+        ColorWhen::Always => anstream::ColorChoice::Always,
+        ColorWhen::Never => anstream::ColorChoice::Never,
+    };
+    choice.write_global();
+}
+
+/// The policy in clap's terms, for its help and error messages.
+pub fn clap_color() -> clap::ColorChoice {
+    match anstream::ColorChoice::global() {
+        anstream::ColorChoice::Always | anstream::ColorChoice::AlwaysAnsi => clap::ColorChoice::Always,
+        anstream::ColorChoice::Never => clap::ColorChoice::Never,
+        anstream::ColorChoice::Auto => clap::ColorChoice::Auto,
+    }
+}
+
+/// `--color` read from the words before clap parses them (so that clap's own error about them follows it): only
+/// among the runner's options, not after a tool's name (a tool's own `--color` is its business). `valued`: the
+/// global options that take a value.
+pub fn color_from_args(args: &[OsString], valued: &[&str], commands: &[&str]) -> Option<ColorWhen> {
+    use clap::ValueEnum as _;
+    let mut found = None;
+    let mut in_command = false;
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned());
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+            _ => (a.clone(), None),
+        };
+        if a == "--" {
+            break;
+        } else if name == "--color" {
+            let value = inline.or_else(|| it.next());
+            found = value.and_then(|v| ColorWhen::from_str(&v, false).ok()).or(found);
+        } else if valued.contains(&name.as_str()) {
+            if inline.is_none() {
+                it.next();
+            }
+        } else if !a.starts_with('-') && !in_command {
+            // A tool's name, or a command whose words after it are a tool's.
+            if !commands.contains(&a.as_str()) || matches!(a.as_str(), "submit" | "help") {
+                break;
+            }
+            in_command = true;
+        }
+    }
+    found
+}
+
+/// The styles the runner's messages use.
+pub const RED: anstyle::Style = anstyle::AnsiColor::Red.on_default();
+pub const YELLOW: anstyle::Style = anstyle::AnsiColor::Yellow.on_default();
+pub const CYAN: anstyle::Style = anstyle::AnsiColor::Cyan.on_default();
+pub const DIM: anstyle::Style = anstyle::Style::new().dimmed();
+
+/// Whether what the runner writes on stderr gets colour.
+pub fn stderr_color() -> bool {
+    static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *COLOR.get_or_init(|| anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+}
+
+/// `text` in `style` when stderr takes colour.
+pub fn paint(style: anstyle::Style, text: &str) -> String {
+    if stderr_color() {
+        format!("{}{text}{}", style.render(), style.render_reset())
+    } else {
+        text.to_owned()
+    }
+}
 
 /// A character a terminal would act on rather than show: C0 controls but newline and tab, DEL, C1 controls, and
 /// the Unicode bidi embeddings, overrides and isolates.
@@ -88,6 +174,25 @@ impl CleanStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn color_is_read_among_the_runner_options_only() {
+        let w = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let read = |v: &[&str]| color_from_args(&w(v), &["--anima-dir"], &["tools", "jobs", "submit"]);
+        assert_eq!(read(&["me", "--color", "never", "tools"]), Some(ColorWhen::Never));
+        assert_eq!(
+            read(&["me", "--anima-dir", "tools", "--color=always"]),
+            Some(ColorWhen::Always)
+        );
+        assert_eq!(
+            read(&["me", "jobs", "list", "--color", "never"]),
+            Some(ColorWhen::Never)
+        );
+        assert_eq!(read(&["me", "weather", "paint", "--color", "never"]), None);
+        assert_eq!(read(&["me", "submit", "weather", "paint", "--color", "never"]), None);
+        assert_eq!(read(&["me", "--color", "red", "tools"]), None);
+        assert_eq!(read(&["me", "--color"]), None);
+    }
 
     #[test]
     fn control_sequences_become_visible() {

@@ -46,7 +46,7 @@ pub struct AuditRecord {
     pub exit_code: Option<i32>,
     /// The arguments (an object for structured calls, the argv list for `cli_main` calls), masked.
     pub args: Value,
-    /// The sandbox the tool ran in (README "Sandbox"): `{"mode": "off"}`, or what the kernel enforced; `null`
+    /// The sandbox the tool ran in (docs/sandbox.md): `{"mode": "off"}`, or what the kernel enforced; `null`
     /// when the attempt ended before one was planned.
     pub sandbox: Option<Value>,
     /// The environment policy the tool ran (or would have run) under: `clean` or `inherit` (protocol.md §8).

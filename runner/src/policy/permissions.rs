@@ -43,7 +43,7 @@ pub struct Permissions {
     /// Whether the anima may create tools (default: personal yes, shared no).
     #[serde(deserialize_with = "map_only")]
     pub tool_creation: ToolCreation,
-    /// Runner extension: the anima's sandbox grants and per-tier modes (README "Sandbox").
+    /// Runner extension: the anima's sandbox grants and per-tier modes (docs/sandbox.md).
     #[serde(skip_serializing_if = "crate::sandbox::Grants::is_default")]
     pub sandbox: crate::sandbox::Grants,
 }

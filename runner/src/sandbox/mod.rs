@@ -1,4 +1,4 @@
-//! The sandbox: what a tool's process may touch, enforced by the kernel (README "Sandbox", protocol.md §2.4).
+//! The sandbox: what a tool's process may touch, enforced by the kernel (docs/sandbox.md, protocol.md §2.4).
 //!
 //! Two steps, both before the fork:
 //! 1. [`plan`]: from the action's declaration (its profile's `sandbox`), the tool's tier, the operator's
@@ -283,7 +283,7 @@ struct Inner {
     support: kernel::Support,
     pid_ns: bool,
     /// The host list is enforced: the process gets a network namespace and reaches only the runner's proxy,
-    /// which holds each connection to these entries (README "Sandbox").
+    /// which holds each connection to these entries (docs/sandbox.md).
     proxy_hosts: Option<Vec<String>>,
     tool: PathBuf,
     cache: PathBuf,

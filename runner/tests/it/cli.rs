@@ -76,6 +76,99 @@ fn completion_offers_tools_actions_flags_and_enum_values_from_the_cache_without_
     assert!(!marker.exists(), "completion started the tool");
 }
 
+/// The global options are offered where clap takes them (first, and among a runner command's options), never
+/// after a tool's action, where the parser refuses them (those words are the tool's).
+#[test]
+fn completion_offers_the_global_options_only_where_the_parser_takes_them() {
+    let w = World::new();
+    hello(&w);
+    assert!(w.run(&["hello", "greet", "--who", "x"]).status.success());
+    let anima = w.anima.display().to_string();
+    let globals = [
+        "--anima-dir",
+        "--data-dir",
+        "--core-dir",
+        "--cache-dir",
+        "--python",
+        "--color",
+    ];
+    let given = ["--anima-dir", anima.as_str(), "--color", "never"];
+    for (words, line) in [
+        (&["animaworks-tool", "--"][..], [&given[..], &["tools"]].concat()),
+        (&["animaworks-tool", "tools", "--"], [&["tools"][..], &given].concat()),
+        (
+            &["animaworks-tool", "jobs", "list", "--"],
+            [&["jobs", "list"][..], &given].concat(),
+        ),
+    ] {
+        let offered = complete(&w, words.len() - 1, words);
+        for g in globals {
+            assert!(
+                offered.contains(&g.to_owned()),
+                "{words:?}: {g} missing from {offered:?}"
+            );
+        }
+        // And the parser takes what was offered there.
+        let o = w.run(&line);
+        assert!(o.status.success(), "{line:?}: {}", stderr(&o));
+    }
+    for words in [
+        &["animaworks-tool", "hello", "greet", "--"][..],
+        &["animaworks-tool", "call", "hello", "greet", "--"],
+    ] {
+        let offered = complete(&w, words.len() - 1, words);
+        assert!(offered.contains(&"--who".to_owned()), "{offered:?}");
+        for g in globals {
+            assert!(!offered.contains(&g.to_owned()), "{words:?}: {g} offered: {offered:?}");
+        }
+    }
+    // What is no longer offered there: the parser refuses it.
+    let o = w.run(&["hello", "greet", "--who", "x", "--anima-dir", &anima]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("anima-dir"), "{}", stderr(&o));
+}
+
+/// One colour policy for clap's messages and the runner's own: `--color`, then NO_COLOR, then CLICOLOR_FORCE,
+/// then a terminal (stderr is a pipe here, so `auto` alone means none).
+#[test]
+fn color_follows_the_flag_then_no_color_then_clicolor_force() {
+    let w = World::new();
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = w.cmd();
+        c.env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env("TERM", "xterm");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.args(args).output().unwrap();
+        stderr(&o)
+    };
+    // clap's message (an unknown option of a runner command) and ours (an unknown tool).
+    let clap_msg = &["tools", "--bogus"][..];
+    let ours = &["--data-dir", &w.data.display().to_string(), "nosuch", "go"].map(str::to_owned);
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let coloured = |e: &str| e.contains("\x1b[");
+    for (env, flag, want) in [
+        (&[][..], None, false),
+        (&[("CLICOLOR_FORCE", "1")][..], None, true),
+        (&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")][..], None, false),
+        (&[("CLICOLOR_FORCE", "1")][..], Some("never"), false),
+        (&[("NO_COLOR", "1")][..], Some("always"), true),
+        (&[][..], Some("always"), true),
+    ] {
+        for args in [clap_msg, &ours[..]] {
+            let mut line: Vec<&str> = flag.map(|f| vec!["--color", f]).unwrap_or_default();
+            line.extend(args);
+            let e = run(env, &line);
+            assert!(e.contains("bogus") || e.contains("nosuch"), "{env:?} {line:?}: {e}");
+            assert_eq!(coloured(&e), want, "{env:?} {line:?}: {e:?}");
+        }
+    }
+    let e = run(&[], &["--color", "red", "tools"]);
+    assert!(e.contains("red") && e.contains("never"), "{e}");
+}
+
 #[test]
 fn completions_prints_a_script_for_each_shell_and_refuses_others() {
     let w = World::new();
@@ -94,6 +187,63 @@ fn completions_prints_a_script_for_each_shell_and_refuses_others() {
         "{}",
         stdout(&o)
     );
+}
+
+/// `man --dir` writes a page for every command, and no page names one that was not written (clap_mangen names
+/// each subcommand's page as `<parent>-<sub>(1)`).
+#[test]
+fn every_man_page_named_exists() {
+    let w = World::new();
+    let dir = w.tmp.path().join("man1");
+    let o = w.run(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for want in ["animaworks-tool.1", "animaworks-tool-mcp.1", "animaworks-tool-jobs-list.1", "animaworks-tool-man.1"] {
+        assert!(pages.contains(want), "{want} missing from {pages:?}");
+    }
+    let mut named = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap().replace("\\-", "-");
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            let name = &text[start..at];
+            if name.starts_with("animaworks-tool") {
+                named += 1;
+                assert!(pages.contains(&format!("{name}.1")), "{page} names {name}(1), which was not written");
+            }
+        }
+    }
+    assert!(named >= 20, "only {named} references found: the pattern no longer matches clap_mangen's output");
+    // One page on stdout, by command.
+    let o = w.run(&["man", "jobs", "list"]);
+    assert!(o.status.success() && stdout(&o).contains(".TH animaworks-tool-jobs-list"), "{}", stdout(&o));
+    assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
+}
+
+/// docs/commands.md is the command tree's own Markdown (`man --markdown`): a new command or option that is not in
+/// it fails here. `ANIMAWORKS_TOOL_BLESS=1` rewrites the file.
+#[test]
+fn the_command_reference_in_the_docs_is_current() {
+    let w = World::new();
+    let o = w.run(&["man", "--markdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/commands.md");
+    if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
+        std::fs::write(path, &o.stdout).unwrap();
+    }
+    let file = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        file == stdout(&o),
+        "docs/commands.md is stale: `cargo run -q -p animaworks-tool -- man --markdown > docs/commands.md` (or ANIMAWORKS_TOOL_BLESS=1)"
+    );
+    for cmd in ["## `animaworks-tool mcp`", "## `animaworks-tool jobs list`", "`--color <WHEN>`"] {
+        assert!(file.contains(cmd), "{cmd} missing from docs/commands.md");
+    }
 }
 
 #[test]
@@ -732,6 +882,74 @@ fn the_readme_five_minute_bash_tool_handles_quotes() {
     assert_eq!(json(&o)["greeting"], format!("hello, {who}"));
 }
 
+/// `docs/<page>.md` of every page, relative to the repository.
+fn docs_pages(root: &std::path::Path) -> Vec<String> {
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// The README is short and the manual is in docs/: every relative link of either reaches a file that exists, and
+/// a `#fragment` into a Markdown page names one of its headings (as a code host makes anchors of them).
+#[test]
+fn the_readme_and_docs_links_reach_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.len() <= 15 * 1024, "the README is {} bytes: the manual goes into docs/", readme.len());
+    let anchors = |text: &str| -> Vec<String> {
+        let mut in_code = false;
+        text.lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    in_code = !in_code;
+                }
+                !in_code && l.starts_with('#')
+            })
+            .map(|l| {
+                l.trim_start_matches('#')
+                    .trim()
+                    .to_lowercase()
+                    .chars()
+                    .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                    .map(|c| if c == ' ' { '-' } else { c })
+                    .collect()
+            })
+            .collect()
+    };
+    let mut checked = 0;
+    for doc in std::iter::once("README.md".to_owned()).chain(docs_pages(&root)) {
+        let text = std::fs::read_to_string(root.join(&doc)).unwrap();
+        let base = root.join(&doc).parent().unwrap().to_path_buf();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("](") {
+            let after = &rest[i + 2..];
+            let Some(end) = after.find(')') else { break };
+            let link = &after[..end];
+            rest = &after[end..];
+            if link.contains("://") || link.contains(' ') {
+                continue;
+            }
+            let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() { root.join(&doc) } else { base.join(file) };
+            assert!(target.exists(), "{doc} links to {link}, which does not exist");
+            if !fragment.is_empty() && target.extension().is_some_and(|e| e == "md") {
+                let heads = anchors(&std::fs::read_to_string(&target).unwrap());
+                assert!(heads.iter().any(|h| h == fragment), "{doc} links to {link}: no such heading in {heads:?}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} links found");
+    for page in ["writing-tools", "migrating", "sandbox", "background-tasks", "llm", "mcp", "configuration", "commands", "performance"] {
+        assert!(readme.contains(&format!("(docs/{page}.md)")), "the README does not lead to docs/{page}.md");
+    }
+}
+
 #[test]
 fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defined() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -741,7 +959,12 @@ fn docs_name_no_path_of_one_machine_and_the_rust_sdk_readme_has_every_link_defin
         "bench/README.md",
         "tool-sdk-rs/README.md",
         "tool-sdk-py/README.md",
-    ] {
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(docs_pages(&root))
+    {
+        let doc = doc.as_str();
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
         for bad in ["/work/", "/root/", "/home/runner"] {
             assert!(!text.contains(bad), "{doc} names a path of one machine: {bad}");

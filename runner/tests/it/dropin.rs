@@ -530,7 +530,7 @@ fn side_by_side_the_documented_difference_of_grant_spellings() {
     let ours = gate::decide(&permissions::load(d.path()), "github", Tier::Core, "create_issue", &g);
     assert!(
         ours.is_allow(),
-        "ours honours what the user wrote (README, differences)"
+        "ours honours what the user wrote (docs/migrating.md, the drop-in table)"
     );
 }
 
@@ -733,7 +733,7 @@ fn side_by_side_use_tool_answers() {
         "the cut and the (ja) marker"
     );
     // 3-byte text: the original drops 1,000 characters at a time until the bytes fit; ours keeps every
-    // character that fits (README, differences). The marker is the same.
+    // character that fits (docs/migrating.md, the drop-in table). The marker is the same.
     let (mine, their) = (ours("echoer", "jp"), theirs["echoer_jp"].as_str().unwrap().to_owned());
     let (mine_body, mine_marker) = mine.split_once("\n\n").unwrap();
     let (their_body, their_marker) = their.split_once("\n\n").unwrap();

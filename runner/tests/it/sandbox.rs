@@ -1,4 +1,4 @@
-//! The sandbox (README "Sandbox", protocol.md §2.4): escape attempts from a Python tool, a compiled (C) tool and
+//! The sandbox (docs/sandbox.md, protocol.md §2.4): escape attempts from a Python tool, a compiled (C) tool and
 //! the children they start must fail, while what the action declared works. Real processes, real kernel.
 
 use crate::support::*;
@@ -11,7 +11,7 @@ use std::path::Path;
 fn landlock() -> bool {
     let k = animaworks_tool::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
-        eprintln!("SKIPPED: this kernel has Landlock ABI {} and seccomp {}: the sandbox cannot be tested here (README \"Sandbox\" lists what each ABI enforces)", k.landlock_abi, k.seccomp);
+        eprintln!("SKIPPED: this kernel has Landlock ABI {} and seccomp {}: the sandbox cannot be tested here (docs/sandbox.md lists what each ABI enforces)", k.landlock_abi, k.seccomp);
         return false;
     }
     true
@@ -410,7 +410,7 @@ esac"#;
 #[test]
 fn a_daemon_the_tool_starts_dies_with_the_call() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no PID namespace here: a setsid daemon outlives its call (README \"Sandbox\")");
+        eprintln!("SKIPPED: no PID namespace here: a setsid daemon outlives its call (docs/sandbox.md)");
         return;
     }
     let w = World::sandboxed();
@@ -652,7 +652,7 @@ if __name__ == "__main__":
 
 fn pid_namespace() -> bool {
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (README \"Sandbox\")");
+        eprintln!("SKIPPED: no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox.md)");
         return false;
     }
     true

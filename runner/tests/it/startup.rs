@@ -116,36 +116,3 @@ fn a_warning_shows_the_control_characters_of_what_it_quotes() {
     assert!(term.contains("\x1b[33m WARN\x1b[0m the audit log "), "{term:?}");
     assert!(term.contains("al^[]0;PWNED^Gice") && !term.contains('\x07'), "{term:?}");
 }
-
-/// The linker lays out the functions a call runs in the order of `link/symbol-order.txt` (fewer text pages
-/// faulted in per call). The names of the standard library's functions are the same in every profile, so this
-/// debug build shows it too: those of the file that the binary has sit at ascending addresses.
-#[test]
-fn the_linker_follows_the_symbol_order() {
-    let Some(order_file) = option_env!("ANIMAWORKS_TOOL_SYMBOL_ORDER") else {
-        return; // another linker: the build script did not ask for an order
-    };
-    let nm = std::process::Command::new("nm")
-        .args(["--no-demangle", BIN])
-        .output()
-        .expect("nm (binutils) reads the runner's symbols");
-    let addresses: std::collections::HashMap<String, u64> = String::from_utf8_lossy(&nm.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (addr, kind, name) = (f.next()?, f.next()?, f.next()?);
-            matches!(kind, "t" | "T").then(|| Some((name.to_owned(), u64::from_str_radix(addr, 16).ok()?)))?
-        })
-        .collect();
-    let placed: Vec<(String, u64)> = std::fs::read_to_string(order_file)
-        .unwrap()
-        .lines()
-        .filter(|name| name.starts_with("_ZN") || name.starts_with("_R"))
-        .filter_map(|name| addresses.get(name).map(|a| (name.to_owned(), *a)))
-        .collect();
-    assert!(placed.len() >= 20, "only {} of the file's names are in the binary: {placed:?}", placed.len());
-    for pair in placed.windows(2) {
-        // Equal: two names folded into one function (identical code folding).
-        assert!(pair[0].1 <= pair[1].1, "out of order: {pair:?}");
-    }
-}

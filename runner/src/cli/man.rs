@@ -1,0 +1,163 @@
+//! `man`: the manual pages and the docs' command reference, both drawn from the one clap tree, so that neither
+//! names a command or option the parser does not have.
+
+use clap::{Arg, Args, Command};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write every page into DIR (one per command, as the pages name each other), e.g. ~/.local/share/man/man1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The command reference as Markdown (docs/commands.md is this output).
+    #[arg(long, hide = true, conflicts_with = "dir")]
+    pub markdown: bool,
+    /// The command whose page to print (`man jobs list`); none: the runner's own page.
+    pub command: Vec<String>,
+}
+
+/// The tree the pages describe: clap's, built (so each command knows its full name).
+fn tree() -> Command {
+    let mut cmd = super::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+pub fn man(a: &ManArgs) -> i32 {
+    let fail = |e: &dyn std::fmt::Display| {
+        tell!("animaworks-tool: {e}");
+        crate::ErrorCode::Internal.exit_code()
+    };
+    if a.markdown {
+        let _ = std::io::stdout().lock().write_all(markdown().as_bytes());
+        return 0;
+    }
+    if let Some(dir) = &a.dir {
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| clap_mangen::generate_to(super::command(), dir)) {
+            return fail(&format!("cannot write the man pages into {}: {e}", dir.display()));
+        }
+        tell!("animaworks-tool: man pages written into {}", dir.display());
+        return 0;
+    }
+    let mut cmd = tree();
+    for word in &a.command {
+        let Some(sub) = cmd.find_subcommand(word).filter(|s| !s.is_hide_set()).cloned() else {
+            tell!("animaworks-tool: no man page for {:?}; `animaworks-tool man` lists the commands", a.command.join(" "));
+            return crate::ErrorCode::Usage.exit_code();
+        };
+        cmd = sub;
+    }
+    let mut buf = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(cmd).render(&mut buf) {
+        return fail(&e);
+    }
+    let _ = std::io::stdout().lock().write_all(&buf);
+    0
+}
+
+/// The command reference: the global options once, then every command with its usage and options.
+pub fn markdown() -> String {
+    let root = tree();
+    let mut out = String::from(
+        "# Command reference\n\n<!-- Generated from the command tree: `animaworks-tool man --markdown > docs/commands.md`. \
+         A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
+    );
+    let _ = writeln!(out, "{}\n", root.get_about().map(|a| a.to_string()).unwrap_or_default());
+    let _ = writeln!(out, "```text\n{}\n```\n", usage(&root));
+    out.push_str("Man pages: `animaworks-tool man --dir ~/.local/share/man/man1` writes one per command (`man animaworks-tool-jobs-list`).\n\n");
+    out.push_str("## Global options\n\nAccepted before the command word and among a runner command's own options (not after a tool's action, whose words are the tool's).\n\n");
+    options(&mut out, root.get_arguments().filter(|a| a.is_global_set()));
+    if let Some(after) = root.get_after_help() {
+        let _ = writeln!(out, "```text\n{}\n```\n", after.to_string().trim_end());
+    }
+    for sub in visible(&root) {
+        command(&mut out, sub);
+    }
+    out
+}
+
+fn visible(cmd: &Command) -> impl Iterator<Item = &Command> {
+    cmd.get_subcommands().filter(|s| !s.is_hide_set())
+}
+
+fn usage(cmd: &Command) -> String {
+    let u = cmd.clone().render_usage().to_string();
+    u.trim_start_matches("Usage: ").trim().to_owned()
+}
+
+fn command(out: &mut String, cmd: &Command) {
+    let name = cmd.get_bin_name().unwrap_or(cmd.get_name());
+    let _ = writeln!(out, "## `{name}`\n");
+    if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
+        let _ = writeln!(out, "{}\n", about.to_string().trim_end());
+    }
+    let _ = writeln!(out, "```text\n{}\n```\n", usage(cmd));
+    let positionals: Vec<&Arg> = cmd.get_positionals().filter(|a| !a.is_hide_set()).collect();
+    if !positionals.is_empty() {
+        options(out, positionals.into_iter());
+    }
+    options(
+        out,
+        cmd.get_opts()
+            .chain(cmd.get_arguments().filter(|a| !a.is_positional() && a.get_long().is_some() && !a.get_action().takes_values()))
+            .filter(|a| !a.is_global_set() && !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version"),
+    );
+    if let Some(after) = cmd.get_after_help() {
+        let _ = writeln!(out, "```text\n{}\n```\n", after.to_string().trim_end());
+    }
+    if cmd.has_subcommands() {
+        let names: Vec<String> = visible(cmd).map(|s| format!("`{}`", s.get_name())).collect();
+        let _ = writeln!(out, "Subcommands: {}.\n", names.join(", "));
+    }
+    for sub in visible(cmd) {
+        command(out, sub);
+    }
+}
+
+/// A list of arguments: how each is written, then its help, values and default.
+fn options<'a>(out: &mut String, args: impl Iterator<Item = &'a Arg>) {
+    let mut any = false;
+    let mut seen = std::collections::BTreeSet::new();
+    for a in args {
+        if !seen.insert(a.get_id().to_string()) {
+            continue;
+        }
+        any = true;
+        let value = a
+            .get_value_names()
+            .map(|v| v.iter().map(|n| format!("<{n}>")).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()));
+        let spelled = match (a.get_short(), a.get_long()) {
+            (_, None) => value,
+            (s, Some(l)) => {
+                let short = s.map(|s| format!("-{s}, ")).unwrap_or_default();
+                if a.get_action().takes_values() {
+                    format!("{short}--{l} {value}")
+                } else {
+                    format!("{short}--{l}")
+                }
+            }
+        };
+        let help = a.get_long_help().or(a.get_help()).map(|h| h.to_string()).unwrap_or_default();
+        let _ = write!(out, "- `{spelled}`: {}", help.trim_end().replace('\n', " "));
+        let values: Vec<String> = a
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        if !values.is_empty() && a.get_action().takes_values() {
+            let _ = write!(out, " Values: {}.", values.join(", "));
+        }
+        let defaults: Vec<String> = a.get_default_values().iter().map(|d| d.to_string_lossy().into_owned()).collect();
+        if !defaults.is_empty() && !a.is_hide_default_value_set() && a.get_action().takes_values() {
+            let _ = write!(out, " Default: `{}`.", defaults.join(","));
+        }
+        out.push('\n');
+    }
+    if any {
+        out.push('\n');
+    }
+}
