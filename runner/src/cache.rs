@@ -37,13 +37,16 @@ impl FileKey {
             ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
             ino: m.ino(),
             dev: m.dev(),
-            interpreter: (file.launch == Launch::Python).then(|| {
-                format!(
-                    "{} shim {:016x}",
-                    dirs.python.to_string_lossy(),
-                    crate::pyshim::content_hash()
-                )
-            }),
+            interpreter: match &file.mcp {
+                Some(decl) => Some(decl.digest()),
+                None => (file.launch == Launch::Python).then(|| {
+                    format!(
+                        "{} shim {:016x}",
+                        dirs.python.to_string_lossy(),
+                        crate::pyshim::content_hash()
+                    )
+                }),
+            },
             runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
         })
     }
@@ -90,6 +93,11 @@ fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // One declaring file holds many servers: each has its own entry.
+    let name = match file.launch {
+        Launch::Mcp => format!("{name}.mcp.{}", file.name),
+        _ => name,
+    };
     dirs.cache
         .join("schemas")
         .join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes())))

@@ -173,6 +173,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         tier: Tier::Personal,
         path: abs,
         launch,
+        mcp: None,
     };
     let env = match runner.probe_env() {
         Ok(e) => e,

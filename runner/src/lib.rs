@@ -52,6 +52,7 @@ pub mod limits;
 pub mod llm;
 pub mod locale;
 pub mod manifest;
+pub mod mcp_servers;
 pub mod names;
 pub mod owned;
 pub mod policy;

@@ -277,6 +277,15 @@ fn program_and_args(
         Launch::Node => Some("node".into()),
         Launch::Bash => Some("bash".into()),
         Launch::Exec => None,
+        Launch::Mcp => {
+            let decl = file
+                .mcp
+                .as_ref()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its declaration"))?;
+            let mut argv: Vec<OsString> = vec!["__mcp-bridge".into(), decl.bridge_arg().into()];
+            argv.extend(mode_args);
+            return Ok((crate::mcp_servers::runner_exe()?, argv));
+        }
     };
     let Some(interp) = interpreter else {
         return Ok((file.path.clone(), mode_args));
@@ -398,7 +407,7 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
         Launch::Python => Some(dirs.python.to_string_lossy().into_owned()),
         Launch::Node => Some("node".to_owned()),
         Launch::Bash => Some("bash".to_owned()),
-        Launch::Exec => None,
+        Launch::Exec | Launch::Mcp => None,
     };
     match (e.raw_os_error(), interp) {
         (Some(libc::ENOENT), Some(i)) => (
