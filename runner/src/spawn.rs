@@ -473,6 +473,7 @@ mod tests {
             tier: Tier::Personal,
             path,
             launch: Launch::Exec,
+            mcp: None,
         };
         let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
         let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();
