@@ -16,6 +16,7 @@ mod init;
 mod legacy_tools;
 mod llm;
 mod mcp;
+mod mcp_clients;
 mod output;
 mod pipeline;
 mod pipeline_review;
