@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// A tool `w`: greet (an output schema), steps (three progress events), hang (runs until ended; its pid goes to
+/// A tool `w`: greet (an output schema), steps (three progress events, then a result once the client has seen
+/// them), hang (runs until ended; its pid goes to
 /// hang.pid in its working directory, the anima dir), talk (log events at info and debug), purge (gated), stamp
 /// (an output schema with `format: date-time` its result meets).
 const W_TOOL: &str = r#"#!/usr/bin/env bash
@@ -33,6 +34,9 @@ case "$req" in
     echo "{\"type\":\"result\",\"result\":{\"greeting\":\"hello, $who\"}}" ;;
   *'"name":"w_steps"'*)
     for i in 1 2 3; do echo "{\"type\":\"progress\",\"progress\":$i,\"total\":3,\"message\":\"step $i\"}"; done
+    # The result waits until the client's progress callback has seen step 3 (it writes progress.seen): the TS
+    # SDK drops progress that arrives with the response (typescript-sdk#2580), a race no server can avoid.
+    for _ in $(seq 300); do [ -e progress.seen ] && break; sleep 0.1; done
     echo '{"type":"result","result":"done"}' ;;
   *'"name":"w_hang"'*)
     sleep 300 &
@@ -75,6 +79,7 @@ fn run_client(w: &World, program: &str, args: &[&str]) -> std::process::Output {
     }
     c.env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("MCP_TEST_PIDFILE", w.anima.join("hang.pid"))
+        .env("MCP_TEST_PROGRESS_SEEN", w.anima.join("progress.seen"))
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -171,6 +176,13 @@ fn mcp_server_with_the_typescript_sdk_client() {
     let v = json(&o);
     assert_eq!(v["sdk"], "1.32.2", "the pinned SDK version");
     check("typescript", &v);
+    assert_eq!(v["client_errors"], json!([]), "the SDK reported protocol errors: {v}");
+    assert_eq!(v["stamp_refuses_bad_date"], true, "the client's AJV asserts format: {v}");
+    assert!(
+        v["hang_outcome"].as_str().is_some_and(|o| o.starts_with("rejected")),
+        "the aborted call rejects in the client: {}",
+        v["hang_outcome"]
+    );
 }
 
 #[test]

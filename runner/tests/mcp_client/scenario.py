@@ -3,7 +3,7 @@ TypeScript client runs too (../mcp_client_ts/scenario.mjs), and prints one JSON 
 runner/tests/it/mcp_clients.rs to check.
 
 argv: BIN. Environment: the test world's (ANIMAWORKS_*), plus MCP_TEST_PIDFILE, where the `hang` action's pid
-appears.
+appears, and MCP_TEST_PROGRESS_SEEN, written when the last progress step has reached the callback.
 """
 
 import json
@@ -74,6 +74,8 @@ async def main() -> None:
 
             async def on_progress(p: float, total: float | None, message: str | None) -> None:
                 progress.append([p, total, message])
+                if p == total:
+                    open(os.environ["MCP_TEST_PROGRESS_SEEN"], "w").close()
 
             out["steps"] = dump(await session.call_tool("w_steps", {}, progress_callback=on_progress))
             out["progress"] = progress

@@ -1,8 +1,8 @@
 // Drives `animaworks-tool mcp` with the official MCP TypeScript SDK client (package.json pins it) and prints one
 // JSON object of what it saw, for runner/tests/it/mcp_clients.rs to check.
 // argv: BIN. Environment: the test world's (ANIMAWORKS_*), plus MCP_TEST_PIDFILE, where the `hang` action's pid
-// appears.
-import { readFileSync, existsSync } from "node:fs";
+// appears, and MCP_TEST_PROGRESS_SEEN, written when the last progress step has reached onprogress.
+import { readFileSync, existsSync, writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LoggingMessageNotificationSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -34,6 +34,8 @@ const out = { sdk: JSON.parse(readFileSync(sdkPkg, "utf8")).version };
 const transport = new StdioClientTransport({ command: process.argv[2], args: ["mcp"], env: { ...process.env }, stderr: "inherit" });
 const client = new Client({ name: "animaworks-tool-tests", version: "1" });
 const logs = [];
+out.client_errors = [];
+client.onerror = (e) => out.client_errors.push(String(e));
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
   logs.push(n.params);
 });
@@ -55,7 +57,10 @@ out.greet = await client.callTool({ name: "w_greet", arguments: { who: "Ada" } }
 
 out.progress = [];
 out.steps = await client.callTool({ name: "w_steps", arguments: {} }, undefined, {
-  onprogress: (p) => out.progress.push([p.progress, p.total ?? null, p.message ?? null]),
+  onprogress: (p) => {
+    out.progress.push([p.progress, p.total ?? null, p.message ?? null]);
+    if (p.progress === p.total) writeFileSync(process.env.MCP_TEST_PROGRESS_SEEN, "");
+  },
 });
 
 out.invalid = await tryCall(client, { name: "w_greet", arguments: { who: 3 } });
@@ -68,7 +73,10 @@ for (let i = 0; i < 50 && logs.length < 2; i++) await sleep(20);
 out.logs = logs;
 
 // Structured output checked by the SDK's AJV validator (with ajv-formats: `date-time` is asserted).
-out.stamp_validated = typeof client.getToolOutputValidator?.("w_stamp") === "function";
+const validator = client.getToolOutputValidator?.("w_stamp");
+out.stamp_validated = typeof validator === "function";
+// The same validator refuses a value that is not a date-time: the formats are asserted, not just annotations.
+out.stamp_refuses_bad_date = out.stamp_validated && validator({ at: "yesterday" }).valid === false;
 out.stamp = await tryCall(client, { name: "w_stamp", arguments: {} });
 
 // Cancel: abort the call once the tool runs; the SDK sends notifications/cancelled.
