@@ -62,7 +62,9 @@ fn world() -> World {
     w.tool(
         &w.common(),
         "many.sh",
-        &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\necho ok\n"),
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\necho ok\n"
+        ),
     );
     w
 }
@@ -91,16 +93,32 @@ fn check(client: &str, v: &Value) {
     let pages = v["pages"].as_array().unwrap_or_else(|| panic!("{client}: {v}"));
     assert_eq!(pages.len(), 2, "{client}: page sizes {pages:?}");
     assert_eq!(pages[0], 100, "{client}: {pages:?}");
-    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
     let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(unique.len(), names.len(), "{client}: a tool listed twice: {names:?}");
-    assert_eq!(names.iter().filter(|n| n.starts_with("many_a")).count(), MANY, "{client}");
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("many_a")).count(),
+        MANY,
+        "{client}"
+    );
     for n in ["w_greet", "w_steps", "w_hang", "w_talk", "w_stamp"] {
         assert!(names.contains(&n), "{client}: {n} missing from {names:?}");
     }
-    assert!(!names.contains(&"w_purge"), "{client}: a gated action without a grant is listed");
+    assert!(
+        !names.contains(&"w_purge"),
+        "{client}: a gated action without a grant is listed"
+    );
 
-    assert_eq!(v["greet"]["structuredContent"], json!({"greeting": "hello, Ada"}), "{client}");
+    assert_eq!(
+        v["greet"]["structuredContent"],
+        json!({"greeting": "hello, Ada"}),
+        "{client}"
+    );
     assert_ne!(v["greet"]["isError"], true, "{client}");
 
     assert_eq!(v["steps"]["content"][0]["text"], "done", "{client}: {}", v["steps"]);
@@ -111,12 +129,19 @@ fn check(client: &str, v: &Value) {
         .iter()
         .map(|p| (p[0].as_f64().unwrap(), p[1].as_f64().unwrap(), p[2].as_str().unwrap()))
         .collect();
-    assert_eq!(progress, [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")], "{client}");
+    assert_eq!(
+        progress,
+        [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")],
+        "{client}"
+    );
 
     // Invalid arguments and a gated refusal are results the client reads, not protocol errors.
     assert_eq!(v["invalid"]["raised"], false, "{client}: {}", v["invalid"]);
     assert_eq!(v["invalid"]["result"]["isError"], true, "{client}: {}", v["invalid"]);
-    assert_eq!(v["invalid"]["result"]["_meta"]["animaworks-tool/error"]["pointer"], "/who", "{client}");
+    assert_eq!(
+        v["invalid"]["result"]["_meta"]["animaworks-tool/error"]["pointer"], "/who",
+        "{client}"
+    );
     assert_eq!(v["gated"]["raised"], false, "{client}: {}", v["gated"]);
     assert_eq!(v["gated"]["result"]["isError"], true, "{client}: {}", v["gated"]);
     let e = &v["gated"]["result"]["_meta"]["animaworks-tool/error"];
@@ -134,12 +159,25 @@ fn check(client: &str, v: &Value) {
 
     // The client validated the date-time result against the output schema and accepted it.
     assert_eq!(v["stamp"]["raised"], false, "{client}: {}", v["stamp"]);
-    assert_eq!(v["stamp"]["result"]["structuredContent"], json!({"at": "2026-12-01T10:00:00Z"}), "{client}");
-    assert_eq!(v["stamp_validated"], true, "{client}: the client held no output schema for w_stamp");
+    assert_eq!(
+        v["stamp"]["result"]["structuredContent"],
+        json!({"at": "2026-12-01T10:00:00Z"}),
+        "{client}"
+    );
+    assert_eq!(
+        v["stamp_validated"], true,
+        "{client}: the client held no output schema for w_stamp"
+    );
 
     assert!(v["hang_pgid"].as_i64().unwrap_or(0) > 1, "{client}: {v}");
-    assert_eq!(v["hang_group_gone"], true, "{client}: the aborted call's process group still runs");
-    assert_eq!(v["after_cancel"]["structuredContent"]["greeting"], "hello, again", "{client}");
+    assert_eq!(
+        v["hang_group_gone"], true,
+        "{client}: the aborted call's process group still runs"
+    );
+    assert_eq!(
+        v["after_cancel"]["structuredContent"]["greeting"], "hello, again",
+        "{client}"
+    );
 }
 
 fn ts_client_dir() -> &'static Path {
@@ -150,8 +188,13 @@ fn ts_client_dir() -> &'static Path {
 /// (a skip); with `node` but no packages the test fails under CI=true, else it skips saying how to install them.
 fn ts_client_ready() -> Option<&'static Path> {
     let dir = ts_client_dir();
-    let has_node = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    let installed = dir.join("node_modules/@modelcontextprotocol/sdk/package.json").is_file();
+    let has_node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let installed = dir
+        .join("node_modules/@modelcontextprotocol/sdk/package.json")
+        .is_file();
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if has_node && installed {
         return Some(dir);
@@ -177,7 +220,10 @@ fn mcp_server_with_the_typescript_sdk_client() {
     assert_eq!(v["sdk"], "1.32.2", "the pinned SDK version");
     check("typescript", &v);
     assert_eq!(v["client_errors"], json!([]), "the SDK reported protocol errors: {v}");
-    assert_eq!(v["stamp_refuses_bad_date"], true, "the client's AJV asserts format: {v}");
+    assert_eq!(
+        v["stamp_refuses_bad_date"], true,
+        "the client's AJV asserts format: {v}"
+    );
     assert!(
         v["hang_outcome"].as_str().is_some_and(|o| o.starts_with("rejected")),
         "the aborted call rejects in the client: {}",
