@@ -47,13 +47,29 @@ pub(crate) fn start_tool(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
+    start_tool_handing(file, dirs, mode, env, cwd, sandbox, &[])
+}
+
+/// [`start_tool`], handing over `hand_over`: descriptors of the runner (close-on-exec there) that the tool gets
+/// under the same numbers, the only ones it gets besides 0–2 (today: the credential broker's end,
+/// [`crate::broker`]).
+pub(crate) fn start_tool_handing(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    hand_over: &[std::os::fd::RawFd],
+) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
             .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    let mut prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    prepared.hand_over = hand_over.to_vec();
     let child = start(&prepared).map_err(explain)?;
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
@@ -70,6 +86,8 @@ struct Prepared {
     confined: Option<crate::sandbox::child::Confined>,
     io: [Io; 3],
     cwd: Option<CString>,
+    /// Descriptors the tool gets under their own numbers (their close-on-exec flag is cleared in the child).
+    hand_over: Vec<std::os::fd::RawFd>,
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
@@ -103,6 +121,7 @@ fn prepare(
         confined,
         io,
         cwd,
+        hand_over: Vec::new(),
     })
 }
 
@@ -134,6 +153,14 @@ fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
         // SAFETY: no arguments.
         None => unsafe { sys(libc::SYS_getpid, 0, 0, 0, 0) as i32 },
     };
+    for fd in &p.hand_over {
+        // Handed over: it survives the exec. The number is the runner's own, so it can collide with nothing the
+        // child uses.
+        // SAFETY: integer arguments only, on the child's own descriptor table.
+        if let Err(e) = check(unsafe { sys(libc::SYS_fcntl, *fd as usize, libc::F_SETFD as usize, 0, 0) }) {
+            return e;
+        }
+    }
     // SAFETY: after the setsid, before the exec; the runner's guardian pipe stays open while it spawns.
     unsafe { crate::guardian::register(group) };
     let e = match p.confined.as_ref() {
