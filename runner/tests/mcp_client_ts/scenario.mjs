@@ -41,8 +41,9 @@ client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
 });
 await client.connect(transport);
 
-// Pagination: follow nextCursor until the last page. The SDK caches the output-schema validators of the page it
-// listed last; the validators of every listed tool are kept by listing the last page last.
+// Pagination: follow nextCursor until the last page. The SDK keeps the output-schema validators of the page it
+// listed last only (each listTools replaces them); w's tools are on that page (`many` sorts first), and
+// stamp_validated below says whether the client really held w_stamp's schema.
 out.pages = [];
 out.tools = [];
 let cursor;
