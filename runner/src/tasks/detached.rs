@@ -33,6 +33,13 @@ pub async fn run(runner: &Runner) -> i32 {
             return e.code.exit_code();
         }
     };
+    let key = match super::mac::key(&runner.dirs.data) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("animaworks-tool jobs worker: cannot read the task key: {e}");
+            return ErrorCode::Internal.exit_code();
+        }
+    };
     let me = ProcessId::of_self();
     let stop = stop_on_sigterm();
     loop {
@@ -50,7 +57,37 @@ pub async fn run(runner: &Runner) -> i32 {
                 return ErrorCode::Internal.exit_code();
             }
         };
+        if let Some(why) = unsigned(&key, &store, &task) {
+            eprintln!(
+                "animaworks-tool jobs worker: refused task {} (moved aside): {why}",
+                task.task_id
+            );
+            if let Err(e) = store.move_aside(&task.task_id) {
+                eprintln!(
+                    "animaworks-tool jobs worker: cannot move task {} aside: {e}",
+                    task.task_id
+                );
+                return ErrorCode::Internal.exit_code();
+            }
+            super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);
+            continue;
+        }
         run_one(runner, &store, &me, task, stop.clone()).await;
+    }
+}
+
+/// Why a claimed task file must not run: only the runner's submit writes task files, and signs them
+/// ([`super::mac`]); a file of the same anima's name written by anything else is refused (the anima of a file
+/// store is the worker's own, so the task's anima name must be it too).
+fn unsigned(key: &super::mac::Key, store: &FileStore, t: &Task) -> Option<String> {
+    let private = match store.private_args(&t.task_id) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("its private arguments cannot be read: {e}")),
+    };
+    match super::mac::verify(key, t, private.as_ref()) {
+        super::mac::Verdict::Valid => None,
+        super::mac::Verdict::OtherKey(id) => Some(format!("it was signed with another task key ({id})")),
+        super::mac::Verdict::Refused(why) => Some(why),
     }
 }
 
@@ -84,7 +121,14 @@ pub(crate) fn take_new_progress(shared: &Mutex<Shared>) -> Option<Option<Progres
     Some(s.latest.clone())
 }
 
-pub(crate) struct TaskObserver(pub(crate) Arc<Mutex<Shared>>);
+/// The shared progress, and the clock as read for this read of stdout (one read a batch, not one an event).
+pub(crate) struct TaskObserver(Arc<Mutex<Shared>>, Option<f64>);
+
+impl TaskObserver {
+    pub(crate) fn new(shared: Arc<Mutex<Shared>>) -> TaskObserver {
+        TaskObserver(shared, None)
+    }
+}
 
 impl Observer for TaskObserver {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
@@ -95,15 +139,19 @@ impl Observer for TaskObserver {
             ..
         } = event
         {
+            let updated_at = *self.1.get_or_insert_with(now_s);
             let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
             s.latest = Some(Progress {
                 progress: *progress,
                 total: *total,
                 message: message.clone(),
-                updated_at: now_s(),
+                updated_at,
             });
             s.dirty = true;
         }
+    }
+    fn flush(&mut self) {
+        self.1 = None;
     }
 }
 
@@ -116,7 +164,7 @@ async fn run_one(
 ) {
     let id = task.task_id.clone();
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let mut obs = TaskObserver(shared.clone());
+    let mut obs = TaskObserver::new(shared.clone());
     let (tx, cancel) = Cancel::new();
     let mut stopped = false;
     let outcome = {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod detached;
 pub mod files;
 pub mod identity;
+pub mod mac;
 pub mod pending;
 pub mod pg;
 pub mod queue;
@@ -270,6 +271,13 @@ pub struct QueueInfo {
     /// machine can put its own resolved values back: see [`secret_args`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arg_secrets: Option<Value>,
+    /// `<key id>:<HMAC-SHA256>` over what the task runs, made by the submitting runner ([`mac`]); a worker runs
+    /// only a task whose MAC it verifies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// The keyed digest of the unmasked arguments kept beside the task (the file store), covered by `mac`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_mac: Option<String>,
 }
 
 impl Task {
@@ -364,6 +372,10 @@ pub trait TaskStore: Send + Sync {
     fn get(&self, id: &str) -> io::Result<Option<Task>>;
     /// Every readable task (a file that cannot be read is skipped, never fatal to the listing).
     fn list(&self) -> io::Result<Vec<Task>>;
+    /// The pending and running tasks, in submit order (the file store reads only their files).
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect())
+    }
     /// Change a task under the store's lock; `f` returns false to leave it unchanged. `None`: no such task.
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>>;
     /// Mark running tasks whose worker is gone `lost` (writing their notifications) and count the rest.
