@@ -30,6 +30,8 @@ pub trait Intercept: Send + Sync + 'static {
     /// Does the session's answer to `method` need [`Intercept::amend`]?
     fn amends(&self, method: &str) -> bool;
     fn amend(&self, method: &str, answer: &mut Value);
+    /// The client's input has ended: answers still waiting and watchers must end, so that stdout can close.
+    fn input_ended(&self);
 }
 
 /// What the framing reads of a request line to route it: serde skips the rest unparsed.
@@ -135,6 +137,9 @@ where
         }
         // End of input: the session sees it and ends.
         let _ = feed.shutdown().await;
+        if let Some(h) = &hook_in {
+            h.input_ended();
+        }
     });
 
     tokio::spawn(async move {

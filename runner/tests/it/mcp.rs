@@ -631,3 +631,24 @@ fn a_task_ttl_is_honoured_by_jobs_prune() {
     assert_eq!(json(&o)["pruned"], json!([short]), "{}", stdout(&o));
     assert!(w.run(&["jobs", "show", &kept]).status.success());
 }
+
+#[test]
+fn a_session_with_open_tasks_ends_with_its_input_and_the_task_goes_on() {
+    let w = task_world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("tools/list", json!({}));
+    let c = m.task_call("b_hold", json!({}), json!({}));
+    let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{c}")).to_owned();
+    // A tasks/result that waits, and a status watcher, must not keep the server alive once the client is gone.
+    m.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/result", "params": {"taskId": id}}));
+    drop(m.stdin.take());
+    assert!(
+        eventually(30, || m.child.try_wait().unwrap().is_some()),
+        "the server did not end with its input"
+    );
+    assert!(m.child.try_wait().unwrap().unwrap().success());
+    let shown = json(&w.run(&["jobs", "show", &id]));
+    assert!(["pending", "running"].contains(&shown["status"].as_str().unwrap()), "{shown}");
+    assert!(w.run(&["jobs", "cancel", &id]).status.success());
+}

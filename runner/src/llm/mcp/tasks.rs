@@ -38,6 +38,8 @@ pub struct Tasks {
     /// The revision the session negotiated (read from the session's `initialize` answer).
     revision: Mutex<Option<String>>,
     open: Arc<Mutex<Open>>,
+    /// Becomes true when the client's input has ended.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 /// The open tasks this session created, and whether a watcher runs for them.
@@ -54,6 +56,7 @@ impl Tasks {
             server,
             revision: Mutex::default(),
             open: Arc::default(),
+            ended: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -73,11 +76,12 @@ impl Intercept for Tasks {
         let server = self.server.clone();
         let open = self.open.clone();
         let method = method.to_owned();
+        let ended = self.ended.subscribe();
         Box::pin(async move {
             let got = match method.as_str() {
-                "tools/call" => create(&server, &params, &open, out).await,
+                "tools/call" => create(&server, &params, &open, out, ended).await,
                 "tasks/get" => store(&server).and_then(|s| Ok(mcp_task(&find(s.as_ref(), &params)?))),
-                "tasks/result" => result(&server, &params).await,
+                "tasks/result" => result(&server, &params, ended).await,
                 "tasks/list" => store(&server).and_then(|s| list(s.as_ref(), &params)),
                 _ => cancel(&server, &params).await,
             };
@@ -86,6 +90,10 @@ impl Intercept for Tasks {
                 Err(e) => json!({"error": e}),
             }
         })
+    }
+
+    fn input_ended(&self) {
+        self.ended.send_replace(true);
     }
 
     fn amends(&self, method: &str) -> bool {
@@ -208,6 +216,7 @@ async fn create(
     params: &Value,
     open: &Arc<Mutex<Open>>,
     out: mpsc::Sender<Vec<u8>>,
+    ended: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Value, Value> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
     let ttl = match params.get("task").and_then(|t| t.get("ttl")) {
@@ -227,7 +236,10 @@ async fn create(
             .hint("tools/list shows every tool this server offers");
         return Err(rpc_of(&server.runner.refuse_unknown(name, e)));
     };
-    if !server.eligible.lock().expect("eligible lock").contains(name) {
+    let listed = server.names.lock().expect("names lock").contains_key(name);
+    // A listed action that is not background-eligible has no task; one not listed (refused) goes on to submit,
+    // whose refusal names the grant.
+    if listed && !server.eligible.lock().expect("eligible lock").contains(name) {
         return Err(rpc(
             -32601,
             format!(
@@ -248,7 +260,7 @@ async fn create(
     o.tasks.insert(checked.task.task_id.clone(), said(&task));
     if !o.watching {
         o.watching = true;
-        tokio::spawn(watch(server.clone(), open.clone(), out));
+        tokio::spawn(watch(server.clone(), open.clone(), out, ended));
     }
     drop(o);
     Ok(json!({"task": task}))
@@ -260,9 +272,17 @@ fn said(task: &Value) -> Value {
 }
 
 /// Send `notifications/tasks/status` when a task of this session changes; ends when none is open.
-async fn watch(server: Server, open: Arc<Mutex<Open>>, out: mpsc::Sender<Vec<u8>>) {
+async fn watch(
+    server: Server,
+    open: Arc<Mutex<Open>>,
+    out: mpsc::Sender<Vec<u8>>,
+    mut ended: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
-        tokio::time::sleep(POLL).await;
+        if !sleep_unless_ended(POLL, &mut ended).await {
+            open.lock().expect("open lock").watching = false;
+            return;
+        }
         let ids: Vec<(String, Value)> = {
             let mut o = open.lock().expect("open lock");
             if o.tasks.is_empty() {
@@ -302,12 +322,32 @@ async fn watch(server: Server, open: Arc<Mutex<Open>>, out: mpsc::Sender<Vec<u8>
 }
 
 /// `tasks/result`: wait until the task has ended, then its `CallToolResult`.
-async fn result(server: &Server, params: &Value) -> Result<Value, Value> {
+/// Sleep `d`; false when the client's input ends first.
+async fn sleep_unless_ended(d: Duration, ended: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    if *ended.borrow() {
+        return false;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => !*ended.borrow(),
+        _ = ended.changed() => false,
+    }
+}
+
+async fn result(
+    server: &Server,
+    params: &Value,
+    mut ended: tokio::sync::watch::Receiver<bool>,
+) -> Result<Value, Value> {
     let store = store(server)?;
     let mut t = find(store.as_ref(), params)?;
     let mut looks = 0u32;
     while !t.status.is_final() {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if !sleep_unless_ended(Duration::from_millis(200), &mut ended).await {
+            return Err(rpc(
+                -32603,
+                format!("the session ended before task {} did; it goes on (tasks/result in a new session)", t.task_id),
+            ));
+        }
         looks += 1;
         // A pending task whose worker never came: the look that `jobs` takes starts one.
         if looks % 25 == 0 {
