@@ -114,8 +114,10 @@ pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
     let write = || -> std::io::Result<()> {
         let dir = path.parent().expect("has parent");
         std::fs::create_dir_all(dir)?;
+        // Serialized whole first: `to_writer` on the file made one `write` per token (~235 an entry).
+        let bytes = serde_json::to_vec(&entry)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        serde_json::to_writer(&mut tmp, &entry)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
         tmp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     };
@@ -169,8 +171,9 @@ pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
     let write = || -> std::io::Result<()> {
         let dir = path.parent().expect("has parent");
         std::fs::create_dir_all(dir)?;
+        let bytes = serde_json::to_vec(&memo)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        serde_json::to_writer(&mut tmp, &memo)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
         tmp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     };

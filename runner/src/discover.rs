@@ -168,6 +168,8 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
     let mut names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     names.sort();
     let mut out: Vec<ToolFile> = Vec::new();
+    // Name → index in `out`: the duplicate check is one lookup, not a scan (a scan made listing quadratic).
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for os_name in names {
         let file_name = os_name.to_string_lossy().into_owned();
         if file_name.starts_with('.') || file_name.starts_with('_') {
@@ -236,7 +238,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             );
             continue;
         }
-        if let Some(first) = out.iter().find(|f| f.name == stem) {
+        if let Some(first) = seen.get(&stem).map(|&i| &out[i]) {
             problem(
                 "duplicate",
                 format!(
@@ -247,6 +249,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             );
             continue;
         }
+        seen.insert(stem.clone(), out.len());
         out.push(ToolFile {
             name: stem,
             tier,

@@ -36,6 +36,7 @@
 // hot loop, so boxing them would buy nothing measurable.
 #![allow(clippy::result_large_err)]
 
+pub(crate) mod broker;
 pub mod cache;
 pub mod call;
 pub mod check;

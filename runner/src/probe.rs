@@ -34,7 +34,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             }
         }
     };
-    let child = match spawn::start_tool(file, dirs, Mode::Schemas, env.for_file(file), None, Some(&plan)) {
+    let child = match spawn::start_tool_async(file, dirs, Mode::Schemas, env.for_file(file), None, Some(&plan)).await {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {

@@ -20,6 +20,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_action.py"),
     ),
     (
+        "_broker.py",
+        include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_broker.py"),
+    ),
+    (
         "_context.py",
         include_str!("../../tool-sdk-py/src/animaworks_tool_sdk/_context.py"),
     ),

@@ -37,6 +37,9 @@ pub struct Settings {
     /// `legacy_env`: what AnimaWorks modules see, `inherit` (the caller's whole environment, as in AnimaWorks)
     /// or `clean`.
     pub legacy_env: crate::policy::env::EnvPolicy,
+    /// `credential_defaults`: per tier, `"declared"` (what the tool declares or asks for) or `"granted"` (only what
+    /// permissions.json grants); core `declared`, common and personal `granted` by default.
+    pub credential_defaults: crate::policy::grants::CredentialDefaults,
     /// The whole document, for keys a feature reads on its own (each such reader types its key here too).
     pub raw: Map<String, Value>,
 }
@@ -60,6 +63,7 @@ impl Settings {
             max_running_tasks: DEFAULT_MAX_RUNNING,
             use_tool_max_chars: None,
             legacy_env: crate::policy::env::EnvPolicy::Inherit,
+            credential_defaults: Default::default(),
             raw: Map::new(),
         }
     }
@@ -129,6 +133,9 @@ impl Settings {
             Some(Value::String(w)) if w == "clean" => crate::policy::env::EnvPolicy::Clean,
             Some(v) => return Err(err(format!("legacy_env must be \"inherit\" or \"clean\", not {v}"))),
         };
+        if let Some(v) = key("credential_defaults") {
+            s.credential_defaults = crate::policy::grants::CredentialDefaults::parse(v).map_err(err)?;
+        }
         s.raw = obj;
         Ok(s)
     }

@@ -38,7 +38,8 @@ pub struct Started {
 }
 
 /// The one way a tool file becomes a running process: the command, the start, and every spawn error as a
-/// sentence that says what to do.
+/// sentence that says what to do. (Callers on the runtime use [`start_tool_async`].)
+#[allow(dead_code)]
 pub(crate) fn start_tool(
     file: &ToolFile,
     dirs: &Dirs,
@@ -47,14 +48,78 @@ pub(crate) fn start_tool(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
+    start_tool_handing(file, dirs, mode, env, cwd, sandbox, &[])
+}
+
+/// [`start_tool`], handing over `hand_over`: descriptors of the runner (close-on-exec there) that the tool gets
+/// under the same numbers, the only ones it gets besides 0–2 (today: the credential broker's end,
+/// [`crate::broker`]).
+pub(crate) fn start_tool_handing(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    hand_over: &[std::os::fd::RawFd],
+) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
         CallError::new(ErrorCode::SpawnFailed, msg)
             .hint(hint)
             .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    let mut prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    prepared.hand_over = hand_over.to_vec();
     let child = start(&prepared).map_err(explain)?;
+    started(file, child)
+}
+
+/// [`start_tool`] for a caller on the async runtime: a start that waits for its sandboxed child's report (a PID
+/// namespace: about 2 ms until the tool has exec'd) waits on a blocking thread, so the runtime's thread goes on
+/// with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
+/// kills it.
+pub(crate) async fn start_tool_async(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+) -> Result<Started, CallError> {
+    start_tool_async_handing(file, dirs, mode, env, cwd, sandbox, &[]).await
+}
+
+/// [`start_tool_async`], handing over descriptors as [`start_tool_handing`] does.
+pub(crate) async fn start_tool_async_handing(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    hand_over: &[std::os::fd::RawFd],
+) -> Result<Started, CallError> {
+    let explain = |e: io::Error| {
+        let (msg, hint) = explain_spawn_error(file, dirs, &e);
+        CallError::new(ErrorCode::SpawnFailed, msg)
+            .hint(hint)
+            .with(crate::error::Detail::Tool, file.name.clone())
+    };
+    let mut prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
+    prepared.hand_over = hand_over.to_vec();
+    let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
+    let child = if waits {
+        tokio::task::spawn_blocking(move || start(&prepared))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))))
+    } else {
+        start(&prepared)
+    };
+    started(file, child.map_err(explain)?)
+}
+
+fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
         Some(pgid) => Ok(Started { child, pgid }),
         None => Err(CallError::new(
@@ -70,6 +135,8 @@ struct Prepared {
     confined: Option<crate::sandbox::child::Confined>,
     io: [Io; 3],
     cwd: Option<CString>,
+    /// Descriptors the tool gets under their own numbers (their close-on-exec flag is cleared in the child).
+    hand_over: Vec<std::os::fd::RawFd>,
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
@@ -103,6 +170,7 @@ fn prepare(
         confined,
         io,
         cwd,
+        hand_over: Vec::new(),
     })
 }
 
@@ -134,6 +202,14 @@ fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
         // SAFETY: no arguments.
         None => unsafe { sys(libc::SYS_getpid, 0, 0, 0, 0) as i32 },
     };
+    for fd in &p.hand_over {
+        // Handed over: it survives the exec. The number is the runner's own, so it can collide with nothing the
+        // child uses.
+        // SAFETY: integer arguments only, on the child's own descriptor table.
+        if let Err(e) = check(unsafe { sys(libc::SYS_fcntl, *fd as usize, libc::F_SETFD as usize, 0, 0) }) {
+            return e;
+        }
+    }
     // SAFETY: after the setsid, before the exec; the runner's guardian pipe stays open while it spawns.
     unsafe { crate::guardian::register(group) };
     let e = match p.confined.as_ref() {
@@ -332,5 +408,61 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
             format!("cannot start {path}: {e}"),
             "check the file and its interpreter".into(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirs::DirOptions;
+    use crate::policy::Tier;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
+    /// start returns only if the start gave the thread back while it waited for its child's report.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sandboxed_start_gives_the_runtime_thread_back_while_it_waits() {
+        let world = tempfile::tempdir().unwrap();
+        let dirs = Dirs::resolve(&DirOptions {
+            core_dirs: vec![world.path().join("core")],
+            data_dir: Some(world.path().join("data")),
+            anima_dir: Some(world.path().join("animas").join("alice")),
+            cache_dir: Some(world.path().join("cache")),
+            python: None,
+        });
+        let tools = world.path().join("animas/alice/tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::create_dir_all(&dirs.data).unwrap();
+        let path = tools.join("t");
+        std::fs::write(&path, "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = ToolFile {
+            name: "t".into(),
+            tier: Tier::Personal,
+            path,
+            launch: Launch::Exec,
+        };
+        let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
+        let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        tokio::spawn(async move { r.store(true, Ordering::SeqCst) });
+        let started = start_tool_async(&file, &dirs, Mode::Schemas, env.for_file(&file), None, Some(&plan))
+            .await
+            .unwrap();
+        let waited = ran.load(Ordering::SeqCst);
+        let mut child = started.child;
+        let _ = crate::reap::wait(&mut child).await;
+        let Some(c) = plan.confine(&file.path).unwrap() else {
+            eprintln!("skipped: no sandbox on this machine (the start is unconfined and never waits)");
+            return;
+        };
+        if c.pid_ns.is_none() {
+            eprintln!("skipped: no PID namespace on this machine (the start never waits for a report)");
+            return;
+        }
+        assert!(waited, "the start held the runtime's thread until its child had reported");
     }
 }

@@ -25,6 +25,10 @@ pub(crate) struct Attempt {
     pub sandbox: Option<Value>,
     /// The environment policy it ran (or would have run) under (protocol.md §8).
     pub env: &'static str,
+    /// The credentials granted and refused (names), once decided.
+    pub credentials: Option<Value>,
+    /// The broker's answers, when the call has one.
+    pub brokered: Option<crate::broker::Ledger>,
 }
 
 impl Attempt {
@@ -37,6 +41,8 @@ impl Attempt {
             started: Instant::now(),
             sandbox: None,
             env: crate::policy::env::EnvPolicy::Clean.as_str(),
+            credentials: None,
+            brokered: None,
         }
     }
 
@@ -105,6 +111,8 @@ fn decision_of(e: &CallError) -> Decision {
         Some("tool_not_allowed") => RefusalKind::ToolNotAllowed,
         Some("grant_denied") => RefusalKind::GrantDenied,
         Some("credential_missing") => RefusalKind::CredentialMissing,
+        Some("credential_not_granted") => RefusalKind::CredentialNotGranted,
+        Some("shadow_grants") => RefusalKind::ShadowGrants,
         Some("sandbox_not_granted") => RefusalKind::SandboxNotGranted,
         Some("sandbox_unsupported") => RefusalKind::SandboxUnsupported,
         Some("sandbox_invalid" | "sandbox_grants_invalid") => RefusalKind::SandboxInvalid,
@@ -196,6 +204,12 @@ fn write(
     );
     rec.sandbox = a.sandbox.clone();
     rec.env = a.env;
+    rec.credentials = a.credentials.clone().map(|mut c| {
+        if let Some(l) = &a.brokered {
+            c["brokered"] = l.to_value();
+        }
+        c
+    });
     let log = runner.audit_log();
     let res = match file {
         Some(f) => AuditLog::append_to(f, log.path(), &rec, masker),

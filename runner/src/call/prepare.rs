@@ -5,10 +5,13 @@
 use super::audit::{self, Attempt};
 use super::target::{Target, Tool};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
+use crate::broker::{self, Broker, Ledger};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
+use crate::policy::grants::CredentialGrants;
+use crate::policy::mask::LateSecrets;
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
 use serde_json::{Map, Value};
@@ -48,6 +51,8 @@ pub struct PreparedCall<'r> {
     pub(crate) masker: Masker,
     pub(crate) launch: Launch,
     pub(crate) secrets: Vec<ResolvedCredential>,
+    /// The credential broker the tool gets, when it is a `.py` tool started for this call alone.
+    pub(crate) broker: Option<BrokerPlan>,
     /// The sandbox of a one-shot process (a pooled worker has its own, planned when it starts).
     pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
@@ -67,6 +72,7 @@ pub struct PreparedCli<'r> {
     pub(crate) masker: Masker,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) secrets: Vec<ResolvedCredential>,
+    pub(crate) broker: Option<BrokerPlan>,
     pub(crate) sandbox: crate::sandbox::Plan,
     pub(crate) attempt: Attempt,
     pub(crate) audit: audit::Handle,
@@ -95,7 +101,9 @@ impl<'r> Target<'r> {
         let gate = gate_of(&resolved, &action);
         let perms = runner.permissions();
         let d = gate::decide(&perms, &tool, resolved.file.tier, &action.name, &gate);
-        if let Err(e) = refusal_to_error(d, &tool, Some(&action.name)) {
+        if let Err(e) =
+            refusal_to_error(d, &tool, Some(&action.name)).and_then(|_| shadow_refusal(runner, &resolved, &perms))
+        {
             return fail(&attempt, e, &early());
         }
         let timeout = match opts.timeout {
@@ -118,11 +126,26 @@ impl<'r> Target<'r> {
         };
         attempt.sandbox = Some(sandbox.summary());
         let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
-        let secrets = match secrets(runner, &resolved, Some(&action), pooled) {
-            Ok(s) => s,
+        let grants = match grants_of(runner, &resolved, &perms) {
+            Ok(g) => g,
             Err(e) => return fail(&attempt, e, &early()),
         };
+        let mut creds = Credentials::default();
+        let found = secrets(runner, &resolved, Some(&action), pooled, &grants, &mut creds);
+        attempt.credentials = Some(creds.audit());
+        if let Err(e) = found {
+            return fail(&attempt, e, &early());
+        }
+        let secrets = creds.values;
+        let broker = BrokerPlan::new(runner, &resolved, grants);
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let masker = match &broker {
+            Some(b) => {
+                attempt.brokered = Some(b.ledger.clone());
+                masker.with_late(b.late.clone())
+            }
+            None => masker,
+        };
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
         let policy = runner.env_policy(&resolved);
@@ -159,6 +182,7 @@ impl<'r> Target<'r> {
             masker,
             launch,
             secrets,
+            broker,
             sandbox,
             attempt,
             audit,
@@ -206,7 +230,7 @@ impl<'r> Tool<'r> {
         };
         let perms = runner.permissions();
         let d = gate::decide_cli(&perms, &tool, resolved.file.tier, argv, profile);
-        if let Err(e) = refusal_to_error(d, &tool, None) {
+        if let Err(e) = refusal_to_error(d, &tool, None).and_then(|_| shadow_refusal(runner, &resolved, &perms)) {
             return fail(&attempt, e, &early());
         }
         let timeout = match opts.timeout {
@@ -217,10 +241,18 @@ impl<'r> Tool<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let secrets = match secrets(runner, &resolved, None, false) {
-            Ok(s) => s,
+        let grants = match grants_of(runner, &resolved, &perms) {
+            Ok(g) => g,
             Err(e) => return fail(&attempt, e, &early()),
         };
+        let mut creds = Credentials::default();
+        let found = secrets(runner, &resolved, None, false, &grants, &mut creds);
+        attempt.credentials = Some(creds.audit());
+        if let Err(e) = found {
+            return fail(&attempt, e, &early());
+        }
+        let secrets = creds.values;
+        let broker = BrokerPlan::new(runner, &resolved, grants);
         let sandbox = crate::sandbox::for_call(
             runner,
             &resolved.file,
@@ -233,6 +265,13 @@ impl<'r> Tool<'r> {
         };
         attempt.sandbox = Some(sandbox.summary());
         let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let masker = match &broker {
+            Some(b) => {
+                attempt.brokered = Some(b.ledger.clone());
+                masker.with_late(b.late.clone())
+            }
+            None => masker,
+        };
         let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
         let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
         let policy = runner.env_policy(&resolved);
@@ -258,6 +297,7 @@ impl<'r> Tool<'r> {
             masker,
             env,
             secrets,
+            broker,
             sandbox,
             attempt,
             audit,
@@ -341,7 +381,11 @@ impl Runner {
             })?),
             None => None,
         };
-        secrets(self, &resolved, act.as_ref(), false)
+        let perms = self.permissions();
+        let grants = grants_of(self, &resolved, &perms)?;
+        let mut c = Credentials::default();
+        secrets(self, &resolved, act.as_ref(), false, &grants, &mut c)?;
+        Ok(c.values)
     }
 }
 
@@ -366,14 +410,43 @@ fn cli_timeout(r: &Resolved, argv: &[String]) -> Result<Duration, CallError> {
     }
 }
 
-/// Resolve the credentials the tool and the action declared; a missing required one stops the call. A pooled
-/// worker serves every action of its tool, so it also gets the other actions' credentials where they are set.
+/// The credentials of one call: the values resolved, and the names granted and refused (for its audit line).
+#[derive(Debug, Default)]
+pub(crate) struct Credentials {
+    pub values: Vec<ResolvedCredential>,
+    pub granted: Vec<String>,
+    pub refused: Vec<String>,
+}
+
+impl Credentials {
+    /// The audit line's `credentials` field; `brokered` is filled in when the call ends.
+    pub fn audit(&self) -> Value {
+        serde_json::json!({"granted": self.granted, "refused": self.refused, "brokered": []})
+    }
+}
+
+/// The grants of `r`'s tool under `perms` and the operator's tier defaults.
+pub(crate) fn grants_of(
+    runner: &Runner,
+    r: &Resolved,
+    perms: &Result<LoadedPermissions, PermissionsError>,
+) -> Result<CredentialGrants, CallError> {
+    let defaults = runner.settings()?.credential_defaults;
+    Ok(CredentialGrants::of(perms, &r.file.name, r.file.tier, &defaults))
+}
+
+/// Resolve the credentials the tool and the action declared that the anima's permissions grant. A declared
+/// credential that is not granted (or is another anima's key) stops the call when it is required and is left
+/// out when it is optional; a missing required one stops the call. A pooled worker serves every action of its
+/// tool, so it also gets the other actions' credentials where they are granted and set.
 fn secrets(
     runner: &Runner,
     r: &Resolved,
     act: Option<&Action>,
     pooled: bool,
-) -> Result<Vec<ResolvedCredential>, CallError> {
+    grants: &CredentialGrants,
+    out: &mut Credentials,
+) -> Result<(), CallError> {
     let others: Vec<_> = if pooled {
         r.manifest
             .actions
@@ -396,14 +469,115 @@ fn secrets(
         .peekable();
     // Most tools declare none: skip copying the whole environment on the call path then.
     if decls.peek().is_none() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let caller: HashMap<String, String> = std::env::vars().collect();
-    credentials::resolve_all(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller, decls).map_err(|e| {
-        CallError::new(ErrorCode::PermissionDenied, e.to_string())
-            .hint("set the credential in one of the places named, then call again")
+    let resolver = credentials::Resolver::new(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller);
+    let refuse = |message: String, hint: String, key: Option<String>| {
+        let mut e = CallError::new(ErrorCode::PermissionDenied, message)
+            .hint(hint)
             .with(Detail::Tool, r.file.name.clone())
-            .with(Detail::Reason, "credential_missing")
+            .with(Detail::Reason, "credential_not_granted")
+            .with(Detail::PermissionsPath, grants.path().to_string_lossy().into_owned());
+        if let Some(k) = key {
+            e = e.with(Detail::Key, k);
+        }
+        e
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for decl in decls {
+        if seen.contains(&decl.env.as_str()) {
+            continue;
+        }
+        seen.push(&decl.env);
+        let note = |list: &mut Vec<String>| {
+            if !list.contains(&decl.name) {
+                list.push(decl.name.clone());
+            }
+        };
+        if !grants.allows(&decl.name) {
+            note(&mut out.refused);
+            if decl.required {
+                return Err(refuse(
+                    grants.refusal(&decl.name),
+                    format!(
+                        "a tool's --schemas asks for a credential; the anima's permissions grant it (docs/credentials.md): add {}",
+                        grants.grant_line(&decl.name)
+                    ),
+                    Some(grants.grant_line(&decl.name)),
+                ));
+            }
+            continue;
+        }
+        match resolver.resolve(decl) {
+            Ok(Some(found)) => {
+                note(&mut out.granted);
+                out.values.push(found);
+            }
+            Ok(None) => {}
+            Err(e @ credentials::CredentialError::Foreign { .. }) => {
+                note(&mut out.refused);
+                if decl.required {
+                    return Err(refuse(
+                        e.to_string(),
+                        "a per-anima key is resolved only for that anima's own calls".into(),
+                        None,
+                    ));
+                }
+            }
+            Err(e) => {
+                return Err(CallError::new(ErrorCode::PermissionDenied, e.to_string())
+                    .hint("set the credential in one of the places named, then call again")
+                    .with(Detail::Tool, r.file.name.clone())
+                    .with(Detail::Reason, "credential_missing"))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A personal tool named like a common tool does not inherit the grants written for that name (docs/credentials.md):
+/// while permissions name the tool without a tier, such a shadow is refused.
+fn shadow_refusal(
+    runner: &Runner,
+    r: &Resolved,
+    perms: &Result<LoadedPermissions, PermissionsError>,
+) -> Result<(), CallError> {
+    let tool = &r.file.name;
+    let Ok(p) = perms else { return Ok(()) };
+    if r.file.tier != crate::policy::Tier::Personal {
+        return Ok(());
+    }
+    let named = crate::policy::grants::untiered_grants(&p.permissions, tool);
+    if named.is_empty() || !common_has(runner, tool) {
+        return Ok(());
+    }
+    Err(CallError::new(
+        ErrorCode::PermissionDenied,
+        format!(
+            "the personal tool '{tool}' shadows the common tool '{tool}', and {} grants that name ({}): grants written \
+             for the common tool are not the personal one's",
+            p.path().display(),
+            named.join(", ")
+        ),
+    )
+    .hint(format!(
+        "rename the personal tool, or write its credential grant as \"personal:{tool}\" and keep no other grant naming '{tool}'"
+    ))
+    .with(Detail::Tool, tool.clone())
+    .with(Detail::Reason, "shadow_grants")
+    .with(Detail::PermissionsPath, p.path().to_string_lossy().into_owned()))
+}
+
+/// Does the common tier hold a tool file named `tool` (any extension)?
+fn common_has(runner: &Runner, tool: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(runner.dirs.common_dir()) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|e| {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        !n.starts_with(['.', '_']) && std::path::Path::new(&*n).file_stem().is_some_and(|s| s == tool)
     })
 }
 
@@ -455,5 +629,42 @@ fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(),
             }
             Err(e)
         }
+    }
+}
+
+/// The broker a call will start with its tool (or the pooled worker's broker answers for it): only a `.py` tool
+/// (an AnimaWorks module or an SDK tool, whose `get_credential` the shim routes to it) gets one, so a call of any
+/// other tool costs nothing more.
+pub(crate) struct BrokerPlan {
+    grants: CredentialGrants,
+    pub ledger: Ledger,
+    pub late: LateSecrets,
+}
+
+impl BrokerPlan {
+    fn new(_runner: &Runner, r: &Resolved, grants: CredentialGrants) -> Option<BrokerPlan> {
+        (r.file.launch == crate::discover::Launch::Python).then(|| BrokerPlan {
+            grants,
+            ledger: Ledger::default(),
+            late: LateSecrets::default(),
+        })
+    }
+
+    /// What the broker answers for this call.
+    pub(crate) fn call(&self, runner: &Runner, tool: &str) -> (broker::Context, Ledger, LateSecrets) {
+        let ctx = broker::Context {
+            data_dir: runner.dirs.data.clone(),
+            anima_name: runner.dirs.anima_name(),
+            grants: self.grants.clone(),
+            tool: tool.to_owned(),
+        };
+        (ctx, self.ledger.clone(), self.late.clone())
+    }
+
+    /// Start a broker for this call alone; `env` gets the variable naming the descriptor. A broker that cannot
+    /// start leaves the tool without one (its `get_credential` then works as without the runner).
+    pub(crate) fn start(&self, runner: &Runner, tool: &str, env: &mut Vec<(OsString, OsString)>) -> Option<Broker> {
+        let (ctx, ledger, late) = self.call(runner, tool);
+        broker::start_into(broker::for_call(ctx, ledger, late), env)
     }
 }

@@ -87,6 +87,7 @@ impl PreparedCall<'_> {
                     grants: grants_key(perms),
                     plan: &plan,
                     sandbox_seen: worker_sandbox,
+                    broker: self.broker.as_ref().map(|b| b.call(runner, &file.name)),
                 };
                 let job = Job {
                     tool: &file.name,
@@ -102,7 +103,7 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = spawn::start_tool(file, &runner.dirs, Mode::Call, env, cwd, Some(&self.sandbox))?;
+                let process = start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox).await?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -192,14 +193,16 @@ impl PreparedCli<'_> {
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
         let mode = Mode::Cli { argv: &argv, inherit };
-        let process = spawn::start_tool(
+        let process = start_brokered(
+            self.broker.as_ref(),
+            runner,
             &self.resolved.file,
-            &runner.dirs,
             mode,
             &self.env,
             cwd,
-            Some(&self.sandbox),
-        )?;
+            &self.sandbox,
+        )
+        .await?;
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",
@@ -221,6 +224,30 @@ impl PreparedCli<'_> {
         }
         Ok(finished)
     }
+}
+
+/// Start a call's tool, with its credential broker when it has one: the broker's end of the socket pair is the
+/// one descriptor handed over ([`spawn::start_tool_handing`]), its number in the tool's environment.
+async fn start_brokered(
+    plan: Option<&super::prepare::BrokerPlan>,
+    runner: &crate::call::Runner,
+    file: &crate::discover::ToolFile,
+    mode: Mode<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&std::path::Path>,
+    sandbox: &crate::sandbox::Plan,
+) -> Result<spawn::Started, CallError> {
+    let Some(plan) = plan else {
+        return spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await;
+    };
+    let mut env = env.to_vec();
+    let mut broker = plan.start(runner, &file.name, &mut env);
+    let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
+    let started = spawn::start_tool_async_handing(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    if let Some(b) = broker.as_mut() {
+        b.started();
+    }
+    started
 }
 
 /// The shim refused a gated subcommand reached under another name (an argparse alias): `permission_denied`.

@@ -171,10 +171,12 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let settings = runner.env_settings().unwrap_or_default();
     let legacy = settings.policy(true);
     let names = |p| crate::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
+    let credentials = credential_report(runner).await;
     if as_json {
         say!(
             "{}",
             json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error,
+                   "credentials": credentials,
                    "environment": {"legacy_env": legacy.as_str(),
                                    "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
@@ -202,6 +204,32 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         say!("environment (protocol.md §8):");
         say!("  tools on the new protocol: {}", runner.env_summary(EnvPolicy::Clean));
         say!("  AnimaWorks modules: {}", runner.env_summary(legacy));
+        say!("credentials (docs/credentials.md):");
+        if credentials.is_empty() {
+            say!("  no tool declares one");
+        }
+        for c in &credentials {
+            let names = |k: &str| {
+                c[k].as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let refused = names("not_granted");
+            say!(
+                "  {} ({}): declares {}; {}",
+                c["tool"].as_str().unwrap_or(""),
+                c["tier"].as_str().unwrap_or(""),
+                names("declared"),
+                if refused.is_empty() {
+                    "all granted".to_owned()
+                } else {
+                    format!("not granted: {refused}")
+                }
+            );
+        }
         say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {
             say!("  {}", line.as_str().unwrap_or(""));
@@ -224,6 +252,35 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     } else {
         0
     }
+}
+
+/// Which tools declare which credentials, and which of them the anima's permissions grant (names only).
+async fn credential_report(runner: &Runner) -> Vec<Value> {
+    let (resolved, _, _) = crate::llm::catalog::manifests(runner).await;
+    let perms = runner.permissions();
+    let defaults = runner.settings().map(|s| s.credential_defaults).unwrap_or_default();
+    let mut out = Vec::new();
+    for r in resolved {
+        let mut declared: Vec<&str> = r
+            .manifest
+            .credentials
+            .iter()
+            .chain(r.manifest.actions.iter().flat_map(|a| a.profile.credentials.iter()))
+            .map(|d| d.name.as_str())
+            .collect();
+        declared.sort_unstable();
+        declared.dedup();
+        if declared.is_empty() {
+            continue;
+        }
+        let g = crate::policy::grants::CredentialGrants::of(&perms, &r.file.name, r.file.tier, &defaults);
+        let not: Vec<&str> = declared.iter().copied().filter(|n| !g.allows(n)).collect();
+        out.push(
+            json!({"tool": r.file.name, "tier": r.file.tier, "declared": declared, "not_granted": not,
+                        "grant": not.iter().map(|n| g.grant_line(n)).collect::<Vec<_>>()}),
+        );
+    }
+    out
 }
 
 pub async fn refresh(runner: &Runner) -> i32 {

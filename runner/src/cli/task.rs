@@ -273,7 +273,13 @@ fn list(store: &dyn TaskStore, status: &[String], as_json: bool) -> Result<i32, 
                 .hint("use pending, running, completed, failed, timeout, cancelled or lost")
         })?);
     }
-    let all = store.list().map_err(|e| io_err("cannot list the tasks", e))?;
+    // Only unfinished tasks asked for: only their records are read (the file store's index).
+    let all = if !want.is_empty() && want.iter().all(|s| !s.is_final()) {
+        store.list_active()
+    } else {
+        store.list()
+    }
+    .map_err(|e| io_err("cannot list the tasks", e))?;
     let shown: Vec<Task> = all
         .into_iter()
         .filter(|t| want.is_empty() || want.contains(&t.status))

@@ -51,6 +51,10 @@ pub struct AuditRecord {
     pub sandbox: Option<Value>,
     /// The environment policy the tool ran (or would have run) under: `clean` or `inherit` (protocol.md §8).
     pub env: &'static str,
+    /// The credentials of the call, names only: `{"granted": [..], "refused": [..], "brokered": [{"name",
+    /// "answer": "granted" | "refused" | "missing" | "error"}]}` (docs/credentials.md); `null` when the attempt
+    /// ended before they were decided.
+    pub credentials: Option<Value>,
 }
 
 impl AuditRecord {
@@ -85,6 +89,7 @@ impl AuditRecord {
             args,
             sandbox: None,
             env: EnvPolicy::Clean.as_str(),
+            credentials: None,
         }
     }
 

@@ -105,6 +105,18 @@ pub enum CredentialError {
         /// What is wrong (never its contents).
         reason: String,
     },
+    /// The lookup key is another anima's per-anima key (`<ENV>__<other anima>`): never resolved for this call.
+    #[error(
+        "credential '{name}': {key} is the per-anima key of the anima '{anima}', and this call is not that anima's"
+    )]
+    Foreign {
+        /// The declaration's name.
+        name: String,
+        /// The key refused.
+        key: String,
+        /// The anima it belongs to.
+        anima: String,
+    },
 }
 
 /// The places a missing credential can be set (the details of [`CredentialError::Missing`]).
@@ -235,6 +247,10 @@ impl Resolver {
     /// The lookup keys of steps 2–5 of [`Resolver::resolve`]: per-anima first when asked for.
     fn env_keys(&self, decl: &CredentialDecl) -> Vec<String> {
         let mut keys = Vec::new();
+        // AnimaWorks' `get_credential` without `env_var`: config.json only.
+        if decl.env.is_empty() {
+            return keys;
+        }
         if decl.per_anima {
             if let Some(anima) = &self.anima_name {
                 keys.push(format!("{}__{}", decl.env, anima));
@@ -319,7 +335,16 @@ impl Resolver {
             }
         }
         let keys = self.env_keys(decl);
-        let (per_anima, shared_only) = keys.split_at(keys.len() - 1);
+        for key in &keys {
+            if let Some(anima) = super::grants::foreign_anima_key(&self.data_dir, self.anima_name.as_deref(), key) {
+                return Err(CredentialError::Foreign {
+                    name: decl.name.clone(),
+                    key: key.clone(),
+                    anima,
+                });
+            }
+        }
+        let (per_anima, shared_only) = keys.split_at(keys.len().saturating_sub(1));
         // 2. per-anima keys, then 3–5. the shared key, each through vault → shared creds → environment.
         for group in [per_anima, shared_only] {
             for key in group {
@@ -332,7 +357,8 @@ impl Resolver {
                     return found(s.to_string(), CredentialSource::SharedCredentials { key: key.clone() });
                 }
             }
-            for key in group {
+            // The runner's own variables are never a credential's fallback.
+            for key in group.iter().filter(|k| !k.starts_with("ANIMAWORKS_")) {
                 if let Some(s) = self.caller_env.get(key).filter(|s| !s.is_empty()) {
                     return found(s.clone(), CredentialSource::Environment { var: key.clone() });
                 }

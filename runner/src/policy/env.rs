@@ -224,9 +224,31 @@ impl CallContext {
     }
 }
 
+/// The variable naming the credential broker's descriptor in a tool (docs/credentials.md); only the runner
+/// sets it, for one call.
+pub const BROKER_FD_VAR: &str = "ANIMAWORKS_TOOL_BROKER_FD";
+
+/// The runner's own variables, which never reach a tool under any policy or passthrough list: the task
+/// database URL (it holds its password), the workers' key, the broker's descriptor (only the runner sets it for
+/// a call), and any other `ANIMAWORKS_TOOL_*` name that holds a secret, a key or a URL.
+pub fn is_runner_own(name: &str) -> bool {
+    const OWN: &[&str] = &[
+        "ANIMAWORKS_TOOL_TASKS_URL",
+        "ANIMAWORKS_TOOL_WORKER_SECRET",
+        BROKER_FD_VAR,
+    ];
+    OWN.contains(&name)
+        || name.strip_prefix("ANIMAWORKS_TOOL_").is_some_and(|rest| {
+            ["SECRET", "PASSWORD", "TOKEN", "URL", "KEY", "DSN"]
+                .iter()
+                .any(|w| rest.contains(w))
+        })
+}
+
 /// The environment of one tool call; pure (reads nothing). Sorted by name.
 ///
 /// What goes in, later entries replacing earlier ones of the same name:
+/// 0. never a variable [`is_runner_own`] names (nor one whose name is not UTF-8);
 /// 1. from `caller` (the runner's own environment): under [`EnvPolicy::Inherit`] every variable; under
 ///    [`EnvPolicy::Clean`] [`BASE_VARS`], every `LC_*` and [`NETWORK_VARS`];
 /// 2. from `caller`: the variables named in `passthrough` (exact names; an entry ending in `*` is a prefix);
@@ -248,6 +270,9 @@ where
 {
     let mut env = BTreeMap::new();
     for (k, v) in caller {
+        if k.to_str().is_some_and(is_runner_own) {
+            continue;
+        }
         let base = k
             .to_str()
             .is_some_and(|s| BASE_VARS.contains(&s) || s.starts_with("LC_") || NETWORK_VARS.contains(&s));

@@ -72,6 +72,11 @@ pub enum RefusalKind {
     GrantMissing,
     /// A credential the action requires is set nowhere (the call stops before the tool starts).
     CredentialMissing,
+    /// A credential the tool requires is not granted to it (permissions.json `"credentials"`), or is another
+    /// anima's per-anima key.
+    CredentialNotGranted,
+    /// A personal tool shadows a common one while permissions grant that name without a tier.
+    ShadowGrants,
     /// The action declares a sandbox need the anima's permissions do not grant.
     SandboxNotGranted,
     /// The kernel cannot enforce the sandbox and the settings say to refuse.
@@ -92,6 +97,8 @@ impl RefusalKind {
             RefusalKind::GrantDenied => "grant_denied",
             RefusalKind::GrantMissing => "grant_missing",
             RefusalKind::CredentialMissing => "credential_missing",
+            RefusalKind::CredentialNotGranted => "credential_not_granted",
+            RefusalKind::ShadowGrants => "shadow_grants",
             RefusalKind::SandboxNotGranted => "sandbox_not_granted",
             RefusalKind::SandboxUnsupported => "sandbox_unsupported",
             RefusalKind::SandboxInvalid => "sandbox_invalid",

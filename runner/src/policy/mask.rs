@@ -22,6 +22,23 @@ pub const MIN_SECRET_CHARS: usize = 4;
 #[derive(Debug, Clone, Default)]
 pub struct Masker {
     needles: Vec<String>,
+    /// Values handed out while the call runs (the credential broker), shared with it: each is added before the
+    /// tool can have it, so before any output that could hold it is read.
+    late: Option<LateSecrets>,
+}
+
+/// Secrets a masker learns after it was built (see [`Masker::with_late`]).
+#[derive(Debug, Clone, Default)]
+pub struct LateSecrets(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl LateSecrets {
+    /// Adds a value; every masker sharing this list masks it from now on.
+    pub fn add(&self, secret: &str) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.iter().any(|x| x == secret) {
+            v.push(secret.to_owned());
+        }
+    }
 }
 
 impl Masker {
@@ -36,6 +53,28 @@ impl Masker {
             m.add(s.as_ref());
         }
         m
+    }
+
+    /// This masker, also masking every value added to `late` at any time.
+    pub fn with_late(mut self, late: LateSecrets) -> Self {
+        self.late = Some(late);
+        self
+    }
+
+    /// The masker with the late values folded in, when there are any.
+    fn snapshot(&self) -> Option<Masker> {
+        let late = self.late.as_ref()?.0.lock().unwrap_or_else(|e| e.into_inner());
+        if late.is_empty() {
+            return None;
+        }
+        let mut m = Masker {
+            needles: self.needles.clone(),
+            late: None,
+        };
+        for s in late.iter() {
+            m.add(s);
+        }
+        Some(m)
     }
 
     /// Adds one more secret value.
@@ -56,13 +95,16 @@ impl Masker {
             .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     }
 
-    /// `true` when there is nothing to mask.
+    /// `true` when there is nothing to mask (a masker with late values to come is never empty).
     pub fn is_empty(&self) -> bool {
-        self.needles.is_empty()
+        self.needles.is_empty() && self.late.is_none()
     }
 
     /// `s` with every secret replaced by [`MASK`].
     pub fn mask_str(&self, s: &str) -> String {
+        if let Some(m) = self.snapshot() {
+            return m.mask_str(s);
+        }
         let mut out = s.to_string();
         for n in &self.needles {
             if out.contains(n.as_str()) {
@@ -83,6 +125,9 @@ impl Masker {
     pub fn mask_value_in_place(&self, v: &mut Value) {
         if self.is_empty() {
             return;
+        }
+        if let Some(m) = self.snapshot() {
+            return m.mask_value_in_place(v);
         }
         match v {
             Value::String(s) => {
@@ -105,6 +150,9 @@ impl Masker {
 
     /// The longest byte length of a needle (0 when there is nothing to mask).
     pub fn longest(&self) -> usize {
+        if let Some(m) = self.snapshot() {
+            return m.longest();
+        }
         self.needles.first().map_or(0, String::len)
     }
 
@@ -145,24 +193,32 @@ impl StreamMasker {
             out.extend_from_slice(piece);
             return;
         }
+        // Values the broker handed out so far are needles too.
+        let snap = self.masker.snapshot();
+        let m = snap.as_ref().unwrap_or(&self.masker);
+        if m.needles.is_empty() {
+            out.append(&mut self.carry);
+            out.extend_from_slice(piece);
+            return;
+        }
         self.carry.extend_from_slice(piece);
-        let keep = self.masker.longest();
+        let keep = m.longest();
         let buf = std::mem::take(&mut self.carry);
         // Why hold back from the first place where the rest is the start of a secret: the next piece may complete
         // it (or a longer secret that wins over a shorter one). Ordinary text waits for nothing.
         let settled = (buf.len().saturating_sub(keep - 1)..buf.len())
-            .find(|&j| self.masker.needles.iter().any(|n| n.as_bytes().starts_with(&buf[j..])))
+            .find(|&j| m.needles.iter().any(|n| n.as_bytes().starts_with(&buf[j..])))
             .unwrap_or(buf.len());
-        let i = self.mask_until(&buf, settled, out);
+        let i = Self::mask_until(m, &buf, settled, out);
         self.carry = buf[i..].to_vec();
     }
 
     /// Masks `buf` from its start up to `end` (or past it, when a secret starts before `end`) into `out`; returns
     /// where it stopped.
-    fn mask_until(&self, buf: &[u8], end: usize, out: &mut Vec<u8>) -> usize {
+    fn mask_until(m: &Masker, buf: &[u8], end: usize, out: &mut Vec<u8>) -> usize {
         let (mut i, mut plain) = (0, 0);
         while i < end {
-            if let Some(n) = self.masker.needle_at(&buf[i..]) {
+            if let Some(n) = m.needle_at(&buf[i..]) {
                 out.extend_from_slice(&buf[plain..i]);
                 out.extend_from_slice(MASK.as_bytes());
                 i += n;
@@ -178,7 +234,8 @@ impl StreamMasker {
     /// The end of the stream: appends what was held back, masked.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         let buf = std::mem::take(&mut self.carry);
-        self.mask_until(&buf, buf.len(), out);
+        let snap = self.masker.snapshot();
+        Self::mask_until(snap.as_ref().unwrap_or(&self.masker), &buf, buf.len(), out);
     }
 }
 

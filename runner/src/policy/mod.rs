@@ -21,6 +21,7 @@ pub mod cli_alias;
 pub mod credentials;
 pub mod env;
 pub mod gate;
+pub mod grants;
 pub mod lax;
 pub mod mask;
 pub mod permissions;

@@ -46,6 +46,13 @@ pub struct Permissions {
     /// Runner extension: the anima's sandbox grants and per-tier modes (docs/sandbox.md).
     #[serde(skip_serializing_if = "crate::sandbox::Grants::is_default")]
     pub sandbox: crate::sandbox::Grants,
+    /// Runner extension: which credentials each tool may receive, `{"<tool>": ["<credential>", …]}`; a key may
+    /// name the tier (`"personal:<tool>"`), and `"*"` grants every shared credential (docs/credentials.md).
+    #[serde(
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        deserialize_with = "map_only"
+    )]
+    pub credentials: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Default for Permissions {
@@ -59,6 +66,7 @@ impl Default for Permissions {
             external_tools: RuleSet::default(),
             tool_creation: ToolCreation::default(),
             sandbox: Default::default(),
+            credentials: Default::default(),
         }
     }
 }
@@ -456,6 +464,14 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     out.push_str(&format!("  allow: {}\n", list(&t.allow)));
     out.push_str(&format!("  deny (wins in every tier): {}\n", list(&t.deny)));
     out.push_str("  gated actions run only when allow holds <tool>_<gated_as or action>, even with allow_all\n");
+    if p.credentials.is_empty() {
+        out.push_str("credentials: none granted (core tools get what they declare; docs/credentials.md)\n");
+    } else {
+        out.push_str("credentials (runner extension; docs/credentials.md):\n");
+        for (tool, names) in &p.credentials {
+            out.push_str(&format!("  {tool}: {}\n", list(names)));
+        }
+    }
     out.push_str(&format!(
         "tool creation: personal {}, shared {}\n",
         if p.tool_creation.personal { "yes" } else { "no" },

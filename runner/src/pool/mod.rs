@@ -38,6 +38,12 @@ pub struct WorkerSpec<'a> {
     pub plan: &'a (dyn Fn() -> Result<crate::sandbox::Plan, CallError> + Sync),
     /// Receives the sandbox of the worker that runs the call, for its audit line.
     pub sandbox_seen: &'a Mutex<Option<Value>>,
+    /// What the worker's credential broker answers for this call (a `.py` tool's worker has one).
+    pub(crate) broker: Option<(
+        crate::broker::Context,
+        crate::broker::Ledger,
+        crate::policy::mask::LateSecrets,
+    )>,
 }
 
 /// The pool's limits.
@@ -155,7 +161,8 @@ impl WorkerPool {
             version,
             env: h.finish(),
         };
-        let spawn = || Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, (spec.plan)()?);
+        let brokered = spec.broker.is_some();
+        let spawn = || Worker::spawn(spec.file, spec.dirs, spec.env, spec.cwd, (spec.plan)()?, brokered);
         let (tool, action) = (job.tool, job.action);
         let mut lease = self
             .checkout(&key, spawn, job.deadline, cancel.clone())
@@ -163,7 +170,13 @@ impl WorkerPool {
             .map_err(|e| e.with(Detail::Tool, tool).with(Detail::Action, action))?;
         let w = lease.worker.as_mut().expect("a lease holds its worker");
         *spec.sandbox_seen.lock().expect("sandbox slot lock") = Some(w.sandbox_summary());
+        if let Some(b) = &w.broker {
+            crate::broker::switch(b, spec.broker.clone());
+        }
         let (out, fate) = w.call(job, obs, cancel).await;
+        if let Some(b) = &w.broker {
+            crate::broker::switch(b, None);
+        }
         lease.give_back(fate);
         out
     }

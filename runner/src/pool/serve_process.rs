@@ -57,6 +57,8 @@ pub struct Worker {
     pub idle_since: Instant,
     /// Its sandbox (and private temp dir), kept as long as the worker lives.
     sandbox: crate::sandbox::Plan,
+    /// Its credential broker's sink: which call the broker answers for.
+    pub(crate) broker: Option<crate::broker::Shared>,
 }
 
 impl Worker {
@@ -67,8 +69,18 @@ impl Worker {
         env: &[(OsString, OsString)],
         cwd: Option<&Path>,
         sandbox: crate::sandbox::Plan,
+        brokered: bool,
     ) -> Result<Worker, CallError> {
-        let spawn::Started { mut child, pgid } = spawn::start_tool(file, dirs, Mode::Serve, env, cwd, Some(&sandbox))?;
+        // A `.py` worker's broker lives as long as the worker and answers for the call in flight.
+        let shared = brokered.then(crate::broker::Shared::default);
+        let mut env = env.to_vec();
+        let mut broker = shared.clone().and_then(|s| crate::broker::start_into(s, &mut env));
+        let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
+        let started = spawn::start_tool_handing(file, dirs, Mode::Serve, &env, cwd, Some(&sandbox), &hand);
+        if let Some(b) = broker.as_mut() {
+            b.started();
+        }
+        let spawn::Started { mut child, pgid } = started?;
         let pid = pgid as u32;
         let guard = GroupGuard::new(pgid);
         let (stdin, stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
@@ -105,6 +117,7 @@ impl Worker {
             guard,
             idle_since: Instant::now(),
             sandbox,
+            broker: shared.filter(|_| broker.is_some()),
         })
     }
 

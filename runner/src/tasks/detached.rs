@@ -84,7 +84,14 @@ pub(crate) fn take_new_progress(shared: &Mutex<Shared>) -> Option<Option<Progres
     Some(s.latest.clone())
 }
 
-pub(crate) struct TaskObserver(pub(crate) Arc<Mutex<Shared>>);
+/// The shared progress, and the clock as read for this read of stdout (one read a batch, not one an event).
+pub(crate) struct TaskObserver(Arc<Mutex<Shared>>, Option<f64>);
+
+impl TaskObserver {
+    pub(crate) fn new(shared: Arc<Mutex<Shared>>) -> TaskObserver {
+        TaskObserver(shared, None)
+    }
+}
 
 impl Observer for TaskObserver {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
@@ -95,15 +102,19 @@ impl Observer for TaskObserver {
             ..
         } = event
         {
+            let updated_at = *self.1.get_or_insert_with(now_s);
             let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
             s.latest = Some(Progress {
                 progress: *progress,
                 total: *total,
                 message: message.clone(),
-                updated_at: now_s(),
+                updated_at,
             });
             s.dirty = true;
         }
+    }
+    fn flush(&mut self) {
+        self.1 = None;
     }
 }
 
@@ -116,7 +127,7 @@ async fn run_one(
 ) {
     let id = task.task_id.clone();
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let mut obs = TaskObserver(shared.clone());
+    let mut obs = TaskObserver::new(shared.clone());
     let (tx, cancel) = Cancel::new();
     let mut stopped = false;
     let outcome = {

@@ -3,7 +3,15 @@
 //! an `flock`ed `.lock` file for every read-modify-write (claims, updates, lost marking). Readers never lock.
 //!
 //! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `<id>.args` (unmasked arguments, mode
-//! 0600, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`.
+//! 0600, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`, `.index/`.
+//!
+//! The index (`.index/active`): the ids of the tasks not yet finished, and the folder's modification time when
+//! it was written. Submit, claim and the concurrency limit read only those tasks' files, so they cost the same
+//! with 0 or 10,000 finished tasks stored. Every change to the folder is made under the lock and ends by writing
+//! the index with the folder's new time; a folder whose time differs (a file put there by hand, or by a runner
+//! without the index) and a missing or unreadable index make the next look read every task file once and write
+//! the index again. Crash-safe: a new task's id goes into the index before its file is written, a finished
+//! task's id leaves it after, and an id without a pending or running file is dropped at the next look.
 
 use super::{Census, ProcessId, Status, Task, TaskStore};
 use serde_json::Value;
@@ -18,6 +26,21 @@ pub struct FileStore {
     pub notify_dir: PathBuf,
     /// The language of the notifications (`config.json` `locale`; see [`crate::locale`]).
     pub locale: crate::locale::Locale,
+}
+
+/// The index: the unfinished tasks' ids in submit order, and how many task files the folder holds.
+#[derive(Debug, Clone, PartialEq)]
+struct Index {
+    ids: Vec<String>,
+    files: usize,
+}
+
+/// An index written less than this after the folder's last change may not have seen a later change (see
+/// [`FileStore::read_index`]): more than a clock tick at any `HZ`.
+const RACY_NS: i128 = 50_000_000;
+
+fn is_task_file(name: &str) -> bool {
+    !name.starts_with('.') && name.ends_with(".json")
 }
 
 /// Held while the store is locked; dropping it unlocks.
@@ -82,6 +105,83 @@ impl FileStore {
         }
     }
 
+    fn index_path(&self) -> PathBuf {
+        self.dir.join(".index").join("active")
+    }
+
+    /// The folder's modification time, in nanoseconds.
+    fn stamp(&self) -> io::Result<i128> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(&self.dir)?;
+        Ok(i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()))
+    }
+
+    /// The index as written, when it matches the folder as it is now.
+    fn read_index(&self) -> Option<Index> {
+        let bytes = crate::fsread::read(&self.index_path(), crate::fsread::TASK).ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let mut lines = text.lines();
+        let mut head = lines.next()?.strip_prefix("v1 ")?.split(' ');
+        let mut num = || -> Option<i128> { head.next()?.parse().ok() };
+        let (stamp, files, written) = (num()?, usize::try_from(num()?).ok()?, num()?);
+        if self.stamp().ok()? != stamp {
+            return None;
+        }
+        // Why count: the folder's time moves in clock ticks (milliseconds), so a file added within the tick of
+        // the index's last write leaves it unchanged; then the names are counted (no file is read).
+        if written - stamp < RACY_NS && self.count_files().ok()? != files {
+            return None;
+        }
+        // A forged line is no id: it is dropped, never joined into a path.
+        let ids = lines.filter(|l| super::valid_task_id(l)).map(str::to_owned).collect();
+        Some(Index { ids, files })
+    }
+
+    /// How many task files (`*.json`) the folder holds, by name.
+    fn count_files(&self) -> io::Result<usize> {
+        Ok(fs::read_dir(&self.dir)?
+            .flatten()
+            .filter(|e| is_task_file(&e.file_name().to_string_lossy()))
+            .count())
+    }
+
+    /// Run `f` under the lock with the index (the unfinished tasks' ids, which it may change, and the count of
+    /// task files, which it keeps true); then write the index for the folder as `f` left it.
+    fn locked<T>(&self, f: impl FnOnce(&mut Index) -> io::Result<T>) -> io::Result<T> {
+        let _lock = self.lock()?;
+        fs::create_dir_all(self.dir.join(".index"))?;
+        let before = self.read_index();
+        let mut index = match &before {
+            Some(i) => i.clone(),
+            None => {
+                let all = self.list()?;
+                Index {
+                    files: self.count_files()?,
+                    ids: all.into_iter().filter(|t| !t.status.is_final()).map(|t| t.task_id).collect(),
+                }
+            }
+        };
+        let out = f(&mut index);
+        // Written even when `f` failed half-way: what it did write is in the folder.
+        let stamp = self.stamp()?;
+        if before.as_ref() != Some(&index) || self.read_index().is_none() {
+            let written = i128::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0),
+            )
+            .unwrap_or(0);
+            let mut text = format!("v1 {stamp} {} {written}\n", index.files);
+            for id in &index.ids {
+                text.push_str(id);
+                text.push('\n');
+            }
+            write_atomic(&self.index_path(), text.as_bytes())?;
+        }
+        out
+    }
+
     fn save(&self, t: &Task) -> io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(t).map_err(io::Error::other)?;
         bytes.push(b'\n');
@@ -98,10 +198,24 @@ impl FileStore {
         }
     }
 
-    /// Mark dead running tasks lost; the caller holds the lock.
-    fn census_locked(&self) -> io::Result<(Census, Vec<Task>)> {
+    /// The unfinished tasks of `ids`, in submit order; ids without such a task are dropped.
+    fn active_tasks(&self, ids: &mut Vec<String>) -> Vec<Task> {
+        let mut tasks: Vec<Task> = Vec::with_capacity(ids.len());
+        ids.retain(|id| match self.get(id) {
+            Ok(Some(t)) if !t.status.is_final() && t.task_id == *id => {
+                tasks.push(t);
+                true
+            }
+            _ => false,
+        });
+        sort_in_submit_order(&mut tasks);
+        tasks
+    }
+
+    /// Mark dead running tasks lost; the caller holds the lock and gives the index's ids, from which the lost go.
+    fn census_locked(&self, index: &mut Index) -> io::Result<(Census, Vec<Task>)> {
         let mut census = Census::default();
-        let mut tasks = self.list()?;
+        let mut tasks = self.active_tasks(&mut index.ids);
         for t in tasks.iter_mut() {
             match t.status {
                 Status::Pending => {
@@ -116,7 +230,8 @@ impl FileStore {
                     } else {
                         mark_lost(t);
                         self.save(t)?;
-                        self.release(&t.task_id);
+                        index.ids.retain(|i| *i != t.task_id);
+                        self.release_locked(&t.task_id);
                         let _ = self.notify(t);
                         census.lost.push(t.clone());
                     }
@@ -124,8 +239,22 @@ impl FileStore {
                 _ => {}
             }
         }
+        tasks.retain(|t| !t.status.is_final());
         Ok((census, tasks))
     }
+
+    fn release_locked(&self, id: &str) {
+        let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.side(id, "cancel"));
+    }
+}
+
+fn sort_in_submit_order(tasks: &mut [Task]) {
+    tasks.sort_by(|a, b| {
+        a.created_at
+            .total_cmp(&b.created_at)
+            .then_with(|| a.task_id.cmp(&b.task_id))
+    });
 }
 
 fn mark_lost(t: &mut Task) {
@@ -146,21 +275,27 @@ fn mark_lost(t: &mut Task) {
 impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        if let Some(args) = private_args {
-            let mut f = OpenOptions::new()
-                .create_new(true)
-                .write(true)
-                .mode(0o600)
-                .open(self.side(&task.task_id, "args"))?;
-            f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
-        }
-        if self.path(&task.task_id).exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("task {} exists", task.task_id),
-            ));
-        }
-        self.save(task)
+        self.locked(|index| {
+            if let Some(args) = private_args {
+                let mut f = OpenOptions::new()
+                    .create_new(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(self.side(&task.task_id, "args"))?;
+                f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
+            }
+            if self.path(&task.task_id).exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("task {} exists", task.task_id),
+                ));
+            }
+            if !task.status.is_final() && !index.ids.contains(&task.task_id) {
+                index.ids.push(task.task_id.clone());
+            }
+            index.files += 1;
+            self.save(task)
+        })
     }
 
     fn get(&self, id: &str) -> io::Result<Option<Task>> {
@@ -180,55 +315,63 @@ impl TaskStore for FileStore {
         for e in rd.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with('.') || !name.ends_with(".json") {
+            if !is_task_file(&name) {
                 continue;
             }
             if let Ok(Some(t)) = Self::read(&e.path()) {
                 out.push(t);
             }
         }
-        out.sort_by(|a, b| {
-            a.created_at
-                .total_cmp(&b.created_at)
-                .then_with(|| a.task_id.cmp(&b.task_id))
-        });
+        sort_in_submit_order(&mut out);
         Ok(out)
     }
 
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        // Unlocked, as every reader: the index is replaced whole, and a stale one is read around.
+        let Some(mut index) = self.read_index() else {
+            return Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect());
+        };
+        Ok(self.active_tasks(&mut index.ids))
+    }
+
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>> {
-        let _lock = self.lock()?;
-        let Some(mut t) = self.get(id)? else { return Ok(None) };
-        if f(&mut t) {
-            self.save(&t)?;
-        }
-        Ok(Some(t))
+        self.locked(|index| {
+            let Some(mut t) = self.get(id)? else { return Ok(None) };
+            if f(&mut t) {
+                self.save(&t)?;
+                if t.status.is_final() {
+                    index.ids.retain(|i| i != id);
+                }
+            }
+            Ok(Some(t))
+        })
     }
 
     fn census(&self) -> io::Result<Census> {
-        let _lock = self.lock()?;
-        Ok(self.census_locked()?.0)
+        self.locked(|index| Ok(self.census_locked(index)?.0))
     }
 
     fn claim(&self, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>> {
-        let _lock = self.lock()?;
-        let (census, tasks) = self.census_locked()?;
-        if census.running >= limit {
-            return Ok(None);
-        }
-        // `list` is in submit order.
-        let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
-            return Ok(None);
-        };
-        let now = super::now_s();
-        t.status = Status::Running;
-        t.started_at = Some(now);
-        t.updated_at = now;
-        t.pid = Some(owner.pid);
-        t.pid_start_time = Some(owner.start_time);
-        t.boot_id = Some(owner.boot_id.clone());
-        t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
-        self.save(&t)?;
-        Ok(Some(t))
+        self.locked(|index| {
+            let (census, tasks) = self.census_locked(index)?;
+            if census.running >= limit {
+                return Ok(None);
+            }
+            // The unfinished tasks are in submit order.
+            let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
+                return Ok(None);
+            };
+            let now = super::now_s();
+            t.status = Status::Running;
+            t.started_at = Some(now);
+            t.updated_at = now;
+            t.pid = Some(owner.pid);
+            t.pid_start_time = Some(owner.start_time);
+            t.boot_id = Some(owner.boot_id.clone());
+            t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
+            self.save(&t)?;
+            Ok(Some(t))
+        })
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
@@ -242,7 +385,7 @@ impl TaskStore for FileStore {
     }
 
     fn request_cancel(&self, id: &str) -> io::Result<()> {
-        write_atomic(&self.side(id, "cancel"), b"")
+        self.locked(|_| write_atomic(&self.side(id, "cancel"), b""))
     }
 
     fn cancel_requested(&self, id: &str) -> bool {
@@ -250,8 +393,14 @@ impl TaskStore for FileStore {
     }
 
     fn release(&self, id: &str) {
-        let _ = fs::remove_file(self.side(id, "args"));
-        let _ = fs::remove_file(self.side(id, "cancel"));
+        let (args, cancel) = (self.side(id, "args"), self.side(id, "cancel"));
+        // Under the lock only when there is something to remove: removing changes the folder (see the index).
+        if args.exists() || cancel.exists() {
+            let _ = self.locked(|_| {
+                self.release_locked(id);
+                Ok(())
+            });
+        }
     }
 
     fn notify(&self, t: &Task) -> io::Result<()> {
@@ -261,11 +410,18 @@ impl TaskStore for FileStore {
     }
 
     fn remove(&self, id: &str) -> io::Result<()> {
-        self.release(id);
-        match fs::remove_file(self.path(id)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        self.locked(|index| {
+            self.release_locked(id);
+            index.ids.retain(|i| i != id);
+            match fs::remove_file(self.path(id)) {
+                Ok(()) => {
+                    index.files = index.files.saturating_sub(1);
+                    Ok(())
+                }
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                Err(_) => Ok(()),
+            }
+        })
     }
 
     fn location(&self) -> String {
@@ -305,5 +461,79 @@ impl TaskStore for FileStore {
 
     fn is_local(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, status: &str, created_at: f64) -> Task {
+        serde_json::from_value(serde_json::json!({"task_id": id, "anima_name": "alice", "tool_name": "echo:say",
+            "tool_args": {}, "status": status, "created_at": created_at, "completed_at": null, "result": null,
+            "error": null, "tool": "echo", "action": "say", "kind": "action", "updated_at": created_at}))
+        .unwrap()
+    }
+
+    fn me() -> ProcessId {
+        ProcessId::of_self()
+    }
+
+    #[test]
+    fn a_claim_reads_only_the_unfinished_tasks() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        for (i, id) in ["00000000000a", "00000000000b"].iter().enumerate() {
+            store.create(&task(id, "pending", i as f64), None).unwrap();
+        }
+        store
+            .update("00000000000a", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        // Rewritten in place (the folder's time does not move): a store that read every file would now take this
+        // older "pending" task first; the index knows it finished.
+        let mut forged = serde_json::to_vec(&task("00000000000a", "pending", 0.0)).unwrap();
+        forged.push(b'\n');
+        fs::write(store.path("00000000000a"), forged).unwrap();
+        let claimed = store.claim(&me(), 4).unwrap().expect("a pending task");
+        assert_eq!(claimed.task_id, "00000000000b");
+        assert!(store.claim(&me(), 4).unwrap().is_none());
+        let active: Vec<String> = store.list_active().unwrap().into_iter().map(|t| t.task_id).collect();
+        assert_eq!(active, ["00000000000b"]);
+    }
+
+    #[test]
+    fn a_task_file_put_there_by_hand_is_seen_at_the_next_look() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "completed", 1.0), None).unwrap();
+        assert_eq!(store.census().unwrap().pending, 0);
+        // At once (within the folder clock's tick of the index's write) and a while later.
+        write_atomic(&store.path("00000000000b"), &serde_json::to_vec(&task("00000000000b", "pending", 2.0)).unwrap())
+            .unwrap();
+        assert_eq!(store.census().unwrap().pending, 1);
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        write_atomic(&store.path("00000000000c"), &serde_json::to_vec(&task("00000000000c", "pending", 3.0)).unwrap())
+            .unwrap();
+        assert_eq!(store.census().unwrap().pending, 2);
+        assert_eq!(store.claim(&me(), 4).unwrap().unwrap().task_id, "00000000000b");
+    }
+
+    #[test]
+    fn a_lost_or_forged_index_is_rebuilt_from_the_task_files() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "pending", 1.0), None).unwrap();
+        fs::remove_file(store.index_path()).unwrap();
+        assert_eq!(store.census().unwrap().pending, 1);
+        // A forged index naming a path outside the folder and a task that does not exist: neither is read.
+        let stamp = store.stamp().unwrap();
+        fs::write(store.index_path(), format!("v1 {stamp} 1 0\n../../../etc/passwd\n0000000000ff\n")).unwrap();
+        // Believed as far as it names tasks (it can hide one, as a forged task file can fake one).
+        assert_eq!(store.census().unwrap().pending, 0);
+        let index = fs::read_to_string(store.index_path()).unwrap();
+        assert!(!index.contains("passwd") && !index.contains("0000000000ff"), "{index}");
     }
 }

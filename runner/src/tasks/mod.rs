@@ -374,6 +374,10 @@ pub trait TaskStore: Send + Sync {
     fn get(&self, id: &str) -> io::Result<Option<Task>>;
     /// Every readable task (a file that cannot be read is skipped, never fatal to the listing).
     fn list(&self) -> io::Result<Vec<Task>>;
+    /// The pending and running tasks, in submit order (the file store reads only their files).
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect())
+    }
     /// Change a task under the store's lock; `f` returns false to leave it unchanged. `None`: no such task.
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>>;
     /// Mark running tasks whose worker is gone `lost` (writing their notifications) and count the rest.

@@ -280,6 +280,7 @@ fn env_world() -> EnvWorld {
     let w = World::new();
     w.tool(&w.personal(), "envmod.py", ENV_MODULE);
     w.tool(&w.personal(), "envsh.sh", ENV_SH);
+    w.grant_credentials("envmod", &["slack"]);
     let pythonpath = w.tmp.path().join("pylib");
     std::fs::create_dir_all(&pythonpath).unwrap();
     std::fs::write(pythonpath.join("helper_on_pythonpath.py"), "VALUE = 'found'\n").unwrap();

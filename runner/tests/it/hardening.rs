@@ -180,6 +180,7 @@ esac
         json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
     )
     .unwrap();
+    w.grant_credentials("leak", &["demo"]);
 }
 
 fn outputs(w: &World) -> Vec<std::path::PathBuf> {

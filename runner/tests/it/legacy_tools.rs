@@ -99,8 +99,9 @@ fn legacy_cli_main_and_gates() {
         (Some("x"), Some(1))
     );
 
+    // A refusal of a legacy argv exits 1 with AnimaWorks' line on stderr, as the original does.
     let o = w.run(&["notes_tool", "delete-all", "--yes"]);
-    assert_eq!(o.status.code(), Some(6), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
     let refusal = format!("{}{}", stdout(&o), stderr(&o));
     assert!(refusal.contains("notes_tool_delete-all"), "{refusal}");
     let (code, out) = call(&w, "notes_tool", "delete_all", r#"{"confirm":true}"#, &[]);
@@ -185,14 +186,21 @@ fn modules_importing_animaworks_run_under_its_interpreter() {
     std::fs::write(site.join("core/integrations/__init__.py"), "").unwrap();
     std::fs::write(
         site.join("core/integrations/_base.py"),
-        "def get_credential(name, tool, key_name='api_key', env_var=None):\n    return 'from-animaworks'\n",
+        "MARK = 'from-animaworks'\ndef get_credential(name, tool, key_name='api_key', env_var=None):\n    return 'unbrokered'\n",
     )
     .unwrap();
+    // The runner's broker answers AnimaWorks' own get_credential (docs/credentials.md), once granted.
+    std::fs::write(
+        w.data.join("config.json"),
+        r#"{"credentials": {"x": {"api_key": "key-of-x"}}}"#,
+    )
+    .unwrap();
+    w.grant_credentials("aw_tool", &["x"]);
     std::fs::write(
         w.personal().join("aw_tool.py"),
-        "from core.integrations._base import get_credential\n\
+        "from core.integrations._base import get_credential, MARK\n\
          def get_tool_schemas():\n    return [{'name': 'aw_tool_key', 'input_schema': {'type': 'object'}}]\n\
-         def dispatch(name, args):\n    return get_credential('x', 'aw_tool')\n",
+         def dispatch(name, args):\n    return MARK + ':' + get_credential('x', 'aw_tool')\n",
     )
     .unwrap();
     let o = w.run(&["call", "aw_tool", "key", "--json", "{}"]);
@@ -215,7 +223,11 @@ fn modules_importing_animaworks_run_under_its_interpreter() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&o).trim(), "from-animaworks");
+    assert_eq!(
+        stdout(&o).trim(),
+        "from-animaworks:***",
+        "the value is masked in what it printed"
+    );
 }
 
 /// A sandboxed call's Python can write no byte code under the cache (nor may it: byte code there runs in every

@@ -9,6 +9,7 @@ mod author;
 mod cache;
 mod cli;
 mod core;
+mod credentials;
 mod dropin;
 mod dropin_surface;
 mod hardening;

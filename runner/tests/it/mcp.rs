@@ -438,6 +438,7 @@ echo '{"type":"result","result":"ok"}'
         json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
     )
     .unwrap();
+    w.grant_credentials("sec", &["demo"]);
     let mut m = Mcp::start(w.cmd(), &[]);
     m.init("2025-11-25");
     m.ask("logging/setLevel", json!({"level": "debug"}));

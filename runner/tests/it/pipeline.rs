@@ -44,13 +44,17 @@ fn world() -> World {
         json!({"credentials": {"svc": {"api_key": SECRET}}}).to_string(),
     )
     .unwrap();
+    w.grant_credentials("gt", &["svc"]);
+    w.grant_credentials("leg", &["svc"]);
     w
 }
 
 fn grant(w: &World, allow: &[&str]) {
     std::fs::write(
         w.anima.join("permissions.json"),
-        json!({"version": 1, "external_tools": {"allow_all": true, "allow": allow}}).to_string(),
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": allow},
+               "credentials": {"gt": ["svc"], "leg": ["svc"]}})
+        .to_string(),
     )
     .unwrap();
 }
@@ -305,6 +309,7 @@ fn assert_one_audit_line(w: &World, before: usize, entry: &str, decision: &str) 
             "action",
             "anima",
             "args",
+            "credentials",
             "decision",
             "duration_ms",
             "env",
@@ -447,4 +452,112 @@ fn a_gated_call_is_refused_when_it_cannot_be_audited() {
     // An open action still runs (with a warning).
     let s = run_cli(&w, &["call", "gt", "leak"]);
     assert_eq!(s.code.as_deref(), Some("tool_error"), "{s:#?}");
+}
+
+/// An AnimaWorks module that asks for the credential `svc` at run time (the SDK's `get_credential`, which the
+/// runner's broker answers), in its action and in its `cli_main`; it shows the value reversed, or the refusal.
+const BRK: &str = "import argparse, json\n\
+def _key():\n\
+\x20   from animaworks_tool_sdk import get_credential\n\
+\x20   try:\n\
+\x20       return {'reversed': get_credential('svc', 'brk', env_var='SVC_TOKEN')[::-1]}\n\
+\x20   except Exception as e:\n\
+\x20       return {'refused': str(e)}\n\
+def get_tool_schemas():\n\
+\x20   return [{'name': 'brk_key', 'description': 'The key.', 'input_schema': {'type': 'object', 'properties': {}}}]\n\
+def dispatch(name, args):\n\
+\x20   return _key()\n\
+def cli_main(argv=None):\n\
+\x20   print(json.dumps(_key()))\n";
+
+/// Each entry point, calling `brk`'s action (structured) or its `cli_main` (a legacy argv).
+type Brokered = (&'static str, fn(&World) -> Seen);
+
+fn brokered_entries() -> Vec<Brokered> {
+    vec![
+        ("call", |w| run_cli(w, &["call", "brk", "key"])),
+        ("legacy argv", |w| run_cli(w, &["brk", "key"])),
+        ("submit legacy argv", |w| submit(w, &["submit", "brk", "key"])),
+        ("run-pending", |w| run_pending(w, "brk", &["key"])),
+        ("use-tool", |w| use_tool(w, "brk", "key", json!({}))),
+        ("use-tool --serve", |w| use_tool_serve(w, "brk", "key", json!({}))),
+        ("mcp", |w| mcp(w, "brk_key", json!({}))),
+    ]
+}
+
+fn permit(w: &World, credentials: Value) {
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["gt_purge", "leg_purge"]},
+               "credentials": credentials})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn every_entry_point_grants_refuses_and_audits_credentials_declared_and_brokered() {
+    let w = world();
+    std::fs::write(w.common().join("brk.py"), BRK).unwrap();
+    let reversed: String = SECRET.chars().rev().collect();
+
+    // Declared and granted: the tool gets it; the line says so, by name.
+    permit(&w, json!({"gt": ["svc"]}));
+    for (entry, _, f) in gated_entries() {
+        let before = audit_lines(&w).len();
+        let s = f(&w);
+        assert_eq!(s.code, None, "{entry}: {s:#?}");
+        let l = assert_one_audit_line(&w, before, entry, "allow");
+        let want = if l["tool"] == "gt" { json!(["svc"]) } else { json!([]) };
+        assert_eq!(l["credentials"]["granted"], want, "{entry}: {l}");
+        assert_eq!(l["credentials"]["refused"], json!([]), "{entry}: {l}");
+    }
+    // Declared, not granted: refused before the tool starts, naming the line to add.
+    permit(&w, json!({}));
+    for (entry, _, f) in gated_entries().into_iter().filter(|(_, k, _)| k.starts_with("gt")) {
+        let before = audit_lines(&w).len();
+        let s = f(&w);
+        assert_eq!(s.code.as_deref(), Some("permission_denied"), "{entry}: {s:#?}");
+        assert_eq!(
+            s.key.as_deref(),
+            Some(r#""credentials": {"gt": ["svc"]}"#),
+            "{entry}: {s:#?}"
+        );
+        let l = assert_one_audit_line(&w, before, entry, "deny");
+        assert!(
+            l["reason"].as_str().unwrap().starts_with("credential_not_granted"),
+            "{entry}: {l}"
+        );
+        assert_eq!(l["credentials"]["refused"], json!(["svc"]), "{entry}: {l}");
+    }
+    // Asked for at run time: the broker answers by the same grants, and the line lists each answer.
+    for (granted, credentials) in [(true, json!({"brk": ["svc"]})), (false, json!({"gt": ["svc"]}))] {
+        permit(&w, credentials);
+        for (entry, f) in brokered_entries() {
+            let before = audit_lines(&w).len();
+            let s = f(&w);
+            assert_eq!(s.code, None, "{entry}: {s:#?}");
+            assert!(!s.blob.contains(SECRET), "{entry}: {}", s.blob);
+            if granted {
+                assert!(
+                    s.blob.contains(&reversed),
+                    "{entry}: the value did not arrive: {}",
+                    s.blob
+                );
+            } else {
+                assert!(
+                    s.blob.contains("is not granted to the common tool 'brk'") && !s.blob.contains(&reversed),
+                    "{entry}: {}",
+                    s.blob
+                );
+            }
+            let l = assert_one_audit_line(&w, before, entry, "allow");
+            let answer = if granted { "granted" } else { "refused" };
+            assert_eq!(
+                l["credentials"]["brokered"],
+                json!([{"name": "svc", "answer": answer}]),
+                "{entry}: {l}"
+            );
+        }
+    }
 }

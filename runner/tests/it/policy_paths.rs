@@ -182,6 +182,7 @@ fn secrets_reach_only_the_declaring_tool_and_are_masked_everywhere() {
         r#"{"credentials": {"demo": {"api_key": "s3cr3t-value-42"}}}"#,
     )
     .unwrap();
+    w.grant_credentials("guard", &["demo"]);
     let mut c = w.cmd();
     c.env("UNRELATED_SECRET", "caller-secret-99").args(["guard", "env"]);
     let o = c.output().unwrap();
@@ -211,6 +212,7 @@ fn secrets_reach_only_the_declaring_tool_and_are_masked_everywhere() {
 fn missing_required_credential_stops_the_call_before_the_tool_starts() {
     let w = World::new();
     w.tool(&w.personal(), "guard.sh", &policy_tool());
+    w.grant_credentials("guard", &["demo"]);
     let o = w.run(&["guard", "echo-secret"]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     let msg = json(&o)["error"]["message"].as_str().unwrap().to_owned();

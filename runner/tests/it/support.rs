@@ -99,6 +99,18 @@ impl World {
         Serve { child, stdin, answers }
     }
 
+    /// Merge `"credentials": {tool: names}` into the anima's permissions.json (docs/credentials.md): common and
+    /// personal tools get only the credentials granted there.
+    pub fn grant_credentials(&self, tool: &str, names: &[&str]) {
+        let p = self.anima.join("permissions.json");
+        let mut v: serde_json::Value = std::fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| serde_json::json!({}));
+        v["credentials"][tool] = serde_json::json!(names);
+        std::fs::write(p, v.to_string()).unwrap();
+    }
+
     /// A library `Runner` for this world.
     pub fn runner(&self) -> animaworks_tool::Runner {
         animaworks_tool::Runner::new(animaworks_tool::Dirs::resolve(&animaworks_tool::DirOptions {

@@ -417,6 +417,7 @@ fn suite_refused_submit_stores_nothing() {
 fn suite_secrets_in_arguments_are_masked_in_the_store_and_resolved_by_the_worker() {
     both(|b| {
         let mut e = Env::new(b, json!({}));
+        e.w.grant_credentials("bg", &["svc"]);
         if b == Backend::Postgres {
             let data = e.machine(1);
             // The worker's machine resolves the credential itself (its own environment here).

@@ -408,6 +408,7 @@ done
 async fn a_worker_gets_the_tools_secrets_masked_and_a_changed_secret_gets_a_new_worker() {
     let w = World::new();
     w.tool(&w.common(), "stool", STOOL);
+    w.grant_credentials("stool", &["svc"]);
     let config = w.data.join("config.json");
     std::fs::write(
         &config,

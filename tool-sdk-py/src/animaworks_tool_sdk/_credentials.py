@@ -93,8 +93,18 @@ def get_credential(
     else ``~/.animaworks``. Raises :class:`CredentialError` naming every place it can be set.
 
     The runner resolves the credentials a tool declares in ``--schemas`` and puts them in its environment, so
-    a declared credential is found at step 4 even when the tool cannot read the data dir.
+    a declared credential is found at step 4 even when the tool cannot read the data dir. Run by the runner, the
+    lookup is the runner's credential broker's instead (the same chain, checked against the anima's grants): a
+    credential that is not granted raises :class:`CredentialError` naming the grant to add.
     """
+    from . import _broker
+
+    if _broker.available():
+        try:
+            return _broker.ask(credential_name, key_name, env_var, per_anima)
+        except _broker.BrokerAnswer as refused:
+            hint = f"add {refused.grant} to the anima's permissions.json" if refused.grant else None
+            raise CredentialError(f"{tool_name}: {refused}", hint=hint) from None
     src = _Sources(data_dir())
     config = src.get("config.json")
     creds = config.get("credentials") if isinstance(config, dict) else None

@@ -302,6 +302,11 @@ def main(argv: "list[str]") -> int:
         print(USAGE, file=sys.stderr)
         return 2
     stem = os.path.splitext(os.path.basename(path))[0]
+    if "ANIMAWORKS_TOOL_BROKER_FD" in os.environ:
+        # Before the module is imported: its `from core... import get_credential` must bind the broker's.
+        from animaworks_tool_sdk import _broker
+
+        _broker.install_from_environment()
     # The module sees the argv it would see if run by itself.
     sys.argv = [path, *(rest[1:] if mode == "cli" else rest)]
 

@@ -69,6 +69,9 @@ struct Worker {
     /// When the last heartbeat (or claim) that the database confirmed was sent.
     last_ok: Cell<Instant>,
     watchdog: RefCell<Option<std::process::ChildStdin>>,
+    /// Outcomes waiting for the write under way ([`finish`]), and whether one is.
+    outcomes: RefCell<Vec<Outcome>>,
+    writing: Cell<bool>,
 }
 
 fn say(msg: impl AsRef<str>) {
@@ -151,6 +154,8 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
         skip: RefCell::new(HashMap::new()),
         last_ok: Cell::new(Instant::now()),
         watchdog: RefCell::new(None),
+        outcomes: RefCell::new(Vec::new()),
+        writing: Cell::new(false),
     });
     say(format!(
         "{} serving {} with {concurrency} slots (per-anima limit {limit}, lease {} s)",
@@ -200,13 +205,19 @@ async fn serve(w: Rc<Worker>, concurrency: usize) -> i32 {
             break;
         }
         let mut claimed = false;
-        if w.running.borrow().len() < concurrency {
-            match claim(&w).await {
-                Ok(Some(t)) => {
-                    tokio::task::spawn_local(run_task(w.clone(), t));
-                    claimed = true;
+        let free = concurrency.saturating_sub(w.running.borrow().len());
+        if free > 0 {
+            match claim(&w, free).await {
+                Ok(tasks) => {
+                    claimed = !tasks.is_empty();
+                    for t in tasks {
+                        // In the running set at once: the next claim counts the free slots from it.
+                        let (local, cancel) = Local::new(&t);
+                        w.running.borrow_mut().insert(t.task_id.clone(), local.clone());
+                        tokio::task::spawn_local(run_task(w.clone(), t, local, cancel));
+                    }
+                    w.refresh_watchdog();
                 }
-                Ok(None) => {}
                 Err(e) => {
                     say(format!("cannot claim: {e}"));
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -298,102 +309,144 @@ impl Worker {
     }
 }
 
-/// Claim the oldest task this worker can run, under the per-anima limit. Each try is its own transaction holding at
-/// most one anima lock, so claims never deadlock.
-async fn claim(w: &Worker) -> std::io::Result<Option<Task>> {
+/// Why a pending row cannot run here: this worker's checks of one claimed row (the row's own record, its anima's
+/// folder, the tool file's version). `Ok` is the task to run.
+fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
+    let anima: String = row.get(7);
+    match (task_of(row), w.dirs_for(&anima)) {
+        (Err(e), _) => Err(format!("cannot read the task: {e}")),
+        (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
+        (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
+            None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
+            Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
+        },
+    }
+}
+
+/// Claim up to `n` of the oldest tasks this worker can run, under the per-anima limit, in one transaction: the
+/// rows with `FOR UPDATE SKIP LOCKED LIMIT n`, then each anima's advisory lock (in name order, so two workers'
+/// claims never wait on each other in a circle) and its count of running tasks, then one update of every row
+/// taken. Rows this worker cannot run are noted and skipped; rows past an anima's limit stay pending.
+async fn claim(w: &Worker, n: usize) -> std::io::Result<Vec<Task>> {
     let mut skip = w.skipped();
     let mut full: Vec<String> = Vec::new();
+    let limit = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
     for _ in 0..64 {
         let sent = Instant::now();
         let mut c = w.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(super::db)?;
-        let row = tx
-            .query_opt(
+        let rows = tx
+            .query(
                 &format!(
                     "SELECT {COLUMNS}, id, anima FROM awt_tasks WHERE status = 'pending' \
                      AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
-                     ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+                     ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"
                 ),
-                &[&w.only, &skip, &full],
+                &[&w.only, &skip, &full, &limit],
             )
             .await
             .map_err(super::db)?;
-        let Some(row) = row else { return Ok(None) };
-        let id: String = row.get(6);
-        let anima: String = row.get(7);
-        let why_not = match (task_of(&row), w.dirs_for(&anima)) {
-            (Err(e), _) => Err(format!("cannot read the task: {e}")),
-            (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
-            (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
-                None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
-                Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
-            },
-        };
-        let mut t = match why_not {
-            Ok(t) => t,
-            Err(why) => {
-                let note = format!("worker {} {why}", w.me);
-                tx.execute(
-                    "UPDATE awt_tasks SET record = jsonb_set(record, '{waiting}', to_jsonb($2::text)) \
-                     WHERE id = $1 AND record->>'waiting' IS DISTINCT FROM $2",
-                    &[&id, &note],
-                )
-                .await
-                .map_err(super::db)?;
-                tx.commit().await.map_err(super::db)?;
-                w.skip.borrow_mut().insert(id.clone(), Instant::now());
-                skip.push(id);
-                continue;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut runnable: Vec<(String, Task)> = Vec::new();
+        let mut noted = false;
+        for row in &rows {
+            let id: String = row.get(6);
+            match check_row(w, row) {
+                Ok(t) => runnable.push((row.get(7), t)),
+                Err(why) => {
+                    let note = format!("worker {} {why}", w.me);
+                    tx.execute(
+                        "UPDATE awt_tasks SET record = jsonb_set(record, '{waiting}', to_jsonb($2::text)) \
+                         WHERE id = $1 AND record->>'waiting' IS DISTINCT FROM $2",
+                        &[&id, &note],
+                    )
+                    .await
+                    .map_err(super::db)?;
+                    w.skip.borrow_mut().insert(id.clone(), Instant::now());
+                    skip.push(id);
+                    noted = true;
+                }
             }
-        };
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('awt-anima:' || $1, 0))",
-            &[&anima],
-        )
-        .await
-        .map_err(super::db)?;
-        let n: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM awt_tasks WHERE anima = $1 AND status = 'running'",
+        }
+        let mut animas: Vec<&str> = runnable.iter().map(|(a, _)| a.as_str()).collect();
+        animas.sort_unstable();
+        animas.dedup();
+        let mut room: HashMap<String, i64> = HashMap::new();
+        for anima in animas {
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('awt-anima:' || $1, 0))",
                 &[&anima],
             )
             .await
-            .map_err(super::db)?
-            .get(0);
-        if n >= w.limit {
-            full.push(anima);
-            continue;
+            .map_err(super::db)?;
+            let running: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM awt_tasks WHERE anima = $1 AND status = 'running'",
+                    &[&anima],
+                )
+                .await
+                .map_err(super::db)?
+                .get(0);
+            room.insert(anima.to_owned(), w.limit - running);
         }
         let now = now_s();
-        t.status = Status::Running;
-        t.started_at = Some(now);
-        t.updated_at = now;
-        t.pid = None;
-        t.pid_start_time = None;
-        t.boot_id = None;
-        t.progress = None;
-        t.queue.waiting = None;
+        let mut taken: Vec<Task> = Vec::new();
+        for (anima, mut t) in runnable {
+            let left = room.get_mut(&anima).expect("every anima counted");
+            if *left <= 0 {
+                if !full.contains(&anima) {
+                    full.push(anima);
+                }
+                continue;
+            }
+            *left -= 1;
+            t.status = Status::Running;
+            t.started_at = Some(now);
+            t.updated_at = now;
+            t.pid = None;
+            t.pid_start_time = None;
+            t.boot_id = None;
+            t.progress = None;
+            t.queue.waiting = None;
+            taken.push(t);
+        }
+        if taken.is_empty() {
+            tx.commit().await.map_err(super::db)?;
+            if noted || !full.is_empty() {
+                continue;
+            }
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = taken.iter().map(|t| t.task_id.as_str()).collect();
+        let records: Vec<Value> = taken.iter().map(record_of).collect();
         let lease = w.cfg.lease.as_secs_f64();
-        let row = tx
-            .query_one(
-                "UPDATE awt_tasks SET status = 'running', worker = $2, attempt = attempt + 1, \
-                 lease_until = now() + make_interval(secs => $3), record = $4 WHERE id = $1 \
-                 RETURNING attempt, extract(epoch from lease_until)::float8",
-                &[&id, &w.me, &lease, &record_of(&t)],
+        let rows = tx
+            .query(
+                "UPDATE awt_tasks AS a SET status = 'running', worker = $2, attempt = a.attempt + 1, \
+                 lease_until = now() + make_interval(secs => $3), record = u.rec \
+                 FROM unnest($1::text[], $4::jsonb[]) AS u(id, rec) WHERE a.id = u.id \
+                 RETURNING a.id, a.attempt, extract(epoch from a.lease_until)::float8",
+                &[&ids, &w.me, &lease, &records],
             )
             .await
             .map_err(super::db)?;
         tx.commit().await.map_err(super::db)?;
-        let attempt: i32 = row.get(0);
-        t.queue.attempt = Some(attempt as u32);
-        t.queue.worker = Some(w.me.clone());
-        t.queue.lease_until = row.get(1);
+        let held: HashMap<String, (i32, Option<f64>)> =
+            rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        for t in taken.iter_mut() {
+            let (attempt, lease_until) = held.get(&t.task_id).copied().expect("every row taken is updated");
+            t.queue.attempt = Some(attempt as u32);
+            t.queue.worker = Some(w.me.clone());
+            t.queue.lease_until = lease_until;
+        }
         if !w.tools_running() {
             w.last_ok.set(sent);
         }
-        return Ok(Some(t));
+        return Ok(taken);
     }
-    Ok(None)
+    Ok(Vec::new())
 }
 
 /// The arguments with the worker's own credentials put back where the submitter's were (see [`secret_args`]).
@@ -409,21 +462,27 @@ pub async fn unmask(runner: &Runner, task: &Task) -> Result<Value, CallError> {
     secret_args::fill(&task.tool_args, tpl, &secrets)
 }
 
-async fn run_task(w: Rc<Worker>, mut task: Task) {
+impl Local {
+    /// A claimed task's local state (its tool counts as running from the claim on), and its call's cancel.
+    fn new(task: &Task) -> (Rc<Local>, Cancel) {
+        let (tx, cancel) = Cancel::new();
+        let local = Rc::new(Local {
+            cancel: tx,
+            reason: Cell::new(None),
+            attempt: task.queue.attempt.unwrap_or(1) as i32,
+            tool_running: Cell::new(true),
+        });
+        (local, cancel)
+    }
+}
+
+/// Run a claimed task, already in `w.running` as `local`.
+async fn run_task(w: Rc<Worker>, mut task: Task, local: Rc<Local>, cancel: Cancel) {
     let id = task.task_id.clone();
-    let attempt = task.queue.attempt.unwrap_or(1) as i32;
-    let (tx, cancel) = Cancel::new();
-    let local = Rc::new(Local {
-        cancel: tx,
-        reason: Cell::new(None),
-        attempt,
-        tool_running: Cell::new(true),
-    });
-    w.running.borrow_mut().insert(id.clone(), local.clone());
-    w.refresh_watchdog();
+    let attempt = local.attempt;
     let runner = Runner::new(w.dirs_for(&task.anima_name).expect("checked at claim"));
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let mut obs = TaskObserver(shared.clone());
+    let mut obs = TaskObserver::new(shared.clone());
     let outcome =
         match unmask(&runner, &task).await {
             Err(e) => Err(e),
@@ -504,48 +563,99 @@ fn release(t: &mut Task, why: String) {
     t.queue.waiting = Some(why);
 }
 
+/// An outcome waiting to be written with others ([`finish`]).
+struct Outcome {
+    task: Task,
+    attempt: i32,
+    give_up: Instant,
+    /// Whether the fenced write matched (the task was still this worker's); an error once it gave up.
+    done: tokio::sync::oneshot::Sender<Result<bool, String>>,
+}
+
 /// Write the task's outcome, fenced by the claim; retried while the database is away (a restart), for at most a
 /// few leases. A fence that no longer matches means the task was taken from this worker: its outcome stands.
-async fn finish(w: &Worker, t: &Task, attempt: i32) {
-    let give_up = Instant::now() + w.cfg.lease * 4;
+/// Outcomes that arrive while one write is under way go together in the next (one round trip for many tasks).
+async fn finish(w: &Rc<Worker>, t: &Task, attempt: i32) {
+    let (done, result) = tokio::sync::oneshot::channel();
+    w.outcomes.borrow_mut().push(Outcome {
+        task: t.clone(),
+        attempt,
+        give_up: Instant::now() + w.cfg.lease * 4,
+        done,
+    });
+    if !w.writing.replace(true) {
+        // Its own task: the writer is no task's, so no task's slot waits for others' outcomes.
+        tokio::task::spawn_local(write_outcomes(w.clone()));
+    }
+    match result.await {
+        Ok(Ok(true)) => {
+            if t.status.is_final() {
+                if let Err(e) = super::write_notification(&w.dirs, &w.animas, t) {
+                    say(format!("cannot write the notification of {}: {e}", t.task_id));
+                }
+            }
+        }
+        Ok(Ok(false)) => say(format!(
+            "task {}: no longer held by this worker (rescued or cancelled); its outcome here is dropped",
+            t.task_id
+        )),
+        Ok(Err(e)) => say(format!("task {}: cannot write the outcome: {e}", t.task_id)),
+        Err(_) => say(format!("task {}: its outcome was not written", t.task_id)),
+    }
+}
+
+/// Write every queued outcome, in batches, until none is left.
+async fn write_outcomes(w: Rc<Worker>) {
+    struct Writing<'a>(&'a Cell<bool>);
+    impl Drop for Writing<'_> {
+        fn drop(&mut self) {
+            self.0.set(false);
+        }
+    }
+    let _writing = Writing(&w.writing);
     let mut pause = Duration::from_millis(100);
+    let mut batch: Vec<Outcome> = Vec::new();
     loop {
+        batch.append(&mut w.outcomes.borrow_mut());
+        if batch.is_empty() {
+            return;
+        }
+        let ids: Vec<&str> = batch.iter().map(|o| o.task.task_id.as_str()).collect();
+        let attempts: Vec<i32> = batch.iter().map(|o| o.attempt).collect();
+        let statuses: Vec<&str> = batch.iter().map(|o| o.task.status.as_str()).collect();
+        let records: Vec<Value> = batch.iter().map(|o| record_of(&o.task)).collect();
         let res = async {
             let c = w.pool.get().await.map_err(pool_err)?;
-            c.execute(
-                "UPDATE awt_tasks SET status = $4, record = $5, lease_until = NULL, \
-                 worker = CASE WHEN $4 = 'pending' THEN NULL ELSE worker END \
-                 WHERE id = $1 AND status = 'running' AND worker = $2 AND attempt = $3",
-                &[&t.task_id, &w.me, &attempt, &t.status.as_str(), &record_of(t)],
+            c.query(
+                "UPDATE awt_tasks AS a SET status = u.status, record = u.rec, lease_until = NULL, \
+                 worker = CASE WHEN u.status = 'pending' THEN NULL ELSE a.worker END \
+                 FROM unnest($1::text[], $3::int4[], $4::text[], $5::jsonb[]) AS u(id, attempt, status, rec) \
+                 WHERE a.id = u.id AND a.status = 'running' AND a.worker = $2 AND a.attempt = u.attempt \
+                 RETURNING a.id",
+                &[&ids, &w.me, &attempts, &statuses, &records],
             )
             .await
             .map_err(super::db)
         }
         .await;
         match res {
-            Ok(1) => {
-                if t.status.is_final() {
-                    if let Err(e) = super::write_notification(&w.dirs, &w.animas, t) {
-                        say(format!("cannot write the notification of {}: {e}", t.task_id));
-                    }
+            Ok(rows) => {
+                let held: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+                for o in batch.drain(..) {
+                    let _ = o.done.send(Ok(held.contains(&o.task.task_id)));
                 }
-                return;
-            }
-            Ok(_) => {
-                say(format!(
-                    "task {}: no longer held by this worker (rescued or cancelled); its outcome here is dropped",
-                    t.task_id
-                ));
-                return;
-            }
-            Err(e) if Instant::now() < give_up => {
-                tracing::debug!("task {}: cannot write the outcome yet: {e}", t.task_id);
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
+                pause = Duration::from_millis(100);
             }
             Err(e) => {
-                say(format!("task {}: cannot write the outcome: {e}", t.task_id));
-                return;
+                let now = Instant::now();
+                let (late, keep): (Vec<Outcome>, Vec<Outcome>) = batch.into_iter().partition(|o| now >= o.give_up);
+                for o in late {
+                    let _ = o.done.send(Err(e.to_string()));
+                }
+                batch = keep;
+                tracing::debug!("cannot write {} outcome(s) yet: {e}", batch.len());
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
             }
         }
     }

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Issue 24's scale suite: each measure side by side with its baseline in the same loop, and the ratio against
+the issue's target. Usage: bench/run scale [NAME ...] (names: cold warm mcp submit burst pg stream; default all).
+
+Sizes (environment, the issue's by default; smaller ones give a quick look on a busy machine):
+SCALE_COLD_TOOLS (1000), SCALE_WARM_TOOLS (10000), SCALE_STORED (2500), SCALE_SUBMITS (500), SCALE_PG_TASKS
+(500), SCALE_STREAM_BYTES (1 GiB), SCALE_MCP_CALLS (400), SCALE_RUNS (5: interleaved runs of the short
+measures; the cold listing and the stream run SCALE_LONG_RUNS, 2). SCALE_BEFORE: another build of the runner
+(e.g. main's), timed in the same loops where a measure allows it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402  (World, Case, time_cases, build_tiny, record, the release binary)
+import tasks as taskbench  # noqa: E402  (the throwaway Postgres cluster)
+
+AWT = str(bench.AWT)
+BEFORE = os.environ.get("SCALE_BEFORE")
+RUNS = int(os.environ.get("SCALE_RUNS", 5))
+LONG_RUNS = int(os.environ.get("SCALE_LONG_RUNS", 2))
+
+
+def size(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def tiny(dest: Path, background: bool = False) -> None:
+    profile = {"background_eligible": True} if background else {}
+    bench.build_tiny(dest, {"protocol": 1, "actions": [{"name": "go", "profile": profile}]})
+
+
+def copies(src: Path, folder: Path, n: int, ext: str = "") -> None:
+    for i in range(n):
+        shutil.copy2(src, folder / f"t{i:05d}{ext}")
+
+
+def listed(env: dict, n: int, argv0: str = AWT) -> None:
+    r = subprocess.run([argv0, "tools", "--json"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-400:]
+    got = json.loads(r.stdout)
+    tools = got["tools"] if isinstance(got, dict) else got
+    assert len(tools) >= n, f"{len(tools)} tools listed, {n} expected: {r.stderr[-400:]}"
+
+
+def ratio_row(what: str, ours: float, base: float, unit: str, better: str, target: float, sizes: str) -> None:
+    """`better` is "lower" (ours / base must be <= target) or "higher" (ours / base must be >= target)."""
+    r = ours / base
+    met = r <= target if better == "lower" else r >= target
+    sign = "<=" if better == "lower" else ">="
+    bench.record("24", what, f"{ours:.3g} {unit}", f"{base:.3g} {unit}", f"{r:.2f}x", f"{sign} {target}x", met,
+                 sizes=sizes)
+
+
+def cold() -> None:
+    n = size("SCALE_COLD_TOOLS", 1000)
+    w = bench.World(bench.new_root("scale-cold"))
+    tiny(w.root / "tiny")
+    copies(w.root / "tiny", w.personal, n)
+    env = w.env()
+    listed(env, n)
+    wipe = f"rm -rf {shlex.quote(str(w.data / 'cache'))}"
+    # `env` runs each file: xargs replaces `{}` in arguments, not in the command's name.
+    xargs = f"find {shlex.quote(str(w.personal))} -type f | xargs -P4 -I{{}} env {{}} --schemas"
+    cases = [bench.Case("ours cold tools", [AWT, "tools", "--json"], env, prepare=wipe),
+             bench.Case("xargs -P4 --schemas", ["sh", "-c", xargs + " > /dev/null"], env)]
+    if BEFORE:
+        cases.append(bench.Case("before cold tools", [BEFORE, "tools", "--json"], env, prepare=wipe))
+    m = bench.time_cases(cases, LONG_RUNS, 0, "python")
+    ratio_row(f"cold `tools`, {n} sandboxed native tools (personal tier)", m["ours cold tools"],
+              m["xargs -P4 --schemas"], "ms", "lower", 1.3, f"{n} tools")
+    if BEFORE:
+        ratio_row(f"cold `tools`, {n} sandboxed native tools, the SCALE_BEFORE build", m["before cold tools"],
+                  m["xargs -P4 --schemas"], "ms", "lower", 1.3, f"{n} tools")
+
+
+def warm() -> None:
+    n = size("SCALE_WARM_TOOLS", 10000)
+    w = bench.World(bench.new_root("scale-warm"))
+    src = bench.BENCH / "tools" / "tiny_tool.sh"
+    copies(src, w.common, n, ".sh")
+    env = w.env()
+    bench.log(f"warm: probing {n} tools once")
+    listed(env, n)
+    ls = ["ls", "-l", str(w.data / "core_tools"), str(w.common), str(w.personal)]
+    cases = [bench.Case("ours warm tools", [AWT, "tools", "--json"], env), bench.Case("ls -l", ls, env)]
+    if BEFORE:
+        cases.append(bench.Case("before warm tools", [BEFORE, "tools", "--json"], env))
+    m = bench.time_cases(cases, RUNS, 1, "python")
+    ratio_row(f"warm `tools`, {n} tools", m["ours warm tools"], m["ls -l"], "ms", "lower", 3.0, f"{n} tools")
+    if BEFORE:
+        ratio_row(f"warm `tools`, {n} tools, the SCALE_BEFORE build", m["before warm tools"], m["ls -l"], "ms",
+                  "lower", 3.0, f"{n} tools")
+
+
+def mcp_rate(env: dict, name: str, calls: int, in_flight: int, argv0: str = AWT) -> float:
+    """tools/call of `name` over one `mcp` server, `in_flight` requests outstanding at all times: calls/s."""
+    p = subprocess.Popen([argv0, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+
+    def send(obj: dict) -> None:
+        p.stdin.write((json.dumps(obj) + "\n").encode())
+        p.stdin.flush()
+
+    def answer() -> dict:
+        while True:
+            m = json.loads(p.stdout.readline())
+            if "id" in m:
+                return m
+
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "scale", "version": "0"}}})
+    answer()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    call = lambda i: send({"jsonrpc": "2.0", "id": i, "method": "tools/call",  # noqa: E731
+                           "params": {"name": name, "arguments": {}}})
+    call(1)
+    first = answer()
+    assert "result" in first and not first["result"].get("isError"), first
+    sent = 1
+    t0 = time.perf_counter()
+    for _ in range(in_flight):
+        sent += 1
+        call(sent)
+    done = 0
+    while done < calls:
+        m = answer()
+        assert "result" in m and not m["result"].get("isError"), m
+        done += 1
+        if sent - 1 < calls:
+            sent += 1
+            call(sent)
+    rate = calls / (time.perf_counter() - t0)
+    p.stdin.close()
+    p.wait(timeout=30)
+    return rate
+
+
+def mcp() -> None:
+    calls = size("SCALE_MCP_CALLS", 400)
+    worlds = {}
+    for label, settings in (("sandboxed", {}), ("unconfined", {"sandbox": {"personal": "off"}})):
+        w = bench.World(bench.new_root("scale-mcp"))
+        (w.data / "animaworks-tool.json").write_text(json.dumps(settings))
+        tiny(w.personal / "tiny")
+        worlds[label] = w.env()
+        listed(worlds[label], 1)
+    rates: dict[str, list[float]] = {"sandboxed": [], "unconfined": []}
+    for _ in range(max(1, RUNS // 2)):  # interleaved
+        for label, env in worlds.items():
+            rates[label].append(mcp_rate(env, "tiny_go", calls, 4))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    bench.log(f"mcp calls/s: {rates}")
+    ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)", med["sandboxed"], med["unconfined"], "calls/s",
+              "higher", 0.7, f"{calls} calls a run")
+
+
+def forge_finished(folder: Path, n: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    now = time.time() - 3600
+    for i in range(n):
+        tid = f"f{i:011x}"
+        t = {"task_id": tid, "anima_name": "alice", "tool_name": "tiny:go", "tool_args": {}, "status": "completed",
+             "created_at": now + i * 1e-3, "completed_at": now + i * 1e-3, "result": "{\"ok\":true}", "error": None,
+             "tool": "tiny", "action": "go", "kind": "action", "updated_at": now + i * 1e-3, "outcome": "completed",
+             "result_value": {"ok": True}}
+        (folder / f"{tid}.json").write_text(json.dumps(t, indent=2) + "\n")
+
+
+def submit() -> None:
+    stored = size("SCALE_STORED", 2500)
+    envs = {}
+    for label, n in (("none stored", 0), (f"{stored} finished stored", stored)):
+        w = bench.World(bench.new_root("scale-submit"))
+        tiny(w.personal / "tiny", background=True)
+        forge_finished(w.anima / "state" / "background_tasks", n)
+        envs[label] = w.env()
+    cases = [bench.Case(label, [AWT, "submit", "tiny", "go", "--json", "{}"], env) for label, env in envs.items()]
+    m = bench.time_cases(cases, max(RUNS * 4, 10), 2, "python")
+    ratio_row(f"file-store submit, {stored} finished tasks stored vs none", m[f"{stored} finished stored"],
+              m["none stored"], "ms", "lower", 1.2, f"{stored} stored")
+
+
+def all_final(folder: Path, n: int, timeout: float = 900) -> float:
+    """Waits until `n` task files in `folder` are final; the time when they were (reading the files directly)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        done = 0
+        for f in folder.glob("*.json"):
+            try:
+                done += json.loads(f.read_text()).get("status") in ("completed", "failed")
+            except (OSError, ValueError):
+                pass
+        if done >= n:
+            return time.perf_counter()
+        time.sleep(0.05)
+    raise SystemExit(f"bench: {n} tasks did not finish in {timeout} s")
+
+
+def direct(tool: Path, n: int, width: int) -> float:
+    """`n` direct spawns of `tool` with a request on stdin, `width` at once: spawns per second."""
+    req = json.dumps({"name": "go", "args": {}}).encode()
+
+    def one(_):
+        subprocess.run([str(tool)], input=req, stdout=subprocess.DEVNULL, check=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(width) as ex:
+        list(ex.map(one, range(n)))
+    return n / (time.perf_counter() - t0)
+
+
+def burst() -> None:
+    n = size("SCALE_SUBMITS", 500)
+    w = bench.World(bench.new_root("scale-burst"))
+    tiny(w.personal / "tiny", background=True)
+    env = w.env()
+    folder = w.anima / "state" / "background_tasks"
+    base = direct(w.personal / "tiny", n, 1)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        subprocess.run([AWT, "submit", "tiny", "go", "--json", "{}"], env=env, stdout=subprocess.DEVNULL, check=True)
+    ours = n / (all_final(folder, n) - t0)
+    failed = sum(json.loads(f.read_text())["status"] != "completed" for f in folder.glob("*.json"))
+    assert failed == 0, f"{failed} of {n} tasks did not complete"
+    ratio_row(f"{n} submits back to back, file store, end to end (tasks/s)", ours, base, "tasks/s", "higher", 0.25,
+              f"{n} tasks; baseline: {n} direct spawns one after another")
+
+
+def pg() -> None:
+    n = size("SCALE_PG_TASKS", 500)
+    tmp = bench.new_root("scale-pg")
+    cluster = taskbench.Cluster(tmp)
+    try:
+        w = taskbench.World(tmp / "w", "postgres", cluster.url, limit=8)
+        tool = w.data / "common_tools" / "tiny"
+        tiny(tool, background=True)
+        (w.data / "common_tools" / "t").unlink()
+        env = w.env()
+        subprocess.run([AWT, "jobs", "migrate"], env=env, check=True, capture_output=True)
+        for _ in range(n):
+            subprocess.run([AWT, "submit", "tiny", "go", "--json", "{}"], env=env, stdout=subprocess.DEVNULL,
+                           check=True)
+        base = direct(tool, n, 8)
+        t0 = time.perf_counter()
+        procs = taskbench.start_workers(bench.AWT, w, 4, 4)
+        try:
+            while True:
+                ts = json.loads(subprocess.run([AWT, "jobs", "list", "--json", "--status", "pending,running"],
+                                               env=env, capture_output=True, text=True, check=True).stdout)
+                if not ts:
+                    break
+                time.sleep(0.05)
+            ours = n / (time.perf_counter() - t0)
+        finally:
+            taskbench.stop_workers(procs)
+        done = json.loads(subprocess.run([AWT, "jobs", "list", "--json", "--status", "completed"], env=env,
+                                         capture_output=True, text=True, check=True).stdout)
+        assert len(done) == n, f"{len(done)} of {n} completed"
+        ratio_row(f"Postgres, 4 workers (4 slots each, per-anima limit 8), {n} trivial tasks (tasks/s)", ours, base,
+                  "tasks/s", "higher", 0.35, f"{n} tasks; baseline: direct spawns, 8 at once")
+    finally:
+        cluster.stop()
+
+
+def stream() -> None:
+    total = size("SCALE_STREAM_BYTES", bench.GIB)
+    line = b'{"type":"progress","progress":1}\n'
+    lines = total // len(line)
+    w = bench.World(bench.new_root("scale-stream"))
+    tool = w.personal / "stream.sh"
+    tool.write_text(bench.STREAM_TOOL.format(lines=lines, bytes=lines * len(line)))
+    env = w.env()
+    q = shlex.quote
+    cases = [("cat", f"bash {q(str(tool))} < /dev/null | cat > /dev/null"),
+             ("--events", f"{q(AWT)} call stream emit --events > /dev/null"),
+             ("no --events", f"{q(AWT)} call stream emit > /dev/null 2> /dev/null")]
+    if BEFORE:
+        cases += [("before --events", f"{q(BEFORE)} call stream emit --events > /dev/null"),
+                  ("before no --events", f"{q(BEFORE)} call stream emit > /dev/null 2> /dev/null")]
+    times: dict[str, list[float]] = {k: [] for k, _ in cases}
+    for _ in range(LONG_RUNS):
+        for label, cmd in cases:
+            t0 = time.perf_counter()
+            subprocess.run(["bash", "-c", "set -o pipefail; " + cmd], env=env, check=True)
+            times[label].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    bench.log(f"stream seconds: {times}")
+    mib = lines * len(line) / (1 << 20)
+    for label in [k for k, _ in cases if k != "cat"]:
+        # Throughput ratio: cat's time over ours.
+        ratio_row(f"{mib:.0f} MiB of small progress events, {label} (MiB/s)", mib / med[label], mib / med["cat"],
+                  "MiB/s", "higher", 0.6, f"{mib:.0f} MiB")
+
+
+MEASURES = {"cold": cold, "warm": warm, "mcp": mcp, "submit": submit, "burst": burst, "pg": pg, "stream": stream}
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(MEASURES)
+    unknown = [n for n in names if n not in MEASURES]
+    if unknown:
+        raise SystemExit(f"bench/run scale: unknown {unknown}; known: {' '.join(MEASURES)}")
+    if not bench.AWT.is_file():
+        raise SystemExit(f"bench/run scale: build the runner first (cargo build --release -p animaworks-tool)")
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    bench.log(f"scale suite: {names}; load average at start {load} on {os.cpu_count()} cores")
+    try:
+        for n in names:
+            MEASURES[n]()
+    finally:
+        bench.remove_roots()
+    print(f"\nissue 24, ratios side by side (load average at start {' '.join(load)}, {os.cpu_count()} cores; "
+          f"at end {' '.join(Path('/proc/loadavg').read_text().split()[:3])})")
+    print("| measure | ours | baseline | ratio | target | met | sizes |")
+    print("|---|---|---|---|---|---|---|")
+    for r in bench.RESULTS:
+        met = {True: "yes", False: "NO", None: "-"}[r.get("met")]
+        print(f"| {r['what']} | {r['value']} | {r['baseline']} | {r['ratio']} | {r['target']} | {met} | "
+              f"{r.get('sizes', '')} |")
+    print("not measured here: `use-tool --serve`, 4 in flight vs 1 (issue 24 item 2, another branch)")
+
+
+if __name__ == "__main__":
+    main()
