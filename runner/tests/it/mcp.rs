@@ -49,8 +49,8 @@ fn world() -> World {
     w
 }
 
-/// A running `animaworks-tool mcp`, spoken to in raw lines.
-struct Mcp {
+/// A running `animaworks-tool mcp`, spoken to in raw lines (also used by the task store suites).
+pub(crate) struct Mcp {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
@@ -58,7 +58,7 @@ struct Mcp {
 }
 
 impl Mcp {
-    fn start(mut cmd: std::process::Command, extra: &[&str]) -> Mcp {
+    pub(crate) fn start(mut cmd: std::process::Command, extra: &[&str]) -> Mcp {
         let mut child = cmd
             .arg("mcp")
             .args(extra)
@@ -133,11 +133,11 @@ impl Mcp {
         }
     }
 
-    fn ask(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn ask(&mut self, method: &str, params: Value) -> Value {
         self.ask_with_notes(method, params).0
     }
 
-    fn init(&mut self, version: &str) -> Value {
+    pub(crate) fn init(&mut self, version: &str) -> Value {
         let r = self.ask(
             "initialize",
             json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}),
@@ -146,7 +146,7 @@ impl Mcp {
         r
     }
 
-    fn finish(mut self) -> (std::process::ExitStatus, String) {
+    pub(crate) fn finish(mut self) -> (std::process::ExitStatus, String) {
         drop(self.stdin.take());
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
