@@ -432,6 +432,47 @@ async fn cancel(server: &Server, params: &Value) -> Result<Value, Value> {
 mod tests {
     use super::*;
 
+    fn task(extra: Value) -> Task {
+        let mut v = json!({"task_id": "0123456789ab", "anima_name": "a", "tool_name": "t:x", "tool_args": {},
+            "status": "running", "created_at": 1.5, "completed_at": null, "result": null, "error": null,
+            "tool": "t", "action": "x", "kind": "action", "updated_at": 2.25});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn stored_tasks_in_mcp_shape() {
+        let t = mcp_task(&task(json!({"progress": {"progress": 1.0, "total": 4.0, "message": "warming up",
+            "updated_at": 2.0}, "ttl_ms": 60000})));
+        assert_eq!(
+            t,
+            json!({"taskId": "0123456789ab", "status": "working", "statusMessage": "1/4: warming up",
+                "createdAt": "1970-01-01T00:00:01.500Z", "lastUpdatedAt": "1970-01-01T00:00:02.250Z",
+                "ttl": 60000, "pollInterval": 1000})
+        );
+        for (stored, outcome, mcp) in [
+            ("pending", None, "working"),
+            ("completed", Some("completed"), "completed"),
+            ("failed", Some("timeout"), "failed"),
+            ("failed", Some("lost"), "failed"),
+            ("failed", Some("cancelled"), "cancelled"),
+        ] {
+            let t = task(json!({"status": stored, "outcome": outcome}));
+            assert_eq!(mcp_task(&t)["status"], mcp, "{stored} {outcome:?}");
+            assert_eq!(mcp_task(&t)["ttl"], Value::Null);
+        }
+        let failed = task(json!({"status": "failed", "outcome": "failed", "error": "tool_error: no",
+            "error_detail": {"code": "tool_error", "message": "no", "hint": "try yes"}}));
+        assert_eq!(mcp_task(&failed)["statusMessage"], "tool_error: no");
+        let r = call_result(&failed);
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["content"][0]["text"], "no (hint: try yes)");
+        assert_eq!(r["_meta"][RELATED]["taskId"], "0123456789ab");
+        assert_eq!(r["_meta"][ERROR_META]["code"], "tool_error");
+    }
+
     #[test]
     fn cursors_are_only_those_given() {
         assert_eq!(cursor_offset("awtt.64"), Some(100));
