@@ -17,6 +17,13 @@ fi
 PATH="$PWD/$venv/bin:$PATH"
 export PATH
 
+# The official MCP reference server that runner/tests/it/mcp_servers.rs runs as a tool (pinned; npm registry).
+if command -v npm >/dev/null 2>&1 \
+  && [ ! -f target/npm-mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/package.json ]; then
+  npm install --no-audit --no-fund --silent --prefix target/npm-mcp-servers \
+    @modelcontextprotocol/server-filesystem@2026.8.31
+fi
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

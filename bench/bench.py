@@ -493,11 +493,16 @@ def bench_sandbox(runs: int, timer: str) -> None:
     spec = {"protocol": 1, "actions": [{"name": "go", "profile": {"sandbox": {"read": ["$ANIMA_DIR"]}}}]}
     # The same tool declaring a host list: with namespaces, a network namespace and the runner's proxy too.
     hosts = {"protocol": 1, "actions": [{"name": "go", "profile": {"sandbox": {"read": ["$ANIMA_DIR"], "net": ["example.com:443"]}}}]}
+    undeclared = {"protocol": 1, "actions": [{"name": "go"}]}
     worlds = {
         "unconfined": ({"sandbox": {"personal": "off"}}, spec),
         "sandboxed": ({}, spec),
         "sandboxed, no namespaces": ({"sandbox": {"pid_namespace": False}}, spec),
         "sandboxed, host list": ({}, hosts),
+        # Issue 20: what an AnimaWorks module gets (nothing declared): its anima dir, shared/, tmp/ and the cwd
+        # writable (noexec mounts, read-only binds of the runner's files), the deny list hidden, the network
+        # through the proxy.
+        "sandboxed, undeclared": ({}, undeclared),
     }
     cases = []
     for label, (settings, schemas) in worlds.items():
@@ -510,7 +515,7 @@ def bench_sandbox(runs: int, timer: str) -> None:
         audit = json.loads((w.anima / "state" / "tool_audit.jsonl").read_text().splitlines()[-1])
         log(f"{label}: audit sandbox {audit.get('sandbox')}")
         cases.append(Case(label, [str(AWT), "call", "tiny", "go", "--json", "{}"], w.env()))
-        if BASELINE and label in ("sandboxed", "sandboxed, host list"):
+        if BASELINE and label in ("sandboxed", "sandboxed, host list", "sandboxed, undeclared"):
             cases.append(Case(f"baseline {label}", [BASELINE, "call", "tiny", "go", "--json", "{}"], w.env()))
     m = time_cases(cases, runs, 20, timer)
     for label in ("sandboxed", "sandboxed, no namespaces"):
@@ -522,11 +527,15 @@ def bench_sandbox(runs: int, timer: str) -> None:
     record("13§2", "a call sandboxed with a host list (tiny compiled personal tool)",
            f"{m['sandboxed, host list']:.2f} ms", f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms",
            "reported", None)
+    d = m["sandboxed, undeclared"] - m["unconfined"]
+    record("20", "a call sandboxed as an undeclared (AnimaWorks) tool: writes, deny-list mounts, proxy",
+           f"{m['sandboxed, undeclared']:.2f} ms", f"{m['unconfined']:.2f} ms unconfined", f"+{d:.2f} ms",
+           "reported", None)
     d = m["sandboxed, host list"] - m["sandboxed"]
     record("13§2", "a host list enforced (network namespace, proxy) over the same call sandboxed",
            f"{m['sandboxed, host list']:.2f} ms", f"{m['sandboxed']:.2f} ms sandboxed", f"{d:+.2f} ms", "reported", None)
     if BASELINE:
-        for label in ("sandboxed", "sandboxed, host list"):
+        for label in ("sandboxed", "sandboxed, host list", "sandboxed, undeclared"):
             b = m[f"baseline {label}"]
             record("13§2", f"{label}, the baseline build (BENCH_BASELINE), same loop", f"{b:.2f} ms",
                    f"this build {m[label]:.2f} ms", f"{m[label] - b:+.2f} ms", "reported", None)

@@ -105,6 +105,14 @@ impl Broker {
         self.child.as_ref().map(AsRawFd::as_raw_fd)
     }
 
+    /// The tool's end, handed over under its own number (the one `ANIMAWORKS_TOOL_BROKER_FD` names).
+    pub fn handover(&self) -> Option<crate::process::Handover<'_>> {
+        self.child.as_ref().map(|c| crate::process::Handover {
+            fd: std::os::fd::AsFd::as_fd(c),
+            at: c.as_raw_fd(),
+        })
+    }
+
     /// The tool has started (or will not): the runner's copy of its end is closed, so that the thread sees the
     /// end of the stream when the tool's copies are gone.
     pub fn started(&mut self) {

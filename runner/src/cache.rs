@@ -10,7 +10,7 @@ use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
 use crate::manifest::Manifest;
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the cached shape or the shim changes meaning.
@@ -37,13 +37,16 @@ impl FileKey {
             ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
             ino: m.ino(),
             dev: m.dev(),
-            interpreter: (file.launch == Launch::Python).then(|| {
-                format!(
-                    "{} shim {:016x}",
-                    dirs.python.to_string_lossy(),
-                    crate::pyshim::content_hash()
-                )
-            }),
+            interpreter: match &file.mcp {
+                Some(decl) => Some(decl.digest()),
+                None => (file.launch == Launch::Python).then(|| {
+                    format!(
+                        "{} shim {:016x}",
+                        dirs.python.to_string_lossy(),
+                        crate::pyshim::content_hash()
+                    )
+                }),
+            },
             runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
         })
     }
@@ -90,14 +93,33 @@ fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // One declaring file holds many servers: each has its own entry.
+    let name = match file.launch {
+        Launch::Mcp => format!("{name}.mcp.{}", file.name),
+        _ => name,
+    };
     dirs.cache
         .join("schemas")
         .join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes())))
         .join(format!("{name}.json"))
 }
 
+/// The cache dir is this user's own and writable by nobody else ([`crate::owned`]); else nothing in it is
+/// believed (every tool is probed afresh) and it says why, once per process.
+fn trusted(dirs: &Dirs) -> Option<()> {
+    match crate::owned::existing_dir(&dirs.cache, "cache dir") {
+        Ok(_) => Some(()),
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| tracing::warn!("{e}"));
+            None
+        }
+    }
+}
+
 /// The cached result for this exact file version, if any.
 pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
+    trusted(dirs)?;
     let bytes = crate::fsread::read(&entry_path(dirs, file), crate::fsread::CACHE_ENTRY).ok()?;
     let entry: Entry = serde_json::from_slice(&bytes).ok()?;
     (entry.key == *key && entry.path == file.path).then_some(entry.probed)
@@ -113,7 +135,8 @@ pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
     };
     let write = || -> std::io::Result<()> {
         let dir = path.parent().expect("has parent");
-        std::fs::create_dir_all(dir)?;
+        crate::owned::dir(&dirs.cache, "cache dir")?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         // Serialized whole first: `to_writer` on the file made one `write` per token (~235 an entry).
         let bytes = serde_json::to_vec(&entry)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
@@ -153,6 +176,7 @@ fn now_s() -> u64 {
 /// When this exact file version's `--schemas` timed out less than [`TIMEOUT_MEMO_S`] ago: the seconds left
 /// before it is tried again.
 pub fn timed_out_recently(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<u64> {
+    trusted(dirs)?;
     let bytes = crate::fsread::read(&memo_path(dirs, file), crate::fsread::SMALL).ok()?;
     let m: TimeoutMemo = serde_json::from_slice(&bytes).ok()?;
     let age = now_s().checked_sub(m.at)?;
@@ -170,7 +194,8 @@ pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
     };
     let write = || -> std::io::Result<()> {
         let dir = path.parent().expect("has parent");
-        std::fs::create_dir_all(dir)?;
+        crate::owned::dir(&dirs.cache, "cache dir")?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         let bytes = serde_json::to_vec(&memo)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         std::io::Write::write_all(&mut tmp, &bytes)?;

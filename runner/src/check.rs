@@ -173,6 +173,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         tier: Tier::Personal,
         path: abs,
         launch,
+        mcp: None,
     };
     let env = match runner.probe_env() {
         Ok(e) => e,
@@ -217,6 +218,8 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
             );
         }
         match &a.profile.sandbox {
+            // An AnimaWorks module has no way to declare one: it gets what AnimaWorks tools need.
+            None if manifest.legacy => {}
             None => f.warn(
                 &format!("action {}", a.name),
                 "declares no sandbox: where tools are confined it gets the default for AnimaWorks tools (its anima's folder, the shared folders, the network if permitted)",
@@ -314,6 +317,12 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
         String::new()
     };
     match out {
+        // The sample call ran confined, as it will in a tier: a failure the sandbox caused fails the check.
+        Err(e) if e.detail(Detail::Reason).and_then(Value::as_str) == Some("sandbox_denied") => f.fail(
+            &subject,
+            format!("called with {shown}: fails in the sandbox: {}", e.message),
+            e.hint.unwrap_or_default(),
+        ),
         Err(e) if e.code == ErrorCode::BadOutput && e.detail(Detail::Result).is_some() => f.fail(
             &subject,
             format!(

@@ -30,6 +30,8 @@ pub enum Launch {
     Bash,
     /// Anything else: the file itself, which must be executable.
     Exec,
+    /// A declared MCP server ([`crate::mcp_servers`]): the runner's own bridge, which starts the server.
+    Mcp,
 }
 
 impl Launch {
@@ -57,6 +59,9 @@ pub struct ToolFile {
     /// The path as found in the tier folder (a symlink stays a symlink; it is the tier that counts).
     pub path: PathBuf,
     pub launch: Launch,
+    /// For [`Launch::Mcp`]: the server's declaration (`path` is the file that declares it).
+    #[serde(skip)]
+    pub mcp: Option<std::sync::Arc<crate::mcp_servers::Declared>>,
 }
 
 /// Something wrong with a file in a tier; `list` and `doctor` show these.
@@ -93,12 +98,62 @@ pub fn scan_for(dirs: &Dirs, name: &str) -> Scan {
 
 fn scan_only(dirs: &Dirs, only: Option<&str>) -> Scan {
     let mut scan = Scan::default();
-    for (tier, dir) in dirs.tier_dirs() {
-        for file in scan_dir(tier, &dir, &mut scan.problems, only) {
+    let folders = dirs.tier_dirs();
+    for tier in [Tier::Core, Tier::Common, Tier::Personal] {
+        for (_, dir) in folders.iter().filter(|(t, _)| *t == tier) {
+            for file in scan_dir(tier, dir, &mut scan.problems, only) {
+                admit(&mut scan, file);
+            }
+        }
+        // A tier's servers come after its folders: a file of the same name there wins.
+        for file in mcp_servers(dirs, tier, &mut scan.problems, only) {
             admit(&mut scan, file);
         }
     }
     scan
+}
+
+/// The MCP servers declared for `tier`, as tools ([`crate::mcp_servers`]).
+fn mcp_servers(dirs: &Dirs, tier: Tier, problems: &mut Vec<Problem>, only: Option<&str>) -> Vec<ToolFile> {
+    if tier == Tier::Personal && dirs.anima.is_none() {
+        return Vec::new();
+    }
+    let (found, bad) = crate::mcp_servers::declared(&dirs.data, dirs.anima.as_deref(), tier);
+    for b in bad.into_iter().filter(|b| only.is_none_or(|n| n == b.name)) {
+        problems.push(Problem {
+            tool: b.name,
+            tier: b.tier,
+            path: b.file,
+            kind: "mcp_server_invalid",
+            message: b.message,
+            stderr_tail: None,
+        });
+    }
+    let mut out = Vec::new();
+    for d in found {
+        if only.is_some_and(|n| n != d.name) {
+            continue;
+        }
+        if let Some(p) = found_tool_name_problem(&d.name) {
+            problems.push(Problem {
+                tool: d.name.clone(),
+                tier,
+                path: d.file.clone(),
+                kind: "invalid_name",
+                message: format!("MCP server '{}' in {}: {p}; rename it", d.name, d.file.display()),
+                stderr_tail: None,
+            });
+            continue;
+        }
+        out.push(ToolFile {
+            name: d.name.clone(),
+            tier,
+            path: d.file.clone(),
+            launch: Launch::Mcp,
+            mcp: Some(std::sync::Arc::new(d)),
+        });
+    }
+    out
 }
 
 impl Problem {
@@ -255,6 +310,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             tier,
             path,
             launch,
+            mcp: None,
         });
     }
     out

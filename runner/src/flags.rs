@@ -196,12 +196,20 @@ pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, R
             }
             "max-output" | "max_output" => {
                 let v = take_value("a number of bytes")?;
-                flags.max_output = Some(v.parse().map_err(|_| {
-                    usage(
-                        format!("--max-output expects a number of bytes, got {v:?}"),
-                        "e.g. --max-output 1048576".into(),
-                    )
-                })?);
+                let n = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n <= crate::call::MAX_OUTPUT_CEILING)
+                    .ok_or_else(|| {
+                        usage(
+                            format!(
+                                "--max-output expects a number of bytes from 0 to {} (1 GiB), got {v:?}",
+                                crate::call::MAX_OUTPUT_CEILING
+                            ),
+                            "e.g. --max-output 1048576".into(),
+                        )
+                    })?;
+                flags.max_output = Some(n);
                 continue;
             }
             "events" => {

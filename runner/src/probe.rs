@@ -14,6 +14,15 @@ use std::time::Duration;
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 
+/// How long a file's `--schemas` may take: [`PROBE_TIMEOUT`], or for an MCP server its handshake's deadline and
+/// 10 s for listing (a server is a whole program starting, e.g. `npx` or a Python SDK import).
+fn probe_timeout(file: &ToolFile) -> Duration {
+    match &file.mcp {
+        Some(decl) => crate::mcp_servers::handshake(&decl.spec) + PROBE_TIMEOUT,
+        None => PROBE_TIMEOUT,
+    }
+}
+
 /// Run `TOOL --schemas` now, ignoring the cache.
 pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
     let failed = |reason: String, stderr_tail: String| Probed::Failed {
@@ -22,7 +31,12 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
         spawn: false,
         timed_out: false,
     };
-    let plan = match crate::sandbox::for_process(dirs, file, crate::sandbox::Needs::Probe) {
+    // A server is started to be listed: it gets what its declaration gives its calls.
+    let needs = match &file.mcp {
+        Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
+        None => crate::sandbox::Needs::Probe,
+    };
+    let plan = match crate::sandbox::for_process(dirs, file, needs) {
         Ok(p) => p,
         // Not cached (like a spawn failure): the settings can be fixed without touching the tool.
         Err(e) => {
@@ -52,7 +66,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
         call_id: &call_id,
         request: None,
         events: false,
-        timeout: PROBE_TIMEOUT,
+        timeout: probe_timeout(file),
         max_output: PROBE_MAX_OUTPUT,
         spill: crate::spill::SpillTo::never(),
     };
@@ -60,7 +74,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
     let tail = f.stderr_tail.clone();
     match (f.ending, f.stdout) {
         (Ending::TimedOut, _) => Probed::Failed {
-            reason: format!("--schemas did not answer within {} s", PROBE_TIMEOUT.as_secs()),
+            reason: format!("--schemas did not answer within {} s", probe_timeout(file).as_secs()),
             stderr_tail: tail,
             spawn: false,
             timed_out: true,
@@ -91,7 +105,12 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             failed(format!("--schemas {how}{why}"), tail)
         }
         (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
-            Ok(m) => Probed::Ok(m),
+            Ok(mut m) => {
+                if let Some(decl) = &file.mcp {
+                    crate::mcp_servers::enforce(&mut m, decl);
+                }
+                Probed::Ok(m)
+            }
             Err(e) => failed(e.to_string(), tail),
         },
         (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
@@ -133,7 +152,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
     if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
         let reason = format!(
             "--schemas did not answer within {} s; not tried again for {left} s (`animaworks-tool refresh` tries now)",
-            PROBE_TIMEOUT.as_secs()
+            probe_timeout(file).as_secs()
         );
         return (
             Probed::Failed {

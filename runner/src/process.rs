@@ -27,6 +27,96 @@ pub enum Io {
     Inherit,
 }
 
+/// A descriptor handed over to the tool: the runner's `fd` (open across the start) becomes the tool's `at` (3 or
+/// above), without close-on-exec. Every other descriptor from 3 up is closed at the tool's exec.
+#[derive(Debug, Clone, Copy)]
+pub struct Handover<'a> {
+    pub fd: std::os::fd::BorrowedFd<'a>,
+    pub at: RawFd,
+}
+
+/// At most this many descriptors are handed over to one tool (the child places them from a fixed array).
+pub const MAX_HANDOVERS: usize = 8;
+
+/// Checks `h` before the start: targets 3 or above, none twice, at most [`MAX_HANDOVERS`].
+pub fn check_handovers(h: &[Handover<'_>]) -> io::Result<()> {
+    let bad = |m: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, m.to_string()));
+    if h.len() > MAX_HANDOVERS {
+        return bad("too many descriptors handed over to a tool");
+    }
+    for (i, x) in h.iter().enumerate() {
+        if x.at < 3 {
+            return bad("a descriptor handed over to a tool must be placed at 3 or above");
+        }
+        if h[..i].iter().any(|y| y.at == x.at) {
+            return bad("two descriptors handed over to the same place");
+        }
+    }
+    Ok(())
+}
+
+/// In the child: every descriptor from 3 up marked close-on-exec, so the tool gets none the runner did not hand
+/// over, whatever the runner's caller left open (`exec 7<config.json`). Marked, not closed: the child still needs
+/// some until its exec (the sandbox's ruleset, the init's report pipe). `limit`: the descriptor table's size, for
+/// a kernel without `CLOSE_RANGE_CLOEXEC` (before 5.11).
+///
+/// # Safety
+/// Only in a child with its own descriptor table (no `CLONE_FILES`), before its exec.
+pub unsafe fn cloexec_from_3(limit: u32) {
+    use crate::sys::call as sys;
+    const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
+    // SAFETY: integer arguments; this process's own table.
+    if unsafe { sys(libc::SYS_close_range, 3, u32::MAX as usize, CLOSE_RANGE_CLOEXEC, 0) } == 0 {
+        return;
+    }
+    for fd in 3..limit as usize {
+        // SAFETY: as above; a descriptor that is not open gives EBADF, which is ignored.
+        unsafe {
+            sys(
+                libc::SYS_fcntl,
+                fd,
+                libc::F_SETFD as usize,
+                libc::FD_CLOEXEC as usize,
+                0,
+            )
+        };
+    }
+}
+
+/// In the child, right before its exec: each handed-over descriptor placed at its target, without close-on-exec.
+/// First all are copied above every source and target, so placing one never overwrites another's source.
+///
+/// # Safety
+/// Only in a child with its own descriptor table, after [`cloexec_from_3`], right before its exec (a target may
+/// replace a descriptor the child used until now); `h` checked by [`check_handovers`].
+pub unsafe fn place_handovers(h: &[Handover<'_>]) -> io::Result<()> {
+    use crate::sys::{call as sys, check};
+    use std::os::fd::AsRawFd as _;
+    if h.is_empty() {
+        return Ok(());
+    }
+    let above = h.iter().map(|x| x.fd.as_raw_fd().max(x.at)).max().unwrap_or(2) + 1;
+    let mut high = [-1 as RawFd; MAX_HANDOVERS];
+    for (i, x) in h.iter().take(MAX_HANDOVERS).enumerate() {
+        // SAFETY: integer arguments; the copy is close-on-exec and goes at the exec.
+        let fd = check(unsafe {
+            sys(
+                libc::SYS_fcntl,
+                x.fd.as_raw_fd() as usize,
+                libc::F_DUPFD_CLOEXEC as usize,
+                above as usize,
+                0,
+            )
+        })?;
+        high[i] = fd as RawFd;
+    }
+    for (i, x) in h.iter().take(MAX_HANDOVERS).enumerate() {
+        // SAFETY: integer arguments; `at` is the child's to replace (checked: 3 or above).
+        check(unsafe { sys(libc::SYS_dup3, high[i] as usize, x.at as usize, 0, 0) })?;
+    }
+    Ok(())
+}
+
 /// What the child does between its start and its exec, prepared before the clone; returns only the error that
 /// stopped it. It runs on its own stack in the runner's memory while the runner waits: no allocation, no lock.
 /// Given the [`Init`] when it was started as process 1 of new namespaces.
@@ -130,6 +220,7 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
     }
     let mut setup = Setup {
         fds: theirs,
+        fd_limit: fd_limit(),
         cwd,
         pre,
         err: AtomicI32::new(0),
@@ -167,8 +258,17 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
     })
 }
 
+/// The soft limit on descriptors, read before the clone (the child may not call libc).
+fn fd_limit() -> u32 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .map_or(1 << 20, |n| n.min(1 << 20) as u32)
+}
+
 struct Setup<'a> {
     fds: [RawFd; 3],
+    /// The descriptor table's size ([`cloexec_from_3`]'s fallback).
+    fd_limit: u32,
     cwd: Option<&'a CStr>,
     pre: PreExec<'a>,
     /// The errno that stopped the child before its exec (0: none).
@@ -341,6 +441,8 @@ unsafe fn child_main(s: &Setup<'_>) -> io::Error {
             }
         }
     }
+    // SAFETY: the child's table is its own (no CLONE_FILES), before its exec.
+    unsafe { cloexec_from_3(s.fd_limit) };
     if let Some(dir) = s.cwd {
         // SAFETY: `dir` is a NUL-terminated string that `s` borrows for this call.
         if let Err(e) = check(unsafe { sys(libc::SYS_chdir, dir.as_ptr() as usize, 0, 0, 0) }) {

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The embedded package: (path relative to the package folder, contents).
@@ -99,25 +99,22 @@ pub fn content_hash() -> u64 {
 
 /// The path of the script Python starts (`_start.py`, which imports the shim so that its byte code is cached),
 /// writing the package on first use (atomically: a temp dir renamed into place).
+///
+/// Before each use the extracted package is checked against the bytes compiled into this runner, in folders
+/// that are this user's own and writable by nobody else ([`crate::owned`]): a copy that differs is replaced,
+/// one another user owns or could change is refused (it runs in every Python tool, core tools included).
 pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
+    crate::owned::dir(cache, "cache dir")?;
     let root = cache.join(format!("pysdk-{:016x}", content_hash()));
     let shim = root.join("animaworks_tool_sdk").join("_start.py");
-    if shim.is_file() {
-        return Ok(shim);
+    // Why more than once: a compiler still running for the copy moved aside may recreate its folders by path.
+    for _ in 0..3 {
+        if intact(&root)? {
+            return Ok(shim);
+        }
+        extract(cache, &root)?;
     }
-    std::fs::create_dir_all(cache)?;
-    let tmp = tempfile::Builder::new().prefix(".pysdk-").tempdir_in(cache)?;
-    for (name, text) in FILES {
-        let p = tmp.path().join("animaworks_tool_sdk").join(name);
-        std::fs::create_dir_all(p.parent().expect("has parent"))?;
-        std::fs::write(p, text)?;
-    }
-    let tmp = tmp.keep();
-    if std::fs::rename(&tmp, &root).is_err() {
-        // Another runner won the race; its copy is identical.
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    if shim.is_file() {
+    if intact(&root)? {
         Ok(shim)
     } else {
         Err(io::Error::new(
@@ -125,6 +122,53 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
             format!("could not write the Python shim under {}", root.display()),
         ))
     }
+}
+
+/// Write the package into a fresh folder and rename it to `root`; a copy already there that differs from this
+/// runner's (checked to be our own) is moved aside and removed first.
+fn extract(cache: &Path, root: &Path) -> io::Result<()> {
+    let tmp = tempfile::Builder::new().prefix(".pysdk-").tempdir_in(cache)?;
+    let pkg = tmp.path().join("animaworks_tool_sdk");
+    std::fs::DirBuilder::new().mode(0o755).create(&pkg)?;
+    for (name, text) in FILES {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(pkg.join(name))?;
+        f.write_all(text.as_bytes())?;
+    }
+    let tmp = tmp.keep();
+    if root.exists() {
+        let old = tempfile::Builder::new().prefix(".pysdk-old-").tempdir_in(cache)?.keep();
+        if std::fs::rename(root, old.join("x")).is_ok() {
+            let _ = std::fs::remove_dir_all(&old);
+        }
+    }
+    if std::fs::rename(&tmp, root).is_err() {
+        // Another runner won the race; its copy is checked by the caller.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Ok(())
+}
+
+/// The package under `root` is this runner's, byte for byte, in folders of this user's own.
+fn intact(root: &Path) -> io::Result<bool> {
+    let pkg = root.join("animaworks_tool_sdk");
+    for d in [root, &pkg] {
+        if !crate::owned::existing_dir(d, "Python shim folder")? {
+            return Ok(false);
+        }
+    }
+    // Byte code there runs too: its folder must be as much our own (`false` when absent is fine).
+    crate::owned::existing_dir(&pkg.join("__pycache__"), "Python shim folder")?;
+    for (name, text) in FILES {
+        if !crate::owned::file_is(&pkg.join(name), text.as_bytes(), "Python shim file")? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// What the compiler needs of the tool's environment: where to find the interpreter (a version manager's shim
@@ -161,7 +205,8 @@ pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsStr
         return;
     }
     let claim = cache.join(format!(".compiling-{key:016x}"));
-    if std::fs::create_dir_all(&cache).is_err() || !take_claim(&claim) {
+    let made = std::fs::DirBuilder::new().mode(0o755).create(&cache);
+    if made.is_err() && !cache.is_dir() || !take_claim(&claim) {
         return;
     }
     let mut cmd = std::process::Command::new(python);

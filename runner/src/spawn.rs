@@ -9,6 +9,7 @@
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
 use crate::error::{CallError, ErrorCode};
+pub(crate) use crate::process::Handover;
 use crate::process::{Child, Io};
 use std::ffi::{CString, OsString};
 use std::io;
@@ -48,20 +49,19 @@ pub(crate) fn start_tool(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
-    start_tool_handing(file, dirs, mode, env, cwd, sandbox, &[])
+    start_tool_with(file, dirs, mode, env, cwd, sandbox, &[])
 }
 
-/// [`start_tool`], handing over `hand_over`: descriptors of the runner (close-on-exec there) that the tool gets
-/// under the same numbers, the only ones it gets besides 0–2 (today: the credential broker's end,
-/// [`crate::broker`]).
-pub(crate) fn start_tool_handing(
+/// [`start_tool`], handing `handover` to the tool: each `fd` becomes the tool's descriptor `at` (3 or above).
+/// Every other descriptor from 3 up is closed at the exec, whatever the runner's caller left open.
+pub(crate) fn start_tool_with(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-    hand_over: &[std::os::fd::RawFd],
+    handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
@@ -69,8 +69,8 @@ pub(crate) fn start_tool_handing(
             .hint(hint)
             .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let mut prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
-    prepared.hand_over = hand_over.to_vec();
+    crate::process::check_handovers(handover).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
     started(file, child)
 }
@@ -87,18 +87,19 @@ pub(crate) async fn start_tool_async(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
 ) -> Result<Started, CallError> {
-    start_tool_async_handing(file, dirs, mode, env, cwd, sandbox, &[]).await
+    start_tool_async_with(file, dirs, mode, env, cwd, sandbox, &[]).await
 }
 
-/// [`start_tool_async`], handing over descriptors as [`start_tool_handing`] does.
-pub(crate) async fn start_tool_async_handing(
+/// [`start_tool_async`], handing `handover` to the tool as [`start_tool_with`] does. The descriptors are copied
+/// for the start's thread, so they stay open for it even when this future is dropped mid-start.
+pub(crate) async fn start_tool_async_with(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-    hand_over: &[std::os::fd::RawFd],
+    handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| {
         let (msg, hint) = explain_spawn_error(file, dirs, &e);
@@ -106,16 +107,26 @@ pub(crate) async fn start_tool_async_handing(
             .hint(hint)
             .with(crate::error::Detail::Tool, file.name.clone())
     };
-    let mut prepared = prepare(file, dirs, mode, env, cwd, sandbox).map_err(explain)?;
-    prepared.hand_over = hand_over.to_vec();
+    crate::process::check_handovers(handover).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[]).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
-    let child = if waits {
-        tokio::task::spawn_blocking(move || start(&prepared))
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))))
-    } else {
-        start(&prepared)
-    };
+    if !waits {
+        let p = Prepared { handover, ..prepared };
+        return started(file, start(&p).map_err(explain)?);
+    }
+    let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
+        .iter()
+        .map(|h| h.fd.try_clone_to_owned().map(|o| (o, h.at)))
+        .collect::<io::Result<_>>()
+        .map_err(explain)?;
+    let child = tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsFd as _;
+        let hs: Vec<Handover<'_>> = owned.iter().map(|(o, at)| Handover { fd: o.as_fd(), at: *at }).collect();
+        let p = Prepared { handover: &hs, ..prepared };
+        start(&p)
+    })
+    .await
+    .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))));
     started(file, child.map_err(explain)?)
 }
 
@@ -130,28 +141,32 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 }
 
 /// A tool's start, prepared before the clone: nothing is allocated after it.
-struct Prepared {
+struct Prepared<'h> {
     exec: DirectExec,
     confined: Option<crate::sandbox::child::Confined>,
+    limits: Option<crate::resources::ChildLimits>,
     io: [Io; 3],
     cwd: Option<CString>,
-    /// Descriptors the tool gets under their own numbers (their close-on-exec flag is cleared in the child).
-    hand_over: Vec<std::os::fd::RawFd>,
+    handover: &'h [Handover<'h>],
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
 /// confines the process (docs/sandbox.md).
-fn prepare(
+fn prepare<'h>(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Mode<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-) -> io::Result<Prepared> {
+    handover: &'h [Handover<'h>],
+) -> io::Result<Prepared<'h>> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
+    // A PID namespace's init is in the call's cgroup too, beside the tool's processes.
+    let init = u64::from(confined.as_ref().is_some_and(|c| c.pid_ns.is_some()));
+    let limits = sandbox.map(|p| p.limits.prepare(init)).transpose()?;
     let env = &crate::sandbox::with_env(env, sandbox);
     let io = match mode {
         Mode::Schemas => [Io::Null, Io::Piped, Io::Piped],
@@ -168,18 +183,26 @@ fn prepare(
     Ok(Prepared {
         exec: DirectExec::new(&program, &argv, env)?,
         confined,
+        limits,
         io,
         cwd,
-        hand_over: Vec::new(),
+        handover,
     })
 }
 
 /// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
 /// the sandbox, the exec. Returns only the error that stopped it. `init`: the child is process 1 of new
 /// namespaces ([`crate::process::Start::Init`]).
-fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
+fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error {
     use crate::sys::{call as sys, check};
     let d = &p.exec;
+    // First, so that nothing this process becomes or starts is outside the call's cgroup and rlimits.
+    if let Some(l) = &p.limits {
+        // SAFETY: in the child before its exec; `l` was prepared before the start.
+        if let Err(e) = unsafe { l.apply() } {
+            return e;
+        }
+    }
     // A new session: the tool leads its own process group and has no controlling terminal.
     // SAFETY: no arguments; this process's session alone. Raw calls throughout: this process shares the runner's
     // memory, errno included.
@@ -202,14 +225,6 @@ fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
         // SAFETY: no arguments.
         None => unsafe { sys(libc::SYS_getpid, 0, 0, 0, 0) as i32 },
     };
-    for fd in &p.hand_over {
-        // Handed over: it survives the exec. The number is the runner's own, so it can collide with nothing the
-        // child uses.
-        // SAFETY: integer arguments only, on the child's own descriptor table.
-        if let Err(e) = check(unsafe { sys(libc::SYS_fcntl, *fd as usize, libc::F_SETFD as usize, 0, 0) }) {
-            return e;
-        }
-    }
     // SAFETY: after the setsid, before the exec; the runner's guardian pipe stays open while it spawns.
     unsafe { crate::guardian::register(group) };
     let e = match p.confined.as_ref() {
@@ -218,12 +233,18 @@ fn pre_exec(p: &Prepared, init: Option<&crate::process::Init>) -> io::Error {
                 path: d.path.as_ptr(),
                 argv: d.argv.as_ptr(),
                 envp: d.envp.as_ptr(),
+                handover: p.handover,
             };
             // SAFETY: in the child before its exec, with `c` and `exec` prepared before the clone; `init` is the
             // one this child was started with, which a plan with a PID namespace needs (`start`).
             unsafe { crate::sandbox::child::enter_and_exec(c, &exec, init) }
         }
         None => {
+            // SAFETY: right before the exec, in the child's own table (cloexec_from_3 ran in child_main).
+            if let Err(e) = unsafe { crate::process::place_handovers(p.handover) } {
+                crate::guardian::unregister(group);
+                return e;
+            }
             // SAFETY: path, argv and envp are NUL-terminated and prepared before the clone.
             let r = unsafe {
                 sys(
@@ -256,6 +277,15 @@ fn program_and_args(
         Launch::Node => Some("node".into()),
         Launch::Bash => Some("bash".into()),
         Launch::Exec => None,
+        Launch::Mcp => {
+            let decl = file
+                .mcp
+                .as_ref()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its declaration"))?;
+            let mut argv: Vec<OsString> = vec!["__mcp-bridge".into(), decl.bridge_arg().into()];
+            argv.extend(mode_args);
+            return Ok((crate::mcp_servers::runner_exe()?, argv));
+        }
     };
     let Some(interp) = interpreter else {
         return Ok((file.path.clone(), mode_args));
@@ -346,7 +376,7 @@ impl DirectExec {
 }
 
 /// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
-fn start(p: &Prepared) -> io::Result<Child> {
+fn start(p: &Prepared<'_>) -> io::Result<Child> {
     let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
     let how = match p.confined.as_ref().and_then(|c| c.pid_ns.as_ref()) {
         Some(ns) => crate::process::Start::Init(ns.clone_flags()),
@@ -377,7 +407,7 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
         Launch::Python => Some(dirs.python.to_string_lossy().into_owned()),
         Launch::Node => Some("node".to_owned()),
         Launch::Bash => Some("bash".to_owned()),
-        Launch::Exec => None,
+        Launch::Exec | Launch::Mcp => None,
     };
     match (e.raw_os_error(), interp) {
         (Some(libc::ENOENT), Some(i)) => (

@@ -55,8 +55,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The environment variable that sets the runner's output cap.
+pub const MAX_OUTPUT_ENV: &str = "ANIMAWORKS_TOOL_MAX_OUTPUT";
 /// Default output cap: 8 MiB (protocol.md §5.3).
 pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+/// The highest output cap a call may set (`--max-output`, `ANIMAWORKS_TOOL_MAX_OUTPUT`, a request's
+/// `max_output`): 1 GiB. Output up to the cap is held in memory; past it, it goes to a file (protocol.md §5.3).
+pub const MAX_OUTPUT_CEILING: u64 = 1 << 30;
+
+/// `n` as an output cap, when at most [`MAX_OUTPUT_CEILING`]; `from` names where it came from.
+pub fn check_max_output(n: u64, from: &str) -> Result<u64, CallError> {
+    if n <= MAX_OUTPUT_CEILING {
+        return Ok(n);
+    }
+    Err(CallError::new(
+        ErrorCode::Usage,
+        format!("{from} is {n} bytes, past the ceiling of {MAX_OUTPUT_CEILING} bytes (1 GiB)"),
+    )
+    .hint(format!(
+        "give at most {MAX_OUTPUT_CEILING}; output past the cap is kept whole in a file anyway"
+    )))
+}
+
 /// The longest deadline a call may have; longer ones are refused where they enter.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(crate::limits::MAX_SECONDS as u64);
 /// A legacy argv that names no action with a timeout gets AnimaWorks' own background timeout, in the foreground
@@ -95,6 +115,8 @@ pub struct Runner {
     /// Persistent workers for long-lived callers; `None` (the CLI) spawns one process per call.
     pub pool: Option<Arc<WorkerPool>>,
     settings: Arc<OnceLock<Result<Settings, SettingsError>>>,
+    /// `$ANIMAWORKS_TOOL_MAX_OUTPUT` when it is not a usable cap: every call is refused with it.
+    bad_max_output_env: Option<String>,
 }
 
 /// A fresh call id: `c-` and 12 hex digits.
@@ -125,16 +147,34 @@ pub fn timeout_from_secs(secs: f64, what: &str) -> Result<Duration, CallError> {
 
 impl Runner {
     pub fn new(dirs: Dirs) -> Runner {
-        let max_output = std::env::var("ANIMAWORKS_TOOL_MAX_OUTPUT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_OUTPUT);
+        let env = std::env::var_os(MAX_OUTPUT_ENV).map(|v| v.to_string_lossy().into_owned());
+        let parsed = env
+            .as_deref()
+            .map(|v| v.trim().parse::<u64>().ok().filter(|n| *n <= MAX_OUTPUT_CEILING));
         Runner {
             dirs,
-            max_output,
+            max_output: parsed.flatten().unwrap_or(DEFAULT_MAX_OUTPUT),
             pool: None,
             settings: Arc::new(OnceLock::new()),
+            bad_max_output_env: env.filter(|_| parsed == Some(None)),
         }
+    }
+
+    /// The output cap of a call: its own, else the runner's; an unusable one is a usage error naming it.
+    pub(crate) fn max_output_for(&self, opts: &CallOptions) -> Result<u64, CallError> {
+        if let Some(n) = opts.max_output {
+            return check_max_output(n, "the output cap (--max-output / \"max_output\")");
+        }
+        if let Some(v) = &self.bad_max_output_env {
+            return Err(CallError::new(
+                ErrorCode::Usage,
+                format!("${MAX_OUTPUT_ENV} is {v:?}: not a number of bytes from 0 to {MAX_OUTPUT_CEILING}"),
+            )
+            .hint(format!(
+                "set ${MAX_OUTPUT_ENV} to a number of bytes (e.g. 8388608), or unset it"
+            )));
+        }
+        check_max_output(self.max_output, "the runner's output cap")
     }
 
     /// `<data dir>/animaworks-tool.json`, read once. A file that cannot be used stops every call that needs it.

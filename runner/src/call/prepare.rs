@@ -165,6 +165,10 @@ impl<'r> Target<'r> {
             Ok(l) => l,
             Err(e) => return fail(&attempt, e, &masker),
         };
+        let max_output = match runner.max_output_for(opts) {
+            Ok(n) => n,
+            Err(e) => return fail(&attempt, e, &masker),
+        };
         let audit = match audit::Handle::open(runner, gate != Gate::Open) {
             Ok(h) => h,
             Err(e) => return fail(&attempt, e, &masker),
@@ -176,7 +180,7 @@ impl<'r> Target<'r> {
             call_id,
             timeout,
             deadline_ms,
-            max_output: opts.max_output.unwrap_or(runner.max_output),
+            max_output,
             cwd: opts.cwd.clone(),
             last_spawn: opts.last_spawn,
             masker,
@@ -282,6 +286,10 @@ impl<'r> Tool<'r> {
         };
         // The gated subcommands this anima may not run, for the shim to refuse under any other name.
         env.extend(crate::policy::cli_alias::env_for(&perms, &resolved));
+        let max_output = match runner.max_output_for(opts) {
+            Ok(n) => n,
+            Err(e) => return fail(&attempt, e, &masker),
+        };
         let audit = match audit::Handle::open(runner, gated) {
             Ok(h) => h,
             Err(e) => return fail(&attempt, e, &masker),
@@ -291,7 +299,7 @@ impl<'r> Tool<'r> {
             argv: argv.to_vec(),
             call_id,
             timeout,
-            max_output: opts.max_output.unwrap_or(runner.max_output),
+            max_output,
             cwd: opts.cwd.clone(),
             last_spawn: opts.last_spawn,
             masker,

@@ -119,6 +119,7 @@ impl PreparedCall<'_> {
                     crate::guardian::retire();
                 }
                 stream::interpret(finished, &file.name, &self.action.name, self.timeout, self.max_output)
+                    .map_err(|e| explain_failure(&self.sandbox, file, runner, e))
             }
         }
     }
@@ -143,7 +144,8 @@ impl PreparedCli<'_> {
             .and_then(|f| match f.ending {
                 stream::Ending::Exited(s) => Ok(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
                 _ => stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output).map(|_| 0),
-            });
+            })
+            .map_err(|e| explain_failure(&self.sandbox, &self.resolved.file, self.runner, e));
         note_proxy(&self.sandbox, &mut self.attempt);
         let out = out.map_err(|e| mask_error(e, &self.masker));
         audit::outcome(
@@ -174,6 +176,7 @@ impl PreparedCli<'_> {
                     };
                     stream::interpret(f, &self.resolved.file.name, "cli", self.timeout, self.max_output)
                         .map(|v| printed.unwrap_or(v))
+                        .map_err(|e| explain_failure(&self.sandbox, &self.resolved.file, self.runner, e))
                 }
             },
             Err(e) => Err(e),
@@ -242,8 +245,9 @@ async fn start_brokered(
     };
     let mut env = env.to_vec();
     let mut broker = plan.start(runner, &file.name, &mut env);
-    let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
-    let started = spawn::start_tool_async_handing(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
+    let started = spawn::start_tool_async_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    drop(hand);
     if let Some(b) = broker.as_mut() {
         b.started();
     }
@@ -308,9 +312,29 @@ fn grants_key(
 }
 
 /// What the sandbox proxy of an enforced host list relayed and refused, into the audit line's `sandbox`.
+/// A failed call says which limit ended it, or what the sandbox did not give it (docs/sandbox.md).
+fn explain_failure(
+    plan: &crate::sandbox::Plan,
+    file: &crate::discover::ToolFile,
+    runner: &crate::call::Runner,
+    e: CallError,
+) -> CallError {
+    let e = plan.limits.explain(e);
+    let perms = runner
+        .dirs
+        .anima
+        .as_ref()
+        .map(|a| a.join(crate::policy::permissions::JSON_FILE));
+    crate::confined::explain(e, plan, file, perms.as_deref())
+}
+
 fn note_proxy(plan: &crate::sandbox::Plan, attempt: &mut audit::Attempt) {
     if let (Some(log), Some(s)) = (plan.proxy_log(), attempt.sandbox.as_mut()) {
         s["proxy"] = log;
+    }
+    // How each limit was enforced once the process started (a cgroup that could not be made falls back).
+    if let Some(s) = attempt.sandbox.as_mut() {
+        s["limits"] = plan.limits.summary();
     }
 }
 

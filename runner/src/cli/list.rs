@@ -135,13 +135,18 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         k.pid_namespace && settings.as_ref().is_none_or(|s| s.pid_namespace) && crate::sandbox::netproxy::available();
     let mut report = kernel::report(&k);
     report.push(crate::sandbox::netproxy::doctor_line(proxy));
+    let reads = crate::sandbox::reads_in_force(&k, settings.as_ref());
+    report.push(crate::sandbox::doctor_line(reads));
+    let (limits, _) = crate::resources::doctor(runner.settings_file().ok());
     let v = json!({
         "landlock_abi": k.landlock_abi,
         "seccomp": k.seccomp,
         "pid_namespace": k.pid_namespace,
         "needs_user_namespace": k.needs_user_namespace,
         "hosts": if proxy { "proxy" } else { "not_enforced" },
+        "reads": reads.as_str(),
         "settings": settings,
+        "limits": limits,
         "report": report,
     });
     (v, err)
@@ -232,6 +237,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
         }
         say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {
+            say!("  {}", line.as_str().unwrap_or(""));
+        }
+        for line in sandbox["limits"]["report"].as_array().into_iter().flatten() {
             say!("  {}", line.as_str().unwrap_or(""));
         }
         if let Some(s) = sandbox["settings"].as_object() {

@@ -173,6 +173,10 @@ enum Cmd {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__mcp-bridge")) {
+        let rest: Vec<OsString> = std::env::args_os().skip(2).collect();
+        return crate::mcp_servers::bridge::main(&rest);
+    }
     complete::answer_if_asked();
     // Started up front for every command that may start a tool (lazily otherwise); it shares the runner's address
     // space (guardian::start_process), so when it starts does not change what it costs.

@@ -149,8 +149,19 @@ impl AuditLog {
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-            .open(&self.path)?;
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NOFOLLOW)
+            .open(&self.path)
+            .map_err(|e| match e.raw_os_error() {
+                // Why never through a link: a runner started as root would append to any file it points at.
+                Some(libc::ELOOP) => io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is a symbolic link; the audit log must be a regular file",
+                        self.path.display()
+                    ),
+                ),
+                _ => e,
+            })?;
         if !f.metadata()?.file_type().is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -166,6 +177,18 @@ impl AuditLog {
         masker.mask_value_in_place(&mut v);
         if let Some(args) = v.get_mut("args") {
             bound_args(args);
+        }
+        for k in ["tool", "action", "anima", "outcome", "reason"] {
+            if let Some(Value::String(s)) = v.get_mut(k) {
+                bound_name(
+                    s,
+                    if k == "reason" {
+                        MAX_LOGGED_ARGS
+                    } else {
+                        MAX_LOGGED_NAME
+                    },
+                );
+            }
         }
         let mut line = serde_json::to_vec(&v).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -192,6 +215,24 @@ fn bound_args(args: &mut Value) {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     let cut = (0..=1024).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
     *args = serde_json::json!({"truncated": format!("{}…", &text[..cut]), "bytes": text.len(), "sha256": hex});
+}
+
+/// A name (tool, action, anima, outcome) longer than this many bytes is logged as its start, its length and a
+/// SHA-256 digest, as arguments are: a forged name must not grow the log by megabytes either.
+pub const MAX_LOGGED_NAME: usize = 256;
+
+/// `s` past `max` bytes becomes `<start>… (<n> bytes, sha256 <hex>)`.
+fn bound_name(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    use sha2::Digest;
+    let hex: String = sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cut = (0..=max.min(128)).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+    *s = format!("{}… ({} bytes, sha256 {hex})", &s[..cut], s.len());
 }
 
 /// Formats `t` as RFC 3339 in UTC with milliseconds, e.g. `2026-01-02T03:04:05.678Z`. Times before 1970 are

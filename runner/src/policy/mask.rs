@@ -148,6 +148,53 @@ impl Masker {
         }
     }
 
+    /// An excerpt of `s` from its start: masked whole first, then cut to at most `max` bytes (on a character
+    /// boundary), and when it was cut, without a trailing start of any secret: no fragment of a secret survives
+    /// the cut. Returns the excerpt and whether it was cut.
+    pub fn head(&self, s: &str, max: usize) -> (String, bool) {
+        let masked = self.mask_str(s);
+        if masked.len() <= max {
+            return (masked, false);
+        }
+        let cut = (0..=max).rev().find(|i| masked.is_char_boundary(*i)).unwrap_or(0);
+        (self.without_partial_end(&masked[..cut]).to_owned(), true)
+    }
+
+    /// `s` (already masked, and cut at its end) without a trailing part that starts a secret.
+    pub fn without_partial_end<'a>(&self, s: &'a str) -> &'a str {
+        let b = s.as_bytes();
+        let mut end = b.len();
+        for n in &self.needles {
+            let n = n.as_bytes();
+            if let Some(k) = (1..n.len().min(b.len() + 1)).rev().find(|k| b.ends_with(&n[..*k])) {
+                end = end.min(b.len() - k);
+            }
+        }
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        &s[..end]
+    }
+
+    /// `s` (already masked, and cut at its start) without a leading part that ends a secret.
+    pub fn without_partial_start<'a>(&self, s: &'a str) -> &'a str {
+        let b = s.as_bytes();
+        let mut start = 0;
+        for n in &self.needles {
+            let n = n.as_bytes();
+            if let Some(k) = (1..n.len().min(b.len() + 1))
+                .rev()
+                .find(|k| b.starts_with(&n[n.len() - *k..]))
+            {
+                start = start.max(k);
+            }
+        }
+        while !s.is_char_boundary(start) {
+            start += 1;
+        }
+        &s[start..]
+    }
+
     /// The longest byte length of a needle (0 when there is nothing to mask).
     pub fn longest(&self) -> usize {
         if let Some(m) = self.snapshot() {
@@ -277,6 +324,25 @@ mod tests {
         let m = Masker::new([secret]);
         let text = serde_json::to_string(&json!({"p": secret})).unwrap();
         assert_eq!(m.mask_str(&text), r#"{"p":"***"}"#);
+    }
+
+    #[test]
+    fn an_excerpt_is_masked_whole_and_keeps_no_fragment_of_a_secret() {
+        let m = Masker::new(["SUPERSECRETVALUE"]);
+        let text = "x".repeat(100) + "SUPERSECRETVALUE tail";
+        for max in 0..text.len() + 5 {
+            let (h, cut) = m.head(&text, max);
+            assert_eq!(cut, max < m.mask_str(&text).len(), "{max}");
+            assert!(h.len() <= max || !cut, "{max}: {h}");
+            for k in 8..=16 {
+                assert!(!h.contains(&"SUPERSECRETVALUE"[..k]), "cut at {max}: {h}");
+            }
+        }
+        // Cut text given as it is (cut upstream): the start or end of a secret goes.
+        assert_eq!(m.without_partial_end("abc SUPERSECRE"), "abc ");
+        assert_eq!(m.without_partial_start("RETVALUE and more"), " and more");
+        assert_eq!(m.without_partial_end("plain text"), "plain text");
+        assert_eq!(Masker::default().head("abcdef", 3), ("abc".to_owned(), true));
     }
 
     fn streamed(m: &Masker, pieces: &[&[u8]]) -> Vec<u8> {

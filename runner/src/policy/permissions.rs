@@ -53,6 +53,9 @@ pub struct Permissions {
         deserialize_with = "map_only"
     )]
     pub credentials: std::collections::BTreeMap<String, Vec<String>>,
+    /// Runner extension: the anima's resource limits, which only lower the tier's (docs/sandbox.md).
+    #[serde(skip_serializing_if = "crate::resources::Lower::is_default")]
+    pub limits: crate::resources::Lower,
 }
 
 impl Default for Permissions {
@@ -67,6 +70,7 @@ impl Default for Permissions {
             tool_creation: ToolCreation::default(),
             sandbox: Default::default(),
             credentials: Default::default(),
+            limits: Default::default(),
         }
     }
 }

@@ -75,8 +75,9 @@ impl Worker {
         let shared = brokered.then(crate::broker::Shared::default);
         let mut env = env.to_vec();
         let mut broker = shared.clone().and_then(|s| crate::broker::start_into(s, &mut env));
-        let hand: Vec<_> = broker.as_ref().and_then(|b| b.child_fd()).into_iter().collect();
-        let started = spawn::start_tool_handing(file, dirs, Mode::Serve, &env, cwd, Some(&sandbox), &hand);
+        let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
+        let started = spawn::start_tool_with(file, dirs, Mode::Serve, &env, cwd, Some(&sandbox), &hand);
+        drop(hand);
         if let Some(b) = broker.as_mut() {
             b.started();
         }
@@ -226,6 +227,7 @@ impl Worker {
             stderr_tail: self.tail_text(&job.spill.masker),
             duration: started.elapsed(),
             leftovers: false,
+            masker: job.spill.masker.clone(),
         };
         let fate = if ended_cleanly { Fate::Keep } else { Fate::Gone };
         let result = if let Some(w) = wrong {
@@ -246,6 +248,8 @@ impl Worker {
         } else {
             stream::interpret(finished(stdout), job.tool, job.action, job.timeout, job.max_output)
         };
+        // A worker's limits are its whole life's: one that a limit ended says so (docs/sandbox.md).
+        let result = result.map_err(|e| self.sandbox.limits.explain(e));
         (result, fate)
     }
 

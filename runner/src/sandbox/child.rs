@@ -21,48 +21,142 @@ use super::seccomp::{self, SockFilter};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// A PID namespace to enter, with the user namespace maps when one is needed first, and the paths to make
-/// read-only in a mount namespace of its own.
+/// A PID namespace to enter, with the user namespace maps when one is needed first, and the mounts to make in a
+/// mount namespace of its own (in this order).
 pub struct PidNs {
     pub user: bool,
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
-    pub ro_binds: Vec<ReadOnlyBind>,
+    pub mounts: Vec<Mount>,
     /// A network namespace whose only way out is the runner's proxy (an enforced host list).
     pub net: Option<super::netproxy::ChildNet>,
 }
 
-/// A path to bind-mount read-only over itself, with the flags of the mount it is on (a remount inside a user
-/// namespace must keep them).
-pub struct ReadOnlyBind {
-    path: std::ffi::CString,
+/// One mount made in the call's mount namespace, before the tool starts (prepared before the fork).
+pub struct Mount {
+    kind: MountKind,
+    target: std::ffi::CString,
+    /// The flags of the final remount: the locked flags of the mount the target is on (a remount inside a user
+    /// namespace must keep them) and what this mount adds.
     flags: libc::c_ulong,
 }
 
-impl ReadOnlyBind {
-    pub fn new(p: &std::path::Path) -> Option<ReadOnlyBind> {
-        use std::os::unix::ffi::OsStrExt;
-        let path = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-        // SAFETY: statvfs is plain data; all zeroes is a valid value.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: path is a valid C string, st a zeroed struct.
-        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-            return None;
+enum MountKind {
+    /// The target bound over itself (with what is mounted below it), then remounted with `flags`.
+    BindSelf,
+    /// An empty, read-only tmpfs over a folder (as bubblewrap's `--tmpfs` and `--remount-ro`).
+    EmptyDir,
+    /// `/dev/null` bound over a file, on a `nodev` mount: opening it is refused.
+    EmptyFile,
+}
+
+/// The flags of the mount `p` is on that a remount inside a user namespace must keep.
+fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
+    // SAFETY: statvfs is plain data; all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is a valid C string, st a zeroed struct.
+    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let mut flags = 0;
+    for (st_flag, ms) in [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms;
         }
-        let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-        for (st_flag, ms) in [
-            (libc::ST_NOSUID, libc::MS_NOSUID),
-            (libc::ST_NODEV, libc::MS_NODEV),
-            (libc::ST_NOEXEC, libc::MS_NOEXEC),
-            (libc::ST_NOATIME, libc::MS_NOATIME),
-            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-            (libc::ST_RELATIME, libc::MS_RELATIME),
-        ] {
-            if st.f_flag & st_flag != 0 {
-                flags |= ms;
+    }
+    Some(flags)
+}
+
+fn c_path(p: &std::path::Path) -> Option<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+const NO_DEV_SUID_EXEC: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+impl Mount {
+    /// `p` read-only (its exec flag as it is outside the call: a tier folder keeps running its tools even inside a
+    /// writable place that is mounted `noexec`).
+    pub fn read_only(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` writable as it is, but never executable (write xor execute: no program, library or loader-mapped file
+    /// runs from a place the tool can write).
+    pub fn no_exec(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT | NO_DEV_SUID_EXEC;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` as it is outside the call (a granted `exec` inside a writable place mounted `noexec`).
+    pub fn as_outside(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` hidden: an empty folder or an unopenable file over it (the deny list of reads).
+    pub fn hide(p: &std::path::Path, is_dir: bool) -> Option<Mount> {
+        let target = c_path(p)?;
+        let kind = if is_dir {
+            MountKind::EmptyDir
+        } else {
+            MountKind::EmptyFile
+        };
+        let flags = match kind {
+            MountKind::EmptyDir => libc::MS_RDONLY | NO_DEV_SUID_EXEC,
+            _ => kept_flags(c"/dev/null")? | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | NO_DEV_SUID_EXEC,
+        };
+        Some(Mount { kind, target, flags })
+    }
+
+    /// Make it, in `G`'s mount namespace (raw system calls only).
+    ///
+    /// # Safety
+    /// In `G`, in a mount namespace of its own whose root is already private.
+    unsafe fn apply(&self) -> io::Result<()> {
+        let t = self.target.as_ptr();
+        match self.kind {
+            MountKind::BindSelf => {
+                // SAFETY: C strings this mount owns; a bind mount takes no type or data.
+                check(unsafe { mount(t, t, libc::MS_BIND | libc::MS_REC, std::ptr::null()) })?;
+            }
+            MountKind::EmptyFile => {
+                // SAFETY: as above.
+                check(unsafe { mount(c"/dev/null".as_ptr(), t, libc::MS_BIND, std::ptr::null()) })?;
+            }
+            MountKind::EmptyDir => {
+                // SAFETY: C strings; a tmpfs takes its options as a C string.
+                check(unsafe { mount(c"none".as_ptr(), t, self.flags, c"tmpfs".as_ptr()) })?;
+                return Ok(());
             }
         }
-        Some(ReadOnlyBind { path, flags })
+        // SAFETY: as above; a remount takes no source.
+        check(unsafe { mount(std::ptr::null(), t, self.flags, std::ptr::null()) })?;
+        Ok(())
     }
 }
 
@@ -75,10 +169,12 @@ pub struct Confined {
 }
 
 /// The program to exec: pointers into strings prepared before the fork.
-pub struct Exec {
+pub struct Exec<'h> {
     pub path: *const libc::c_char,
     pub argv: *const *const libc::c_char,
     pub envp: *const *const libc::c_char,
+    /// Placed right before the exec ([`crate::process::place_handovers`]).
+    pub handover: &'h [crate::process::Handover<'h>],
 }
 
 use crate::sys::{call as sys, check};
@@ -91,7 +187,7 @@ use crate::sys::{call as sys, check};
 /// by nobody since (`e`'s pointers valid C strings and null-terminated arrays of them). With a PID namespace the
 /// child must have been started by [`Start::Init`](crate::process::Start::Init) with [`PidNs::clone_flags`],
 /// and `init` be what it was started with.
-pub unsafe fn enter_and_exec(c: &Confined, e: &Exec, init: Option<&crate::process::Init>) -> io::Error {
+pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::process::Init>) -> io::Error {
     match (&c.pid_ns, init) {
         // SAFETY: the caller's contract, which is enter_pid_ns's.
         (Some(ns), Some(init)) => unsafe { enter_pid_ns(ns, c, e, init) },
@@ -106,7 +202,7 @@ pub unsafe fn enter_and_exec(c: &Confined, e: &Exec, init: Option<&crate::proces
 /// # Safety
 /// Only in the process that is to become the tool, before its exec (its privileges go for good); `c` and `e` as
 /// [`enter_and_exec`] requires.
-unsafe fn confine_and_exec(c: &Confined, e: &Exec) -> io::Error {
+unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> io::Error {
     // SAFETY: this process is to become the tool (the caller's contract).
     unsafe { drop_capabilities(c.last_cap) };
     let steps = || -> io::Result<isize> {
@@ -120,6 +216,8 @@ unsafe fn confine_and_exec(c: &Confined, e: &Exec) -> io::Error {
             // SAFETY: no_new_privs is set just above.
             check(unsafe { seccomp::install(f) })?;
         }
+        // SAFETY: right before the exec, in this process's own table; the ruleset is no longer needed.
+        unsafe { crate::process::place_handovers(e.handover) }?;
         // SAFETY: `e`'s path, argv and envp are valid and unchanged (the caller's contract); the kernel copies them
         // before it replaces this process's memory.
         check(unsafe { sys(libc::SYS_execve, e.path as usize, e.argv as usize, e.envp as usize, 0) })
@@ -156,7 +254,7 @@ unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
 /// What `G` shares with `T` (on `G`'s stack: `G` is suspended while `T` uses it).
 struct Shared<'a> {
     c: &'a Confined,
-    e: &'a Exec,
+    e: &'a Exec<'a>,
     /// The error that stopped `T` before its exec (0: none); written by `T`, read by `G` once `T` is gone.
     t_err: std::sync::atomic::AtomicI32,
 }
@@ -166,7 +264,7 @@ impl PidNs {
     pub fn clone_flags(&self) -> libc::c_int {
         libc::CLONE_NEWPID
             | if self.user { libc::CLONE_NEWUSER } else { 0 }
-            | if self.ro_binds.is_empty() { 0 } else { libc::CLONE_NEWNS }
+            | if self.mounts.is_empty() { 0 } else { libc::CLONE_NEWNS }
             | if self.net.is_some() { libc::CLONE_NEWNET } else { 0 }
     }
 }
@@ -178,7 +276,7 @@ impl PidNs {
 /// # Safety
 /// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
 /// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
-unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process::Init) -> io::Error {
+unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
     let start = || -> io::Result<i32> {
         if ns.user {
             // SAFETY: a NUL-terminated path.
@@ -188,16 +286,20 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process
             // SAFETY: a NUL-terminated path.
             unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }?;
         }
-        if !ns.ro_binds.is_empty() {
+        if !ns.mounts.is_empty() {
             // Nothing mounted here may reach the runner's mount namespace.
             // SAFETY: a C string target; a propagation change takes no source, type or data (null).
-            check(unsafe { mount(std::ptr::null(), c"/".as_ptr(), libc::MS_REC | libc::MS_PRIVATE) })?;
-            for b in &ns.ro_binds {
-                let p = b.path.as_ptr();
-                // SAFETY: `p` is the C string `b` owns; a bind mount takes no type or data.
-                check(unsafe { mount(p, p, libc::MS_BIND) })?;
-                // SAFETY: as above; a remount takes no source.
-                check(unsafe { mount(std::ptr::null(), p, b.flags) })?;
+            check(unsafe {
+                mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
+            })?;
+            for m in &ns.mounts {
+                // SAFETY: this is G, in its own mount namespace, made private just above.
+                unsafe { m.apply() }?;
             }
         }
         if let Some(net) = &ns.net {
@@ -242,13 +344,26 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec, init: &crate::process
     }
 }
 
-/// `mount(2)` with no filesystem type or data, raw.
+/// `mount(2)` without data, raw.
 ///
 /// # Safety
-/// `source` null or a C string, `target` a C string.
-unsafe fn mount(source: *const libc::c_char, target: *const libc::c_char, flags: libc::c_ulong) -> isize {
-    // SAFETY: the caller's contract; type and data null.
-    unsafe { sys(libc::SYS_mount, source as usize, target as usize, 0, flags as usize) }
+/// `source` and `fstype` null or C strings, `target` a C string.
+unsafe fn mount(
+    source: *const libc::c_char,
+    target: *const libc::c_char,
+    flags: libc::c_ulong,
+    fstype: *const libc::c_char,
+) -> isize {
+    // SAFETY: the caller's contract; the data argument is 0.
+    unsafe {
+        sys(
+            libc::SYS_mount,
+            source as usize,
+            target as usize,
+            fstype as usize,
+            flags as usize,
+        )
+    }
 }
 
 fn exit(code: i32) -> ! {

@@ -33,6 +33,24 @@ use std::io;
 use std::path::{Path, PathBuf};
 use tool_sdk::protocol::{Net, Sandbox as Declared};
 
+/// How calls confine reads with these kernel features and settings (a mount namespace comes with the PID
+/// namespace).
+pub fn reads_in_force(k: &kernel::Support, settings: Option<&Settings>) -> Reads {
+    if k.pid_namespace && settings.is_none_or(|s| s.pid_namespace) {
+        Reads::DenyList
+    } else {
+        Reads::AllowList
+    }
+}
+
+/// What `doctor` says of reads, writes and execution.
+pub fn doctor_line(reads: Reads) -> String {
+    match reads {
+        Reads::DenyList => "reads: everything but the deny list (hidden by mounts in the call's mount namespace); writable places mounted noexec; memfds only with MFD_NOEXEC_SEAL".to_owned(),
+        Reads::AllowList => "reads: the allow list only (no mount namespace: no PID namespace, or \"pid_namespace\": false); write xor execute by Landlock alone (the dynamic loader can still map a written file)".to_owned(),
+    }
+}
+
 /// Whether the tools of a tier are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +79,9 @@ pub struct Settings {
     pub unsupported: Unsupported,
     /// Run each sandboxed call in its own PID namespace where the kernel allows it.
     pub pid_namespace: bool,
+    /// More paths no sandboxed tool reads (placeholders allowed), beyond the built-in deny list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
 }
 
 impl Default for Settings {
@@ -71,6 +92,7 @@ impl Default for Settings {
             personal: Mode::Enforce,
             unsupported: Unsupported::Warn,
             pid_namespace: true,
+            deny: Vec::new(),
         }
     }
 }
@@ -125,10 +147,19 @@ pub struct Grants {
     pub common: Option<Mode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub personal: Option<Mode>,
-    /// The network: `true`, `false`, or the tools that may use it. Absent: core and common tools may, personal
-    /// ones may not.
+    /// The network: `true`, `false`, or a list of the tools that may use it and of the non-public targets
+    /// (`"127.0.0.1:5432"`, entries with a port) tools may reach. Absent (or a list of targets only): every tool
+    /// may, as in AnimaWorks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<NetGrant>,
+    /// Tools whose network is not routed through the runner's proxy (for protocols that are not HTTP: SMTP, IMAP,
+    /// a database); their connections are not in the audit line, and loopback and private addresses are then
+    /// reachable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub direct_net: Vec<String>,
+    /// More paths this anima's tools never read (placeholders allowed), beyond the built-in deny list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
     /// More places tools may declare (placeholders allowed), beyond the defaults.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub read: Vec<String>,
@@ -151,13 +182,31 @@ impl Grants {
         }
     }
 
-    fn net_for(&self, tool: &str, tier: Tier) -> bool {
+    fn net_for(&self, tool: &str) -> bool {
         match &self.net {
             Some(NetGrant::All(b)) => *b,
-            Some(NetGrant::Tools(t)) => t.iter().any(|x| x == tool),
-            None => tier != Tier::Personal,
+            // `[]` is nobody; a list of targets only keeps the default (every tool).
+            Some(NetGrant::Tools(t)) if t.is_empty() => false,
+            Some(NetGrant::Tools(t)) => {
+                let mut names = t.iter().filter(|x| !is_target(x)).peekable();
+                names.peek().is_none() || names.any(|x| x == tool)
+            }
+            None => true,
         }
     }
+
+    /// The non-public targets the grants name (`"host:port"` entries of `"net"`), for the proxy.
+    fn private_targets(&self) -> Vec<String> {
+        match &self.net {
+            Some(NetGrant::Tools(t)) => t.iter().filter(|x| is_target(x)).cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A `"net"` grant entry naming a target (`host:port`) rather than a tool.
+fn is_target(e: &str) -> bool {
+    e.contains(':')
 }
 
 /// `"net"` of [`Grants`].
@@ -265,8 +314,22 @@ pub struct Plan {
     /// Why a confinement is partial or missing; printed on every call and written in the audit line.
     pub warnings: Vec<String>,
     declared: bool,
+    /// Where the plan's confinement comes from (for errors that name the grant to add).
+    pub origin: Origin,
     /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
+    /// The process's resource limits (set whether or not it is confined); its cgroup goes with the plan.
+    pub limits: crate::resources::CallLimits,
+}
+
+/// Where a plan's confinement comes from: the tool's tier, and whether the mode and the network were set by the
+/// anima's `permissions.json` `"sandbox"` (else the tier's default in the runner's settings, and the network's
+/// default: granted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub tier: Tier,
+    pub mode_by_grant: bool,
+    pub net_by_grant: bool,
 }
 
 #[derive(Debug)]
@@ -277,8 +340,12 @@ struct Inner {
     net: NetPlan,
     protected_read: Protected,
     protected_write: Protected,
-    /// The runner's files in the anima's state/, bind-mounted read-only in the tool's mount namespace.
-    ro_binds: Vec<PathBuf>,
+    /// How reads are confined: the whole file system but a deny list hidden by mounts, or an allow list.
+    reads: Reads,
+    /// The mounts of the call's own mount namespace, in order (empty without one).
+    mounts: Vec<PlannedMount>,
+    /// Non-public targets the anima's grants name, which the proxy relays.
+    private_net: Vec<String>,
     tmp: tempfile::TempDir,
     support: kernel::Support,
     pid_ns: bool,
@@ -293,6 +360,56 @@ struct Inner {
     python: bool,
 }
 
+/// How a plan confines reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// The call has a mount namespace: everything is readable (and runnable, outside writable places) but the deny
+    /// list, each entry hidden by an empty mount.
+    DenyList,
+    /// No mount namespace: the fixed allow list (system places, the grants), Landlock only.
+    AllowList,
+}
+
+impl Reads {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reads::DenyList => "deny_list",
+            Reads::AllowList => "allow_list",
+        }
+    }
+}
+
+/// One mount of a plan, as data (turned into a [`child::Mount`] when the process starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedMount {
+    pub path: PathBuf,
+    pub kind: MountKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountKind {
+    /// A writable place, made `noexec` (write xor execute).
+    NoExec,
+    /// A granted `exec` inside a writable place, executable as outside the call.
+    Exec,
+    /// The runner's file or a tier folder inside a writable place: read-only.
+    ReadOnly,
+    /// On the deny list: an empty read-only folder or an unopenable file over it.
+    Hide { dir: bool },
+}
+
+/// What a confined process may use beyond the system's places ([`Plan::given`]).
+pub struct Given<'a> {
+    pub read: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub tmp: &'a Path,
+    pub net: &'a NetPlan,
+    /// The host list the proxy enforces.
+    pub hosts: Option<&'a [String]>,
+    /// The action declared its needs (else it has the default of undeclared tools).
+    pub declared: bool,
+}
+
 /// The placeholders of protocol.md §2.4.
 struct Places {
     anima: Option<PathBuf>,
@@ -300,6 +417,8 @@ struct Places {
     tmp: PathBuf,
     tool_dir: PathBuf,
     home: Option<PathBuf>,
+    /// The caller's working directory, unless it is a protected place ([`usable_cwd`]).
+    cwd: Option<PathBuf>,
 }
 
 /// A declared or granted place that is not one.
@@ -328,6 +447,7 @@ impl Places {
                     "$TMP" => Some(self.tmp.clone()),
                     "$TOOL_DIR" => Some(self.tool_dir.clone()),
                     "$HOME" | "~" => self.home.clone(),
+                    "$CWD" => self.cwd.clone(),
                     other => {
                         return Err(BadPlace::UnknownPlaceholder {
                             placeholder: other.to_owned(),
@@ -357,6 +477,7 @@ pub fn validate(d: &Declared) -> Vec<String> {
         tmp: "/t".into(),
         tool_dir: "/w".into(),
         home: Some("/h".into()),
+        cwd: Some("/c".into()),
     };
     let mut out = Vec::new();
     for (field, list) in [("read", &d.read), ("write", &d.write), ("exec", &d.exec)] {
@@ -440,13 +561,16 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::load(&dirs.data).map_err(settings_error)?;
-    plan_with(dirs, file, perms, needs, &settings)
+    let all = crate::settings::Settings::load(&dirs.data).map_err(|e| settings_error(e.into()))?;
+    let settings = Settings::from_runner(&all).map_err(settings_error)?;
+    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
+    Ok(p)
 }
 
 fn settings_error(e: SettingsError) -> CallError {
     CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool}")
+        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool, \"deny\": [paths]}")
 }
 
 /// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
@@ -458,7 +582,8 @@ pub fn for_call(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let settings = Settings::from_runner(runner.settings()?).map_err(settings_error)?;
-    let p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    let mut p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(runner.settings()?, file.tier, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
@@ -480,6 +605,11 @@ fn plan_with(
     let tier = file.tier;
     let tool = file.name.as_str();
     let mode = grants.mode(tier).unwrap_or_else(|| settings.mode(tier));
+    let origin = Origin {
+        tier,
+        mode_by_grant: grants.mode(tier).is_some(),
+        net_by_grant: grants.net.is_some(),
+    };
     let (decls, lenient): (Vec<Option<&Declared>>, bool) = match &needs {
         Needs::Probe => (Vec::new(), false),
         Needs::Call(d) => (vec![*d], false),
@@ -491,7 +621,9 @@ fn plan_with(
             inner: None,
             warnings: Vec::new(),
             declared,
+            origin,
             proxy: Default::default(),
+            limits: Default::default(),
         });
     }
     let tmp = tempfile::Builder::new()
@@ -512,12 +644,28 @@ fn plan_with(
         tmp: tmp_path.clone(),
         tool_dir: file.path.parent().map(Path::to_path_buf).unwrap_or_default(),
         home: home.clone(),
+        cwd: None,
     };
+    let mut places = places;
+    let support = kernel::support();
+    let pid_ns = settings.pid_namespace && support.pid_namespace;
+    // The mount namespace comes with the PID namespace (the same clone).
+    let mount_ns = pid_ns;
+    let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref());
+    for raw in settings.deny.iter().chain(&grants.deny) {
+        if let Ok(Some(p)) = places.expand(raw) {
+            let p = rules::canonical(&p).unwrap_or(p);
+            protected_read.paths.insert(p.clone());
+            protected_write.paths.insert(p);
+        }
+    }
+    places.cwd = usable_cwd(dirs, home.as_deref(), &protected_write);
 
     // What the anima's grants cover, and what an undeclared tool gets.
     let mut grant_write: Vec<PathBuf> = vec![tmp_path.clone()];
     grant_write.extend(dirs.anima.clone());
     grant_write.extend(DATA_WRITE.iter().map(|d| dirs.data.join(d)));
+    grant_write.extend(places.cwd.clone());
     let mut grant_read: Vec<PathBuf> = DATA_READ.iter().map(|d| dirs.data.join(d)).collect();
     grant_read.push(places.tool_dir.clone());
     let mut grant_exec: Vec<PathBuf> = Vec::new();
@@ -549,21 +697,22 @@ fn plan_with(
         .into_iter()
         .chain(grant_write.iter().cloned())
         .collect();
-    let grant_exec: Vec<PathBuf> = canon(grant_exec)
-        .into_iter()
-        .chain(grant_read.iter().cloned())
+    // A writable place is runnable only where the anima grants `exec` of it (write xor execute).
+    let granted_exec = canon(grant_exec);
+    let grant_exec: Vec<PathBuf> = granted_exec
+        .iter()
+        .cloned()
+        .chain(
+            grant_read
+                .iter()
+                .filter(|r| !grant_write.iter().any(|w| r.starts_with(w)))
+                .cloned(),
+        )
         .collect();
-    let net_granted = grants.net_for(tool, tier);
-
-    let support = kernel::support();
-    let pid_ns = settings.pid_namespace && support.pid_namespace;
-    // With a mount namespace, the runner's files in the anima's state/ are made read-only by bind mounts, so
-    // Landlock can give a tool the whole anima dir (new files in state/ included); without one, they are cut out
-    // of the Landlock grant (nothing new can then be created directly in state/).
-    let ro_binds = if pid_ns { runner_state_files(dirs) } else { Vec::new() };
-    let (protected_read, mut protected_write) = protected(dirs, home.as_deref());
-    for p in &ro_binds {
-        protected_write.paths.remove(p);
+    let net_granted = grants.net_for(tool);
+    if mount_ns {
+        // Made to exist so that they can be mounted over (read-only) rather than cut out of a grant.
+        runner_state_files(dirs);
     }
     let mut read = Vec::new();
     let mut write = Vec::new();
@@ -572,7 +721,9 @@ fn plan_with(
     let mut hosts: Vec<String> = Vec::new();
     let mut warnings = Vec::new();
     if matches!(needs, Needs::Probe) {
+        // AnimaWorks imports a module for its schemas too: the probe may write where a call may (no network).
         read.extend(grant_read.iter().cloned());
+        write.extend(grant_write.iter().cloned());
     }
     for d in decls {
         let Some(d) = d else {
@@ -634,10 +785,20 @@ fn plan_with(
                 };
                 let allowed = allowed.iter().any(|a| real.starts_with(a))
                     || (field != "write" && system_read().iter().any(|s| real.starts_with(s)));
-                if runner_state || !allowed {
+                let writable_exec = field == "exec"
+                    && grant_write.iter().any(|w| real.starts_with(w))
+                    && !granted_exec.iter().any(|g| real.starts_with(g));
+                if runner_state || !allowed || writable_exec {
                     let why = if runner_state {
                         "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted"
                             .to_owned()
+                    } else if writable_exec {
+                        format!(
+                            "{} is writable by the tool, so it is not executable (write xor execute) unless the anima \
+                             grants it: add {raw:?} to \"sandbox\": {{\"exec\": [...]}} in {}",
+                            real.display(),
+                            perms_path.display()
+                        )
                     } else {
                         format!(
                             "add {raw:?} (or a folder above it) to \"sandbox\": {{\"{field}\": [...]}} in {}",
@@ -681,11 +842,29 @@ fn plan_with(
     }
     // Why only with the PID namespace: the network namespace is made in the same step (and needs the same
     // privilege); without it a host list stays a port list.
-    let proxy_hosts = (pid_ns && matches!(net, NetPlan::Ports(_)) && netproxy::available()).then(|| {
-        hosts.sort();
-        hosts.dedup();
-        hosts
-    });
+    let direct = grants.direct_net.iter().any(|t| t == tool || t == "*");
+    let proxy_hosts = match net {
+        NetPlan::Ports(_) if pid_ns && netproxy::available() => {
+            hosts.sort();
+            hosts.dedup();
+            Some(hosts)
+        }
+        // The whole network of an undeclared module, through the proxy: every host it reaches is in its audit
+        // line, and loopback and private addresses only where a grant names them.
+        NetPlan::All if pid_ns && netproxy::available() && !direct => Some(vec!["*".to_owned()]),
+        _ => None,
+    };
+    let reads = if mount_ns { Reads::DenyList } else { Reads::AllowList };
+    write.sort();
+    write.dedup();
+    let mounts = if mount_ns {
+        let mut writable = write.clone();
+        writable.push(tmp_path.clone());
+        let python = file.launch == crate::discover::Launch::Python;
+        mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write)
+    } else {
+        Vec::new()
+    };
 
     let mut missing = Vec::new();
     if !support.landlock_fs() {
@@ -718,7 +897,9 @@ fn plan_with(
             net,
             protected_read,
             protected_write,
-            ro_binds,
+            reads,
+            mounts,
+            private_net: grants.private_targets(),
             tmp,
             support,
             pid_ns,
@@ -731,7 +912,9 @@ fn plan_with(
         }),
         warnings,
         declared,
+        origin,
         proxy: Default::default(),
+        limits: Default::default(),
     })
 }
 
@@ -771,6 +954,151 @@ fn covered(
     })
 }
 
+/// The caller's working directory (canonical), writable by an undeclared module and declarable as `$CWD`, unless
+/// it is a protected place: `/`, the home folder or a folder above it, the data dir or one above it, a tier
+/// folder, the runner's state or another anima's folder.
+fn usable_cwd(dirs: &Dirs, home: Option<&Path>, protected_write: &Protected) -> Option<PathBuf> {
+    let cwd = rules::canonical(&std::env::current_dir().ok()?)?;
+    let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
+    let home = home.map(|h| rules::canonical(h).unwrap_or_else(|| h.to_path_buf()));
+    let wide = cwd == Path::new("/") || home.is_some_and(|h| h.starts_with(&cwd)) || data.starts_with(&cwd);
+    (!wide && !protected_write.covers(&cwd)).then_some(cwd)
+}
+
+/// At most this many entries of one folder are hidden one by one (other animas, the cache beside the shim).
+const MAX_HIDDEN: usize = 512;
+
+/// The mounts of a call with a mount namespace, in the order they are made: every writable place `noexec`, the
+/// granted `exec` places inside them back to executable, the runner's files and tier folders inside them
+/// read-only (and taken out of `protected_write`, which Landlock no longer needs to split around them), then
+/// every existing path of the deny list hidden. A protected path that does not exist cannot be mounted over and
+/// stays cut out of the Landlock grant.
+fn mounts(
+    dirs: &Dirs,
+    python: bool,
+    writable: &[PathBuf],
+    exec: &[PathBuf],
+    protected_read: &Protected,
+    protected_write: &mut Protected,
+) -> Vec<PlannedMount> {
+    let mut out = Vec::new();
+    let mut roots: Vec<&PathBuf> = Vec::new();
+    let mut sorted: Vec<&PathBuf> = writable.iter().collect();
+    sorted.sort();
+    for w in sorted {
+        if !roots.iter().any(|r| w.starts_with(r)) {
+            roots.push(w);
+        }
+    }
+    let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
+    for r in &roots {
+        out.push(PlannedMount {
+            path: (*r).clone(),
+            kind: MountKind::NoExec,
+        });
+    }
+    for e in exec {
+        if inside(e) {
+            out.push(PlannedMount {
+                path: e.clone(),
+                kind: MountKind::Exec,
+            });
+        }
+    }
+    let anima = dirs.anima.as_deref().and_then(rules::canonical);
+    // The original reads permissions.json when it exists, and only then permissions.md.
+    let md_unread = anima
+        .as_ref()
+        .filter(|a| a.join(crate::policy::permissions::JSON_FILE).is_file())
+        .map(|a| a.join(crate::policy::permissions::MD_FILE));
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    let hide = |out: &mut Vec<PlannedMount>, p: &Path, hidden: &mut Vec<PathBuf>| {
+        if hidden.iter().any(|h| p.starts_with(h)) {
+            return;
+        }
+        let Ok(m) = std::fs::symlink_metadata(p) else { return };
+        hidden.push(p.to_path_buf());
+        out.push(PlannedMount {
+            path: p.to_path_buf(),
+            kind: MountKind::Hide { dir: m.is_dir() },
+        });
+    };
+    let ro: Vec<PathBuf> = protected_write
+        .paths
+        .iter()
+        .filter(|p| inside(p) && !protected_read.covers(p))
+        .cloned()
+        .collect();
+    for p in ro {
+        if md_unread.as_ref() == Some(&p) {
+            protected_write.paths.remove(&p);
+        } else if std::fs::symlink_metadata(&p).is_ok() {
+            protected_write.paths.remove(&p);
+            out.push(PlannedMount {
+                path: p,
+                kind: MountKind::ReadOnly,
+            });
+        }
+    }
+    let shim_root = python
+        .then(|| crate::pyshim::shim_path(&dirs.cache).ok())
+        .flatten()
+        .and_then(|s| s.parent().and_then(Path::parent).and_then(rules::canonical));
+    let cache = rules::canonical(&dirs.cache).unwrap_or_else(|| dirs.cache.clone());
+    let mut denied: Vec<&PathBuf> = protected_read.paths.iter().collect();
+    denied.sort_by_key(|p| p.as_os_str().len());
+    for p in denied {
+        match &shim_root {
+            Some(keep) if *p == cache && keep.starts_with(p) => hide_except(&mut out, p, keep, &mut hidden),
+            _ => hide(&mut out, p, &mut hidden),
+        }
+    }
+    if let Some((animas, own)) = &protected_read.animas {
+        // Other animas: the data dir's `animas/`, and the folder beside the anima's own when it is another
+        // `animas/` (an anima dir named outside the data dir).
+        let beside = own
+            .as_ref()
+            .and_then(|o| o.parent())
+            .filter(|p| p.file_name().is_some_and(|n| n == "animas") && *p != animas.as_path());
+        for dir in std::iter::once(animas.as_path()).chain(beside) {
+            let Ok(rd) = std::fs::read_dir(dir) else { continue };
+            for e in rd.flatten().take(MAX_HIDDEN) {
+                let p = dir.join(e.file_name());
+                if own.as_ref().is_none_or(|o| !o.starts_with(&p)) {
+                    hide(&mut out, &p, &mut hidden);
+                }
+            }
+        }
+    }
+    // A hidden path is read-only too (an empty read-only folder, an unopenable file): no need to cut it out of
+    // a write grant.
+    protected_write
+        .paths
+        .retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
+    out
+}
+
+/// Hide every entry of `dir` but the way down to `keep` (the Python shim inside the runner's cache).
+fn hide_except(out: &mut Vec<PlannedMount>, dir: &Path, keep: &Path, hidden: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten().take(MAX_HIDDEN) {
+        let p = dir.join(e.file_name());
+        if p == keep {
+            continue;
+        }
+        if keep.starts_with(&p) {
+            hide_except(out, &p, keep, hidden);
+            continue;
+        }
+        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+        hidden.push(p.clone());
+        out.push(PlannedMount {
+            path: p,
+            kind: MountKind::Hide { dir: m.is_dir() },
+        });
+    }
+}
+
 /// The runner's files in the anima's `state/` (audit log, task store), made to exist so that they can be
 /// mounted over; canonical paths.
 fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
@@ -779,6 +1107,22 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
     };
     let state = anima.join("state");
     let mut out = Vec::new();
+    // An empty tier folder changes nothing, and a new one could not be made read-only.
+    let _ = std::fs::create_dir(anima.join("tools"));
+    // Likewise an empty credentials file (a flat object without keys) in `shared/`, which tools may write whole:
+    // hidden by a mount, it cannot be planted by a tool to answer another tool's credential.
+    if let Some(shared) = rules::canonical(&dirs.data.join("shared")) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(shared.join("credentials.json"))
+        {
+            let _ = f.write_all(b"{}\n");
+        }
+    }
     for d in ["background_tasks", "background_notifications"] {
         if std::fs::create_dir_all(state.join(d)).is_ok() {
             out.extend(rules::canonical(&state.join(d)));
@@ -964,6 +1308,40 @@ impl Plan {
         self.inner.is_some()
     }
 
+    /// How reads are confined, when confined.
+    pub fn reads(&self) -> Option<Reads> {
+        self.inner.as_ref().map(|i| i.reads)
+    }
+
+    /// The places the process may write (canonical), besides `$TMP`; empty when not confined.
+    pub fn writable(&self) -> &[PathBuf] {
+        self.inner.as_ref().map(|i| i.write.as_slice()).unwrap_or_default()
+    }
+
+    /// The mounts of its mount namespace, in order (hidden paths, read-only and noexec places).
+    pub fn mounts(&self) -> &[PlannedMount] {
+        self.inner.as_ref().map(|i| i.mounts.as_slice()).unwrap_or_default()
+    }
+
+    /// The network it was given, when confined.
+    pub fn net(&self) -> Option<&NetPlan> {
+        self.inner.as_ref().map(|i| &i.net)
+    }
+
+    /// What a confined process was given, for explaining its failures ([`crate::confined`]); `None`: not
+    /// confined.
+    pub fn given(&self) -> Option<Given<'_>> {
+        let i = self.inner.as_ref()?;
+        Some(Given {
+            read: &i.read,
+            write: &i.write,
+            tmp: i.tmp.path(),
+            net: &i.net,
+            hosts: i.proxy_hosts.as_deref(),
+            declared: self.declared,
+        })
+    }
+
     /// The call's private temp dir (`$TMP`), when confined.
     pub fn tmp(&self) -> Option<&Path> {
         self.inner.as_ref().map(|i| i.tmp.path())
@@ -995,6 +1373,12 @@ impl Plan {
 
     /// What the audit line records: the mode, what the kernel enforces, the network, the warnings.
     pub fn summary(&self) -> Value {
+        let mut v = self.confinement_summary();
+        v["limits"] = self.limits.summary();
+        v
+    }
+
+    fn confinement_summary(&self) -> Value {
         match &self.inner {
             None => json!({"mode": "off"}),
             Some(i) => {
@@ -1004,13 +1388,23 @@ impl Plan {
                     "declared": self.declared,
                     "landlock_abi": s.landlock_abi,
                     "files": s.landlock_fs(),
-                    "net": match &i.proxy_hosts { Some(h) => json!(h), None => i.net.to_json() },
+                    "net": match &i.proxy_hosts { Some(h) if i.net != NetPlan::All => json!(h), _ => i.net.to_json() },
+                    "reads": i.reads.as_str(),
+                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. })).count(),
+                    "writes": i.write,
+                    "noexec": if i.reads == Reads::DenyList { "mounts" } else { "landlock" },
+                    "memfd": if s.seccomp { "noexec_seal" } else { "unconfined" },
+                    "private_net": match (&i.net, &i.proxy_hosts) {
+                        (NetPlan::None, _) => json!("none"),
+                        (_, Some(_)) => json!(i.private_net),
+                        _ => json!("reachable"),
+                    },
                     "tcp": match i.net {
                         NetPlan::All => "open",
                         NetPlan::Ports(_) if !s.landlock_tcp() => if i.proxy_hosts.is_some() { "namespace" } else { "unconfined" },
                         _ => "landlock",
                     },
-                    "hosts": match (&i.net, &i.proxy_hosts) { (_, Some(_)) => json!("proxy"), (NetPlan::Ports(_), None) => json!("not_enforced"), _ => Value::Null },
+                    "hosts": match (&i.net, &i.proxy_hosts) { (_, Some(_)) => json!("proxy"), (NetPlan::Ports(_), None) => json!("not_enforced"), (NetPlan::All, None) => json!("direct"), _ => Value::Null },
                     "seccomp": s.seccomp,
                     "signals": if s.landlock_signal_scope() { "landlock" } else if i.pid_ns { "pid_namespace" } else { "unconfined" },
                     "pid_namespace": i.pid_ns,
@@ -1033,20 +1427,58 @@ impl Plan {
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
         let net = match &i.proxy_hosts {
             Some(h) => {
-                let (proxy, child_net) =
-                    netproxy::start(h.iter().filter_map(|e| netproxy::Allowed::parse(e)).collect())?;
+                let allowed = h
+                    .iter()
+                    .filter_map(|e| {
+                        if e == "*" {
+                            Some(netproxy::Allowed::any())
+                        } else {
+                            netproxy::Allowed::parse(e)
+                        }
+                    })
+                    .collect();
+                let private = i
+                    .private_net
+                    .iter()
+                    .filter_map(|e| netproxy::Allowed::parse(e))
+                    .collect();
+                let (proxy, child_net) = netproxy::start(allowed, private)?;
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some(child_net)
             }
             None => None,
         };
+        let mut mounts = Vec::with_capacity(i.mounts.len());
+        for m in &i.mounts {
+            let made = match m.kind {
+                MountKind::NoExec => child::Mount::no_exec(&m.path),
+                MountKind::Exec => child::Mount::as_outside(&m.path),
+                MountKind::ReadOnly => child::Mount::read_only(&m.path),
+                MountKind::Hide { dir } => child::Mount::hide(&m.path, dir),
+            };
+            // Never start with a mount left out: a secret would be readable, a writable place executable.
+            mounts.push(made.ok_or_else(|| {
+                io::Error::other(format!("the sandbox cannot prepare its mount of {}", m.path.display()))
+            })?);
+        }
+        // An interpreter installed inside a writable place (a project's `.venv` in the caller's directory) keeps
+        // running, read-only, so the tool cannot rewrite what runs it.
+        if let Some(pre) = rules::canonical(program).and_then(|p| prefix_of(&p, i.home.as_deref(), &i.data)) {
+            let in_writable = i
+                .mounts
+                .iter()
+                .any(|m| m.kind == MountKind::NoExec && pre.starts_with(&m.path) && pre != m.path);
+            if in_writable {
+                mounts.extend(child::Mount::read_only(&pre));
+            }
+        }
         let pid_ns = i.pid_ns.then(|| {
             let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             child::PidNs {
                 user: s.needs_user_namespace,
                 uid_map: format!("{u} {u} 1").into_bytes(),
                 gid_map: format!("{g} {g} 1").into_bytes(),
-                ro_binds: i.ro_binds.iter().filter_map(|p| child::ReadOnlyBind::new(p)).collect(),
+                mounts,
                 net,
             }
         });
@@ -1068,6 +1500,21 @@ impl Plan {
             scope: s.landlock_signal_scope(),
         })?;
         let none = Protected::default();
+        if i.reads == Reads::DenyList {
+            // Everything read and run; what must not be read is hidden by the mounts, and every writable place
+            // is mounted noexec.
+            rules::grant_fixed(&mut b, Path::new("/"), EXEC, &none)?;
+            for p in DEV_RW {
+                rules::grant_fixed(&mut b, Path::new(p), READ_FILE | WRITE_FILE | TRUNCATE, &none)?;
+            }
+            let tmp = rules::canonical(i.tmp.path()).unwrap_or_else(|| i.tmp.path().to_path_buf());
+            rules::grant(&mut b, &tmp, WRITE, &none)?;
+            for p in &i.write {
+                rules::grant(&mut b, p, WRITE, &i.protected_write)?;
+            }
+            self.allow_tcp(i, &mut b, tcp)?;
+            return Ok(b.into_fd());
+        }
         for p in SYSTEM_EXEC {
             rules::grant_fixed(&mut b, Path::new(p), EXEC, &i.protected_read)?;
         }
@@ -1116,6 +1563,11 @@ impl Plan {
             rules::grant(&mut b, p, READ, &i.protected_read)?;
             rules::grant(&mut b, p, WRITE, &i.protected_write)?;
         }
+        self.allow_tcp(i, &mut b, tcp)?;
+        Ok(b.into_fd())
+    }
+
+    fn allow_tcp(&self, i: &Inner, b: &mut landlock::Builder, tcp: bool) -> io::Result<()> {
         if tcp {
             if i.proxy_hosts.is_some() {
                 // The declared ports have no route in the tool's namespace; the proxy is all it may reach.
@@ -1126,7 +1578,7 @@ impl Plan {
                 }
             }
         }
-        Ok(b.into_fd())
+        Ok(())
     }
 }
 
@@ -1155,6 +1607,21 @@ mod tests {
         assert_eq!(p.len(), 6, "{p:?}");
         assert!(p[0].contains("relative"));
         assert!(p[1].contains("$NOPE"));
+    }
+
+    #[test]
+    fn net_grants_name_tools_and_targets() {
+        let g = |v: Value| Grants {
+            net: serde_json::from_value(v).ok(),
+            ..Grants::default()
+        };
+        assert!(Grants::default().net_for("t"));
+        assert!(!g(json!(false)).net_for("t"));
+        assert!(!g(json!([])).net_for("t"));
+        assert!(g(json!(["127.0.0.1:5432"])).net_for("t"));
+        assert!(!g(json!(["other", "127.0.0.1:5432"])).net_for("t"));
+        assert!(g(json!(["t"])).net_for("t"));
+        assert_eq!(g(json!(["t", "db.local:5432"])).private_targets(), ["db.local:5432"]);
     }
 
     #[test]

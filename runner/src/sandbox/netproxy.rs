@@ -66,7 +66,8 @@ pub fn doctor_line(proxy: bool) -> String {
 pub struct Allowed {
     /// Lowercase, without brackets or a trailing dot; `None` for `*`.
     host: Option<String>,
-    port: u16,
+    /// `None`: any port (the whole network of an undeclared AnimaWorks module, [`Allowed::any`]).
+    port: Option<u16>,
 }
 
 impl Allowed {
@@ -75,12 +76,17 @@ impl Allowed {
         let (host, port) = split_authority(e)?;
         Some(Allowed {
             host: (host != "*").then_some(host),
-            port,
+            port: Some(port),
         })
     }
 
+    /// Any host, any port (public addresses only, as every entry: [`Targets`]).
+    pub fn any() -> Allowed {
+        Allowed { host: None, port: None }
+    }
+
     fn permits(&self, host: &str, port: u16) -> bool {
-        self.port == port && self.host.as_deref().is_none_or(|h| h == host)
+        self.port.is_none_or(|p| p == port) && self.host.as_deref().is_none_or(|h| h == host)
     }
 }
 
@@ -96,7 +102,10 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 /// only, so `[h.test]` is not a second spelling of `h.test`).
 fn normal_host(h: &str) -> Option<String> {
     if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        return inner.parse::<std::net::Ipv6Addr>().ok().map(|_| inner.to_ascii_lowercase());
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|_| inner.to_ascii_lowercase());
     }
     let h = h.strip_suffix('.').unwrap_or(h);
     let ok = !h.is_empty()
@@ -148,7 +157,7 @@ pub struct ChildNet {
 
 /// Make the socketpair and start the task serving `allowed` on the listener the child will send. Needs a tokio
 /// runtime (every spawn of a call or worker happens on one).
-pub fn start(allowed: Vec<Allowed>) -> io::Result<(Proxy, ChildNet)> {
+pub fn start(allowed: Vec<Allowed>, private: Vec<Allowed>) -> io::Result<(Proxy, ChildNet)> {
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
     let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let (ours, theirs) = socketpair(
@@ -160,7 +169,8 @@ pub fn start(allowed: Vec<Allowed>) -> io::Result<(Proxy, ChildNet)> {
     let log = Arc::new(Mutex::new(Log::default()));
     let _in_rt = rt.enter();
     let ctl = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours))?;
-    let task = rt.spawn(serve(ctl, allowed.into(), log.clone())).abort_handle();
+    let targets = Arc::new(Targets { allowed, private });
+    let task = rt.spawn(serve(ctl, targets, log.clone())).abort_handle();
     Ok((Proxy { task, log }, ChildNet { sock: theirs }))
 }
 
@@ -203,7 +213,45 @@ async fn next_listener(ctl: &UnixStream) -> io::Result<Option<TcpListener>> {
     }
 }
 
-async fn serve(ctl: UnixStream, allowed: Arc<[Allowed]>, log: Arc<Mutex<Log>>) {
+/// What the proxy relays: the allowed targets, and among the addresses they resolve to, the non-public ones
+/// (loopback, private ranges, link-local and the cloud metadata address, [`is_public`]) only for a target an
+/// anima's grant names (`permissions.json` `"sandbox": {"net": ["127.0.0.1:5432"]}`).
+pub struct Targets {
+    pub allowed: Vec<Allowed>,
+    pub private: Vec<Allowed>,
+}
+
+/// An address a tool may reach without a grant naming it: not loopback, private (RFC 1918, IPv6 ULA), link-local
+/// (the cloud metadata address 169.254.169.254 among them), shared (CGNAT), unspecified, multicast or broadcast.
+pub fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            !(a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64))
+        }
+        IpAddr::V6(a) => {
+            if let Some(v4) = a.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = a.segments();
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>) {
     let Ok(Some(mut listener)) = next_listener(&ctl).await else {
         return; // the child never got as far (the spawn failed)
     };
@@ -363,7 +411,42 @@ async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
     }
 }
 
-async fn handle(mut c: TcpStream, allowed: &[Allowed], log: &Mutex<Log>) {
+fn note_refused(log: &Mutex<Log>, target: &str) {
+    let mut l = log.lock().expect("proxy log lock");
+    l.refused += 1;
+    if l.refused_targets.len() < MAX_NOTED && !l.refused_targets.iter().any(|t| t == target) {
+        l.refused_targets.push(target.to_owned());
+    }
+}
+
+/// The first address of `host:port` the tool may reach, resolved by the runner (so that the name checked is the
+/// address connected: no second lookup can answer otherwise); `Err` with the status and text to answer.
+async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketAddr, (&'static str, String)> {
+    let addrs: Vec<std::net::SocketAddr> = match tokio::net::lookup_host((host, port)).await {
+        Ok(a) => a.collect(),
+        Err(e) => return Err(("502 Bad Gateway", format!("cannot resolve {host}: {e}"))),
+    };
+    let granted = t.private.iter().any(|a| a.permits(host, port));
+    addrs
+        .iter()
+        .find(|a| {
+            granted
+                || is_public(a.ip())
+                || t.private.iter().any(|g| g.permits(&a.ip().to_string(), port))
+        })
+        .copied()
+        .ok_or_else(|| {
+            (
+                "403 Forbidden",
+                format!(
+                    "{host}:{port} is a loopback, private or link-local address; a sandboxed tool reaches one only when \
+                     the anima's permissions.json names it: \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
+                ),
+            )
+        })
+}
+
+async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
     let Some((head, rest)) = read_head(&mut c).await else {
         return answer(&mut c, "400 Bad Request", "no request head within 8 KiB").await;
     };
@@ -381,16 +464,10 @@ async fn handle(mut c: TcpStream, allowed: &[Allowed], log: &Mutex<Log>) {
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
     };
-    if !allowed.iter().any(|a| a.permits(&host, port)) {
+    if !allowed.allowed.iter().any(|a| a.permits(&host, port)) {
         let target = format!("{host}:{port}");
         tracing::warn!("sandbox proxy: refused {target}: not in the action's sandbox \"net\" list");
-        {
-            let mut l = log.lock().expect("proxy log lock");
-            l.refused += 1;
-            if l.refused_targets.len() < MAX_NOTED && !l.refused_targets.contains(&target) {
-                l.refused_targets.push(target.clone());
-            }
-        }
+        note_refused(log, &target);
         return answer(
             &mut c,
             "403 Forbidden",
@@ -398,7 +475,18 @@ async fn handle(mut c: TcpStream, allowed: &[Allowed], log: &Mutex<Log>) {
         )
         .await;
     }
-    let up = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host.as_str(), port))).await;
+    let addr = match tokio::time::timeout(CONNECT_TIMEOUT, resolve(&host, port, allowed)).await {
+        Ok(Ok(a)) => a,
+        Ok(Err((status, text))) => {
+            if status.starts_with("403") {
+                tracing::warn!("sandbox proxy: refused {host}:{port}: not a public address");
+                note_refused(log, &format!("{host}:{port}"));
+            }
+            return answer(&mut c, status, &text).await;
+        }
+        Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
+    };
+    let up = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
     let mut up = match up {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -623,6 +711,82 @@ mod tests {
         assert_eq!(Allowed::parse("[::1]:443").map(|a| a.permits("::1", 443)), Some(true));
     }
 
+    /// Any host, but a loopback address only where a grant names it (issue 20: the task database on 127.0.0.1).
+    #[tokio::test]
+    async fn loopback_is_refused_unless_a_grant_names_it() {
+        use std::io::{Read, Write};
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let granted = Allowed::parse(&format!("localhost:{up_port}")).unwrap();
+        let (proxy, child) = start(vec![Allowed::any()], vec![granted]).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        {
+            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+            use std::os::fd::AsFd;
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut cmsg = SendAncillaryBuffer::new(&mut space);
+            let fds = [l.as_fd()];
+            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
+            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
+        }
+        drop(l);
+        drop(child);
+        let ask = move |req: String| {
+            tokio::task::spawn_blocking(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(req.as_bytes()).unwrap();
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                out
+            })
+        };
+        let no = ask(format!("CONNECT 127.0.0.1:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(
+            no.starts_with("HTTP/1.1 403") && no.contains("\"sandbox\": {\"net\""),
+            "{no}"
+        );
+        let no = ask(format!("GET http://[::ffff:127.0.0.1]:{up_port}/ HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(no.starts_with("HTTP/1.1 403"), "{no}");
+        let ok = ask(format!("CONNECT localhost:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200") && ok.ends_with("hello\n"), "{ok}");
+        assert_eq!(proxy.log()["refused"], 2);
+    }
+
+    #[test]
+    fn public_addresses() {
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "100.128.0.1"] {
+            assert!(is_public(a.parse().unwrap()), "{a}");
+        }
+    }
+
     /// The listener a child would send, made here in the runner's own namespace: targets are held to the list,
     /// and dropping the proxy closes the listener.
     #[tokio::test]
@@ -635,7 +799,8 @@ mod tests {
                 let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
             }
         });
-        let (proxy, child) = start(vec![Allowed::parse(&format!("LocalHost:{up_port}")).unwrap()]).unwrap();
+        let target = Allowed::parse(&format!("LocalHost:{up_port}")).unwrap();
+        let (proxy, child) = start(vec![target.clone()], vec![target]).unwrap();
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         {

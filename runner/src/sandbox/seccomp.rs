@@ -7,6 +7,8 @@
 //!   `CLONE_NEWUSER`: a user namespace hands out capabilities and a large kernel surface;
 //! - `keyctl`, `add_key`, `request_key`: the session keyring may hold the caller's secrets;
 //! - `bpf`, `perf_event_open`, `userfaultfd`, `ptrace` of anything: kernel surface a tool never needs;
+//! - `memfd_create` without `MFD_NOEXEC_SEAL` (or with `MFD_EXEC`): an executable memory file would run a
+//!   program written by the tool, which the `noexec` mounts of writable places refuse for files;
 //! - x32 system calls (a second syscall table that would bypass every number above);
 //! - without network: every socket but `AF_UNIX`, and `connect` (a pathname UNIX socket such as a container
 //!   runtime's is reachable by connect, which Landlock does not check before ABI 9);
@@ -30,6 +32,9 @@ const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+
+const MFD_NOEXEC_SEAL: u32 = 0x8;
+const MFD_EXEC: u32 = 0x10;
 
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
@@ -117,7 +122,7 @@ impl Asm {
 pub fn program(net: &NetPlan) -> Vec<SockFilter> {
     let mut a = Asm::default();
     let (eperm, enosys, allow) = (a.label(), a.label(), a.label());
-    let (socket, new_user, arch_ok) = (a.label(), a.label(), a.label());
+    let (socket, new_user, arch_ok, memfd) = (a.label(), a.label(), a.label(), a.label());
     // Another architecture's numbers mean other calls: a process that switches is killed.
     a.load(OFF_ARCH);
     a.jump(JEQ_K, AUDIT_ARCH, arch_ok);
@@ -145,6 +150,7 @@ pub fn program(net: &NetPlan) -> Vec<SockFilter> {
     a.jump(JEQ_K, libc::SYS_socket as u32, socket);
     a.jump(JEQ_K, libc::SYS_unshare as u32, new_user);
     a.jump(JEQ_K, libc::SYS_clone as u32, new_user);
+    a.jump(JEQ_K, libc::SYS_memfd_create as u32, memfd);
     if matches!(net, NetPlan::None) {
         a.jump(JEQ_K, libc::SYS_connect as u32, eperm);
     }
@@ -157,6 +163,14 @@ pub fn program(net: &NetPlan) -> Vec<SockFilter> {
     a.ret(RET_ALLOW);
 
     // socket(domain, type, protocol)
+    // Write xor execute for memory files: only a memfd sealed against exec (MFD_NOEXEC_SEAL, Linux 6.3+) may be
+    // made, so no program written into one can be run (fexecve, /proc/self/fd/N).
+    a.here(memfd);
+    a.load(off_arg(1));
+    a.jump(JSET_K, MFD_EXEC, eperm);
+    a.jump(JSET_K, MFD_NOEXEC_SEAL, allow);
+    a.ret(RET_ERRNO | libc::EPERM as u32);
+
     a.here(socket);
     a.load(off_arg(0));
     a.jump(JEQ_K, libc::AF_UNIX as u32, allow);

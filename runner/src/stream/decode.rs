@@ -61,9 +61,10 @@ pub(super) struct StdoutState<'a> {
     bad: Option<String>,
 }
 
-pub(super) fn quote_start(b: &[u8]) -> String {
-    let cut = b.len().min(120);
-    format!("{:?}", String::from_utf8_lossy(&b[..cut]))
+/// The start of a bad line, for a message: masked whole first, then cut (never cut, then masked: a secret
+/// cut in two would no longer be recognised, and its start would be shown).
+pub(super) fn quote_start(b: &[u8], m: &crate::policy::Masker) -> String {
+    format!("{:?}", m.head(&String::from_utf8_lossy(b), 120).0)
 }
 
 impl<'a> StdoutState<'a> {
@@ -204,7 +205,10 @@ impl<'a> StdoutState<'a> {
             Line::Blank => {}
             Line::Event(ev) => {
                 if self.last.is_some() {
-                    self.bad = Some(format!("output after the final event: {}", quote_start(line)));
+                    self.bad = Some(format!(
+                        "output after the final event: {}",
+                        quote_start(line, &self.spill_to.masker)
+                    ));
                     return;
                 }
                 obs.event(&ev, line);
@@ -215,11 +219,14 @@ impl<'a> StdoutState<'a> {
             Line::Unknown(_) => obs.unknown(line),
             Line::NotProtocol(why) => {
                 self.bad = Some(if why.contains("recursion limit exceeded") {
-                    format!("{}: {}", too_deep_message(), quote_start(line))
+                    format!("{}: {}", too_deep_message(), quote_start(line, &self.spill_to.masker))
                 } else if std::str::from_utf8(line).is_err() {
-                    format!("invalid UTF-8 on stdout: {}", quote_start(line))
+                    format!("invalid UTF-8 on stdout: {}", quote_start(line, &self.spill_to.masker))
                 } else {
-                    format!("non-protocol output on stdout ({why}): {}", quote_start(line))
+                    format!(
+                        "non-protocol output on stdout ({why}): {}",
+                        quote_start(line, &self.spill_to.masker)
+                    )
                 });
             }
         }

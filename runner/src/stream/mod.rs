@@ -108,6 +108,8 @@ pub struct Finished {
     pub duration: Duration,
     /// Processes of the group were still running after the main process exited, and were ended.
     pub leftovers: bool,
+    /// The call's secrets: excerpts of the output (`stdout_head`, a `bad_output` quote) are masked whole, then cut.
+    pub masker: Masker,
 }
 
 /// The last [`STDERR_TAIL`] bytes of a stream.
@@ -141,7 +143,11 @@ impl Tail {
         let masked = m.mask_str(&String::from_utf8_lossy(&self.0));
         let b = masked.as_bytes();
         let start = b.len().saturating_sub(STDERR_TAIL);
-        String::from_utf8_lossy(&b[start..]).into_owned()
+        if start == 0 {
+            return masked;
+        }
+        let shown = String::from_utf8_lossy(&b[start..]).into_owned();
+        m.without_partial_start(&shown).to_owned()
     }
 }
 
@@ -260,5 +266,6 @@ pub async fn drive(process: Started, d: Drive<'_>, obs: &mut dyn Observer, mut c
         stderr_tail: tail.text_masked(&d.spill.masker),
         duration: started.elapsed(),
         leftovers,
+        masker: d.spill.masker.clone(),
     }
 }

@@ -21,6 +21,8 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGSEGV => "SIGSEGV",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
         _ => "a signal",
     }
 }
@@ -163,7 +165,7 @@ pub fn interpret(
                     return Err(decorate(
                         CallError::new(
                             ErrorCode::BadOutput,
-                            format!("{who}: invalid UTF-8 on stdout: {}", quote_start(&b)),
+                            format!("{who}: invalid UTF-8 on stdout: {}", quote_start(&b, &f.masker)),
                         )
                         .hint("print UTF-8 text or JSON"),
                     ));
@@ -206,7 +208,9 @@ pub fn interpret(
             }
             let mut e = crashed(how);
             if !text.trim().is_empty() {
-                e = e.with(Detail::StdoutHead, text.chars().take(1000).collect::<String>());
+                // Masked whole, then cut: a secret cut first would leave its start unmasked.
+                let cut = text.char_indices().nth(1000).map_or(text.len(), |(i, _)| i);
+                e = e.with(Detail::StdoutHead, f.masker.head(&text, cut).0);
             }
             Err(e)
         }

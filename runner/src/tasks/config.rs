@@ -71,6 +71,40 @@ pub enum ConfigError {
     Watchdog { path: PathBuf, value: Value },
     #[error("{}: \"tasks\".\"max_attempts\" must be a whole number from 1 to 100, not {value}", path.display())]
     MaxAttempts { path: PathBuf, value: Value },
+    /// The database URL does not parse; `from` says where it came from, `url` is shown with its password hidden.
+    #[error("the task database URL {url:?} from {from} is not valid: {reason}")]
+    BadUrl { from: String, url: String, reason: String },
+}
+
+/// `url` with any password in it replaced by `***`, for a message (`scheme://user:PASS@host`, `password=PASS`).
+pub fn redact_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some(at) = rest.rfind('@') {
+            let (info, host) = rest.split_at(at);
+            if let Some((user, _)) = info.split_once(':') {
+                return format!("{scheme}://{user}:***{host}");
+            }
+        }
+        return url.to_owned();
+    }
+    url.split(' ')
+        .map(|w| match w.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => w.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Checks that `url` parses as a database URL: a bad one is a clear error here, never a failure deep in a store.
+fn check_url(url: &str, from: String) -> Result<(), ConfigError> {
+    url.parse::<tokio_postgres::Config>()
+        .map(drop)
+        .map_err(|e| ConfigError::BadUrl {
+            from,
+            url: redact_url(url),
+            reason: e.to_string(),
+        })
 }
 
 fn seconds(
@@ -103,14 +137,20 @@ pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, ConfigError> {
         Some(Value::Object(o)) => o,
         Some(_) => return Err(ConfigError::NotObject { path }),
     };
-    let url = std::env::var(URL_ENV)
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| tasks.get("url").and_then(Value::as_str).map(str::to_owned));
+    let url = match std::env::var(URL_ENV).ok().filter(|u| !u.is_empty()) {
+        Some(u) => Some((u, format!("${URL_ENV}"))),
+        None => tasks
+            .get("url")
+            .and_then(Value::as_str)
+            .map(|u| (u.to_owned(), format!("\"tasks\".\"url\" in {}", path.display()))),
+    };
     cfg.backend = match tasks.get("backend").and_then(Value::as_str) {
         None | Some("files") => Backend::Files,
         Some("postgres") => match url {
-            Some(url) => Backend::Postgres { url },
+            Some((url, from)) => {
+                check_url(&url, from)?;
+                Backend::Postgres { url }
+            }
             None => return Err(ConfigError::NoUrl { path }),
         },
         Some(other) => {
@@ -142,4 +182,25 @@ pub fn load(runner: &crate::call::Runner) -> Result<TasksConfig, ConfigError> {
         },
     }
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_shows_in_a_message() {
+        assert_eq!(redact_url("postgres://u:hunter22@h:x/db"), "postgres://u:***@h:x/db");
+        assert_eq!(
+            redact_url("host=h password=hunter22 port=abc"),
+            "host=h password=*** port=abc"
+        );
+        let e = check_url("postgres://u:hunter22@h:notaport/db", "$X".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("$X") && e.contains("notaport") && !e.contains("hunter22"),
+            "{e}"
+        );
+    }
 }

@@ -33,6 +33,13 @@ pub async fn run(runner: &Runner) -> i32 {
             return e.code.exit_code();
         }
     };
+    let key = match super::mac::key(&runner.dirs.data) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("animaworks-tool jobs worker: cannot read the task key: {e}");
+            return ErrorCode::Internal.exit_code();
+        }
+    };
     let me = ProcessId::of_self();
     let stop = stop_on_sigterm();
     loop {
@@ -50,7 +57,37 @@ pub async fn run(runner: &Runner) -> i32 {
                 return ErrorCode::Internal.exit_code();
             }
         };
+        if let Some(why) = unsigned(&key, &store, &task) {
+            eprintln!(
+                "animaworks-tool jobs worker: refused task {} (moved aside): {why}",
+                task.task_id
+            );
+            if let Err(e) = store.move_aside(&task.task_id) {
+                eprintln!(
+                    "animaworks-tool jobs worker: cannot move task {} aside: {e}",
+                    task.task_id
+                );
+                return ErrorCode::Internal.exit_code();
+            }
+            super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);
+            continue;
+        }
         run_one(runner, &store, &me, task, stop.clone()).await;
+    }
+}
+
+/// Why a claimed task file must not run: only the runner's submit writes task files, and signs them
+/// ([`super::mac`]); a file of the same anima's name written by anything else is refused (the anima of a file
+/// store is the worker's own, so the task's anima name must be it too).
+fn unsigned(key: &super::mac::Key, store: &FileStore, t: &Task) -> Option<String> {
+    let private = match store.private_args(&t.task_id) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("its private arguments cannot be read: {e}")),
+    };
+    match super::mac::verify(key, t, private.as_ref()) {
+        super::mac::Verdict::Valid => None,
+        super::mac::Verdict::OtherKey(id) => Some(format!("it was signed with another task key ({id})")),
+        super::mac::Verdict::Refused(why) => Some(why),
     }
 }
 

@@ -272,6 +272,20 @@ fn mark_lost(t: &mut Task) {
     }));
 }
 
+impl FileStore {
+    /// Move a task file that must never run aside (`<id>.json.refused`, which no listing reads), with its private
+    /// arguments and cancel request gone.
+    pub fn move_aside(&self, id: &str) -> io::Result<()> {
+        let _lock = self.lock()?;
+        let mut to = self.path(id).into_os_string();
+        to.push(".refused");
+        fs::rename(self.path(id), to)?;
+        let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.side(id, "cancel"));
+        Ok(())
+    }
+}
+
 impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;

@@ -17,6 +17,7 @@ pub mod config;
 pub mod detached;
 pub mod files;
 pub mod identity;
+pub mod mac;
 pub mod pending;
 pub mod pg;
 pub mod queue;
@@ -275,6 +276,13 @@ pub struct QueueInfo {
     /// machine can put its own resolved values back: see [`secret_args`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arg_secrets: Option<Value>,
+    /// `<key id>:<HMAC-SHA256>` over what the task runs, made by the submitting runner ([`mac`]); a worker runs
+    /// only a task whose MAC it verifies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// The keyed digest of the unmasked arguments kept beside the task (the file store), covered by `mac`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_mac: Option<String>,
 }
 
 impl Task {

@@ -175,6 +175,12 @@ pub async fn check(
         },
     };
     super::tool_version::stamp(&mut task, &tool_file, idempotent);
+    let key = super::mac::key(&runner.dirs.data).map_err(|e| {
+        CallError::new(ErrorCode::Internal, format!("cannot sign the task: {e}")).hint(
+            "the runner keeps its task key in <data dir>/state/animaworks-tool/tasks.key (docs/background-tasks.md)",
+        )
+    })?;
+    super::mac::sign(&key, &mut task, private_args.as_ref());
     Ok(Checked {
         task,
         private_args,

@@ -56,6 +56,11 @@ fn new_tools_pass_check_and_run() {
             stderr(&o)
         );
         assert!(stdout(&o).contains("passes the conformance check"), "{}", stdout(&o));
+        assert!(
+            !stdout(&o).contains("declares no sandbox"),
+            "the template declares its needs: {}",
+            stdout(&o)
+        );
 
         let (code, out) = crate::core::call(&w, &name, "echo", r#"{"text":"héllo 🦀"}"#, &[]);
         assert_eq!(code, 0, "{lang}: {out}");

@@ -2,6 +2,7 @@
 //! `bench/setup-legacy-venv`; these comparisons are skipped with a note when it is absent) and through ours.
 
 use crate::support::*;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -376,7 +377,7 @@ fn an_animaworks_module_sees_the_callers_environment_and_a_new_protocol_tool_a_c
     assert!(!d.to_string().contains("xoxb"), "{d}");
 
     // The operator may give AnimaWorks modules the clean environment too.
-    std::fs::write(e.w.data.join("animaworks-tool.json"), r#"{"legacy_env": "clean"}"#).unwrap();
+    e.w.settings(r#"{"legacy_env": "clean"}"#);
     let v = seen(&e.ours(&["envmod", "show"], None));
     assert_eq!(v["SLACK_BOT_TOKEN"], serde_json::Value::Null, "{v}");
     assert_eq!(v["HTTPS_PROXY"], "http://proxy.example:3128");
@@ -863,4 +864,197 @@ fn side_by_side_the_vault_chain() {
     let decl: tool_sdk::protocol::CredentialDecl =
         serde_json::from_value(serde_json::json!({"name": "demo", "env": "DEMO_TOKEN"})).unwrap();
     assert!(Resolver::new(&w.data, None, Default::default()).resolve(&decl).is_err());
+}
+
+/// An AnimaWorks module doing what such modules do (issue 20's first list): a side effect when imported, programs
+/// from PATH (a version manager's shim, `~/.local/bin`), writes where AnimaWorks tools write, reads of the
+/// caller's directory, `~/.config`, `/proc` and `/`, and a Web API through urllib.
+const EFFECTS_MODULE: &str = r#"
+import json, os, pathlib, sqlite3, subprocess, tempfile, urllib.request
+
+ANIMA = pathlib.Path(os.environ["ANIMAWORKS_ANIMA_DIR"])
+(ANIMA / "logs").mkdir(exist_ok=True)  # when imported, for its schemas too
+
+def _try(fn):
+    try:
+        r = fn()
+        return "ok" if r is None else r
+    except Exception as e:
+        return type(e).__name__ + ": " + str(e)[:120]
+
+def _run(*argv):
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True).stdout.strip()
+
+def _go(url):
+    data = pathlib.Path(os.environ["ANIMAWORKS_DATA_DIR"])
+    out = {
+        "python3_on_path": _try(lambda: _run("python3", "-c", "print('py')")),
+        "shim_on_path": _try(lambda: _run("fakeenv-python", "-c", "print('shim')")),
+        "local_bin": _try(lambda: _run("mytool")),
+        "anima_new_file": _try(lambda: (ANIMA / "report.md").write_text("r") and None),
+        "anima_new_dir": _try(lambda: (ANIMA / "work").mkdir(exist_ok=True)),
+        "anima_sqlite": _try(lambda: sqlite3.connect(str(ANIMA / "notes.sqlite")).execute("create table if not exists t(x)") and None),
+        "shared_new_file": _try(lambda: (data / "shared" / "note.txt").write_text("s") and None),
+        "cwd_out": _try(lambda: pathlib.Path("out.txt").write_text("o") and None),
+        "tempfile": _try(lambda: tempfile.NamedTemporaryFile().close()),
+        "read_input": _try(lambda: pathlib.Path("input.txt").read_text()),
+        "read_config": _try(lambda: (pathlib.Path.home() / ".config/app.toml").read_text()),
+        "read_proc": _try(lambda: "Name:" in pathlib.Path("/proc/self/status").read_text()),
+        "ls_root": _try(lambda: "usr" in os.listdir("/")),
+        "web_api": _try(lambda: urllib.request.urlopen(url, timeout=30).read().decode()),
+        "logs_made": (ANIMA / "logs").is_dir(),
+    }
+    if os.environ.get("WITH_GIT"):
+        out["git_status"] = _try(lambda: _run("git", "status", "--porcelain") and "ok")
+    return out
+
+def get_tool_schemas():
+    return [{"name": "effects_go", "description": "what AnimaWorks modules do",
+             "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}}}]
+
+def dispatch(name, args):
+    return _go(args["url"])
+
+def cli_main(argv):
+    print(json.dumps(_go(argv[-1]), sort_keys=True))
+"#;
+
+/// A server on the runner's loopback that answers every request with `hello from the API`.
+fn web_api() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut c = c;
+                let mut b = [0u8; 4096];
+                let _ = c.read(&mut b);
+                let body = "hello from the API";
+                let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no PID (and mount) namespace here: reads fall back to the allow list; comparison skipped");
+        return;
+    }
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "effects.py", EFFECTS_MODULE);
+    let home = w.tmp.path();
+    let local_bin = home.join(".local/bin");
+    let shims = home.join(".fakeenv/shims");
+    for d in [&local_bin, &shims, &home.join(".config"), &w.data.join("shared")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    w.tool(&local_bin, "mytool", "#!/bin/sh\necho mine\n");
+    // A version manager's shim: a script in its root that runs an interpreter found from there.
+    w.tool(&shims, "fakeenv-python", "#!/bin/sh\nexec python3 \"$@\"\n");
+    std::fs::write(home.join(".config/app.toml"), "k = 1").unwrap();
+    let cwd = home.join("project");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::write(cwd.join("input.txt"), "input").unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&cwd)
+        .status()
+        .is_ok_and(|s| s.success());
+    let port = web_api();
+    let url = format!("http://127.0.0.1:{port}/v1/items");
+    // A Web API on this machine's loopback needs a grant naming it (a public one does not); AnimaWorks ignores
+    // the key.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": [format!("127.0.0.1:{port}")]}}).to_string(),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        local_bin.display(),
+        shims.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let made = |w: &World| {
+        [
+            w.anima.join("logs"),
+            w.anima.join("report.md"),
+            w.anima.join("work"),
+            w.anima.join("notes.sqlite"),
+            w.data.join("shared/note.txt"),
+            cwd.join("out.txt"),
+        ]
+    };
+    let run = |c: &mut Command| -> serde_json::Value {
+        for p in made(&w) {
+            let _ = std::fs::remove_dir(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+        c.env("PATH", &path).current_dir(&cwd);
+        if git {
+            c.env("WITH_GIT", "1");
+        }
+        let o = c.args(["effects", "go", &url]).output().unwrap();
+        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+        for p in made(&w) {
+            assert!(p.exists(), "{} was not made: {}", p.display(), stdout(&o));
+        }
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+    };
+    let theirs = run(&mut original_cmd(&w, &venv));
+    let mut c = w.cmd();
+    c.env("ANIMAWORKS_PYTHON", venv.join("bin/python"));
+    let ours = run(&mut c);
+    assert_eq!(ours, theirs, "ours (sandboxed) differs from the original");
+    assert_eq!(ours["web_api"], "hello from the API", "{ours}");
+    assert_eq!(ours["local_bin"], "mine", "{ours}");
+    // The call ran confined, with everything but the deny list readable, and its one host in the audit line.
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    let s = &line["sandbox"];
+    assert_eq!(
+        (&s["mode"], &s["reads"], &s["hosts"]),
+        (&json!("enforce"), &json!("deny_list"), &json!("proxy")),
+        "{line}"
+    );
+
+    // `call` (the structured path) and `--schemas` (which imports the module) work too.
+    std::fs::remove_dir(w.anima.join("logs")).unwrap();
+    let o = w
+        .cmd()
+        .env("PATH", &path)
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+        .current_dir(&cwd)
+        .args(["call", "effects", "go", "--json", &json!({"url": url}).to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["web_api"], "hello from the API", "{}", stdout(&o));
+
+    // Without the grant naming it, the runner's loopback is out of reach (the proxy answers 403), and so is the
+    // cloud metadata address.
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    for target in [url.clone(), "http://169.254.169.254/latest/meta-data/".to_owned()] {
+        let o = w
+            .cmd()
+            .env("PATH", &path)
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .current_dir(&cwd)
+            .args(["call", "effects", "go", "--json", &json!({"url": target}).to_string()])
+            .output()
+            .unwrap();
+        let v = json(&o);
+        assert!(v["web_api"].as_str().unwrap().contains("403"), "{target}: {v}");
+    }
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        line["sandbox"]["proxy"]["refused_targets"],
+        json!(["169.254.169.254:80"]),
+        "{line}"
+    );
 }

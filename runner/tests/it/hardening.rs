@@ -445,7 +445,12 @@ fn a_forged_task_timeout_does_not_lose_the_task() {
     let t = json!({"task_id": "0123456789ab", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
         "status": "pending", "created_at": now, "completed_at": null, "result": null, "error": null,
         "tool": "echo", "action": "say", "kind": "action", "timeout_s": 1e308, "updated_at": now});
-    std::fs::write(dir.join("0123456789ab.json"), t.to_string()).unwrap();
+    // Signed with the runner's task key as submit signs (a task file the runner did not sign is never run); the
+    // MAC does not cover the timeout, which is what is forged here.
+    let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
+    let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
+    animaworks_tool::tasks::mac::sign(&key, &mut task, None);
+    std::fs::write(dir.join("0123456789ab.json"), serde_json::to_string(&task).unwrap()).unwrap();
     let o = run_guarded(w.cmd().args(["jobs", "wait", "0123456789ab", "--timeout", "60"]), 90).unwrap();
     let o2 = w.run(&["jobs", "show", "0123456789ab"]);
     assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), stdout(&o2));

@@ -39,7 +39,7 @@ fn confined() -> Confined {
             user: u != 0,
             uid_map: format!("{u} {u} 1").into_bytes(),
             gid_map: format!("{g} {g} 1").into_bytes(),
-            ro_binds: Vec::new(),
+            mounts: Vec::new(),
             net: None,
         }),
         last_cap: std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
@@ -57,6 +57,7 @@ fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
             path: p.argv[0],
             argv: p.argv.as_ptr(),
             envp: p.envp.as_ptr(),
+            handover: &[],
         };
         // SAFETY: in the child before its exec; `c` and `p` prepared before the clone.
         unsafe { enter_and_exec(c, &e, init) }

@@ -159,7 +159,11 @@ fn forge_task(w: &World, id: &str, extra: Value) {
     for (k, v) in extra.as_object().unwrap() {
         t[k] = v.clone();
     }
-    std::fs::write(dir.join(format!("{id}.json")), t.to_string()).unwrap();
+    // Signed as submit signs (an unsigned task file is never run: secrets_hardening, tasks_pg).
+    let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
+    let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
+    animaworks_tool::tasks::mac::sign(&key, &mut task, None);
+    std::fs::write(dir.join(format!("{id}.json")), serde_json::to_string(&task).unwrap()).unwrap();
 }
 
 #[test]

@@ -180,6 +180,12 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     ] {
         assert_invalid("profile", &json!({"sandbox": bad}));
     }
+    // `$CWD` (the caller's working directory) is a placeholder of §2.4 (issue 20).
+    assert_valid("profile", &json!({"sandbox": {"write": ["$CWD", "$CWD/out"]}}));
+    assert!(animaworks_tool::sandbox::validate(
+        &serde_json::from_value(json!({"write": ["$CWD", "$CWD/out"]})).unwrap()
+    )
+    .is_empty());
     assert_invalid(
         "runnerError",
         &json!({"error": {"code": "unknown_tool", "message": "x", "did_you_mean": ["a"]}}),

@@ -169,12 +169,17 @@ fn python_tool_and_its_children_cannot_escape() {
     let _ = runner_pid;
     let r = &v;
     assert!(r.get("error").is_none(), "the call failed: {r}");
+    // On the deny list: hidden by an empty folder (ENOENT below it) or an unopenable file (EACCES) where the call
+    // has a mount namespace, outside the Landlock allow list (EACCES) where it has none.
+    for hidden in ["read_ssh", "read_bob", "read_carol"] {
+        assert!(
+            r[hidden] == "EACCES" || r[hidden] == "ENOENT",
+            "{hidden} must be hidden: {r}"
+        );
+    }
     for denied in [
-        "read_ssh",
         "read_vault",
         "read_config",
-        "read_bob",
-        "read_carol",
         "read_link",
         "write_outside",
         "write_permissions",
@@ -205,7 +210,11 @@ fn python_tool_and_its_children_cannot_escape() {
     for fine in ["read_declared", "write_declared", "write_tmp", "child_read_declared"] {
         assert_eq!(r[fine], "ok", "{fine} was declared and must work: {r}");
     }
-    assert!(r["child_read_ssh"].as_str().unwrap().contains("PermissionError"), "{r}");
+    let child_ssh = r["child_read_ssh"].as_str().unwrap();
+    assert!(
+        child_ssh.contains("PermissionError") || child_ssh.contains("FileNotFoundError"),
+        "{r}"
+    );
     assert!(r["child_tcp"].as_str().unwrap().contains("PermissionError"), "{r}");
     assert_eq!(
         r["cap_sys_admin"], 0,
@@ -319,20 +328,169 @@ fn compiled_tool_and_its_children_cannot_escape() {
         .output()
         .unwrap();
     let r = json(&o);
-    for denied in ["read_ssh", "read_vault", "write_outside", "write_permissions"] {
+    assert!(r["read_ssh"] == "EACCES" || r["read_ssh"] == "ENOENT", "read_ssh: {r}");
+    for denied in ["read_vault", "write_outside", "write_permissions"] {
         assert_eq!(r[denied], "EACCES", "{denied}: {r}");
     }
-    for refused in ["tcp", "udp", "kill_runner"] {
-        assert!(
-            r[refused] == "EPERM" || r[refused] == "EACCES" || r[refused] == "ESRCH",
-            "{refused} must fail: {r}"
-        );
-    }
+    // An undeclared tool has the network (issue 20), but never the runner's loopback: in its own network
+    // namespace 127.0.0.1 is its own, and the proxy refuses loopback targets no grant names.
+    assert_ne!(r["tcp"], "ok", "{r}");
+    assert!(
+        r["kill_runner"] == "EPERM" || r["kill_runner"] == "ESRCH",
+        "kill_runner must fail: {r}"
+    );
     assert_eq!(
         r["child_cat_ssh_exit"], 1,
         "cat, exec'd by the tool, cannot read the key either: {r}"
     );
     assert!(!accepted(&l));
+}
+
+/// Write xor execute (issue 20): what a tool writes never runs — not exec'd, not through the dynamic loader
+/// (`ld-linux`), not from a memfd — and writes land where AnimaWorks tools write: new entries at the anima
+/// dir's top level, `shared/`, the caller's working directory; reads reach `/`, `/proc`, `~/.config`.
+const C_WXORX: &str = r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static const char *res(int r) { return r < 0 ? strerrorname_np(errno) : "ok"; }
+static int wr(const char *p) { int fd = open(p, O_WRONLY | O_CREAT, 0644); if (fd < 0) return -1; close(fd); return 0; }
+static int rd(const char *p) { int fd = open(p, O_RDONLY); if (fd < 0) return -1; close(fd); return 0; }
+static int copy_to_fd(const char *from, int out) {
+  int in = open(from, O_RDONLY); if (in < 0) return -1;
+  char b[65536]; ssize_t n;
+  while ((n = read(in, b, sizeof b)) > 0) if (write(out, b, n) != n) { close(in); return -1; }
+  close(in); return 0;
+}
+/* The exit status of a child that runs argv (126: its exec failed). */
+static int run(char *const argv[]) {
+  pid_t c = fork();
+  if (c == 0) { int dn = open("/dev/null", O_WRONLY); dup2(dn, 2); execv(argv[0], argv); _exit(126); }
+  int st = 0; waitpid(c, &st, 0); return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--schemas")) {
+    puts("[{\"name\":\"wx_go\",\"description\":\"try\",\"input_schema\":{\"type\":\"object\"}}]");
+    return 0;
+  }
+  char buf[4096]; fread(buf, 1, sizeof buf, stdin);
+  const char *tmp = getenv("TMPDIR"), *anima = getenv("ANIMAWORKS_ANIMA_DIR"), *shared = getenv("BAIT_SHARED");
+  const char *conf = getenv("BAIT_CONFIG");
+  char bin[4096]; snprintf(bin, sizeof bin, "%s/mytrue", tmp);
+  int out = open(bin, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+  int copied = out >= 0 && copy_to_fd("/bin/true", out) == 0; if (out >= 0) close(out);
+  printf("{\"copied\":%d,", copied);
+  char *direct[] = {bin, 0};
+  printf("\"exec_tmp\":%d,", run(direct));
+  const char *ld = "/lib64/ld-linux-x86-64.so.2";
+  if (access(ld, X_OK) != 0) ld = "/lib/ld-linux-aarch64.so.1";
+  char *loader[] = {(char *)ld, bin, 0};
+  printf("\"loader_tmp\":%d,", run(loader));
+  int m = syscall(SYS_memfd_create, "x", MFD_CLOEXEC);
+  printf("\"memfd_exec\":\"%s\",", res(m));
+  int sealed = syscall(SYS_memfd_create, "y", MFD_CLOEXEC | 0x8 /* MFD_NOEXEC_SEAL */);
+  printf("\"memfd_sealed\":\"%s\",", res(sealed));
+  int fexec = -1;
+  if (sealed >= 0 && copy_to_fd("/bin/true", sealed) == 0) {
+    pid_t c = fork();
+    if (c == 0) { char *a[] = {"true", 0}; char *e[] = {0}; fexecve(sealed, a, e); _exit(126); }
+    int st = 0; waitpid(c, &st, 0); fexec = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  printf("\"fexecve_sealed\":%d,", fexec);
+  char p[4096];
+  snprintf(p, sizeof p, "%s/report.md", anima); printf("\"anima_new_file\":\"%s\",", res(wr(p)));
+  snprintf(p, sizeof p, "%s/logs", anima); printf("\"anima_new_dir\":\"%s\",", res(mkdir(p, 0755)));
+  snprintf(p, sizeof p, "%s/permissions.json", anima); printf("\"permissions\":\"%s\",", res(wr(p)));
+  snprintf(p, sizeof p, "%s/tools/planted.sh", anima); printf("\"tools\":\"%s\",", res(wr(p)));
+  snprintf(p, sizeof p, "%s/new.txt", shared); printf("\"shared_new\":\"%s\",", res(wr(p)));
+  printf("\"cwd_new\":\"%s\",", res(wr("out.txt")));
+  printf("\"read_config\":\"%s\",", res(rd(conf)));
+  printf("\"read_proc\":\"%s\",", res(rd("/proc/1/status")));
+  DIR *d = opendir("/"); printf("\"ls_root\":\"%s\"}", d ? "ok" : strerrorname_np(errno));
+  return 0;
+}
+"#;
+
+#[test]
+fn writable_places_never_run_and_animaworks_writes_land() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        return;
+    }
+    let w = World::sandboxed();
+    let src = w.tmp.path().join("wx.c");
+    std::fs::write(&src, C_WXORX).unwrap();
+    let bin = w.personal().join("wx");
+    match std::process::Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!("SKIPPED: no working C compiler (`cc`): {other:?}");
+            return;
+        }
+    }
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    let shared = w.data.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("credentials.json"), r#"{"x": "secret"}"#).unwrap();
+    let conf = w.tmp.path().join(".config/app/settings.toml");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, "a = 1").unwrap();
+    let cwd = w.tmp.path().join("project");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    let o = w
+        .cmd()
+        .current_dir(&cwd)
+        .env("BAIT_SHARED", &shared)
+        .env("BAIT_CONFIG", &conf)
+        .args(["call", "wx", "go"])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    assert_eq!(r["copied"], 1, "{r}");
+    assert_eq!(r["exec_tmp"], 126, "a program written to $TMP does not run: {r}");
+    assert_ne!(r["loader_tmp"], 0, "nor through the dynamic loader (noexec mount): {r}");
+    assert_eq!(r["memfd_exec"], "EPERM", "an executable memfd is refused: {r}");
+    assert_eq!(r["memfd_sealed"], "ok", "{r}");
+    assert_ne!(r["fexecve_sealed"], 0, "{r}");
+    for fine in [
+        "anima_new_file",
+        "anima_new_dir",
+        "shared_new",
+        "cwd_new",
+        "read_config",
+        "read_proc",
+        "ls_root",
+    ] {
+        assert_eq!(r[fine], "ok", "{fine}: {r}");
+    }
+    for ro in ["permissions", "tools"] {
+        assert!(r[ro] == "EROFS" || r[ro] == "EACCES", "{ro}: {r}");
+    }
+    assert!(cwd.join("out.txt").exists() && w.anima.join("report.md").exists());
+    assert_eq!(std::fs::read_to_string(w.anima.join("permissions.json")).unwrap(), "{}");
+    assert!(!w.anima.join("tools/planted.sh").exists());
+    let audit = last_audit(&w);
+    assert_eq!(audit["sandbox"]["reads"], "deny_list", "{audit}");
+    assert_eq!(audit["sandbox"]["noexec"], "mounts", "{audit}");
 }
 
 #[test]
@@ -453,8 +611,18 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     }
     let w = World::sandboxed();
     let (l, port) = listener();
-    // Common tier: the network is granted by default; the declared port connects.
+    // The network is granted by default; a loopback target needs a grant naming it.
     w.tool(&w.common(), "net.sh", &declared_net_tool(port));
+    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+        let o = w.run(&["call", "net", "fetch"]);
+        assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
+    }
+    let target = format!("127.0.0.1:{port}");
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": [&target]}}).to_string(),
+    )
+    .unwrap();
     let o = w.run(&["call", "net", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
     assert!(eventually(5, || accepted(&l)));
@@ -462,7 +630,13 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     let o = w.run(&["call", "net", "other"]);
     assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
 
-    // Personal tier: a declared network need is refused before the tool starts, naming the key.
+    // A network list that names tools but not this one: a declared network need is refused before the tool
+    // starts, naming the key.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": ["net", &target]}}).to_string(),
+    )
+    .unwrap();
     w.tool(&w.personal(), "pnet.sh", &declared_net_tool(port));
     let o = w.run(&["call", "pnet", "fetch"]);
     let e = json(&o);
@@ -480,7 +654,11 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
         "{line}"
     );
     // Granted in permissions.json: it runs.
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["pnet"]}}"#).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"net": ["pnet", &target]}}).to_string(),
+    )
+    .unwrap();
     let o = w.run(&["call", "pnet", "fetch"]);
     assert_eq!(stdout(&o).trim(), "connected", "{}", stderr(&o));
 }
@@ -532,7 +710,9 @@ fn off_tiers_run_unconfined_and_the_audit_says_so() {
     );
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
-    assert_eq!(line["sandbox"], json!({"mode": "off"}));
+    assert_eq!(line["sandbox"]["mode"], "off", "{line}");
+    // Core tools have no resource limits by default either (docs/sandbox.md "Resource limits").
+    assert_eq!(line["sandbox"]["limits"]["memory_mib"], Value::Null, "{line}");
 }
 
 #[test]
@@ -542,7 +722,7 @@ fn doctor_reports_the_kernel() {
     let v = json(&o);
     let k = &v["sandbox"];
     assert!(k["landlock_abi"].is_number(), "{v}");
-    assert!(k["report"].as_array().is_some_and(|r| r.len() == 4), "{v}");
+    assert!(k["report"].as_array().is_some_and(|r| r.len() == 5), "{v}");
     let proxy = animaworks_tool::sandbox::kernel::support().pid_namespace;
     assert_eq!(k["hosts"], if proxy { "proxy" } else { "not_enforced" }, "{v}");
     let _ = Path::new("");
@@ -673,7 +853,9 @@ fn a_host_list_reaches_only_its_hosts_through_the_proxy() {
     let w = World::sandboxed();
     let (a, b) = (answering("A"), answering("B"));
     w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    // The servers are on the runner's loopback: a grant names the one target that may be reached there.
+    let perms = json!({"sandbox": {"net": ["proxied", format!("localhost:{a}"), format!("localhost:{b}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     let o = w
         .cmd()
         .env("NO_PROXY", "localhost")
@@ -734,14 +916,28 @@ fn net_true_and_false_are_as_without_the_proxy() {
     let w = World::sandboxed();
     let (a, b) = (answering("A"), answering("B"));
     w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
+    // `net: true` goes through the proxy where there is a PID namespace: the runner's loopback is out of reach.
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+        let r = json(&w.run(&["call", "proxied", "open_net"]));
+        assert_ne!(r["direct_a"], "ok", "{r}");
+        assert!(r["env"]["HTTPS_PROXY"].is_string(), "{r}");
+        let s = &last_sandbox(&w);
+        assert_eq!((&s["net"], &s["hosts"]), (&json!(true), &json!("proxy")), "{s}");
+    }
+    // `direct_net` takes it off the proxy: all of the network, loopback included, as AnimaWorks gives it.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"net": ["proxied"], "direct_net": ["proxied"]}}"#,
+    )
+    .unwrap();
     let r = json(&w.run(&["call", "proxied", "open_net"]));
     assert_eq!(r["direct_a"], "ok", "{r}");
     assert!(r["env"]["HTTPS_PROXY"].is_null(), "{r}");
     let s = &last_sandbox(&w);
     assert_eq!(
-        (&s["net"], &s["hosts"], &s["tcp"]),
-        (&json!(true), &Value::Null, &json!("open")),
+        (&s["net"], &s["hosts"], &s["tcp"], &s["private_net"]),
+        (&json!(true), &json!("direct"), &json!("open"), &json!("reachable")),
         "{s}"
     );
     assert!(s.get("proxy").is_none(), "{s}");
@@ -782,7 +978,8 @@ read -r status <&3
 echo "\"${{status%$'\r'}}\"""#
     );
     w.tool(&w.personal(), "tunnel.sh", &bash_tool(&schemas.to_string(), &body));
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["tunnel"]}}"#).unwrap();
+    let perms = json!({"sandbox": {"net": ["tunnel", format!("localhost:{a}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     // A long-lived runner: one call without the proxy first (whatever the runner opens once is open then).
     let mut runner = w.serve();
     let pid = runner.child.id();
@@ -822,7 +1019,8 @@ fn a_persistent_worker_with_a_host_list_keeps_its_proxy_between_calls() {
         .to_owned()
         + "if __name__ == \"__main__\":\n    run()\n";
     w.tool(&w.personal(), "proxied.py", &tool);
-    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
+    let perms = json!({"sandbox": {"net": ["proxied", format!("localhost:{a}"), format!("localhost:{b}")]}});
+    std::fs::write(w.anima.join("permissions.json"), perms.to_string()).unwrap();
     let mut runner = w.serve();
     for _ in 0..2 {
         let v = runner.ask(&json!({"tool_name": "proxied", "action": "fetch", "args": {}}));
@@ -896,7 +1094,7 @@ fn a_pooled_call_of_an_action_no_longer_granted_is_refused() {
     let ask = |runner: &mut Serve| runner.ask(&json!({"tool_name": "net_tool", "action": "online", "args": {}}));
     let v = ask(&mut runner);
     assert_eq!(v["status"], "ok", "{v}");
-    std::fs::write(&perms, "{}").unwrap();
+    std::fs::write(&perms, r#"{"sandbox": {"net": false}}"#).unwrap();
     let v = ask(&mut runner);
     assert_ne!(v["status"], "ok", "{v}");
     assert!(v.to_string().contains("sandbox"), "{v}");
@@ -945,9 +1143,12 @@ def plain() -> str:
     let pooled = last_sandbox();
     assert_eq!(pooled["tcp"], "open", "{pooled}");
     // The network is revoked: the warm worker (which has it) is not used again.
-    std::fs::write(&perms, "{}").unwrap();
+    std::fs::write(&perms, r#"{"sandbox": {"net": false}}"#).unwrap();
     let second = plain(&mut runner);
-    assert_ne!(first, second, "the worker started under the revoked grant served the call");
+    assert_ne!(
+        first, second,
+        "the worker started under the revoked grant served the call"
+    );
     let narrowed = last_sandbox();
     assert_eq!(narrowed["tcp"], "landlock", "{narrowed}");
     runner.finish();
@@ -979,8 +1180,13 @@ def slow(ctx: Context) -> str:
     }
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let mut r = w.runner();
-    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(Default::default())));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(
+        Default::default(),
+    )));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let opts = animaworks_tool::CallOptions::default();
     let mut obs = Started(tx);
     rt.block_on(async {
@@ -1002,4 +1208,9 @@ def slow(ctx: Context) -> str:
     assert_eq!(line["action"], "slow", "{line}");
     assert_eq!(line["outcome"], "cancelled", "{line}");
     assert_eq!(line["sandbox"]["tcp"], "open", "{line}");
+}
+
+fn last_audit(w: &World) -> Value {
+    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
+    serde_json::from_str(audit.lines().last().unwrap()).unwrap()
 }

@@ -49,6 +49,45 @@ needs_key)
 esac
 "#;
 
+/// Give the worker machine `to` the task key of `from` (made there first when missing), as an operator copies
+/// `tasks.key` to each machine (docs/background-tasks.md): a row is run only with a MAC made with it.
+pub fn share_task_key(from: &Path, to: &Path) {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let rel = "state/animaworks-tool/tasks.key";
+    let src = from.join(rel);
+    for p in [&src, &to.join(rel)] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(p.parent().unwrap())
+            .unwrap();
+    }
+    if !src.exists() {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&src)
+            .unwrap();
+        std::io::Write::write_all(&mut f, crate::tasks_pg::random_hex().as_bytes()).unwrap();
+    }
+    if src != to.join(rel) && !to.join(rel).exists() {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(to.join(rel))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &std::fs::read(&src).unwrap()).unwrap();
+    }
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut b).unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Backend {
     Files,
@@ -131,6 +170,7 @@ impl Env {
             std::fs::copy(e.path(), data.join("common_tools").join(e.file_name())).unwrap();
         }
         self.write_settings(&data);
+        share_task_key(&self.w.data, &data);
         data
     }
 
@@ -521,9 +561,9 @@ fn pg_submit_without_the_schema_names_the_migrate_command_and_workers_migrate_on
         &url,
         "SELECT count(*) FROM awt_schema"
     )
-    .is_ok_and(|r| r[0][0].as_deref() == Some("1"))));
+    .is_ok_and(|r| r[0][0].as_deref() == Some("2"))));
     let o = e.run(&["jobs", "migrate"]);
-    assert_eq!(json(&o), json!({"applied": [], "version": 1}));
+    assert_eq!(json(&o), json!({"applied": [], "version": 2}));
     let id = e.submit(&["bg", "quick", "--n", "2"]);
     e.status_becomes(&id, "completed", 60);
 }
@@ -750,7 +790,7 @@ fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
     e.url = Some(url.clone());
     e.settings = json!({"tasks": {"lease_s": 20}});
     e.write_settings(&e.w.data.clone());
-    assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], 1);
+    assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], 2);
     e.start_worker(1, 4);
     e.start_worker(2, 4);
     let ids: Vec<String> = (0..8)
@@ -855,4 +895,109 @@ fn pg_without_its_watchdog_a_resumed_worker_finds_its_lease_taken_and_drops_its_
     assert_eq!(after["worker"], t["worker"]);
     assert_eq!(after["completed_at"], t["completed_at"]);
     assert_eq!(after["result"], t["result"]);
+}
+
+/// Issue 19 item 7: a row a tool inserted into the task database (here, a signed row copied with another anima,
+/// and one with no MAC at all) is never run: it is moved to `awt_tasks_refused` with the reason, and the anima it
+/// claims has the refusal in its audit log. Before, the worker ran it as that anima.
+#[test]
+fn pg_a_forged_task_row_is_moved_aside_and_never_run() {
+    need_postgres!();
+    let e = Env::ready(Backend::Postgres, json!({}));
+    std::fs::create_dir_all(e.animas().join("bob/tools")).unwrap();
+    let id = e.submit(&["bg", "once"]);
+    e.status_becomes(&id, "completed", 60);
+    let url = e.url.clone().unwrap();
+    let forge = |new: &str, record: &str| {
+        pg_cluster::query(
+            &url,
+            &format!(
+                "INSERT INTO awt_tasks (id, anima, status, created_at, tool, tier, tool_sha256, idempotent, record) \
+                 SELECT '{new}', 'bob', 'pending', created_at, tool, tier, tool_sha256, idempotent, {record} \
+                 FROM awt_tasks WHERE id = '{id}'"
+            ),
+        )
+        .unwrap();
+    };
+    let as_bob = |new: &str| {
+        format!(
+            "jsonb_set(jsonb_set(jsonb_set(record, '{{anima_name}}', '\"bob\"'), '{{task_id}}', '\"{new}\"'), \
+             '{{status}}', '\"pending\"') - 'outcome' - 'result' - 'completed_at'"
+        )
+    };
+    forge("ffff00000001", &as_bob("ffff00000001"));
+    forge("ffff00000002", &format!("({}) - 'mac'", as_bob("ffff00000002")));
+    assert!(
+        eventually(60, || scalar(&url, "SELECT count(*) FROM awt_tasks_refused") == "2"),
+        "{}",
+        e.all_worker_logs()
+    );
+    // Submitted afterwards, a real task of bob's runs: the forged ones did not stop the queue.
+    let real = String::from_utf8_lossy(&e.run_as("bob", &["submit", "bg", "once"]).stdout).into_owned();
+    let real = serde_json::from_str::<Value>(&real).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(eventually(60, || runs_log(&e)
+        .iter()
+        .any(|(ev, i, _)| ev == "E" && *i == real)));
+    let ran: Vec<_> = runs_log(&e)
+        .into_iter()
+        .filter(|(_, i, _)| i.starts_with("ffff"))
+        .collect();
+    assert!(ran.is_empty(), "a forged task ran: {ran:?}");
+    assert_eq!(
+        scalar(&url, "SELECT count(*) FROM awt_tasks WHERE id LIKE 'ffff%'"),
+        "0"
+    );
+    let reasons = scalar(
+        &url,
+        "SELECT string_agg(reason, ' | ' ORDER BY id) FROM awt_tasks_refused",
+    );
+    assert!(
+        reasons.contains("does not match") && reasons.contains("no MAC"),
+        "{reasons}"
+    );
+    let audit = std::fs::read_to_string(e.animas().join("bob/state/tool_audit.jsonl")).unwrap_or_default();
+    assert!(
+        audit.contains("task_refused") && audit.contains("ffff00000001"),
+        "{audit}"
+    );
+}
+
+/// The same on the file store: a task file not written by the runner's submit (here a signed one with its
+/// arguments changed) is moved aside (`<id>.json.refused`) and never run.
+#[test]
+fn a_forged_task_file_is_moved_aside_and_never_run() {
+    let e = Env::ready(Backend::Files, json!({}));
+    let id = e.submit(&["bg", "quick", "--n", "1"]);
+    e.status_becomes(&id, "completed", 60);
+    let dir = e.w.anima.join("state/background_tasks");
+    let mut t: Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap()).unwrap();
+    let forged = "eeee00000001";
+    t["task_id"] = json!(forged);
+    t["tool_name"] = json!("bg:once");
+    t["action"] = json!("once");
+    t["status"] = json!("pending");
+    t["created_at"] = json!(1.0);
+    for k in [
+        "outcome",
+        "result",
+        "result_value",
+        "completed_at",
+        "pid",
+        "pid_start_time",
+        "boot_id",
+        "worker_token",
+    ] {
+        t.as_object_mut().unwrap().remove(k);
+    }
+    std::fs::write(dir.join(format!("{forged}.json")), t.to_string()).unwrap();
+    let next = e.submit(&["bg", "quick", "--n", "2"]);
+    e.status_becomes(&next, "completed", 60);
+    assert!(dir.join(format!("{forged}.json.refused")).exists());
+    assert!(!dir.join(format!("{forged}.json")).exists());
+    assert!(runs_log(&e).iter().all(|(_, i, _)| i != forged), "the forged task ran");
+    let audit = std::fs::read_to_string(e.w.anima.join("state/tool_audit.jsonl")).unwrap_or_default();
+    assert!(audit.contains("task_refused") && audit.contains(forged), "{audit}");
 }

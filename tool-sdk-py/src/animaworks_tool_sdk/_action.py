@@ -311,7 +311,7 @@ def action(
     (``expected_seconds``, ``timeout_s``, ``background_eligible``, ``gated``, ``gated_as``, ``hints`` — keys
     ``read_only``, ``destructive``, ``idempotent``, ``open_world`` — and ``credentials``) are protocol §2.1's;
     ``sandbox`` (``{"read": [...], "write": [...], "net": False | True | ["host:port"], "exec": [...]}``, paths
-    with ``$ANIMA_DIR``, ``$DATA_DIR``, ``$TMP``, ``$TOOL_DIR``, ``$HOME``) is §2.4's: what the action may touch.
+    with ``$ANIMA_DIR``, ``$DATA_DIR``, ``$TMP``, ``$TOOL_DIR``, ``$HOME``, ``$CWD``) is §2.4's: what the action may touch.
     ``annotations`` (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``: booleans) are
     the MCP tool annotations the runner announces, only those given (protocol §2.1).
     A signature that cannot be described raises ``TypeError`` here, at import, naming the function.

@@ -19,7 +19,7 @@ if [ "${1:-}" = --schemas ]; then
         "properties": {"text": {"type": "string", "description": "The text to echo back", "examples": ["hello"]}},
         "required": ["text"]
       },
-      "profile": {"expected_seconds": 1, "hints": {"read_only": true, "idempotent": true}}
+      "profile": {"expected_seconds": 1, "hints": {"read_only": true, "idempotent": true}, "sandbox": {}}
     }
   ]
 }

@@ -17,7 +17,8 @@ const SCHEMAS = {
         properties: { text: { type: "string", description: "The text to echo back", examples: ["hello"] } },
         required: ["text"],
       },
-      profile: { expected_seconds: 1, hints: { read_only: true, idempotent: true } },
+      // "sandbox": what the action needs beyond reading its own folder: none (protocol.md §2.4).
+      profile: { expected_seconds: 1, hints: { read_only: true, idempotent: true }, sandbox: {} },
     },
   ],
 };

@@ -12,7 +12,8 @@ from animaworks_tool_sdk import Context, Param, ToolError, action, run
 __version__ = "0.1.0"
 
 
-@action(expected_seconds=1, hints={"read_only": True, "idempotent": True})
+# sandbox: what the action needs beyond reading its own folder, here nothing (protocol.md §2.4).
+@action(expected_seconds=1, hints={"read_only": True, "idempotent": True}, sandbox={})
 def echo(
     text: Annotated[str, Param("The text to echo back", examples=["hello"])],
     ctx: Context,

@@ -28,6 +28,6 @@ fn main() {
     Tool::new("{{name}}")
         .version(env!("CARGO_PKG_VERSION"))
         .description("Echoes a text back.")
-        .action(Action::new("echo", echo).description("Echo a text back.").output::<Echo>().expected_seconds(1.0).read_only())
+        .action(Action::new("echo", echo).description("Echo a text back.").output::<Echo>().expected_seconds(1.0).read_only().sandbox(Default::default()))
         .run()
 }

@@ -333,7 +333,15 @@ impl PgStore {
             .map_err(|e| CallError::new(ErrorCode::Internal, format!("cannot start: {e}")))?;
         let pool = {
             let _g = rt.enter();
-            pool(url, 2).map_err(|e| e.to_call_error())?
+            pool(url, 2)
+        };
+        let pool = match pool {
+            Ok(p) => p,
+            // Why: a runtime dropped inside the caller's runtime panics; it must go in the background.
+            Err(e) => {
+                rt.shutdown_background();
+                return Err(e.to_call_error());
+            }
         };
         Ok(PgStore {
             rt: Some(rt),

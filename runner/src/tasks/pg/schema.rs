@@ -7,14 +7,15 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 /// The schema version this build needs.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 
 /// `pg_advisory_xact_lock` key of migrations (any constant that no other application is likely to use).
 const MIGRATION_LOCK: i64 = 0x6177_745f_6d69_6701;
 
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    r#"
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE awt_tasks (
     id               text PRIMARY KEY,
     anima            text NOT NULL,
@@ -54,7 +55,21 @@ END $$;
 CREATE TRIGGER awt_tasks_notify AFTER INSERT OR UPDATE ON awt_tasks
     FOR EACH ROW EXECUTE FUNCTION awt_tasks_notify();
 "#,
-)];
+    ),
+    (
+        2,
+        // Rows a worker refused to run (no valid MAC, tasks/mac.rs): moved here whole, with the reason, never run.
+        r#"
+CREATE TABLE awt_tasks_refused (
+    id         text NOT NULL,
+    anima      text NOT NULL,
+    refused_at timestamptz NOT NULL DEFAULT now(),
+    reason     text NOT NULL,
+    task       jsonb NOT NULL
+);
+"#,
+    ),
+];
 
 /// Apply every pending migration; returns the versions applied.
 pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {

@@ -54,6 +54,8 @@ struct Local {
 
 struct Worker {
     me: String,
+    /// The task key ([`crate::tasks::mac`]): a row runs only with a valid MAC made with it.
+    key: crate::tasks::mac::Key,
     pool: Pool,
     url: String,
     cfg: TasksConfig,
@@ -131,9 +133,17 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
             return e.code.exit_code();
         }
     };
+    let key = match crate::tasks::mac::key(&runner.dirs.data) {
+        Ok(k) => k,
+        Err(e) => {
+            say(format!("cannot read the task key: {e}"));
+            return ErrorCode::Internal.exit_code();
+        }
+    };
     let mut dirs = runner.dirs.clone();
     dirs.anima = None;
     let w = Rc::new(Worker {
+        key,
         me: format!(
             "{}:{}:{}",
             host(),
@@ -318,6 +328,15 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
         (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
         (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
             None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
+            Some(_)
+                if matches!(
+                    crate::tasks::mac::verify(&w.key, &t, None),
+                    crate::tasks::mac::Verdict::OtherKey(_)
+                ) =>
+            {
+                Err("does not hold the task key this task was signed with (tasks.key, docs/background-tasks.md)"
+                    .into())
+            }
             Some(_) => tool_version::check(&d, &t).map(|_| t).map_err(|e| e.to_string()),
         },
     }
@@ -353,6 +372,14 @@ async fn claim(w: &Worker, n: usize) -> std::io::Result<Vec<Task>> {
         let mut noted = false;
         for row in &rows {
             let id: String = row.get(6);
+            // A row whose MAC is not the runner's is moved aside, never run (a tool that reached the database
+            // cannot make a worker act as another anima).
+            if let Ok(t) = task_of(row) {
+                if let crate::tasks::mac::Verdict::Refused(why) = crate::tasks::mac::verify(&w.key, &t, None) {
+                    refuse(w, &tx, &t, &why).await?;
+                    continue;
+                }
+            }
             match check_row(w, row) {
                 Ok(t) => runnable.push((row.get(7), t)),
                 Err(why) => {
@@ -447,6 +474,25 @@ async fn claim(w: &Worker, n: usize) -> std::io::Result<Vec<Task>> {
         return Ok(taken);
     }
     Ok(Vec::new())
+}
+
+/// Move a row whose MAC is not valid aside (`awt_tasks_refused`, with the reason), write its anima's audit line,
+/// and say so: it is never run.
+async fn refuse(w: &Worker, tx: &tokio_postgres::Transaction<'_>, t: &Task, why: &str) -> std::io::Result<()> {
+    tx.execute(
+        "WITH moved AS (DELETE FROM awt_tasks WHERE id = $1 RETURNING *) \
+         INSERT INTO awt_tasks_refused (id, anima, reason, task) SELECT id, anima, $2, to_jsonb(moved) FROM moved",
+        &[&t.task_id, &why],
+    )
+    .await
+    .map_err(super::db)?;
+    let dir = w.dirs_for(&t.anima_name).and_then(|d| d.anima);
+    crate::tasks::mac::audit_refused(dir.as_deref(), t, why);
+    say(format!(
+        "refused task {} (moved to awt_tasks_refused): {why}",
+        t.task_id
+    ));
+    Ok(())
 }
 
 /// The arguments with the worker's own credentials put back where the submitter's were (see [`secret_args`]).

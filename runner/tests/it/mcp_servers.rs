@@ -1,0 +1,410 @@
+//! MCP servers as tools (runner/src/mcp_servers): real servers — one written with the official Python SDK
+//! (tests/mcp_servers/py_server.py), the official filesystem reference server from npm — started by the runner's
+//! bridge through the one pipeline.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
+
+/// The interpreter with the MCP Python SDK (the one on PATH, as runner/tests/mcp_client uses), resolved to its
+/// real file so that a version manager's shim is not in the way.
+fn python() -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+/// A world whose settings declare the Python SDK server as `py` with `extra` merged into its declaration.
+fn py_world(extra: Value, settings: Value) -> World {
+    let w = World::new();
+    let mut server = json!({"command": python(), "args": [PY_SERVER]});
+    if let Value::Object(m) = extra {
+        for (k, v) in m {
+            server[k] = v;
+        }
+    }
+    let mut s = settings;
+    s["mcp_servers"] = json!({"py": server});
+    w.settings(&s.to_string());
+    w
+}
+
+fn permissions(w: &World, v: Value) {
+    std::fs::write(w.anima.join("permissions.json"), v.to_string()).unwrap();
+}
+
+fn audit_lines(w: &World) -> Vec<Value> {
+    let text = std::fs::read_to_string(w.anima.join(animaworks_tool::policy::audit::AUDIT_FILE)).unwrap_or_default();
+    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn pid_alive(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|(state, _, _)| state != "Z")
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn a_python_sdk_server_is_listed_and_called_as_a_tool() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = stdout(&o);
+    assert!(listed.contains("\"py\""), "{listed}");
+    for action in ["echo", "write_note", "count", "crash"] {
+        assert!(listed.contains(action), "{action} missing: {listed}");
+    }
+    let o = w.run(&["py", "echo", "--text", "hello \"there\""]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o), json!({"result": "hello \"there\""}));
+    // The arguments are validated against the server's inputSchema before anything is sent.
+    let o = w.run(&["call", "py", "echo", "--json", r#"{"text": 5}"#]);
+    assert_eq!(o.status.code(), Some(5), "{}", stdout(&o));
+    let audit = audit_lines(&w);
+    let calls: Vec<&Value> = audit.iter().filter(|l| l["tool"] == "py").collect();
+    assert_eq!(calls.len(), 2, "one audit line a call: {audit:?}");
+    assert_eq!(calls[0]["action"], "echo");
+    assert_eq!(calls[0]["outcome"], "ok");
+    assert_eq!(calls[1]["outcome"], "invalid_arguments");
+}
+
+#[test]
+fn what_a_server_does_not_declare_read_only_is_gated_until_granted() {
+    let w = py_world(json!({"gated": ["ech*"]}), json!({}));
+    let note = w.tmp.path().join("note.txt");
+    let note_s = note.to_str().unwrap();
+    let o = w.run(&["py", "write_note", "--path", note_s, "--text", "x"]);
+    assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
+    assert!(stderr(&o).contains("py_write_note"), "the refusal names the grant: {}", stderr(&o));
+    assert!(!note.exists());
+    // `"gated"` gates a read-only tool too.
+    let o = w.run(&["py", "echo", "--text", "x"]);
+    assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
+    permissions(&w, json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note", "py_echo"]}}));
+    let o = w.run(&["py", "write_note", "--path", note_s, "--text", "x"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "x");
+    let o = w.run(&["py", "echo", "--text", "y"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_credential_reaches_the_server_at_its_start_and_is_masked() {
+    let w = py_world(json!({"credentials": [{"name": "github", "env": "GITHUB_TOKEN"}]}), json!({}));
+    let secret = "ghp_abcdefgh12345678SECRET";
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"github": {"api_key": secret}}}).to_string(),
+    )
+    .unwrap();
+    // Declared in the operator's settings, still only as the anima's permissions grant it.
+    let o = w.run(&["py", "token"]);
+    assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
+    assert!(stderr(&o).contains(r#""credentials": {"py": ["github"]}"#), "{}", stderr(&o));
+    permissions(&w, json!({"version": 1, "credentials": {"py": ["github"]}}));
+    let o = w.run(&["py", "token"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("token="), "{out}");
+    assert!(!out.contains(secret) && !out.contains("ghp_abcdefgh"), "the secret is masked: {out}");
+    assert!(!out.contains("<none>"), "the server got the credential: {out}");
+}
+
+#[test]
+fn progress_notifications_become_progress_events() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["py", "count", "--n", "3", "--events"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let events: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let progress: Vec<&Value> = events.iter().filter(|e| e["type"] == "progress").collect();
+    assert_eq!(progress.len(), 3, "{events:?}");
+    assert_eq!(progress[2]["progress"], 3.0);
+    assert_eq!(progress[2]["total"], 3.0);
+    assert_eq!(progress[2]["message"], "step 3");
+    assert_eq!(events.last().unwrap()["result"], json!({"result": "counted 3"}));
+}
+
+#[test]
+fn an_is_error_result_is_the_tools_error() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["call", "py", "fail"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(json(&o)["error"]["code"], "tool_error", "{}", stdout(&o));
+}
+
+fn serve_ask(s: &mut Serve, action: &str, args: Value) -> Value {
+    s.ask(&json!({"tool_name": "py", "action": action, "args": args}))
+}
+
+fn answer_pid(v: &Value) -> i64 {
+    let text = v["result"].as_str().map(str::to_owned).unwrap_or_else(|| v["result"].to_string());
+    let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    parsed["result"]
+        .as_i64()
+        .or_else(|| v["result"]["result"].as_i64())
+        .unwrap_or_else(|| panic!("no pid in {v}"))
+}
+
+#[test]
+fn a_warm_server_serves_calls_and_a_crash_fails_its_call_then_it_is_restarted() {
+    let w = py_world(json!({}), json!({}));
+    let mut s = w.serve();
+    let first = serve_ask(&mut s, "pid", json!({}));
+    assert_eq!(first["status"], "ok", "{first}");
+    let pid = answer_pid(&first);
+    let again = serve_ask(&mut s, "pid", json!({}));
+    assert_eq!(answer_pid(&again), pid, "the server stays warm between calls: {again}");
+    let crash = serve_ask(&mut s, "crash", json!({}));
+    assert_eq!(crash["status"], "error", "{crash}");
+    assert_eq!(crash["code"], "crashed", "{crash}");
+    let after = serve_ask(&mut s, "pid", json!({}));
+    assert_eq!(after["status"], "ok", "{after}");
+    assert_ne!(answer_pid(&after), pid, "a new server after the crash");
+    s.finish();
+}
+
+#[test]
+fn an_idle_server_is_stopped() {
+    let w = py_world(json!({}), json!({"worker_idle_s": 1}));
+    let mut s = w.serve();
+    let pid = answer_pid(&serve_ask(&mut s, "pid", json!({}))) as i32;
+    assert!(pid_alive(pid));
+    assert!(eventually(20, || !pid_alive(pid)), "the idle server {pid} is still running");
+    s.finish();
+}
+
+#[test]
+fn a_cancelled_call_ends_the_server_and_its_group() {
+    let w = py_world(json!({}), json!({}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let runner = w
+        .cmd()
+        .args(["py", "hang", "--pidfile", pidfile.to_str().unwrap(), "--timeout", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(30, || read_pid(&pidfile).is_some()), "the server never started");
+    let pid = read_pid(&pidfile).unwrap();
+    // SIGINT is Ctrl-C: the runner cancels the call.
+    unsafe_free_kill(runner.id() as i32, "INT");
+    let o = runner.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(eventually(10, || !pid_alive(pid)), "server {pid} outlived its cancelled call");
+}
+
+fn unsafe_free_kill(pid: i32, sig: &str) {
+    let st = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn a_crash_fails_the_call_crashed_with_the_servers_stderr() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["call", "py", "crash"]);
+    assert_eq!(o.status.code(), Some(11), "{}", stdout(&o));
+    let err = &json(&o)["error"];
+    assert_eq!(err["code"], "crashed");
+    assert!(
+        err["stderr_tail"].as_str().unwrap_or("").contains("the server is going down"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_server_survives_the_runner_killed() {
+    let w = py_world(json!({}), json!({}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let mut runner = w
+        .cmd()
+        .args(["py", "hang", "--pidfile", pidfile.to_str().unwrap(), "--timeout", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(30, || read_pid(&pidfile).is_some()), "the server never started");
+    let pid = read_pid(&pidfile).unwrap();
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    assert!(eventually(10, || !pid_alive(pid)), "server {pid} outlived the runner");
+}
+
+#[test]
+fn a_server_that_never_answers_initialize_is_a_tool_problem() {
+    let w = World::new();
+    w.settings(&json!({"mcp_servers": {"mute": {"command": "sleep", "args": ["30"], "handshake_s": 0.5}}}).to_string());
+    let o = w.run(&["doctor"]);
+    assert_ne!(o.status.code(), Some(0));
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("mute") && text.contains("initialize"), "{text}");
+    let o = w.run(&["mute", "x"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn a_bad_declaration_is_a_problem_that_names_the_key() {
+    let w = World::new();
+    w.settings(&json!({"mcp_servers": {"bad": {"comand": "x"}, "web": {"type": "http", "url": "https://h.test/mcp"}}}).to_string());
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("mcp_servers.bad") && text.contains("comand"), "{text}");
+    assert!(text.contains("only stdio servers"), "{text}");
+}
+
+#[test]
+fn animaworks_extra_mcp_servers_appear_without_copying_them() {
+    let w = World::new();
+    let server = json!({"command": python(), "args": [PY_SERVER], "env": {"LOG_LEVEL": "warn"}});
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"anima_defaults": {"extra_mcp_servers": {"shared_py": server}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(w.anima.join("status.json"), json!({"extra_mcp_servers": {"own_py": server}}).to_string()).unwrap();
+    let o = w.run(&["tools", "--json"]);
+    let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let tier_of = |name: &str| -> Option<String> {
+        let tools = listed["tools"].as_array().cloned().unwrap_or_default();
+        tools.iter().find(|t| t["name"] == name).map(|t| t["tier"].as_str().unwrap_or("").to_owned())
+    };
+    assert_eq!(tier_of("shared_py").as_deref(), Some("common"), "{listed}");
+    assert_eq!(tier_of("own_py").as_deref(), Some("personal"), "{listed}");
+    let o = w.run(&["own_py", "echo", "--text", "mine"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_server_tool_is_offered_to_llms_under_its_schema_name() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["schemas", "--format", "anthropic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("py_echo"), "{}", stdout(&o));
+}
+
+/// The official filesystem reference server, installed by test.sh from npm (pinned) under target/.
+fn filesystem_server() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/npm-mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "test.sh installs @modelcontextprotocol/server-filesystem under target/npm-mcp-servers; it is missing"
+    );
+    eprintln!("skipped: run ./test.sh once to install the npm reference server under target/npm-mcp-servers");
+    None
+}
+
+#[test]
+fn the_npm_filesystem_reference_server_under_the_same_policy() {
+    let Some(server) = filesystem_server() else { return };
+    let w = World::new();
+    let docs = w.tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("a.txt"), "from the docs").unwrap();
+    w.settings(
+        &json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs]}}}).to_string(),
+    );
+    let a = docs.join("a.txt");
+    let o = w.run(&["files", "read_text_file", "--path", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("from the docs"), "{}", stdout(&o));
+    let b = docs.join("b.txt");
+    let o = w.run(&["call", "files", "write_file", "--json", &json!({"path": b, "content": "x"}).to_string()]);
+    assert_eq!(o.status.code(), Some(6), "write_file is not read-only, so it is gated: {}", stdout(&o));
+    assert!(!b.exists());
+    permissions(&w, json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["files_write_file"]}}));
+    let o = w.run(&["call", "files", "write_file", "--json", &json!({"path": b, "content": "x"}).to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
+}
+
+#[test]
+fn a_server_tool_runs_as_a_background_task() {
+    let w = py_world(json!({}), json!({}));
+    let o = w.run(&["submit", "py", "echo", "--text", "later"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().expect("a task id").to_owned();
+    let o = w.run(&["jobs", "wait", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("later"), "{}", stdout(&o));
+}
+
+#[test]
+fn the_mcp_gateway_offers_a_servers_tools_and_calls_them() {
+    let w = py_world(json!({}), json!({}));
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "py_echo", "arguments": {"text": "via the gateway"}}}),
+    ];
+    let mut child = w
+        .cmd()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    use std::io::{BufRead, Write};
+    for l in &lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut answers: Vec<Value> = Vec::new();
+    for line in out.lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let done = v["id"] == 3;
+        answers.push(v);
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let listed = answers.iter().find(|a| a["id"] == 2).expect("a tools/list answer");
+    assert!(listed.to_string().contains("py_echo"), "{listed}");
+    let called = answers.iter().find(|a| a["id"] == 3).expect("a tools/call answer");
+    assert!(called.to_string().contains("via the gateway"), "{called}");
+}
+
+#[test]
+fn a_server_runs_in_its_tiers_sandbox_and_cannot_read_the_runners_secrets() {
+    let w = World::sandboxed();
+    let secret = "ghp_zyxwvuts98765432SECRET";
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"github": {"api_key": secret}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"mcp_servers": {"py": {"command": python(), "args": [PY_SERVER]}}}).to_string(),
+    )
+    .unwrap();
+    let o = w.run(&["py", "echo", "--text", "confined"]);
+    assert_eq!(o.status.code(), Some(0), "the server runs under the default sandbox: {}", stderr(&o));
+    let config = w.data.join("config.json");
+    let o = w.run(&["call", "py", "read_file", "--json", &json!({"path": config}).to_string()]);
+    let out = stdout(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains(secret), "the server read config.json: {out}");
+    let audit = audit_lines(&w);
+    let last = audit.iter().rev().find(|l| l["tool"] == "py").expect("an audit line");
+    assert_ne!(last["sandbox"]["mode"], "off", "{last}");
+}
