@@ -3,6 +3,7 @@
 # then prints one line counting what ran: `N passed, N failed, N skipped`.
 # Needs the Rust toolchain and Python 3 (>= 3.10) with venv (Debian: python3-venv). The Python test tools (pytest,
 # the MCP SDK) go into a virtual environment of their own, target/test-venv; the system Python is not touched.
+# With npm (Node 18 or newer), the MCP TypeScript SDK client goes into runner/tests/mcp_client_ts/node_modules.
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -16,6 +17,17 @@ fi
   { echo "test.sh: installing the Python test tools into $venv failed" >&2; exit 2; }
 PATH="$PWD/$venv/bin:$PATH"
 export PATH
+# The MCP TypeScript SDK client, exactly as its lockfile pins it, into runner/tests/mcp_client_ts/node_modules;
+# reinstalled only when the lockfile changed. Without npm the TypeScript client's test skips (fails under CI=true).
+ts=runner/tests/mcp_client_ts
+if command -v npm >/dev/null 2>&1; then
+  if [ "$ts/package-lock.json" -nt "$ts/node_modules/.package-lock.json" ]; then
+    (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+      { echo "test.sh: npm ci in $ts failed" >&2; exit 2; }
+  fi
+else
+  echo "test.sh: npm not found; the MCP TypeScript client test is skipped (Debian: apt-get install npm)" >&2
+fi
 
 # The official MCP reference server that runner/tests/it/mcp_servers.rs runs as a tool (pinned; npm registry).
 if command -v npm >/dev/null 2>&1 \

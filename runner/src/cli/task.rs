@@ -437,81 +437,12 @@ fn outcome(t: &Task) -> i32 {
 }
 
 async fn cancel(store: &dyn TaskStore, id: &str) -> Result<i32, CallError> {
-    let t = get(store, id)?;
-    let pending_cancelled = store
-        .update(id, &mut |t| {
-            if t.status != Status::Pending {
-                return false;
-            }
-            t.finish(Status::Cancelled);
-            t.error_code = Some("cancelled".into());
-            t.error = Some("cancelled: cancelled before it started".into());
-            t.error_detail = Some(json!({"code": "cancelled", "message": "cancelled before it started", "tool": t.tool, "action": t.action}));
-            true
-        })
-        .map_err(|e| io_err("cannot update the task", e))?;
-    if let Some(t) = pending_cancelled.filter(|t| t.status == Status::Cancelled && t.pid.is_none()) {
-        store.release(id);
-        let _ = store.notify(&t);
-        say!("{}", t.receipt());
-        return Ok(0);
+    get(store, id)?;
+    let c = tasks::cancel::cancel(store, id).await?;
+    if let Some(r) = c.remark {
+        tell!("animaworks-tool: {r}");
     }
-    let t = get(store, id).unwrap_or(t);
-    if t.status.is_final() {
-        tell!("animaworks-tool: task {id} has already ended ({})", t.status.as_str());
-        say!("{}", t.receipt());
-        return Ok(0);
-    }
-    if !store.worker_alive(&t) {
-        let _ = store.census();
-        let t = get(store, id)?;
-        tell!(
-            "animaworks-tool: task {id}'s worker is gone; the task is {}",
-            t.status.as_str()
-        );
-        say!("{}", t.receipt());
-        return Ok(0);
-    }
-    // The worker polls for this request and ends the tool's group: SIGTERM, grace, SIGKILL, every member reaped.
-    store
-        .request_cancel(id)
-        .map_err(|e| io_err("cannot write the cancel request", e))?;
-    let patience = crate::reap::GRACE + Duration::from_secs(3);
-    let start = Instant::now();
-    loop {
-        let t = get(store, id)?;
-        if t.status.is_final() {
-            say!("{}", t.receipt());
-            return Ok(0);
-        }
-        if start.elapsed() >= patience {
-            break;
-        }
-        if store.is_local() {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        } else {
-            store.wait_change(id, Duration::from_millis(500));
-        }
-    }
-    // The worker did not answer: kill it where the store can (its guardian then kills the tool's group); a worker on
-    // another machine finds the task taken from it at its next heartbeat and ends the tool there.
-    let how = store.kill_worker(&t);
-    let t = store
-        .update(id, &mut |t| {
-            if t.status != Status::Running {
-                return false;
-            }
-            t.finish(Status::Cancelled);
-            t.error_code = Some("cancelled".into());
-            t.error = Some(format!("cancelled: {how}"));
-            t.error_detail = Some(json!({"code": "cancelled", "message": format!("cancelled; {how}"), "tool": t.tool, "action": t.action}));
-            true
-        })
-        .map_err(|e| io_err("cannot update the task", e))?
-        .unwrap_or(t);
-    store.release(id);
-    let _ = store.notify(&t);
-    say!("{}", t.receipt());
+    say!("{}", c.task.receipt());
     Ok(0)
 }
 
@@ -547,7 +478,7 @@ fn prune(store: &dyn TaskStore, older_than: &str) -> Result<i32, CallError> {
     let mut pruned = Vec::new();
     for t in store.list().map_err(|e| io_err("cannot list the tasks", e))? {
         let ended = t.completed_at.unwrap_or(t.updated_at);
-        if t.status.is_final() && ended < cutoff {
+        if t.status.is_final() && (ended < cutoff || t.ttl_expired(now_s())) {
             store
                 .remove(&t.task_id)
                 .map_err(|e| io_err(&format!("cannot delete task {}", t.task_id), e))?;

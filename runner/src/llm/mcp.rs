@@ -22,6 +22,8 @@
 // rmcp marks logging deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which this server speaks, has it.
 #![allow(deprecated)]
 
+mod tasks;
+
 use crate::call::{CallOptions, Runner};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::llm::{background, catalog, providers, use_tool};
@@ -34,7 +36,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -84,6 +86,8 @@ pub struct Server {
     level: Arc<Mutex<LoggingLevel>>,
     /// Why the last listing was empty.
     hint: Arc<Mutex<Option<String>>>,
+    /// The schema names of background-eligible actions, from the last listing (MCP tasks: `taskSupport`).
+    eligible: Arc<Mutex<HashSet<String>>>,
 }
 
 /// A listing and the state of the folders it was made from.
@@ -101,6 +105,7 @@ impl Server {
             listed: Arc::default(),
             level: Arc::new(Mutex::new(LoggingLevel::Info)),
             hint: Arc::default(),
+            eligible: Arc::default(),
         }
     }
 
@@ -122,6 +127,7 @@ impl Server {
         let found = all.len();
         let entries = catalog::permitted_of(&self.runner, all);
         let mut names = HashMap::new();
+        let mut eligible = HashSet::new();
         let mut tools = Vec::new();
         for e in &entries {
             for a in &e.actions {
@@ -129,6 +135,9 @@ impl Server {
                     continue;
                 }
                 names.insert(a.schema_name.clone(), (e.name().to_owned(), a.name.clone()));
+                if a.profile.background_eligible {
+                    eligible.insert(a.schema_name.clone());
+                }
                 match serde_json::from_value::<Tool>(providers::mcp_tool(e, a)) {
                     Ok(t) => tools.push(t),
                     Err(err) => tracing::warn!("{} left out: {err}", a.schema_name),
@@ -146,6 +155,7 @@ impl Server {
         *self.hint.lock().expect("hint lock") =
             tools.is_empty().then(|| empty_reason(&self.runner, found, &problems));
         *self.names.lock().expect("names lock") = names;
+        *self.eligible.lock().expect("eligible lock") = eligible;
         // Kept only when every manifest came from the schema cache: a probe that failed for a passing reason (a
         // timeout under load) is not cached, so the next listing must try again.
         *self.listed.lock().expect("listed lock") = (probed == 0).then(|| (snap, tools.clone()));
@@ -581,7 +591,8 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     }
     let watch_runner = server.runner.clone();
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
-    let front = super::mcp_front::start(stdin, stdout, super::lines::MAX_LINE);
+    let hook: Arc<dyn super::mcp_front::Intercept> = Arc::new(tasks::Tasks::new(server.clone()));
+    let front = super::mcp_front::start(stdin, stdout, super::lines::MAX_LINE, Some(hook));
     let service = server
         .serve((front.to_session, front.from_session))
         .await

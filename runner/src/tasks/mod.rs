@@ -12,6 +12,7 @@
 //! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
 //! the one [`detached::execute`].
 
+pub mod cancel;
 pub mod config;
 pub mod detached;
 pub mod files;
@@ -182,6 +183,10 @@ pub struct Task {
     /// `submit`, or `animaworks-pending` for a descriptor taken over by `jobs run-pending`.
     #[serde(default)]
     pub source: Option<String>,
+    /// How long the task and its result are kept after `created_at`, in milliseconds (an MCP task's `ttl`):
+    /// `jobs prune` deletes a finished task whose ttl has run out, whatever its `--older-than`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// The finer outcome of a finished task: `completed`, `failed`, `timeout`, `cancelled` or `lost` (`status`
     /// on disk says only `completed` or `failed`, the words AnimaWorks knows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -281,6 +286,11 @@ pub struct QueueInfo {
 }
 
 impl Task {
+    /// Has the task's `ttl_ms` run out at `now` (seconds since the epoch)?
+    pub fn ttl_expired(&self, now: f64) -> bool {
+        self.ttl_ms.is_some_and(|ms| self.created_at + ms as f64 / 1000.0 <= now)
+    }
+
     /// The exit code `jobs wait` ends with: the same as the call's.
     pub fn exit_code(&self) -> i32 {
         match self.status {

@@ -167,6 +167,7 @@ pub async fn check(
         error_detail: None,
         output_path: None,
         source: Some("submit".into()),
+        ttl_ms: None,
         outcome: None,
         queue: super::QueueInfo {
             arg_secrets,
@@ -190,8 +191,20 @@ pub async fn check(
 /// Check, store, and start a worker: the whole of `submit`, for every path (CLI, use-tool, MCP). Returns the
 /// stored task (its `receipt()` is what a caller prints) and the warnings to show.
 pub async fn submit(runner: &Runner, tool: &str, words: &[String], strict: bool) -> Result<Checked, CallError> {
+    submit_with(runner, tool, words, strict, |_| {}).await
+}
+
+/// [`submit`], with `mark` changing the checked task before it is stored (MCP sets its `source` and `ttl_ms`).
+pub async fn submit_with(
+    runner: &Runner,
+    tool: &str,
+    words: &[String],
+    strict: bool,
+    mark: impl FnOnce(&mut Task),
+) -> Result<Checked, CallError> {
     let store = super::open(runner)?;
-    let checked = check(runner, tool, words, strict, None).await?;
+    let mut checked = check(runner, tool, words, strict, None).await?;
+    mark(&mut checked.task);
     enqueue(store.as_ref(), &checked)?;
     // Marks tasks of dead workers lost, as every task command does (on a shared queue the workers' rescuers do).
     if store.is_local() {

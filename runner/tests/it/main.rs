@@ -19,6 +19,7 @@ mod legacy_tools;
 mod limits;
 mod llm;
 mod mcp;
+mod mcp_clients;
 mod mcp_servers;
 mod output;
 mod pipeline;

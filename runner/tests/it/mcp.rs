@@ -49,8 +49,8 @@ fn world() -> World {
     w
 }
 
-/// A running `animaworks-tool mcp`, spoken to in raw lines.
-struct Mcp {
+/// A running `animaworks-tool mcp`, spoken to in raw lines (also used by the task store suites).
+pub(crate) struct Mcp {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
@@ -58,7 +58,7 @@ struct Mcp {
 }
 
 impl Mcp {
-    fn start(mut cmd: std::process::Command, extra: &[&str]) -> Mcp {
+    pub(crate) fn start(mut cmd: std::process::Command, extra: &[&str]) -> Mcp {
         let mut child = cmd
             .arg("mcp")
             .args(extra)
@@ -133,11 +133,11 @@ impl Mcp {
         }
     }
 
-    fn ask(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn ask(&mut self, method: &str, params: Value) -> Value {
         self.ask_with_notes(method, params).0
     }
 
-    fn init(&mut self, version: &str) -> Value {
+    pub(crate) fn init(&mut self, version: &str) -> Value {
         let r = self.ask(
             "initialize",
             json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}),
@@ -146,7 +146,7 @@ impl Mcp {
         r
     }
 
-    fn finish(mut self) -> (std::process::ExitStatus, String) {
+    pub(crate) fn finish(mut self) -> (std::process::ExitStatus, String) {
         drop(self.stdin.take());
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -453,4 +453,203 @@ echo '{"type":"result","result":"ok"}'
     assert!(text.iter().any(|t| t.starts_with("stderr ")), "{text:?}");
     assert!(!text.iter().any(|t| t.contains(SECRET)), "a secret reached the client: {text:?}");
     m.finish();
+}
+
+/// A tool `b` for MCP tasks: work (background-eligible; progress, then an object after `s` seconds), hold
+/// (background-eligible; a progress message, then sleeps), now (not background-eligible).
+const B_TOOL: &str = r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol": 1, "events": true, "actions": [
+ {"name": "work", "description": "Works.", "input_schema": {"type": "object", "properties": {"s": {"type": "number"}}},
+  "profile": {"background_eligible": true}},
+ {"name": "hold", "description": "Holds.", "profile": {"background_eligible": true}},
+ {"name": "now", "description": "Foreground only."}
+]}
+JSON
+exit 0; fi
+req=$(cat)
+case "$req" in
+  *'"name":"b_work"'*|*'"action":"work"'*)
+    s=$(echo "$req" | sed -E 's/.*"s":([0-9.]+).*/\1/'); case "$s" in *[!0-9.]*|'') s=0;; esac
+    echo '{"type":"progress","progress":1,"total":2,"message":"half"}'
+    sleep "$s"
+    echo "{\"type\":\"result\",\"result\":{\"slept\":\"$s\",\"id\":\"$ANIMAWORKS_CALL_ID\"}}" ;;
+  *'"name":"b_hold"'*|*'"action":"hold"'*)
+    echo '{"type":"progress","progress":1,"total":4,"message":"warming up"}'
+    sleep 120
+    echo '{"type":"result","result":"held"}' ;;
+  *) echo '{"type":"result","result":"now"}' ;;
+esac
+"#;
+
+fn task_world() -> World {
+    let w = World::new();
+    w.tool(&w.common(), "b.sh", B_TOOL);
+    w
+}
+
+impl Mcp {
+    /// Lines until one matches `f` (notifications and answers alike), within 60 s.
+    fn until(&mut self, mut f: impl FnMut(&Value) -> bool) -> Value {
+        loop {
+            let v = self.line();
+            if f(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn task_call(&mut self, name: &str, args: Value, task: Value) -> Value {
+        self.ask("tools/call", json!({"name": name, "arguments": args, "task": task}))
+    }
+}
+
+fn is_task_id(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| s.len() == 12 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+#[test]
+fn a_task_runs_from_submit_to_result_across_two_sessions() {
+    let w = task_world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    let init = m.init("2025-11-25");
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{init}"
+    );
+    let l = m.ask("tools/list", json!({}));
+    let tool = |n: &str| l["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == n).cloned().unwrap();
+    assert_eq!(tool("b_work")["execution"], json!({"taskSupport": "optional"}), "{l}");
+    assert!(tool("b_now").get("execution").is_none(), "{l}");
+
+    let c = m.task_call("b_work", json!({"s": 0.5}), json!({"ttl": 60000}));
+    let task = &c["result"]["task"];
+    assert!(is_task_id(&task["taskId"]), "{c}");
+    assert_eq!(task["status"], "working", "{c}");
+    assert_eq!(task["ttl"], 60000, "{c}");
+    assert_eq!(task["pollInterval"], 1000, "{c}");
+    assert!(task["createdAt"].as_str().unwrap().ends_with('Z'), "{c}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    // The id is the one `jobs` shows.
+    let shown = json(&w.run(&["jobs", "show", &id]));
+    assert_eq!(shown["task_id"], id.as_str(), "{shown}");
+    assert_eq!(shown["ttl_ms"], 60000, "{shown}");
+    assert_eq!(shown["source"], "mcp", "{shown}");
+    // Not background-eligible: no task.
+    let n = m.task_call("b_now", json!({}), json!({}));
+    assert_eq!(n["error"]["code"], -32601, "{n}");
+    let (status, err) = m.finish();
+    assert!(status.success(), "{err}");
+
+    // A new session, a new process: the store is the source of truth.
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    let r = m.ask("tasks/result", json!({"taskId": id}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(r["result"]["structuredContent"]["id"], id.as_str(), "{r}");
+    assert_eq!(r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str(), "{r}");
+    let g = m.ask("tasks/get", json!({"taskId": id}));
+    assert_eq!(g["result"]["status"], "completed", "{g}");
+    assert_eq!(g["result"]["taskId"], id.as_str(), "{g}");
+    let list = m.ask("tasks/list", json!({}));
+    assert!(list["result"]["tasks"].as_array().unwrap().iter().any(|t| t["taskId"] == id.as_str()), "{list}");
+    let bad_cursor = m.ask("tasks/list", json!({"cursor": "nope"}));
+    assert_eq!(bad_cursor["error"]["code"], -32602, "{bad_cursor}");
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let bad = m.ask(method, json!({"taskId": "0123456789ab"}));
+        assert_eq!(bad["error"]["code"], -32602, "{method}: {bad}");
+        let none = m.ask(method, json!({}));
+        assert_eq!(none["error"]["code"], -32602, "{method}: {none}");
+    }
+    // An ended task cannot be cancelled.
+    let late = m.ask("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    m.finish();
+
+    // Older revisions have no tasks: no capability, no execution, and params.task is ignored (a plain call).
+    let mut m = Mcp::start(w.cmd(), &[]);
+    let init = m.init("2025-06-18");
+    assert!(init["result"]["capabilities"].get("tasks").is_none(), "{init}");
+    let l = m.ask("tools/list", json!({}));
+    assert!(l["result"]["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()), "{l}");
+    let c = m.task_call("b_work", json!({"s": 0}), json!({"ttl": 1000}));
+    assert!(c["result"].get("task").is_none() && c["result"]["content"].is_array(), "{c}");
+    m.finish();
+}
+
+#[test]
+fn a_task_reports_progress_and_status_and_is_cancelled() {
+    let w = task_world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("tools/list", json!({}));
+    let c = m.task_call("b_hold", json!({}), json!({}));
+    let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{c}")).to_owned();
+    assert_eq!(c["result"]["task"]["ttl"], Value::Null, "{c}");
+    // The worker's progress reaches a status notification and tasks/get's statusMessage.
+    let note = m.until(|v| {
+        v["method"] == "notifications/tasks/status"
+            && v["params"]["statusMessage"].as_str().is_some_and(|s| s.contains("warming up"))
+    });
+    assert_eq!(note["params"]["taskId"], id.as_str(), "{note}");
+    assert_eq!(note["params"]["status"], "working", "{note}");
+    assert_eq!(note["params"]["statusMessage"], "1/4: warming up", "{note}");
+    let g = m.ask("tasks/get", json!({"taskId": id}));
+    assert_eq!(g["result"]["statusMessage"], "1/4: warming up", "{g}");
+
+    let x = m.ask("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(x["result"]["status"], "cancelled", "{x}");
+    assert_eq!(x["result"]["taskId"], id.as_str(), "{x}");
+    let note = m.until(|v| v["method"] == "notifications/tasks/status" && v["params"]["status"] == "cancelled");
+    assert_eq!(note["params"]["taskId"], id.as_str(), "{note}");
+    let r = m.ask("tasks/result", json!({"taskId": id}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(r["result"]["_meta"]["animaworks-tool/error"]["code"], "cancelled", "{r}");
+    let shown = json(&w.run(&["jobs", "show", &id]));
+    assert_eq!(shown["outcome"], "cancelled", "{shown}");
+    let (status, err) = m.finish();
+    assert!(status.success(), "{err}");
+}
+
+#[test]
+fn a_task_ttl_is_honoured_by_jobs_prune() {
+    let w = task_world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("tools/list", json!({}));
+    let short = m.task_call("b_work", json!({"s": 0}), json!({"ttl": 1}));
+    let short = short["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    let kept = m.task_call("b_work", json!({"s": 0}), json!({"ttl": 86_400_000}));
+    let kept = kept["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    for id in [&short, &kept] {
+        let r = m.ask("tasks/result", json!({"taskId": id}));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    m.finish();
+    let o = w.run(&["jobs", "prune", "--older-than", "7d"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["pruned"], json!([short]), "{}", stdout(&o));
+    assert!(w.run(&["jobs", "show", &kept]).status.success());
+}
+
+#[test]
+fn a_session_with_open_tasks_ends_with_its_input_and_the_task_goes_on() {
+    let w = task_world();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.ask("tools/list", json!({}));
+    let c = m.task_call("b_hold", json!({}), json!({}));
+    let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{c}")).to_owned();
+    // A tasks/result that waits, and a status watcher, must not keep the server alive once the client is gone.
+    m.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/result", "params": {"taskId": id}}));
+    drop(m.stdin.take());
+    assert!(
+        eventually(30, || m.child.try_wait().unwrap().is_some()),
+        "the server did not end with its input"
+    );
+    assert!(m.child.try_wait().unwrap().unwrap().success());
+    let shown = json(&w.run(&["jobs", "show", &id]));
+    assert!(["pending", "running"].contains(&shown["status"].as_str().unwrap()), "{shown}");
+    assert!(w.run(&["jobs", "cancel", &id]).status.success());
 }
