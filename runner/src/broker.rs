@@ -184,9 +184,10 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
         return json!({"ok": false, "answer": "refused", "message": ctx.grants.refusal(name),
                       "grant": ctx.grants.grant_line(name)});
     }
+    let env = req.get("env").and_then(Value::as_str).unwrap_or("");
     let decl = tool_sdk::protocol::CredentialDecl {
         name: name.to_owned(),
-        env: req.get("env").and_then(Value::as_str).unwrap_or("").to_owned(),
+        env: env.to_owned(),
         key: req.get("key").and_then(Value::as_str).unwrap_or("api_key").to_owned(),
         per_anima: req.get("per_anima").and_then(Value::as_bool).unwrap_or(false),
         required: true,
@@ -196,7 +197,18 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let resolver = Resolver::new(&ctx.data_dir, ctx.anima_name.as_deref(), caller);
-    match resolver.resolve(&decl) {
+    let covered = ctx.grants.allows_env(name, env);
+    let resolved = if covered {
+        resolver.resolve(&decl)
+    } else {
+        resolver.resolve_config_only(&decl)
+    };
+    if !covered && matches!(resolved, Ok(None)) {
+        ledger.push(name, "refused");
+        return json!({"ok": false, "answer": "refused", "message": ctx.grants.env_refusal(name, env),
+                      "grant": ctx.grants.grant_line(env)});
+    }
+    match resolved {
         Ok(Some(found)) => {
             // Masked from now on: before the tool can have it.
             late.add(&found.value);
@@ -254,7 +266,7 @@ mod tests {
         std::fs::create_dir_all(d.path().join("shared")).unwrap();
         std::fs::write(
             d.path().join("shared/credentials.json"),
-            r#"{"SVC__bob": "bobs-key-3"}"#,
+            r#"{"SVC__bob": "bobs-key-3", "OTHER_SECRET": "other-secret-4", "SVC_TOKEN": "svc-token-5"}"#,
         )
         .unwrap();
         let perms = Ok(LoadedPermissions {
@@ -302,6 +314,19 @@ mod tests {
             json!([{"name": "myapi", "answer": "granted"}, {"name": "other", "answer": "refused"},
                    {"name": "svc", "answer": "refused"}, {"name": "svc", "answer": "missing"}])
         );
+        // A granted name does not open every key of the stores under a key the tool picks.
+        let a = ask(&mut s, json!({"name": "svc", "env": "OTHER_SECRET"}));
+        assert_eq!(a["answer"], "refused", "{a}");
+        assert!(!a.to_string().contains("other-secret-4"), "{a}");
+        assert_eq!(a["grant"], r#""credentials": {"t": ["OTHER_SECRET"]}"#, "{a}");
+        let a = ask(&mut s, json!({"name": "myapi", "env": "GH"}));
+        assert_eq!(
+            a,
+            json!({"ok": true, "value": "key-of-myapi-1"}),
+            "config.json's entry, whatever the env"
+        );
+        let a = ask(&mut s, json!({"name": "svc", "env": "SVC_TOKEN"}));
+        assert_eq!(a, json!({"ok": true, "value": "svc-token-5"}), "a key the grant covers");
         for _ in 0..MAX_REQUESTS + 10 {
             ask(&mut s, json!({"name": "myapi"}));
         }

@@ -517,7 +517,28 @@ fn secrets(
             }
             continue;
         }
-        match resolver.resolve(decl) {
+        let covered = grants.allows_env(&decl.name, &decl.env);
+        let resolved = if covered {
+            resolver.resolve(decl)
+        } else {
+            resolver.resolve_config_only(decl)
+        };
+        if !covered && matches!(resolved, Ok(None)) {
+            note(&mut out.refused);
+            if decl.required {
+                return Err(refuse(
+                    grants.env_refusal(&decl.name, &decl.env),
+                    format!(
+                        "a tool's --schemas picks the key a credential is looked up under; a grant covers its own \
+                         name's keys (docs/credentials.md): add {}",
+                        grants.grant_line(&decl.env)
+                    ),
+                    Some(grants.grant_line(&decl.env)),
+                ));
+            }
+            continue;
+        }
+        match resolved {
             Ok(Some(found)) => {
                 note(&mut out.granted);
                 out.values.push(found);

@@ -378,6 +378,24 @@ impl Resolver {
         })))
     }
 
+    /// Resolves one declaration from `config.json` alone (step 1 of [`Resolver::resolve`]), never under its
+    /// `env` as a lookup key: for a key the grants do not cover. `Ok(None)`: not there.
+    ///
+    /// # Errors
+    /// As [`Resolver::resolve`], for config.json and its `$vault` reference.
+    pub fn resolve_config_only(&self, decl: &CredentialDecl) -> Result<Option<ResolvedCredential>, CredentialError> {
+        let only = CredentialDecl {
+            env: String::new(),
+            per_anima: false,
+            required: false,
+            ..decl.clone()
+        };
+        Ok(self.resolve(&only)?.map(|r| ResolvedCredential {
+            env: decl.env.clone(),
+            ..r
+        }))
+    }
+
     /// Resolves every declaration (a tool's and its action's), in order; a declaration repeated under the
     /// same `env` is resolved once. Optional credentials that are not set are left out.
     ///

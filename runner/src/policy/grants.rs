@@ -119,6 +119,25 @@ impl CredentialGrants {
         }
     }
 
+    /// May the tool have credential `name` looked up under the key `env` (vault.json `shared`,
+    /// shared/credentials.json, the environment)? `env` is the tool's choice, so granting `name` must not grant
+    /// every key of those stores: a granted name covers `<NAME>` and `<NAME>_…` (upper case, as AnimaWorks'
+    /// `slack` → `SLACK_BOT_TOKEN`); any other key must be granted by itself (or `"*"`).
+    pub fn allows_env(&self, name: &str, env: &str) -> bool {
+        if env.is_empty() || self.default == CredentialDefault::Declared {
+            return true;
+        }
+        if self
+            .names
+            .as_ref()
+            .is_some_and(|n| n.iter().any(|g| g == "*" || g == env))
+        {
+            return true;
+        }
+        let upper = name.to_ascii_uppercase();
+        env == upper || env.strip_prefix(&upper).is_some_and(|rest| rest.starts_with('_'))
+    }
+
     /// The permissions file to edit.
     pub fn path(&self) -> &Path {
         &self.path
@@ -127,6 +146,19 @@ impl CredentialGrants {
     /// The exact line that grants `name`, as a refusal names it.
     pub fn grant_line(&self, name: &str) -> String {
         format!("\"credentials\": {{\"{}\": [\"{name}\"]}}", self.tool)
+    }
+
+    /// The refusal of a granted `name` looked up under a key `env` it does not cover.
+    pub fn env_refusal(&self, name: &str, env: &str) -> String {
+        format!(
+            "credential '{name}' is granted to the {} tool '{}', but not under the key {env} (a grant of '{name}' \
+             covers {upper} and {upper}_…): add {} to {}",
+            self.tier,
+            self.tool,
+            self.grant_line(env),
+            self.path.display(),
+            upper = name.to_ascii_uppercase()
+        )
     }
 
     /// A refusal's sentence, naming the tool, its tier, the credential and the line to add.
@@ -213,6 +245,19 @@ mod tests {
         );
         assert!(CredentialGrants::of(&p, "any", Tier::Personal, &d).allows("anything"));
         assert!(!CredentialGrants::of(&p, "any", Tier::Common, &d).allows("anything"));
+        assert!(
+            g.allows_env("github", "GITHUB_TOKEN") && g.allows_env("github", "GITHUB") && g.allows_env("github", "")
+        );
+        for other in ["AWS_SECRET_ACCESS_KEY", "GITHUBX", "OPENAI_API_KEY"] {
+            assert!(
+                !g.allows_env("github", other),
+                "granting a name is not granting the key {other}"
+            );
+        }
+        assert!(CredentialGrants::of(&p, "any", Tier::Personal, &d).allows_env("x", "AWS_SECRET_ACCESS_KEY"));
+        assert!(CredentialGrants::of(&p, "other", Tier::Core, &d).allows_env("x", "AWS_SECRET_ACCESS_KEY"));
+        let own = perms(r#"{"credentials": {"xs": ["x_twitter", "TWITTER_BEARER_TOKEN"]}}"#);
+        assert!(CredentialGrants::of(&own, "xs", Tier::Personal, &d).allows_env("x_twitter", "TWITTER_BEARER_TOKEN"));
         let strict = CredentialDefaults::parse(&serde_json::json!({"core": "granted"})).unwrap();
         assert!(!CredentialGrants::of(&p, "other", Tier::Core, &strict).allows("x"));
         for bad in [r#"{"core": "all"}"#, r#"{"nope": "granted"}"#, r#"[]"#] {

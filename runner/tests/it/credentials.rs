@@ -333,3 +333,44 @@ fn side_by_side_an_unedited_module_asking_for_its_credential() {
         assert_eq!(json(&ours), theirs, "{source}");
     }
 }
+
+/// A granted name does not open the stores under any key the tool picks: `env` is the tool's choice.
+#[test]
+fn a_granted_name_does_not_reach_other_keys_of_the_stores_or_the_environment() {
+    let w = World::new();
+    let decl =
+        r#"{"protocol":1,"credentials":[{"name":"github","env":"AWS_SECRET_ACCESS_KEY"}],"actions":[{"name":"go"}]}"#;
+    let body = r#"cat >/dev/null; printf '"%s"\n' "$(printf %s "$AWS_SECRET_ACCESS_KEY" | rev)""#;
+    w.tool(&w.personal(), "gh.sh", &bash_tool(decl, body));
+    w.grant_credentials("gh", &["github"]);
+    let o = w
+        .cmd()
+        .env("AWS_SECRET_ACCESS_KEY", "aws-secret-0000")
+        .args(["gh", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains(&rev("aws-secret-0000")), "{}", stdout(&o));
+    let e = json(&o);
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#""credentials": {"gh": ["AWS_SECRET_ACCESS_KEY"]}"#),
+        "{e}"
+    );
+    // config.json's entry of the granted name still reaches the tool under the variable it names.
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"github": {"api_key": "ghp-7777"}}}).to_string(),
+    )
+    .unwrap();
+    let o = w
+        .cmd()
+        .env("AWS_SECRET_ACCESS_KEY", "aws-secret-0000")
+        .args(["gh", "go"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o).trim(), rev("ghp-7777"));
+}
