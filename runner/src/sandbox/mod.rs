@@ -1128,6 +1128,13 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
             out.extend(rules::canonical(&state.join(d)));
         }
     }
+    // Made to exist so that it can be hidden (it holds unmasked task arguments).
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(state.join("background_tasks").join(crate::tasks::files::PRIVATE_DIR));
+    }
     let audit = anima.join(crate::policy::audit::AUDIT_FILE);
     use std::os::unix::fs::OpenOptionsExt;
     if std::fs::OpenOptions::new()
@@ -1197,6 +1204,11 @@ fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
     let mut kept: Vec<PathBuf> = Vec::new();
     for p in secret {
         kept.push(rules::canonical(&p).unwrap_or(p));
+    }
+    // The task folder's unmasked arguments: hidden from every confined tool, the anima's own included.
+    if let Some(a) = &anima {
+        let private = a.join("state/background_tasks").join(crate::tasks::files::PRIVATE_DIR);
+        kept.push(rules::canonical(&private).unwrap_or(private));
     }
     let animas = Some((data.join("animas"), anima.clone()));
     let read = Protected {

@@ -2,8 +2,8 @@
 //! rename from a temporary file in the same folder (a reader sees the old file or the new one, never half), and
 //! an `flock`ed `.lock` file for every read-modify-write (claims, updates, lost marking). Readers never lock.
 //!
-//! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `<id>.args` (unmasked arguments, mode
-//! 0600, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`, `.index/`.
+//! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `.private/<id>.args` (unmasked arguments,
+//! mode 0600 in a 0700 folder the sandbox hides, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`, `.index/`.
 //!
 //! The index (`.index/active`): the ids of the tasks not yet finished, and the folder's modification time when
 //! it was written. Submit, claim and the concurrency limit read only those tasks' files, so they cost the same
@@ -17,7 +17,7 @@ use super::{Census, ProcessId, Status, Task, TaskStore};
 use serde_json::Value;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -38,6 +38,10 @@ struct Index {
 /// An index written less than this after the folder's last change may not have seen a later change (see
 /// [`FileStore::read_index`]): more than a clock tick at any `HZ`.
 const RACY_NS: i128 = 50_000_000;
+
+/// The folder of the task folder that holds unmasked arguments (`<id>.args`), mode 0700; the sandbox hides it
+/// from every confined tool, the anima's own included.
+pub const PRIVATE_DIR: &str = ".private";
 
 fn is_task_file(name: &str) -> bool {
     !name.starts_with('.') && name.ends_with(".json")
@@ -79,7 +83,15 @@ impl FileStore {
     }
 
     fn side(&self, id: &str, ext: &str) -> PathBuf {
+        if ext == "args" {
+            return self.dir.join(PRIVATE_DIR).join(format!("{id}.args"));
+        }
         self.dir.join(format!("{id}.{ext}"))
+    }
+
+    /// Where a runner before the private folder wrote a task's unmasked arguments (still read, and removed).
+    fn old_args(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.args"))
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -245,6 +257,7 @@ impl FileStore {
 
     fn release_locked(&self, id: &str) {
         let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.old_args(id));
         let _ = fs::remove_file(self.side(id, "cancel"));
     }
 }
@@ -281,6 +294,7 @@ impl FileStore {
         to.push(".refused");
         fs::rename(self.path(id), to)?;
         let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.old_args(id));
         let _ = fs::remove_file(self.side(id, "cancel"));
         Ok(())
     }
@@ -291,6 +305,10 @@ impl TaskStore for FileStore {
         fs::create_dir_all(&self.dir)?;
         self.locked(|index| {
             if let Some(args) = private_args {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(self.dir.join(PRIVATE_DIR))?;
                 let mut f = OpenOptions::new()
                     .create_new(true)
                     .write(true)
@@ -389,7 +407,11 @@ impl TaskStore for FileStore {
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
-        match crate::fsread::read(&self.side(id, "args"), crate::fsread::TASK) {
+        let mut path = self.side(id, "args");
+        if !path.exists() && self.old_args(id).exists() {
+            path = self.old_args(id);
+        }
+        match crate::fsread::read(&path, crate::fsread::TASK) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
@@ -491,6 +513,23 @@ mod tests {
 
     fn me() -> ProcessId {
         ProcessId::of_self()
+    }
+
+    #[test]
+    fn private_arguments_go_into_the_private_folder_and_are_read_from_there() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000c", "pending", 0.0), Some(&serde_json::json!({"k": "v"}))).unwrap();
+        let dir = d.path().join("state/background_tasks");
+        assert!(dir.join(".private/00000000000c.args").is_file());
+        assert!(!dir.join("00000000000c.args").exists());
+        let mode = fs::metadata(dir.join(PRIVATE_DIR)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert_eq!(store.private_args("00000000000c").unwrap(), Some(serde_json::json!({"k": "v"})));
+        // A task queued by a runner before the private folder keeps its arguments.
+        fs::write(dir.join("00000000000d.args"), br#"{"old": 1}"#).unwrap();
+        assert_eq!(store.private_args("00000000000d").unwrap(), Some(serde_json::json!({"old": 1})));
     }
 
     #[test]
