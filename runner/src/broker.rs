@@ -86,6 +86,17 @@ pub(crate) fn switch(shared: &Shared, call: Option<(Context, Ledger, LateSecrets
 /// A started broker: its thread answers until the tool's end is closed.
 pub(crate) struct Broker {
     child: Option<OwnedFd>,
+    shared: Shared,
+}
+
+/// Held for as long as one call runs; dropped, its broker answers no more for that call (a process the tool left
+/// behind that still holds the descriptor gets `error`, and no answer goes unaudited or unmasked).
+pub(crate) struct CallEnd(Shared);
+
+impl Drop for CallEnd {
+    fn drop(&mut self) {
+        switch(&self.0, None);
+    }
 }
 
 impl Broker {
@@ -94,9 +105,13 @@ impl Broker {
         let (ours, theirs) = UnixStream::pair()?;
         std::thread::Builder::new()
             .name("credential-broker".into())
-            .spawn(move || serve(ours, shared))?;
+            .spawn({
+                let shared = shared.clone();
+                move || serve(ours, shared)
+            })?;
         Ok(Broker {
             child: Some(OwnedFd::from(theirs)),
+            shared,
         })
     }
 
@@ -117,6 +132,11 @@ impl Broker {
     /// end of the stream when the tool's copies are gone.
     pub fn started(&mut self) {
         self.child = None;
+    }
+
+    /// For a broker of one call alone ([`for_call`]): the guard that ends its call.
+    pub fn call_end(&self) -> CallEnd {
+        CallEnd(self.shared.clone())
     }
 }
 
@@ -252,6 +272,37 @@ mod tests {
         let mut answer = String::new();
         s.read_line(&mut answer).unwrap();
         serde_json::from_str(&answer).unwrap()
+    }
+
+    #[test]
+    fn a_calls_broker_answers_no_more_once_its_call_has_ended() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("config.json"), r#"{"credentials": {"myapi": {"api_key": "key-of-myapi-1"}}}"#)
+            .unwrap();
+        let perms = Ok(LoadedPermissions {
+            permissions: serde_json::from_str(r#"{"credentials": {"t": ["myapi"]}}"#).unwrap(),
+            source: Source::Json(d.path().join("permissions.json")),
+        });
+        let grants = CredentialGrants::of(&perms, "t", Tier::Personal, &CredentialDefaults::default());
+        let ctx = Context {
+            data_dir: d.path().to_path_buf(),
+            anima_name: Some("alice".into()),
+            grants,
+            tool: "t".into(),
+        };
+        let ledger = Ledger::default();
+        let mut b = Broker::start(for_call(ctx, ledger.clone(), LateSecrets::default())).unwrap();
+        // SAFETY: the tool's end, duplicated: ours to own (a process the tool left behind holds such a copy).
+        let fd = unsafe { libc::dup(b.child_fd().unwrap()) };
+        b.started();
+        // SAFETY: `fd` was just made by dup and is owned here alone.
+        let mut s = BufReader::new(unsafe { UnixStream::from_raw_fd(fd) });
+        let end = b.call_end();
+        assert_eq!(ask(&mut s, json!({"name": "myapi"})), json!({"ok": true, "value": "key-of-myapi-1"}));
+        drop(end);
+        let after = ask(&mut s, json!({"name": "myapi"}));
+        assert_ne!(after["ok"], json!(true), "answered after its call ended: {after}");
+        assert!(after.get("value").is_none(), "{after}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!    arguments are checked against the `input_schema` ([`validate`]), the gate decides ([`policy::gate`]),
 //!    credentials are resolved ([`policy::credentials`]), the environment is built ([`policy::env`]: clean, or the
 //!    caller's for AnimaWorks modules, [`tool_env`]) from the [`settings`], the masker made, the audit log opened. The result is a [`call::PreparedCall`].
-//! 4. **spawn** ([`spawn`]'s `start_tool`, which only a prepared call reaches): the one place a file becomes a
+//! 4. **spawn** ([`spawn`]'s `start_tool_async`, which only a prepared call reaches): the one place a file becomes a
 //!    process — its own group, registered with the [`guardian`] so it dies with the runner — or a persistent
 //!    worker of the [`pool`] pool.
 //! 5. **stream** ([`stream::drive`]): the request goes in; stdout and stderr are drained concurrently; events

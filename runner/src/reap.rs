@@ -131,7 +131,7 @@ pub fn disown(pid: u32) {
     OWN.lock().unwrap_or_else(|e| e.into_inner()).remove(&(pid as i32));
 }
 
-/// Wait for (and reap) a child started with `spawn::start_tool`; cancel-safe like `Child::wait`.
+/// Wait for (and reap) a child started by `spawn`; cancel-safe like `Child::wait`.
 pub async fn wait(child: &mut crate::process::Child) -> std::io::Result<std::process::ExitStatus> {
     let pid = child.id();
     let r = child.wait().await;

@@ -39,21 +39,9 @@ pub struct Started {
 }
 
 /// The one way a tool file becomes a running process: the command, the start, and every spawn error as a
-/// sentence that says what to do. (Callers on the runtime use [`start_tool_async`].)
-#[allow(dead_code)]
-pub(crate) fn start_tool(
-    file: &ToolFile,
-    dirs: &Dirs,
-    mode: Mode<'_>,
-    env: &[(OsString, OsString)],
-    cwd: Option<&Path>,
-    sandbox: Option<&crate::sandbox::Plan>,
-) -> Result<Started, CallError> {
-    start_tool_with(file, dirs, mode, env, cwd, sandbox, &[])
-}
-
-/// [`start_tool`], handing `handover` to the tool: each `fd` becomes the tool's descriptor `at` (3 or above).
-/// Every other descriptor from 3 up is closed at the exec, whatever the runner's caller left open.
+/// sentence that says what to do ([`start_tool_async`] on the runtime). `handover`: each `fd` becomes the tool's
+/// descriptor `at` (3 or above); every other descriptor from 3 up is closed at the exec, whatever the runner's
+/// caller left open.
 pub(crate) fn start_tool_with(
     file: &ToolFile,
     dirs: &Dirs,
@@ -63,19 +51,14 @@ pub(crate) fn start_tool_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
-    let explain = |e: io::Error| {
-        let (msg, hint) = explain_spawn_error(file, dirs, &e);
-        CallError::new(ErrorCode::SpawnFailed, msg)
-            .hint(hint)
-            .with(crate::error::Detail::Tool, file.name.clone())
-    };
+    let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     crate::process::check_handovers(handover).map_err(explain)?;
     let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
     started(file, child)
 }
 
-/// [`start_tool`] for a caller on the async runtime: a start that waits for its sandboxed child's report (a PID
+/// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
 /// namespace: about 2 ms until the tool has exec'd) waits on a blocking thread, so the runtime's thread goes on
 /// with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
 /// kills it.
@@ -101,12 +84,7 @@ pub(crate) async fn start_tool_async_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
-    let explain = |e: io::Error| {
-        let (msg, hint) = explain_spawn_error(file, dirs, &e);
-        CallError::new(ErrorCode::SpawnFailed, msg)
-            .hint(hint)
-            .with(crate::error::Detail::Tool, file.name.clone())
-    };
+    let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     crate::process::check_handovers(handover).map_err(explain)?;
     let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[]).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
@@ -128,6 +106,13 @@ pub(crate) async fn start_tool_async_with(
     .await
     .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))));
     started(file, child.map_err(explain)?)
+}
+
+fn spawn_failed(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> CallError {
+    let (msg, hint) = explain_spawn_error(file, dirs, e);
+    CallError::new(ErrorCode::SpawnFailed, msg)
+        .hint(hint)
+        .with(crate::error::Detail::Tool, file.name.clone())
 }
 
 fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {

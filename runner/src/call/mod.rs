@@ -18,7 +18,7 @@
 //! Nothing else starts a tool for a call; these do not compile outside the crate:
 //!
 //! ```compile_fail
-//! let _ = animaworks_tool::spawn::start_tool; // spawn a tool file with any environment
+//! let _ = animaworks_tool::spawn::start_tool_with; // spawn a tool file with any environment
 //! ```
 //! ```compile_fail
 //! let _ = animaworks_tool::pool::WorkerPool::run; // hand any request to a pooled worker

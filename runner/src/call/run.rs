@@ -103,7 +103,8 @@ impl PreparedCall<'_> {
             }
             Launch::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let process = start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox).await?;
+                let (process, _call_end) =
+                    start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox).await?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -196,7 +197,7 @@ impl PreparedCli<'_> {
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
         let mode = Mode::Cli { argv: &argv, inherit };
-        let process = start_brokered(
+        let (process, _call_end) = start_brokered(
             self.broker.as_ref(),
             runner,
             &self.resolved.file,
@@ -230,7 +231,8 @@ impl PreparedCli<'_> {
 }
 
 /// Start a call's tool, with its credential broker when it has one: the broker's end of the socket pair is the
-/// one descriptor handed over ([`spawn::start_tool_handing`]), its number in the tool's environment.
+/// one descriptor handed over ([`spawn::start_tool_async_with`]), its number in the tool's environment. The guard
+/// returned ends the broker's call when the caller drops it, after the call.
 async fn start_brokered(
     plan: Option<&super::prepare::BrokerPlan>,
     runner: &crate::call::Runner,
@@ -239,19 +241,20 @@ async fn start_brokered(
     env: &[(OsString, OsString)],
     cwd: Option<&std::path::Path>,
     sandbox: &crate::sandbox::Plan,
-) -> Result<spawn::Started, CallError> {
+) -> Result<(spawn::Started, Option<crate::broker::CallEnd>), CallError> {
     let Some(plan) = plan else {
-        return spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await;
+        return Ok((spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await?, None));
     };
     let mut env = env.to_vec();
     let mut broker = plan.start(runner, &file.name, &mut env);
     let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
     let started = spawn::start_tool_async_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
     drop(hand);
-    if let Some(b) = broker.as_mut() {
+    let end = broker.as_mut().map(|b| {
         b.started();
-    }
-    started
+        b.call_end()
+    });
+    Ok((started?, end))
 }
 
 /// The shim refused a gated subcommand reached under another name (an argparse alias): `permission_denied`.
