@@ -13,8 +13,9 @@
     doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
 )]
 
-pub mod names;
-pub mod protocol;
+/// The wire types (the `animaworks-tool-protocol` crate, which the runner uses too).
+pub use awt_protocol as protocol;
+pub use awt_protocol::names;
 
 #[cfg(feature = "sdk")]
 #[warn(missing_docs)]

@@ -410,38 +410,6 @@ impl Action {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NoArgs {}
 
-impl CredentialDecl {
-    /// A credential: `name` is the entry in AnimaWorks' `config.json` `credentials`, `env` the variable the
-    /// tool reads the secret from. Defaults: key `api_key`, not per anima, required.
-    pub fn new(name: impl Into<String>, env: impl Into<String>) -> Self {
-        CredentialDecl {
-            name: name.into(),
-            env: env.into(),
-            key: "api_key".into(),
-            per_anima: false,
-            required: true,
-        }
-    }
-
-    /// The key inside the `config.json` entry (default `api_key`).
-    pub fn key(mut self, key: impl Into<String>) -> Self {
-        self.key = key.into();
-        self
-    }
-
-    /// Try `<ENV>__<anima name>` first.
-    pub fn per_anima(mut self) -> Self {
-        self.per_anima = true;
-        self
-    }
-
-    /// A missing secret does not stop the call; the tool copes without it.
-    pub fn optional(mut self) -> Self {
-        self.required = false;
-        self
-    }
-}
-
 /// The input schema the SDK derives for an argument type: JSON Schema 2020-12 as the type deserializes,
 /// subschemas inlined (some LLM providers refuse `$ref`), without `$schema` and the root `title` (the Rust type
 /// name means nothing to a caller).

@@ -1,11 +1,11 @@
 //! `permissions show|migrate` and `share`: policy commands for operators.
 
-use crate::call::Runner;
-use crate::discover;
-use crate::error::{CallError, ErrorCode};
-use crate::names::tool_name_problem;
-use crate::policy::permissions::{self, Source};
-use crate::policy::Tier;
+use awt_core::call::Runner;
+use awt_core::discover;
+use awt_core::error::{CallError, ErrorCode};
+use awt_core::names::tool_name_problem;
+use awt_core::policy::permissions::{self, Source};
+use awt_core::policy::Tier;
 use clap::{Args, Subcommand};
 
 #[derive(Args, Debug)]

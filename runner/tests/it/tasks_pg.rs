@@ -440,12 +440,20 @@ fn suite_an_mcp_task_lives_in_the_store_across_sessions() {
             "tools/call",
             json!({"name": "bg_quick", "arguments": {"n": 5}, "task": {"ttl": 1}}),
         );
-        let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{b:?}: {c}")).to_owned();
+        let id = c["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{b:?}: {c}"))
+            .to_owned();
         m.finish();
         let mut m = Mcp::start(e.w.cmd(), &[]);
         m.init("2025-11-25");
         let r = m.ask("tasks/result", json!({"taskId": id}));
-        assert_eq!(r["result"]["structuredContent"], json!({"n": 5, "id": id}), "{b:?}: {r}\n{}", e.all_worker_logs());
+        assert_eq!(
+            r["result"]["structuredContent"],
+            json!({"n": 5, "id": id}),
+            "{b:?}: {r}\n{}",
+            e.all_worker_logs()
+        );
         let g = m.ask("tasks/get", json!({"taskId": id}));
         assert_eq!(g["result"]["status"], "completed", "{b:?}: {g}");
         assert_eq!(g["result"]["ttl"], 1, "{b:?}: {g}");
@@ -453,7 +461,11 @@ fn suite_an_mcp_task_lives_in_the_store_across_sessions() {
         assert_eq!(l["result"]["tasks"][0]["taskId"], id.as_str(), "{b:?}: {l}");
         m.finish();
         let t = e.show(&id);
-        assert_eq!((t["source"].as_str(), t["ttl_ms"].as_u64()), (Some("mcp"), Some(1)), "{b:?}: {t}");
+        assert_eq!(
+            (t["source"].as_str(), t["ttl_ms"].as_u64()),
+            (Some("mcp"), Some(1)),
+            "{b:?}: {t}"
+        );
         let o = e.run(&["jobs", "prune", "--older-than", "7d"]);
         assert_eq!(json(&o)["pruned"], json!([id]), "{b:?}");
     });
