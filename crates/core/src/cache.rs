@@ -87,7 +87,7 @@ fn fnv(s: &[u8]) -> u64 {
 
 fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
     let folder = file.path.parent().unwrap_or(Path::new("/"));
-    let folder = crate::sandbox::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
+    let folder = awt_sys::confine::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
     let name = file
         .path
         .file_name()

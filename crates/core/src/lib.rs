@@ -7,13 +7,13 @@
 //!
 //! ## The path of one call
 //! 1. **find** ([`Runner::open`] → [`discover::scan`]): the tier folders are searched and the tool's `--schemas`
-//!    read from the [`cache`] when the file is unchanged, else probed ([`probe::describe`], [`manifest::parse`]).
+//!    read from the [`cache`] when the file is unchanged, else probed ([`probe::manifest`], [`manifest::parse`]).
 //! 2. **pick the action** ([`call::Tool::action`]); the generated CLI parses flags ([`call::Target::parse_flags`]).
 //! 3. **validate** ([`call::Target::prepare`] → [`validate`]) against the action's `input_schema`.
 //! 4. **permit** ([`policy::decide`]: the gate; [`policy::credentials`] and the [`broker`]: the grants).
 //! 5. **confine** ([`sandbox::plan`] → [`sandbox::Plan`]; [`resources::CallLimits`]): what the process may touch.
 //!    The result of 2–5 is a [`call::PreparedCall`], which only this pipeline builds.
-//! 6. **spawn** ([`spawn::start_tool_async`], reached only from a prepared call): its own process group, registered
+//! 6. **spawn** ([`spawn`]'s `start_tool_async`, reached only from a prepared call): its own process group, registered
 //!    with `awt_sys::guardian`, or a persistent worker of the [`pool`].
 //! 7. **stream** ([`stream::drive`]) events to the caller's [`stream::Observer`]; deadline and cancel watched.
 //! 8. **reap** (`awt_sys::reap`) and **outcome** ([`call::PreparedCall::run`], [`stream::interpret`]): masked,

@@ -188,7 +188,7 @@ unsafe fn start_process(rfd: RawFd) -> libc::pid_t {
     // code (guardian_main: raw system calls, locals only, handlers reset before it unblocks); the mapping is never
     // unmapped, so it outlives the guardian.
     let pid = unsafe {
-        crate::process::with_signals_blocked(|| {
+        crate::syscall::with_signals_blocked(|| {
             libc::clone(
                 entry,
                 top,

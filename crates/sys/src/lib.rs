@@ -23,6 +23,7 @@
 //! 4. [`cgroup`] and [`rlimit`] bound what the process may use.
 
 pub mod cgroup;
+mod children;
 pub mod confine;
 pub mod entry;
 pub mod guardian;

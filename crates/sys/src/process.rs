@@ -8,6 +8,7 @@
 //!
 //! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
 
+use crate::syscall::with_signals_blocked;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -318,30 +319,6 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     Ok(pid)
 }
 
-/// `f`'s clone with every signal blocked in this thread (as posix_spawn does): the child shares our signal
-/// handlers' memory until it has reset them, and unblocks once they are reset. `f`'s result, or `-errno`.
-///
-/// # Safety
-/// `f` a clone whose child resets the handlers before it unblocks ([`crate::syscall::default_signals`]).
-pub(crate) unsafe fn with_signals_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
-    // SAFETY: sigset_t is plain data; all zeroes is a valid (empty) set.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as for `all`.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `all` is a valid sigset_t on this frame.
-    unsafe { libc::sigfillset(&mut all) };
-    // SAFETY: `all` and `old` are valid sigset_t on this frame; this thread's mask only.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
-    let pid = f();
-    let pid = if pid < 0 {
-        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-    } else {
-        pid
-    };
-    // SAFETY: `old` is the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    pid
-}
 
 /// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
 /// (no CLONE_VFORK: it outlives the tool's exec); wait for its report.
@@ -533,7 +510,7 @@ impl Drop for Child {
             });
             // SAFETY: our own child, not yet reaped, so the pid is still its.
             unsafe { libc::kill(self.pid, libc::SIGKILL) };
-            crate::reap::disown(self.pid as u32);
+            crate::children::disown(self.pid as u32);
             // Why: until the kill has landed, an init child may still run on these stacks and write there; they
             // go once it has exited. Without a pidfd (Linux < 5.3) there is no safe moment: they stay.
             if let Some(memory) = self.init.take() {

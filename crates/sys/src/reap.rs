@@ -1,6 +1,8 @@
 //! Ending a tool: SIGTERM to its whole process group, a grace period, SIGKILL to the group, and reaping every
 //! member (protocol.md §7).
 
+pub use crate::children::{disown, start_owned};
+use crate::children::STARTING;
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
@@ -101,36 +103,6 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Children this process started itself and reaps itself (through tokio or a waiting thread), by pid.
-static OWN: std::sync::Mutex<std::collections::BTreeSet<i32>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-/// Held (shared) by every start of a child we reap ourselves, from before its fork or clone until its pid is
-/// [`own`]ed; [`reap_orphans`] runs only when it can take it alone. Without it, a child that exited in the
-/// moment between its start and `own` could be reaped as an orphan, and its owner would see no status.
-static STARTING: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-/// Start a child with `start` and register its pid (`pid`) as ours before [`reap_orphans`] can see it exit.
-pub fn start_owned<T, E>(start: impl FnOnce() -> Result<T, E>, pid: impl FnOnce(&T) -> Option<u32>) -> Result<T, E> {
-    let _starting = STARTING.read().unwrap_or_else(|e| e.into_inner());
-    let child = start()?;
-    if let Some(p) = pid(&child) {
-        own(p);
-    }
-    Ok(child)
-}
-
-/// `pid` is a child we started and will reap ourselves: [`reap_orphans`] must leave it alone. Call it through
-/// [`start_owned`].
-fn own(pid: u32) {
-    OWN.lock().unwrap_or_else(|e| e.into_inner()).insert(pid as i32);
-}
-
-/// `pid` has been reaped by its owner.
-pub fn disown(pid: u32) {
-    OWN.lock().unwrap_or_else(|e| e.into_inner()).remove(&(pid as i32));
-}
-
 /// Wait for (and reap) a child started by `spawn`; cancel-safe like `Child::wait`.
 pub async fn wait(child: &mut crate::process::Child) -> std::io::Result<std::process::ExitStatus> {
     let pid = child.id();
@@ -162,7 +134,7 @@ pub fn reap_orphans() {
             }
             info.si_pid()
         };
-        if pid <= 0 || OWN.lock().unwrap_or_else(|e| e.into_inner()).contains(&pid) {
+        if pid <= 0 || crate::children::is_own(pid) {
             // Nothing exited, or the first exited child is ours to reap elsewhere (its owner will, shortly).
             return;
         }

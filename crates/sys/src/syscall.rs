@@ -167,3 +167,28 @@ pub unsafe fn default_signals(also: &[i32]) {
         )
     };
 }
+
+/// `f`'s clone with every signal blocked in this thread (as posix_spawn does): the child shares our signal
+/// handlers' memory until it has reset them, and unblocks once they are reset. `f`'s result, or `-errno`.
+///
+/// # Safety
+/// `f` a clone whose child resets the handlers before it unblocks ([`crate::syscall::default_signals`]).
+pub(crate) unsafe fn with_signals_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
+    // SAFETY: sigset_t is plain data; all zeroes is a valid (empty) set.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as for `all`.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t on this frame.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: `all` and `old` are valid sigset_t on this frame; this thread's mask only.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
+    let pid = f();
+    let pid = if pid < 0 {
+        -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    } else {
+        pid
+    };
+    // SAFETY: `old` is the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    pid
+}

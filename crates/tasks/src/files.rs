@@ -490,11 +490,17 @@ impl TaskStore for FileStore {
         let limit = awt_core::settings::Settings::load(&dirs.data)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
             .max_running_tasks;
-        super::queue::kick_if_needed(dirs, self, limit)
+        // Tasks that waited past KICK_GRACE with a slot free: a worker that died before claiming must not leave
+        // them pending for ever.
+        let c = self.census()?;
+        if c.stale_pending > 0 && c.running < limit {
+            self.start_worker(dirs)?;
+        }
+        Ok(())
     }
 
     fn start_worker(&self, dirs: &awt_core::dirs::Dirs) -> io::Result<()> {
-        super::queue::spawn_worker(dirs, self)
+        super::queue::spawn_worker(dirs, &self.log_path())
     }
 
     fn is_local(&self) -> bool {

@@ -1,7 +1,5 @@
 //! Slots: how many tasks of one anima may run at once, and starting a detached worker to fill a free slot.
 
-use super::files::FileStore;
-use super::TaskStore;
 use awt_core::dirs::Dirs;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -11,7 +9,7 @@ pub use awt_core::settings::DEFAULT_MAX_RUNNING;
 
 /// Start a worker for this anima: `animaworks-tool jobs worker` in a new session, stdio away from the caller, so
 /// it outlives the submitting process and its terminal. Returns at once.
-pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
+pub fn spawn_worker(dirs: &Dirs, log: &std::path::Path) -> io::Result<()> {
     let anima = dirs.anima.as_ref().ok_or_else(|| io::Error::other("no anima dir"))?;
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
@@ -33,7 +31,7 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
         // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead), and a
         // symlink put there must not make the worker append to whatever file it names.
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(store.log_path());
+        .open(log);
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {
         Ok(f) => cmd.stderr(f),
@@ -59,12 +57,3 @@ pub fn spawn_worker(dirs: &Dirs, store: &FileStore) -> io::Result<()> {
 /// which is the submitter's; a `jobs show` racing that worker must not run the task with its own.
 pub const KICK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// After a look at the store: start a worker when tasks have waited past [`KICK_GRACE`] and a slot is free (a
-/// worker that died before claiming must not leave its tasks pending for ever).
-pub fn kick_if_needed(dirs: &Dirs, store: &FileStore, limit: usize) -> io::Result<()> {
-    let c = store.census()?;
-    if c.stale_pending > 0 && c.running < limit {
-        spawn_worker(dirs, store)?;
-    }
-    Ok(())
-}

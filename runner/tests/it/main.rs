@@ -15,6 +15,7 @@ mod dropin;
 mod dropin_surface;
 mod hardening;
 mod init;
+mod layers;
 mod legacy_tools;
 mod limits;
 mod llm;

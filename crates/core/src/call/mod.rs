@@ -34,6 +34,7 @@
 //! ```
 
 mod audit;
+mod early_mask;
 mod prepare;
 mod run;
 mod target;
@@ -264,5 +265,17 @@ impl Runner {
                     .unwrap_or(&self.dirs.data),
             ),
         }
+    }
+}
+
+impl Runner {
+    /// The sandbox plan of a process of `file` ([`crate::sandbox::for_call`] with this runner's dirs and settings).
+    pub(crate) fn plan_sandbox(
+        &self,
+        file: &ToolFile,
+        perms: &Result<LoadedPermissions, PermissionsError>,
+        needs: crate::sandbox::Needs<'_>,
+    ) -> Result<crate::sandbox::Plan, CallError> {
+        crate::sandbox::for_call(&self.dirs, self.settings()?, file, perms, needs)
     }
 }

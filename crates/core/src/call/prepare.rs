@@ -3,6 +3,7 @@
 //! can make these values, so nothing runs a tool that did not pass here.
 
 use super::audit::{self, Attempt};
+use super::early_mask::lenient_masker;
 use super::target::{Target, Tool};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
 use crate::broker::{self, Broker, Ledger};
@@ -114,8 +115,7 @@ impl<'r> Target<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let sandbox = crate::sandbox::for_call(
-            runner,
+        let sandbox = runner.plan_sandbox(
             &resolved.file,
             &perms,
             crate::sandbox::Needs::Call(action.profile.sandbox.as_ref()),
@@ -257,8 +257,7 @@ impl<'r> Tool<'r> {
         }
         let secrets = creds.values;
         let broker = BrokerPlan::new(runner, &resolved, grants);
-        let sandbox = crate::sandbox::for_call(
-            runner,
+        let sandbox = runner.plan_sandbox(
             &resolved.file,
             &perms,
             crate::sandbox::Needs::serve(&resolved.manifest),
@@ -610,33 +609,6 @@ fn common_has(runner: &Runner, tool: &str) -> bool {
     })
 }
 
-/// A masker of every credential the tool and action declare that can be found, for a line written before the
-/// call's own credentials were resolved (or when one of them is missing).
-pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&Action>) -> Masker {
-    let decls: Vec<_> = r
-        .manifest
-        .credentials
-        .iter()
-        .chain(act.into_iter().flat_map(|a| a.profile.credentials.iter()))
-        .map(|d| awt_protocol::CredentialDecl {
-            required: false,
-            ..d.clone()
-        })
-        .collect();
-    if decls.is_empty() {
-        return Masker::default();
-    }
-    let caller: HashMap<String, String> = std::env::vars().collect();
-    match credentials::resolve_all(
-        &runner.dirs.data,
-        runner.dirs.anima_name().as_deref(),
-        caller,
-        decls.iter(),
-    ) {
-        Ok(found) => Masker::new(found.iter().map(|s| s.value.as_str())),
-        Err(_) => Masker::default(),
-    }
-}
 
 fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
     match d {

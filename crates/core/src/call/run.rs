@@ -72,8 +72,7 @@ impl PreparedCall<'_> {
                     .expect("a pooled call was prepared on a runner with a pool");
                 // A new worker serves every action: planned from the same permissions the gate read.
                 let plan = || {
-                    crate::sandbox::for_call(
-                        runner,
+                    runner.plan_sandbox(
                         file,
                         perms,
                         crate::sandbox::Needs::serve(&self.resolved.manifest),

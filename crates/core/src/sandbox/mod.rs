@@ -13,7 +13,15 @@
 //! read nor written); the permissions files, the audit log, the task store, the tool tiers and the runner's
 //! settings (never written).
 
+mod declared;
+mod grants;
+mod places;
+
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
+pub use declared::validate;
+use declared::declared_net;
+use places::Places;
+pub use grants::{Grants, NetGrant};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
@@ -129,87 +137,6 @@ impl Settings {
             Tier::Personal => self.personal,
         }
     }
-}
-
-/// An anima's grants: `permissions.json` `"sandbox"` (a runner extension; AnimaWorks ignores it).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Grants {
-    /// Per-tier overrides of the operator's [`Settings`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub core: Option<Mode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub common: Option<Mode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub personal: Option<Mode>,
-    /// The network: `true`, `false`, or a list of the tools that may use it and of the non-public targets
-    /// (`"127.0.0.1:5432"`, entries with a port) tools may reach. Absent (or a list of targets only): every tool
-    /// may, as in AnimaWorks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub net: Option<NetGrant>,
-    /// Tools whose network is not routed through the runner's proxy (for protocols that are not HTTP: SMTP, IMAP,
-    /// a database); their connections are not in the audit line, and loopback and private addresses are then
-    /// reachable.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub direct_net: Vec<String>,
-    /// More paths this anima's tools never read (placeholders allowed), beyond the built-in deny list.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<String>,
-    /// More places tools may declare (placeholders allowed), beyond the defaults.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub read: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub write: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub exec: Vec<String>,
-}
-
-impl Grants {
-    pub fn is_default(&self) -> bool {
-        *self == Grants::default()
-    }
-
-    fn mode(&self, tier: Tier) -> Option<Mode> {
-        match tier {
-            Tier::Core => self.core,
-            Tier::Common => self.common,
-            Tier::Personal => self.personal,
-        }
-    }
-
-    fn net_for(&self, tool: &str) -> bool {
-        match &self.net {
-            Some(NetGrant::All(b)) => *b,
-            // `[]` is nobody; a list of targets only keeps the default (every tool).
-            Some(NetGrant::Tools(t)) if t.is_empty() => false,
-            Some(NetGrant::Tools(t)) => {
-                let mut names = t.iter().filter(|x| !is_target(x)).peekable();
-                names.peek().is_none() || names.any(|x| x == tool)
-            }
-            None => true,
-        }
-    }
-
-    /// The non-public targets the grants name (`"host:port"` entries of `"net"`), for the proxy.
-    fn private_targets(&self) -> Vec<String> {
-        match &self.net {
-            Some(NetGrant::Tools(t)) => t.iter().filter(|x| is_target(x)).cloned().collect(),
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// A `"net"` grant entry naming a target (`host:port`) rather than a tool.
-fn is_target(e: &str) -> bool {
-    e.contains(':')
-}
-
-/// `"net"` of [`Grants`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum NetGrant {
-    All(bool),
-    Tools(Vec<String>),
 }
 
 /// `env` with a plan's variables ([`Plan::env`]) set over it, and those it must not have removed.
@@ -373,129 +300,6 @@ pub struct Given<'a> {
     pub declared: bool,
 }
 
-/// The placeholders of protocol.md §2.4.
-struct Places {
-    anima: Option<PathBuf>,
-    data: PathBuf,
-    tmp: PathBuf,
-    tool_dir: PathBuf,
-    home: Option<PathBuf>,
-    /// The caller's working directory, unless it is a protected place ([`usable_cwd`]).
-    cwd: Option<PathBuf>,
-}
-
-/// A declared or granted place that is not one.
-#[derive(Debug, thiserror::Error)]
-enum BadPlace {
-    #[error("unknown placeholder {placeholder} in {raw:?}")]
-    UnknownPlaceholder { placeholder: String, raw: String },
-    #[error("{raw:?} is not an absolute path or a placeholder path without `..`")]
-    NotClean { raw: String },
-}
-
-impl Places {
-    /// `$X/rest` or an absolute path, expanded; `None` when it names nothing usable (no anima, `..`).
-    fn expand(&self, raw: &str) -> Result<Option<PathBuf>, BadPlace> {
-        let (base, rest) = match raw.split_once('/') {
-            Some((b, r)) if b.starts_with('$') || b == "~" => (Some(b), r),
-            None if raw.starts_with('$') || raw == "~" => (Some(raw), ""),
-            _ => (None, raw),
-        };
-        let p = match base {
-            None => PathBuf::from(rest),
-            Some(b) => {
-                let root = match b {
-                    "$ANIMA_DIR" => self.anima.clone(),
-                    "$DATA_DIR" => Some(self.data.clone()),
-                    "$TMP" => Some(self.tmp.clone()),
-                    "$TOOL_DIR" => Some(self.tool_dir.clone()),
-                    "$HOME" | "~" => self.home.clone(),
-                    "$CWD" => self.cwd.clone(),
-                    other => {
-                        return Err(BadPlace::UnknownPlaceholder {
-                            placeholder: other.to_owned(),
-                            raw: raw.to_owned(),
-                        })
-                    }
-                };
-                match root {
-                    None => return Ok(None),
-                    Some(r) if rest.is_empty() => r,
-                    Some(r) => r.join(rest),
-                }
-            }
-        };
-        if !rules::is_clean_absolute(&p) {
-            return Err(BadPlace::NotClean { raw: raw.to_owned() });
-        }
-        Ok(Some(p))
-    }
-}
-
-/// Problems with a declaration's form (for `check` and discovery); empty when it is fine.
-pub fn validate(d: &Declared) -> Vec<String> {
-    let places = Places {
-        anima: Some("/a".into()),
-        data: "/d".into(),
-        tmp: "/t".into(),
-        tool_dir: "/w".into(),
-        home: Some("/h".into()),
-        cwd: Some("/c".into()),
-    };
-    let mut out = Vec::new();
-    for (field, list) in [("read", &d.read), ("write", &d.write), ("exec", &d.exec)] {
-        for raw in list {
-            if let Err(e) = places.expand(raw) {
-                out.push(format!("sandbox.{field}: {e}"));
-            }
-        }
-    }
-    if let Net::Only(list) = &d.net {
-        for e in list {
-            if let Err(m) = parse_host_port(e) {
-                out.push(format!("sandbox.net: {m}"));
-            } else if netproxy::Allowed::parse(e).is_none() {
-                out.push(format!(
-                    "sandbox.net: {e:?}: the host is not a DNS name, an IP address ([...] for IPv6) or \"*\""
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// A `net` entry that is not `host:port`.
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not \"host:port\" (a port from 1 to 65535; \"*:443\" for any host)")]
-struct BadHostPort(String);
-
-fn parse_host_port(e: &str) -> Result<u16, BadHostPort> {
-    let bad = || BadHostPort(e.to_owned());
-    let (host, port) = e.rsplit_once(':').ok_or_else(bad)?;
-    if host.is_empty() || host.len() > 253 {
-        return Err(bad());
-    }
-    port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad)
-}
-
-fn declared_net(d: &Declared) -> NetPlan {
-    match &d.net {
-        Net::All(true) => NetPlan::All,
-        Net::All(false) => NetPlan::None,
-        Net::Only(list) => {
-            let mut ports: Vec<u16> = list.iter().filter_map(|e| parse_host_port(e).ok()).collect();
-            if ports.is_empty() {
-                return NetPlan::None;
-            }
-            // DNS over TCP (RES_OPTIONS=use-vc): UDP stays refused.
-            ports.push(53);
-            ports.sort_unstable();
-            ports.dedup();
-            NetPlan::Ports(ports)
-        }
-    }
-}
-
 fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &Path, tool: &str) -> CallError {
     CallError::new(ErrorCode::PermissionDenied, message)
         .hint(hint)
@@ -539,14 +343,15 @@ fn settings_error(e: SettingsError) -> CallError {
 /// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
 /// once per call).
 pub fn for_call(
-    runner: &crate::call::Runner,
+    dirs: &Dirs,
+    all: &crate::settings::Settings,
     file: &ToolFile,
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::from_runner(runner.settings()?).map_err(settings_error)?;
-    let mut p = plan_with(&runner.dirs, file, perms, needs, &settings)?;
-    p.limits = crate::resources::CallLimits::for_process(runner.settings()?, file.tier, perms)?;
+    let settings = Settings::from_runner(all).map_err(settings_error)?;
+    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    p.limits = crate::resources::CallLimits::for_process(all, file.tier, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }

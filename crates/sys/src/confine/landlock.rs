@@ -184,7 +184,7 @@ impl Builder {
 /// `O_PATH` without following symbolic links anywhere in the path (openat2 `RESOLVE_NO_SYMLINKS`; before
 /// Linux 5.6, the last component only).
 fn open_path(path: &Path) -> io::Result<OwnedFd> {
-    match super::rules::open_no_symlinks(path) {
+    match open_no_symlinks(path) {
         Err(rustix::io::Errno::NOSYS) => {
             use rustix::fs::OFlags;
             let flags = OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW;
@@ -201,4 +201,17 @@ fn open_path(path: &Path) -> io::Result<OwnedFd> {
 pub unsafe fn restrict_self(fd: i32) -> isize {
     // SAFETY: a system call on a descriptor number, no memory passed; the caller's contract covers the rest.
     unsafe { crate::syscall::call(libc::SYS_landlock_restrict_self, fd as usize, 0, 0, 0) }
+}
+
+/// `p` opened as `O_PATH` if it exists with no symbolic link on its way (openat2 `RESOLVE_NO_SYMLINKS`); the
+/// error otherwise (ELOOP: a link; ENOSYS: before Linux 5.6).
+pub fn open_no_symlinks(p: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{OFlags, ResolveFlags};
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        p,
+        OFlags::PATH | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    )
 }

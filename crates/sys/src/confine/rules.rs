@@ -94,18 +94,8 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
-/// `p` opened as `O_PATH` if it exists with no symbolic link on its way (openat2 `RESOLVE_NO_SYMLINKS`); the
-/// error otherwise (ELOOP: a link; ENOSYS: before Linux 5.6).
-pub fn open_no_symlinks(p: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
-    use rustix::fs::{OFlags, ResolveFlags};
-    rustix::fs::openat2(
-        rustix::fs::CWD,
-        p,
-        OFlags::PATH | OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    )
-}
+pub use super::landlock::open_no_symlinks;
+
 
 /// Lexically clean: absolute, no `..`.
 pub fn is_clean_absolute(p: &Path) -> bool {
