@@ -95,8 +95,9 @@ impl<'r> Target<'r> {
         let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
         // A refused attempt is logged with its arguments, which may hold a declared secret.
         let early = || lenient_masker(runner, &resolved, Some(&action));
-        if let Err(e) = crate::validate::check_args(&tool, &action, &args) {
-            return fail(&attempt, e, &early());
+        let masker = early();
+        if let Err(e) = crate::validate::check_args(&tool, &action, &args, &masker) {
+            return fail(&attempt, e, &masker);
         }
         let gate = gate_of(&resolved, &action);
         let perms = runner.permissions();

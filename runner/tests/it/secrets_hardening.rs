@@ -272,7 +272,8 @@ fn cutter(w: &World) {
         name,
         &r#"#!/usr/bin/env bash
 if [ "$1" = --schemas ]; then cat <<'JSON'
-{"protocol":1,"events":EVENTS,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"badline"},{"name":"crash"}]}
+{"protocol":1,"events":EVENTS,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"badline"},{"name":"crash"},
+ {"name":"strict","input_schema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}
 JSON
 exit 0; fi
 req=$(cat)
@@ -308,6 +309,31 @@ fn a_bad_output_quote_and_a_stdout_head_keep_no_fragment_of_a_secret() {
             &json!({"tool_name": tool, "action": action, "args": {}}).to_string(),
         );
         no_fragment(&format!("{}{}", stdout(&o), stderr(&o)));
+    }
+    no_fragment(&audit_text(&w));
+}
+
+/// An argument that breaks its schema is shown in the `invalid_arguments` problems cut to 200 bytes: a secret in it
+/// is masked whole before the cut, so a secret straddling the cut leaves no fragment (validate.rs cut first).
+#[test]
+fn an_invalid_argument_shown_cut_keeps_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for pad in [185, 190, 195] {
+        let args = json!({"n": format!("{}{SECRET} tail", "x".repeat(pad))}).to_string();
+        let o = w.run(&["call", "cutter", "strict", "--json", &args]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("invalid") && all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": "cutter", "action": "strict", "args": {"n": format!("{}{SECRET}", "x".repeat(pad))}})
+                .to_string(),
+        );
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("problems"), "{all}");
+        no_fragment(&all);
     }
     no_fragment(&audit_text(&w));
 }
