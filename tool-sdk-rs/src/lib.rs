@@ -19,6 +19,9 @@ pub mod protocol;
 #[cfg(feature = "sdk")]
 #[warn(missing_docs)]
 mod context;
+#[cfg(all(feature = "sdk", unix))]
+#[warn(missing_docs)]
+mod credential;
 #[cfg(feature = "sdk")]
 #[warn(missing_docs)]
 mod error;
@@ -34,6 +37,8 @@ mod tool;
 
 #[cfg(feature = "sdk")]
 pub use context::Context;
+#[cfg(all(feature = "sdk", unix))]
+pub use credential::{get_credential, CredentialQuery, BROKER_FD_VAR, MISSING_CREDENTIAL};
 #[cfg(feature = "sdk")]
 pub use error::ToolError;
 #[cfg(feature = "sdk")]

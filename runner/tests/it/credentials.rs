@@ -374,3 +374,59 @@ fn a_granted_name_does_not_reach_other_keys_of_the_stores_or_the_environment() {
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(stdout(&o).trim(), rev("ghp-7777"));
 }
+
+/// `credfix` (tests/fixture-rs), a tool on the Rust SDK that asks the broker at run time, in the common tier, with
+/// the credentials `svc` and `other` set in config.json.
+fn credfix_world() -> World {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let bin = BUILT.get_or_init(|| workspace_bin("fixture-rs", "credfix"));
+    let w = World::sandboxed();
+    std::fs::copy(bin, w.common().join("credfix")).unwrap();
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"svc": {"api_key": "rs-svc-key-2468"}, "other": {"api_key": "rs-other-key-1357"}}})
+            .to_string(),
+    )
+    .unwrap();
+    w
+}
+
+/// The Rust SDK's `get_credential` asks the runner's broker (the Python SDK's wire): a granted name gets its value
+/// (masked in what the tool prints), a refused one a `missing_credential` error whose hint names the grant, and the
+/// audit line lists both answers.
+#[test]
+fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
+    let w = credfix_world();
+    w.grant_credentials("credfix", &["svc"]);
+    let o = w.run(&["call", "credfix", "ask", "--json", r#"{"names":["svc","other"]}"#]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let got = json(&o);
+    let answers = got["answers"].as_array().unwrap();
+    assert_eq!(answers[0]["reversed"], rev("rs-svc-key-2468"), "{got}");
+    assert_eq!(answers[1]["code"], "missing_credential", "{got}");
+    let (message, hint) = (answers[1]["message"].as_str().unwrap(), answers[1]["hint"].as_str().unwrap());
+    assert!(message.starts_with("credfix: ") && message.contains("not granted"), "{got}");
+    assert!(
+        hint.contains(r#""credentials": {"credfix": ["other"]}"#) && hint.contains("permissions.json"),
+        "{got}"
+    );
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!all.contains("rs-other-key") && !all.contains(&rev("rs-other-key-1357")), "{all}");
+    let l = audit_lines(&w).pop().unwrap();
+    assert_eq!(
+        l["credentials"]["brokered"],
+        json!([{"name": "svc", "answer": "granted"}, {"name": "other", "answer": "refused"}]),
+        "{l}"
+    );
+
+    // The free function, ended with `?`: the call fails with the broker's refusal as the tool's error.
+    let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["other"]}"#]);
+    assert_ne!(o.status.code(), Some(0));
+    let e = json(&o);
+    assert_eq!(e["error"]["code"], "tool_error", "{e}");
+    let all = e.to_string();
+    assert!(all.contains("missing_credential") && all.contains(r#"[\"other\"]"#), "{e}");
+    // The value handed out is masked wherever the tool prints it.
+    let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["svc"]}"#]);
+    assert_eq!(json(&o)["reversed"], rev("rs-svc-key-2468"), "{}{}", stdout(&o), stderr(&o));
+}

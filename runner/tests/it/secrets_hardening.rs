@@ -332,7 +332,7 @@ fn an_invalid_argument_shown_cut_keeps_no_fragment_of_a_secret() {
                 .to_string(),
         );
         let all = format!("{}{}", stdout(&o), stderr(&o));
-        assert!(all.contains("problems"), "{all}");
+        assert!(all.contains("InvalidArguments"), "{all}");
         no_fragment(&all);
     }
     no_fragment(&audit_text(&w));

@@ -308,3 +308,19 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid never fails and touches no memory.
     (unsafe { libc::geteuid() }) == 0
 }
+
+/// A binary of another package of the workspace, built on demand (the `it` binary cannot depend on another
+/// package's binary); its path under the target directory.
+pub fn workspace_bin(package: &str, bin: &str) -> std::path::PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join("target"));
+    let st = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .current_dir(&repo)
+        .status()
+        .expect("cargo runs");
+    assert!(st.success(), "cargo build -p {package} --bin {bin} failed");
+    target.join("debug").join(bin)
+}
