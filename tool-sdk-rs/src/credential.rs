@@ -192,3 +192,53 @@ fn take_from_environment() -> Option<Mutex<std::os::unix::net::UnixStream>> {
     let own = std::os::unix::net::UnixStream::from(handed.try_clone().ok()?);
     Some(Mutex::new(own))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
+
+    /// A broker on the other end of a real socket pair: it records each request line and answers with `answers`.
+    fn broker_answering(answers: Vec<&'static str>) -> (Mutex<UnixStream>, std::thread::JoinHandle<Vec<String>>) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut out = theirs.try_clone().unwrap();
+            let mut lines = BufReader::new(theirs).lines();
+            let mut seen = Vec::new();
+            for a in answers {
+                seen.push(lines.next().unwrap().unwrap());
+                out.write_all(format!("{a}\n").as_bytes()).unwrap();
+            }
+            seen
+        });
+        (Mutex::new(ours), t)
+    }
+
+    #[test]
+    fn speaks_the_brokers_wire() {
+        let (b, t) = broker_answering(vec![
+            r#"{"ok": true, "value": "v-1"}"#,
+            r#"{"ok": false, "answer": "refused", "message": "not granted", "grant": "\"credentials\": {\"t\": [\"x\"]}"}"#,
+            r#"{"ok": false, "answer": "missing", "message": "credential 'y' is not set"}"#,
+        ]);
+        assert_eq!(ask(&b, &"svc".into()), Ok("v-1".to_owned()));
+        let q = CredentialQuery::new("x").key("token").env("X_TOKEN").per_anima();
+        assert_eq!(
+            ask(&b, &q),
+            Err(("not granted".to_owned(), Some(r#""credentials": {"t": ["x"]}"#.to_owned())))
+        );
+        assert_eq!(ask(&b, &"y".into()), Err(("credential 'y' is not set".to_owned(), None)));
+        let seen = t.join().unwrap();
+        assert_eq!(
+            seen,
+            [
+                r#"{"name":"svc","key":"api_key","env":null,"per_anima":false}"#,
+                r#"{"name":"x","key":"token","env":"X_TOKEN","per_anima":true}"#,
+                r#"{"name":"y","key":"api_key","env":null,"per_anima":false}"#,
+            ]
+        );
+        // The broker gone: an answer, not a hang or a panic.
+        assert_eq!(ask(&b, &"z".into()).unwrap_err().0, "the runner's credential broker went away");
+    }
+}

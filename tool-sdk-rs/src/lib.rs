@@ -4,6 +4,7 @@
     feature = "sdk",
     doc = "[`protocol`]: crate::protocol\n[`Action::new`]: crate::Action::new\n[`NoArgs`]: crate::NoArgs\n\
            [`Action::with_input_schema`]: crate::Action::with_input_schema\n[`Tool::credential`]: crate::Tool::credential\n\
+           [`Tool::broker`]: crate::Tool::broker\n[`get_credential`]: crate::get_credential\n\
            [`Credential::new`]: crate::Credential::new\n[`Tool::check`]: crate::Tool::check\n[`Context`]: crate::Context\n\
            [`ToolError`]: crate::ToolError\n[`testing`]: crate::testing\n"
 )]
