@@ -430,3 +430,97 @@ fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
     let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["svc"]}"#]);
     assert_eq!(json(&o)["reversed"], rev("rs-svc-key-2468"), "{}{}", stdout(&o), stderr(&o));
 }
+
+// ---------------------------------------------------------------- masked whole before any cut
+
+/// The secret of [`cutter`].
+const CUT_SECRET: &str = "SUPERSECRETVALUE-42";
+
+/// No 8-character piece of [`CUT_SECRET`] is in `text`.
+fn no_fragment(text: &str) {
+    for k in 8..=CUT_SECRET.len() {
+        for i in 0..=CUT_SECRET.len() - k {
+            assert!(
+                !text.contains(&CUT_SECRET[i..i + k]),
+                "a fragment {:?} of the secret in: {text}",
+                &CUT_SECRET[i..i + k]
+            );
+        }
+    }
+}
+
+/// A core tool (it gets what it declares) whose secret lands where an excerpt is cut: in a bad event line just
+/// past the quote's 120 bytes, and in a crashed tool's stdout just past `stdout_head`'s 1000 characters.
+fn cutter(w: &World) {
+    for (name, events) in [("cutter", "false"), ("cutev", "true")] {
+        w.tool(
+        &w.core,
+        name,
+        &r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol":1,"events":EVENTS,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"badline"},{"name":"crash"},
+ {"name":"strict","input_schema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}
+JSON
+exit 0; fi
+req=$(cat)
+pad() { head -c "$1" /dev/zero | tr '\0' x; }
+case "$req" in
+*_badline*) for n in 105 110 115 119; do pad $n; printf '%s tail\n' "$DEMO_TOKEN"; done;;
+*_crash*) pad 990; printf '%s tail\n' "$DEMO_TOKEN"; exit 3;;
+esac
+"#
+        .replace("EVENTS", events),
+    );
+    }
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": CUT_SECRET}}}).to_string(),
+    )
+    .unwrap();
+}
+
+/// Excerpts were cut before masking, so a secret at the cut left a fragment (issue 19 item 6).
+#[test]
+fn a_bad_output_quote_and_a_stdout_head_keep_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for (tool, action) in [("cutev", "badline"), ("cutter", "crash")] {
+        let o = w.run(&["call", tool, action, "--json", "{}"]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        // use_tool's answer carries the same excerpt on.
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": tool, "action": action, "args": {}}).to_string(),
+        );
+        no_fragment(&format!("{}{}", stdout(&o), stderr(&o)));
+    }
+    no_fragment(&audit_text(&w));
+}
+
+/// An argument that breaks its schema is shown in the `invalid_arguments` problems cut to 200 bytes: a secret in it
+/// is masked whole before the cut, so a secret straddling the cut leaves no fragment (validate.rs cut first).
+#[test]
+fn an_invalid_argument_shown_cut_keeps_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for pad in [185, 190, 195] {
+        let args = json!({"n": format!("{}{CUT_SECRET} tail", "x".repeat(pad))}).to_string();
+        let o = w.run(&["call", "cutter", "strict", "--json", &args]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("invalid") && all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": "cutter", "action": "strict", "args": {"n": format!("{}{CUT_SECRET}", "x".repeat(pad))}})
+                .to_string(),
+        );
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("InvalidArguments"), "{all}");
+        no_fragment(&all);
+    }
+    no_fragment(&audit_text(&w));
+}
