@@ -161,7 +161,7 @@ fn forge_task(w: &World, id: &str, extra: Value) {
     for (k, v) in extra.as_object().unwrap() {
         t[k] = v.clone();
     }
-    // Signed as submit signs (an unsigned task file is never run: secrets_hardening, tasks_pg).
+    // Signed as submit signs (an unsigned task file is never run: tasks_pg).
     let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
     let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
     animaworks_tool::tasks::mac::sign(&key, &mut task, None);
