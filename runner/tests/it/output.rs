@@ -390,7 +390,8 @@ fn outputs(w: &World) -> Vec<std::path::PathBuf> {
     }
 }
 
-/// A secret split across two stderr reads, past the first 64 KiB, reached the terminal unmasked (issue 12 item 1).
+/// A secret written to stderr across a read boundary (after ~64 KiB of other text, or split over two writes)
+/// reached the terminal unmasked (issue 12 item 2).
 #[test]
 fn live_stderr_masks_a_secret_split_across_reads() {
     let w = World::new();
@@ -413,7 +414,8 @@ fn live_stderr_masks_a_secret_split_across_reads() {
     }
 }
 
-/// A spill file grew without bound, held the secret, was readable by others and outlived a timed-out call (issue 12 items 2, 3).
+/// A call's spill file grew without bound, held raw secrets, was world-readable and outlived a timed-out call
+/// (issue 12 items 1, 3).
 #[test]
 fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_timeout() {
     let w = World::new();
@@ -466,7 +468,8 @@ fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_time
     );
 }
 
-/// Old spills were never pruned, and a huge `--schemas` was spilled to disk (issue 12 items 2, 3).
+/// Spill files were never removed, and a flooding `--schemas` was spilled to disk on every listing (issue 12
+/// item 1).
 #[test]
 fn old_spills_are_pruned_and_schemas_never_spill() {
     let w = World::new();

@@ -1004,7 +1004,8 @@ fn a_forged_task_file_is_moved_aside_and_never_run() {
 
 // ---------------------------------------------------------------- the database URL
 
-/// A malformed task database URL was not an error naming where it came from, and could show its password (issue 19 item 9).
+/// A malformed task database URL was not an error naming where it came from, and could show its password
+/// (issue 19 item 9).
 #[test]
 fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
     let w = echo_world();

@@ -414,7 +414,8 @@ fn huge_timeouts_are_refused_where_they_enter_and_never_panic() {
     assert_ne!(code(&o), 101, "{}", stderr(&o));
 }
 
-/// A tool with an unusable timeout left a long-lived caller's request unanswered (issue 12 item 5).
+/// A tool with an unusable timeout took `use-tool --serve` down and left an MCP request unanswered (issue 12
+/// item 5): every long-lived mode answers every request.
 #[test]
 fn long_lived_modes_answer_every_request() {
     let w = World::new();
@@ -458,7 +459,7 @@ fn long_lived_modes_answer_every_request() {
     );
 }
 
-/// A forged task file's huge timeout lost the task (issue 12 item 5): it is clamped and the task runs.
+/// A task with a huge timeout became `lost` (issue 12 item 5): it is clamped and the task runs.
 #[test]
 fn a_forged_task_timeout_does_not_lose_the_task() {
     let w = World::new();
