@@ -426,9 +426,16 @@ fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
     assert_eq!(e["error"]["code"], "tool_error", "{e}");
     let all = e.to_string();
     assert!(all.contains("missing_credential") && all.contains(r#"[\"other\"]"#), "{e}");
-    // The value handed out is masked wherever the tool prints it.
     let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["svc"]}"#]);
     assert_eq!(json(&o)["reversed"], rev("rs-svc-key-2468"), "{}{}", stdout(&o), stderr(&o));
+
+    // A pooled worker (`use-tool --serve`) has one broker for its life, answering under each call's grants.
+    let ask = |id: u32| json!({"id": id, "tool_name": "credfix", "action": "ask", "args": {"names": ["svc", "other"]}});
+    let o = w.feed(&["use-tool", "--serve"], &format!("{}\n{}\n", ask(1), ask(2)));
+    let out = stdout(&o);
+    assert_eq!(out.matches(&rev("rs-svc-key-2468")).count(), 2, "{out}{}", stderr(&o));
+    assert_eq!(out.matches("missing_credential").count(), 2, "{out}");
+    assert!(!out.contains(&rev("rs-other-key-1357")), "{out}");
 }
 
 // ---------------------------------------------------------------- masked whole before any cut
