@@ -282,7 +282,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    if let Err(e) = awt_core::validate::check_args(&r.file.name, act, &args) {
+    if let Err(e) = awt_core::validate::check_args(&r.file.name, act, &args, &Default::default()) {
         return f.warn(
             &subject,
             format!(

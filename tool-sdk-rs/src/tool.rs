@@ -25,6 +25,7 @@ pub struct Tool {
     version: Option<String>,
     description: Option<String>,
     persistent: bool,
+    broker: bool,
     credentials: Vec<CredentialDecl>,
     pub(crate) actions: Vec<Action>,
 }
@@ -37,6 +38,7 @@ impl Tool {
             version: None,
             description: None,
             persistent: true,
+            broker: false,
             credentials: Vec::new(),
             actions: Vec::new(),
         }
@@ -59,6 +61,14 @@ impl Tool {
     /// should refuse.
     pub fn persistent(mut self, persistent: bool) -> Self {
         self.persistent = persistent;
+        self
+    }
+
+    /// Declares `"broker": true`: the tool asks for credentials at run time with [`crate::get_credential`], so the
+    /// runner hands it its credential broker (docs/credentials.md). Without it, only declared credentials reach
+    /// the tool (in their variables).
+    pub fn broker(mut self) -> Self {
+        self.broker = true;
         self
     }
 
@@ -88,6 +98,7 @@ impl Tool {
             description: self.description.clone(),
             events: true,
             persistent: self.persistent,
+            broker: self.broker,
             credentials: self.credentials.clone(),
             actions: self.actions.iter().map(|a| a.decl.clone()).collect(),
             ..SchemasDoc::default()

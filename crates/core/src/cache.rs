@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the cached shape or the shim changes meaning.
-const CACHE_FORMAT: u32 = 2;
+const CACHE_FORMAT: u32 = 3;
 
 /// The identity of a tool file version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

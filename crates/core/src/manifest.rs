@@ -19,6 +19,9 @@ pub struct Manifest {
     pub description: Option<String>,
     pub events: bool,
     pub persistent: bool,
+    /// The tool asks for credentials at run time (`"broker": true`): it gets the credential broker.
+    #[serde(default)]
+    pub broker: bool,
     pub cli: bool,
     /// The shim says the module follows the AnimaWorks convention (see [`crate::policy::env::EnvPolicy`]).
     #[serde(default)]
@@ -271,6 +274,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
         description: doc.description,
         events: doc.events,
         persistent: doc.persistent,
+        broker: doc.broker,
         cli: doc.cli,
         legacy: doc.legacy,
         legacy_profile: doc.legacy_profile,

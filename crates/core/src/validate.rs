@@ -2,16 +2,26 @@
 
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::Action;
+use crate::policy::mask::Masker;
 use serde_json::{Map, Value};
 
+/// The most bytes of a bad value shown in an `invalid_arguments` problem.
+const SHOWN_MAX: usize = 200;
+
 /// Check `args` against the action's input schema. The error names the JSON pointer, the value found and what
-/// was expected, for every problem (at most 10).
+/// was expected, for every problem (at most 10). Each value shown is masked with `masker` whole before it is cut,
+/// so no fragment of a secret survives the cut.
 ///
 /// Why two validators: compiling the first schema in a process costs about a millisecond (the jsonschema crate
 /// builds its meta-schema validator), which would be most of a call's overhead. Most tool schemas use a small
 /// subset of keywords, which [`quick`] checks exactly; it answers only when it is sure the arguments are valid,
 /// and everything else — invalid arguments, keywords outside the subset — goes to the jsonschema crate.
-pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Result<(), CallError> {
+pub fn check_args(
+    tool: &str,
+    action: &Action,
+    args: &Map<String, Value>,
+    masker: &Masker,
+) -> Result<(), CallError> {
     let instance = Value::Object(args.clone());
     if quick(&action.input_schema, &instance) == Some(true) {
         return Ok(());
@@ -28,10 +38,8 @@ pub fn check_args(tool: &str, action: &Action, args: &Map<String, Value>) -> Res
         .take(10)
         .map(|e| {
             let pointer = e.instance_path().to_string();
-            let mut shown = e.instance().to_string();
-            if shown.len() > 200 {
-                let cut = (0..=200).rev().find(|i| shown.is_char_boundary(*i)).unwrap_or(0);
-                shown.truncate(cut);
+            let (mut shown, cut) = masker.head(&e.instance().to_string(), SHOWN_MAX);
+            if cut {
                 shown.push('…');
             }
             serde_json::json!({"pointer": pointer, "value": shown, "expected": e.to_string()})
@@ -387,8 +395,8 @@ mod tests {
     #[test]
     fn names_pointer_value_and_expectation() {
         let a = action(json!({"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"]}));
-        assert!(check_args("t", &a, json!({"n": 3}).as_object().unwrap()).is_ok());
-        let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap()).unwrap_err();
+        assert!(check_args("t", &a, json!({"n": 3}).as_object().unwrap(), &Masker::default()).is_ok());
+        let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap(), &Masker::default()).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArguments);
         assert_eq!(e.detail(Detail::Pointer).unwrap(), "/n");
         assert!(
@@ -396,7 +404,24 @@ mod tests {
             "{}",
             e.message
         );
-        let e = check_args("t", &a, json!({}).as_object().unwrap()).unwrap_err();
+        let e = check_args("t", &a, json!({}).as_object().unwrap(), &Masker::default()).unwrap_err();
         assert!(e.message.contains("\"n\" is a required property"), "{}", e.message);
+    }
+
+    /// A shown value is masked whole, then cut: a secret straddling the cut leaves no fragment behind.
+    #[test]
+    fn a_shown_value_is_masked_before_it_is_cut() {
+        let secret = "SUPERSECRETVALUE-42";
+        let m = Masker::new([secret]);
+        let a = action(json!({"type":"object","properties":{"n":{"type":"integer"}}}));
+        for pad in 180..SHOWN_MAX {
+            let v = format!("{}{secret} tail", "x".repeat(pad));
+            let e = check_args("t", &a, json!({"n": v}).as_object().unwrap(), &m).unwrap_err();
+            let shown = e.detail(Detail::Problems).unwrap()[0]["value"].as_str().unwrap().to_owned();
+            assert!(shown.len() <= SHOWN_MAX + '…'.len_utf8(), "{shown}");
+            for k in 4..=secret.len() {
+                assert!(!shown.contains(&secret[..k]), "pad {pad}: a fragment of the secret in {shown}");
+            }
+        }
     }
 }

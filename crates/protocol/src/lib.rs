@@ -29,6 +29,10 @@ pub struct SchemasDoc {
     /// The tool can serve many calls in one process (§9).
     #[serde(default)]
     pub persistent: bool,
+    /// The tool asks for credentials at run time: the runner hands it its credential broker (§8), as it does to
+    /// every `.py` tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub broker: bool,
     /// Runner extension used by the Python shim: the module has an AnimaWorks `cli_main(argv)`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cli: bool,

@@ -1013,3 +1013,35 @@ fn a_forged_task_file_is_moved_aside_and_never_run() {
     let audit = std::fs::read_to_string(e.w.anima.join("state/tool_audit.jsonl")).unwrap_or_default();
     assert!(audit.contains("task_refused") && audit.contains(forged), "{audit}");
 }
+
+// ---------------------------------------------------------------- the database URL
+
+/// A malformed task database URL was not an error naming where it came from, and could show its password
+/// (issue 19 item 9).
+#[test]
+fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
+    let w = echo_world();
+    w.settings(r#"{"tasks":{"backend":"postgres","url":"postgres://u:hunter22@h:notaport/db"}}"#);
+    for args in [&["jobs", "list"][..], &["jobs", "migrate"], &["jobs", "show", "t-1"]] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("\"tasks\".\"url\"") && e.contains("notaport") && !e.contains("hunter22"),
+            "{e}"
+        );
+    }
+    w.settings(r#"{"tasks":{"backend":"postgres"}}"#);
+    let o = w
+        .cmd()
+        .args(["jobs", "list"])
+        .env("ANIMAWORKS_TOOL_TASKS_URL", "host=x port=abc password=zz")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("$ANIMAWORKS_TOOL_TASKS_URL") && !stderr(&o).contains("zz"),
+        "{}",
+        stderr(&o)
+    );
+}

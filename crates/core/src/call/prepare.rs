@@ -93,11 +93,13 @@ impl<'r> Target<'r> {
             Some(&action.name),
             Value::Object(args.clone()),
         );
-        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
-        // A refused attempt is logged with its arguments, which may hold a declared secret.
+        // A refused attempt is logged with its arguments, which may hold a declared secret, and its error (an
+        // invalid argument is quoted in it) is masked with the same values.
+        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(super::run::mask_error(a.failed(runner, e, m), m));
         let early = || lenient_masker(runner, &resolved, Some(&action));
-        if let Err(e) = crate::validate::check_args(&tool, &action, &args) {
-            return fail(&attempt, e, &early());
+        let masker = early();
+        if let Err(e) = crate::validate::check_args(&tool, &action, &args, &masker) {
+            return fail(&attempt, e, &masker);
         }
         let gate = gate_of(&resolved, &action);
         let perms = runner.permissions();
@@ -634,8 +636,8 @@ fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(),
 }
 
 /// The broker a call will start with its tool (or the pooled worker's broker answers for it): only a `.py` tool
-/// (an AnimaWorks module or an SDK tool, whose `get_credential` the shim routes to it) gets one, so a call of any
-/// other tool costs nothing more.
+/// (an AnimaWorks module or an SDK tool, whose `get_credential` the shim routes to it) and a tool that declares
+/// `"broker": true` (tool-sdk-rs's `Tool::broker`) get one, so a call of any other tool costs nothing more.
 pub(crate) struct BrokerPlan {
     grants: CredentialGrants,
     pub ledger: Ledger,
@@ -644,7 +646,7 @@ pub(crate) struct BrokerPlan {
 
 impl BrokerPlan {
     fn new(_runner: &Runner, r: &Resolved, grants: CredentialGrants) -> Option<BrokerPlan> {
-        (r.file.launch == crate::discover::Launch::Python).then(|| BrokerPlan {
+        (r.file.launch == crate::discover::Launch::Python || r.manifest.broker).then(|| BrokerPlan {
             grants,
             ledger: Ledger::default(),
             late: LateSecrets::default(),

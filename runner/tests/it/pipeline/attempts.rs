@@ -1,5 +1,7 @@
-//! Review of the call pipeline (issue 9) with an attacker's eyes: each test reproduces a defect found in it —
-//! an attempt with no audit line, a secret shown unmasked, a number that panicked the runner.
+//! Every attempt, audited once, however it ends (an out-of-range flag, a task refused before its call was
+//! prepared, an MCP name not found, a client leaving mid-call); numbers no deadline can hold are refused, never a
+//! panic; a secret is masked however the tool splits or escapes it. Each test pins a defect found by reviewing
+//! the pipeline with an attacker's eyes (issue 9).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -159,7 +161,7 @@ fn forge_task(w: &World, id: &str, extra: Value) {
     for (k, v) in extra.as_object().unwrap() {
         t[k] = v.clone();
     }
-    // Signed as submit signs (an unsigned task file is never run: secrets_hardening, tasks_pg).
+    // Signed as submit signs (an unsigned task file is never run: tasks_pg).
     let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
     let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
     animaworks_tool::tasks::mac::sign(&key, &mut task, None);
@@ -170,7 +172,7 @@ fn forge_task(w: &World, id: &str, extra: Value) {
 fn a_task_that_fails_before_its_call_is_prepared_is_audited_once() {
     let w = world();
     let cases = [
-        // (A forged timeout_s is clamped and the task runs: hardening::a_forged_task_timeout_does_not_lose_the_task.)
+        // (A forged timeout_s is clamped and the task runs: a_forged_task_timeout_does_not_lose_the_task below.)
         ("00000000000b", json!({"tool_args": [1, 2]}), "invalid_arguments"),
         (
             "00000000000c",
@@ -359,4 +361,126 @@ fn a_legacy_argv_refused_for_a_missing_credential_is_audited_with_the_others_mas
         "the audit line holds the secret: {}",
         lines[0]
     );
+}
+
+// ---------------------------------------------------------------- timeouts no deadline can hold
+
+/// `huge` declares a timeout of 1e30 s, `eta` an expected time of 1e308 s.
+fn huge_tool(w: &World) {
+    w.tool(
+        &w.personal(),
+        "huge.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"timeout_s":1e30,"background_eligible":true}}]}"#,
+            r#"echo '"ran"'"#,
+        ),
+    );
+    w.tool(
+        &w.personal(),
+        "eta.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"expected_seconds":1e308}}]}"#,
+            r#"echo '"ran"'"#,
+        ),
+    );
+}
+
+/// A huge or non-finite timeout panicked the runner (issue 12 item 5): refused where it enters, naming the bound.
+#[test]
+fn huge_timeouts_are_refused_where_they_enter_and_never_panic() {
+    let w = World::new();
+    huge_tool(&w);
+    echo_tool(&w);
+    for tool in ["huge", "eta"] {
+        let o = run_guarded(w.cmd().args(["call", tool, "go"]), 60).unwrap();
+        assert_eq!(code(&o), 4, "{tool}: {}", stderr(&o));
+        let msg = json(&o)["error"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains("at most 604800"), "{msg}");
+        let o = run_guarded(w.cmd().args(["doctor", "--json"]), 60).unwrap();
+        assert!(stdout(&o).contains("604800"), "doctor names it: {}", stdout(&o));
+    }
+    for t in ["inf", "1e30", "NaN", "-1"] {
+        let o = run_guarded(w.cmd().args(["echo", "say", "--timeout", t]), 60).unwrap();
+        assert_eq!(code(&o), 2, "--timeout {t}: {}", stderr(&o));
+        let o = run_guarded(w.cmd().args(["jobs", "wait", "000000000000", "--timeout", t]), 60).unwrap();
+        assert_eq!(code(&o), 2, "jobs wait --timeout {t}: {}", stderr(&o));
+    }
+    let o = run_guarded(w.cmd().args(["jobs", "prune", "--older-than", "1e300d"]), 60).unwrap();
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"worker_idle_s": 1e300}"#).unwrap();
+    let mut c = w.cmd();
+    c.args(["use-tool", "--serve"]).stdin(Stdio::piped());
+    let o = run_guarded(&mut c, 60).unwrap();
+    assert_ne!(code(&o), 101, "{}", stderr(&o));
+}
+
+/// A tool with an unusable timeout took `use-tool --serve` down and left an MCP request unanswered (issue 12
+/// item 5): every long-lived mode answers every request.
+#[test]
+fn long_lived_modes_answer_every_request() {
+    let w = World::new();
+    huge_tool(&w);
+    echo_tool(&w);
+    let lines = [
+        json!({"id": 1, "tool_name": "huge", "action": "go", "args": {}}),
+        json!({"id": 2, "tool_name": "echo", "action": "say", "args": {}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let o = w.feed(&["use-tool", "--serve"], &input);
+    let answers: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        answers.len(),
+        2,
+        "every request is answered: {} / {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(answers[0]["status"], "error");
+    assert_eq!(answers[1]["status"], "ok", "{}", answers[1]);
+
+    // MCP: a call of the broken tool gets a reply, and so does the next request.
+    let got = mcp_session(
+        &w,
+        &[
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"huge_go","arguments":{}}}),
+            json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo_say","arguments":{}}}),
+        ],
+    );
+    assert!(got.contains_key(&2), "the broken tool's call got no reply: {got:?}");
+    assert!(
+        got[&2]["error"].is_object() || got[&2]["result"]["isError"] == true,
+        "{:?}",
+        got[&2]
+    );
+    assert_eq!(
+        got.get(&3).map(|v| v["result"]["isError"].clone()),
+        Some(Value::Bool(false)),
+        "{got:?}"
+    );
+}
+
+/// A task with a huge timeout became `lost` (issue 12 item 5): it is clamped and the task runs.
+#[test]
+fn a_forged_task_timeout_does_not_lose_the_task() {
+    let w = World::new();
+    echo_tool(&w);
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let t = json!({"task_id": "0123456789ab", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
+        "status": "pending", "created_at": now, "completed_at": null, "result": null, "error": null,
+        "tool": "echo", "action": "say", "kind": "action", "timeout_s": 1e308, "updated_at": now});
+    // Signed with the runner's task key as submit signs (a task file the runner did not sign is never run); the
+    // MAC does not cover the timeout, which is what is forged here.
+    let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
+    let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
+    animaworks_tool::tasks::mac::sign(&key, &mut task, None);
+    std::fs::write(dir.join("0123456789ab.json"), serde_json::to_string(&task).unwrap()).unwrap();
+    let o = run_guarded(w.cmd().args(["jobs", "wait", "0123456789ab", "--timeout", "60"]), 90).unwrap();
+    let o2 = w.run(&["jobs", "show", "0123456789ab"]);
+    assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), stdout(&o2));
+    assert_eq!(json(&o2)["status"], "completed");
 }

@@ -1,4 +1,5 @@
-//! The policy engine through its public API, on real files in temporary folders.
+//! The policy engine through its public API (gates, permission files, the credential chain, the vault, the audit
+//! log, masks), on real files in temporary folders. `policy_paths` drives the same engine through the binary.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -567,8 +568,8 @@ fn vault_vectors_of_our_own() {
     check_vectors(&own_fixtures());
 }
 
-/// Writes `runner/tests/fixtures/vault/` anew: `cargo test -p animaworks-tool --test policy -- --ignored
-/// generate_vault_vectors`. Sealed with crypto_box's `seal`, the same construction as libsodium's
+/// Writes `runner/tests/fixtures/vault/` anew: `cargo test -p animaworks-tool --test it -- --ignored
+/// policy::generate_vault_vectors`. Sealed with crypto_box's `seal`, the same construction as libsodium's
 /// `crypto_box_seal`; the shared fixtures of the original prove the two agree.
 #[test]
 #[ignore]
@@ -600,7 +601,7 @@ fn generate_vault_vectors() {
     }
     vault["shared"]["PLAIN"] = json!("not-base64!");
     let vectors = json!({
-        "about": "vectors made by runner/tests/policy.rs generate_vault_vectors (crypto_box seal = libsodium crypto_box_seal)",
+        "about": "vectors made by runner/tests/it/policy.rs generate_vault_vectors (crypto_box seal = libsodium crypto_box_seal)",
         "vault_key_file_text": key_text,
         "secret_key_b64": key_text.trim(),
         "public_key_b64": STANDARD.encode(key.public_key().as_bytes()),
@@ -657,7 +658,7 @@ fn audit_appends_never_interleave_across_threads_and_processes() {
     let children: Vec<_> = (0..3)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["--exact", "audit_child_writer", "--test-threads=1"])
+                .args(["--exact", "policy::audit_child_writer", "--test-threads=1"])
                 .env("POLICY_AUDIT_CHILD_PATH", &path)
                 .stdout(std::process::Stdio::null())
                 .spawn()
