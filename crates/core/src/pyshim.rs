@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn every_package_file_is_embedded() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tool-sdk-py/src/animaworks_tool_sdk");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tool-sdk-py/src/animaworks_tool_sdk");
         for entry in std::fs::read_dir(dir).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             if name.ends_with(".py") {

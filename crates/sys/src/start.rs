@@ -100,7 +100,7 @@ fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error 
     e
 }
 
-/// Every tool is exec'd with `execve` in [`pre_exec`], prepared before the clone (no allocation after it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
+/// Every tool is exec'd with `execve` in the child (`pre_exec`), prepared before the clone (no allocation after it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
 /// not a binary for this machine, a `#!` interpreter that is itself neither) as a `/bin/sh` script, so a data file
 /// with an exec bit or a tool with a broken interpreter would silently run as shell. `execve` reports it instead.
 pub struct DirectExec {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Grants {
-    /// Per-tier overrides of the operator's [`Settings`].
+    /// Per-tier overrides of the operator's [`super::Settings`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core: Option<Mode>,
     #[serde(skip_serializing_if = "Option::is_none")]
