@@ -25,7 +25,7 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub enum Verdict {
     Pass,
     Warn,
     Fail,
@@ -34,7 +34,7 @@ pub enum Level {
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    pub level: Level,
+    pub level: Verdict,
     /// What was checked: `file`, `name`, `schemas`, or `action <name>`.
     pub subject: String,
     pub message: String,
@@ -43,7 +43,7 @@ pub struct Finding {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct CheckReport {
     pub path: PathBuf,
     pub tool: String,
     pub passed: bool,
@@ -64,7 +64,7 @@ pub struct CheckOptions {
 struct Findings(Vec<Finding>);
 
 impl Findings {
-    fn add(&mut self, level: Level, subject: &str, message: impl Into<String>, hint: Option<String>) {
+    fn add(&mut self, level: Verdict, subject: &str, message: impl Into<String>, hint: Option<String>) {
         self.0.push(Finding {
             level,
             subject: subject.to_owned(),
@@ -73,23 +73,23 @@ impl Findings {
         });
     }
     fn pass(&mut self, subject: &str, message: impl Into<String>) {
-        self.add(Level::Pass, subject, message, None);
+        self.add(Verdict::Pass, subject, message, None);
     }
     fn warn(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
-        self.add(Level::Warn, subject, message, Some(hint.into()));
+        self.add(Verdict::Warn, subject, message, Some(hint.into()));
     }
     fn fail(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
-        self.add(Level::Fail, subject, message, Some(hint.into()));
+        self.add(Verdict::Fail, subject, message, Some(hint.into()));
     }
 }
 
 /// Check the tool file at `path`.
-pub async fn check(path: &Path, opts: &CheckOptions) -> Report {
+pub async fn check(path: &Path, opts: &CheckOptions) -> CheckReport {
     let tool = tool_name(path);
     let mut f = Findings(Vec::new());
     check_into(path, &tool, opts, &mut f).await;
-    let passed = !f.0.iter().any(|x| x.level == Level::Fail);
-    Report {
+    let passed = !f.0.iter().any(|x| x.level == Verdict::Fail);
+    CheckReport {
         path: path.to_path_buf(),
         tool,
         passed,

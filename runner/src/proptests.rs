@@ -206,7 +206,7 @@ proptest! {
             prop_assert_eq!(&again, &p);
             let loaded = Ok(awt_core::policy::LoadedPermissions {
                 permissions: p,
-                source: awt_core::policy::permissions::Source::Json(path.to_path_buf()),
+                source: awt_core::policy::permissions::PermissionsFile::Json(path.to_path_buf()),
             });
             for tier in [awt_core::policy::Tier::Core, awt_core::policy::Tier::Personal] {
                 let _ = awt_core::policy::decide(&loaded, "gt", tier, "delete_all", &awt_core::policy::Gate::Unknown);

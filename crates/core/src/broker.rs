@@ -52,7 +52,7 @@ impl Ledger {
 
 /// What the broker of one call knows.
 #[derive(Debug, Clone)]
-pub(crate) struct Context {
+pub(crate) struct CallScope {
     pub data_dir: PathBuf,
     pub anima_name: Option<String>,
     pub grants: CredentialGrants,
@@ -63,7 +63,7 @@ pub(crate) struct Context {
 #[derive(Debug, Default)]
 pub(crate) struct Sink {
     /// The call in flight; `None` between a worker's calls (a request then is answered `error`).
-    call: Option<(Context, Ledger, LateSecrets)>,
+    call: Option<(CallScope, Ledger, LateSecrets)>,
     /// Every value this broker handed out: a worker may still hold them in a later call.
     history: Vec<String>,
 }
@@ -73,7 +73,7 @@ pub(crate) type Shared = Arc<Mutex<Sink>>;
 
 /// Make `call` the call in flight of the broker behind `shared` (`None`: no call). A new call's masker learns every
 /// value the broker handed out before.
-pub(crate) fn switch(shared: &Shared, call: Option<(Context, Ledger, LateSecrets)>) {
+pub(crate) fn switch(shared: &Shared, call: Option<(CallScope, Ledger, LateSecrets)>) {
     let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, _, late)) = &call {
         for v in &s.history {
@@ -156,7 +156,7 @@ pub(crate) fn start_into(shared: Shared, env: &mut Vec<(std::ffi::OsString, std:
 }
 
 /// A broker for one call alone.
-pub(crate) fn for_call(ctx: Context, ledger: Ledger, late: LateSecrets) -> Shared {
+pub(crate) fn for_call(ctx: CallScope, ledger: Ledger, late: LateSecrets) -> Shared {
     Arc::new(Mutex::new(Sink {
         call: Some((ctx, ledger, late)),
         history: Vec::new(),
@@ -259,7 +259,7 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
 mod tests {
     use super::*;
     use crate::policy::grants::CredentialDefaults;
-    use crate::policy::permissions::{LoadedPermissions, Source};
+    use crate::policy::permissions::{LoadedPermissions, PermissionsFile};
     use crate::policy::{Masker, Tier};
 
     fn ask(s: &mut BufReader<UnixStream>, req: Value) -> Value {
@@ -281,10 +281,10 @@ mod tests {
         .unwrap();
         let perms = Ok(LoadedPermissions {
             permissions: serde_json::from_str(r#"{"credentials": {"t": ["myapi"]}}"#).unwrap(),
-            source: Source::Json(d.path().join("permissions.json")),
+            source: PermissionsFile::Json(d.path().join("permissions.json")),
         });
         let grants = CredentialGrants::of(&perms, "t", Tier::Personal, &CredentialDefaults::default());
-        let ctx = Context {
+        let ctx = CallScope {
             data_dir: d.path().to_path_buf(),
             anima_name: Some("alice".into()),
             grants,
@@ -324,10 +324,10 @@ mod tests {
         .unwrap();
         let perms = Ok(LoadedPermissions {
             permissions: serde_json::from_str(r#"{"credentials": {"t": ["myapi", "svc"]}}"#).unwrap(),
-            source: Source::Json(d.path().join("permissions.json")),
+            source: PermissionsFile::Json(d.path().join("permissions.json")),
         });
         let grants = CredentialGrants::of(&perms, "t", Tier::Personal, &CredentialDefaults::default());
-        let ctx = Context {
+        let ctx = CallScope {
             data_dir: d.path().to_path_buf(),
             anima_name: Some("alice".into()),
             grants,

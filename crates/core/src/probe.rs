@@ -120,7 +120,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
 
 /// Whether a result came from the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Obtained {
     Cache,
     Probe,
 }
@@ -131,7 +131,7 @@ pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
 }
 
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
-pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Source) {
+pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
     let key = match FileKey::of(file, dirs) {
         Ok(k) => k,
         Err(e) => {
@@ -142,12 +142,12 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
                     spawn: false,
                     timed_out: false,
                 },
-                Source::Probe,
+                Obtained::Probe,
             )
         }
     };
     if let Some(p) = cache::load(dirs, file, &key) {
-        return (p, Source::Cache);
+        return (p, Obtained::Cache);
     }
     if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
         let reason = format!(
@@ -161,7 +161,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
                 spawn: false,
                 timed_out: true,
             },
-            Source::Probe,
+            Obtained::Probe,
         );
     }
     let probed = probe(file, dirs, env).await;
@@ -175,11 +175,11 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         cache::store(dirs, file, &key, &probed);
     }
-    (probed, Source::Probe)
+    (probed, Obtained::Probe)
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
-pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Source)> {
+pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Obtained)> {
     let width = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
         .unwrap_or(4)

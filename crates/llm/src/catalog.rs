@@ -6,7 +6,7 @@ use awt_core::call::{Resolved, Runner};
 use awt_core::discover::{self, Problem};
 use awt_core::manifest::Action;
 use awt_core::policy::gate;
-use awt_core::probe::{self, Source};
+use awt_core::probe::{self, Obtained};
 
 /// Every tool whose `--schemas` answered, with its manifest; every problem met; how many tools were probed (not
 /// read from the cache). Cache misses are probed in parallel.
@@ -18,7 +18,7 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
     let mut tools = Vec::new();
     let mut probed = 0;
     for (file, result, source) in probe::manifests(files, &runner.dirs, &env).await {
-        if source == Source::Probe {
+        if source == Obtained::Probe {
             probed += 1;
         }
         match result {

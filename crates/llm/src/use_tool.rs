@@ -57,7 +57,7 @@ impl Default for Limits {
 
 /// A parsed request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub struct UseToolCall {
     pub tool_name: String,
     pub action: String,
     pub args: Map<String, Value>,
@@ -151,7 +151,7 @@ pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
 /// "arguments" (OpenAI, often a JSON string) | "input" (Anthropic) | "args" (Gemini): {...}}`, the name as
 /// `schemas` gave it (shortened names included); it is parsed with an empty `tool_name` and the name as `action`,
 /// and [`answer`] finds the action it names.
-pub fn parse_request(v: &Value) -> Result<Request, CallError> {
+pub fn parse_request(v: &Value) -> Result<UseToolCall, CallError> {
     if let Some(obj) = v.as_object().filter(|o| !o.contains_key("tool_name")) {
         if let Some(Value::String(name)) = obj.get("name").filter(|n| n.as_str().is_some_and(|n| !n.is_empty())) {
             let args = ["arguments", "input", "args"].iter().find_map(|k| obj.get(*k)).cloned();
@@ -190,7 +190,7 @@ pub fn parse_request(v: &Value) -> Result<Request, CallError> {
         },
         Some(other) => return Err(bad(format!("\"args\" must be an object, got {}", short(other)))),
     };
-    Ok(Request {
+    Ok(UseToolCall {
         tool_name,
         action,
         args,
@@ -207,7 +207,7 @@ fn short(v: &Value) -> String {
 }
 
 /// Answer one request: the meta tool, or validate → permit → run of a tool action.
-pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
+pub async fn answer(runner: &Runner, req: &UseToolCall, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
     let by_function;
     let req = if req.tool_name.is_empty() {
         match function_call(runner, req).await {
@@ -236,7 +236,7 @@ pub async fn answer(runner: &Runner, req: &Request, limits: &Limits, obs: &mut d
 }
 
 /// The request a provider's function call means (its name as `schemas` gave it).
-async fn function_call(runner: &Runner, req: &Request) -> Result<Request, CallError> {
+async fn function_call(runner: &Runner, req: &UseToolCall) -> Result<UseToolCall, CallError> {
     let entries = catalog::permitted(runner).await;
     let Some((tool, action)) = super::providers::resolve_name(&entries, &req.action) else {
         return Err(runner.refuse_unknown(
@@ -249,7 +249,7 @@ async fn function_call(runner: &Runner, req: &Request) -> Result<Request, CallEr
             .with(Detail::Tool, req.action.clone()),
         ));
     };
-    Ok(Request {
+    Ok(UseToolCall {
         tool_name: tool.to_owned(),
         action: action.to_owned(),
         args: req.args.clone(),
@@ -257,7 +257,7 @@ async fn function_call(runner: &Runner, req: &Request) -> Result<Request, CallEr
 }
 
 /// A failed call as the original's `use_tool` words it (table in the module doc), in `locale`.
-pub fn render_error(e: &CallError, req: &Request, limits: &Limits, locale: Locale) -> Answer {
+pub fn render_error(e: &CallError, req: &UseToolCall, limits: &Limits, locale: Locale) -> Answer {
     // Hints name what an LLM can do (the meta tools, the closest name), never a shell command.
     let e = &awt_core::suggest::for_llm(e, awt_core::suggest::Reader::UseTool);
     let tool = req.tool_name.as_str();
@@ -341,7 +341,7 @@ pub fn python_json(v: &Value) -> String {
 
 async fn call(
     runner: &Runner,
-    req: &Request,
+    req: &UseToolCall,
     limits: &Limits,
     obs: &mut dyn Observer,
     cancel: Cancel,

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// What `run-pending` did.
 #[derive(Debug, Default)]
-pub struct Report {
+pub struct Takeover {
     /// Receipts of the tasks queued.
     pub queued: Vec<Value>,
     /// Each descriptor set aside: its file, why, and the runner's error object when a check refused it.
@@ -103,9 +103,9 @@ fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
 }
 
 /// Take every descriptor in `pending/` over as a task of `store`.
-pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Report> {
+pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Takeover> {
     let pending = pending.to_path_buf();
-    let mut report = Report::default();
+    let mut report = Takeover::default();
     let rd = match fs::read_dir(&pending) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),

@@ -1,6 +1,6 @@
 //! `new` and `check`: commands for tool authors.
 
-use crate::check::{self, CheckOptions, Level};
+use crate::check::{self, CheckOptions, Verdict};
 use crate::scaffold::{self, Lang};
 use awt_core::call::Runner;
 use awt_core::error::ErrorCode;
@@ -133,16 +133,16 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     } else {
         for f in &report.findings {
             let tag = match f.level {
-                Level::Pass => "ok  ",
-                Level::Warn => "warn",
-                Level::Fail => "FAIL",
+                Verdict::Pass => "ok  ",
+                Verdict::Warn => "warn",
+                Verdict::Fail => "FAIL",
             };
             match &f.hint {
-                Some(h) if f.level != Level::Pass => say!("{tag} {}: {} (hint: {h})", f.subject, f.message),
+                Some(h) if f.level != Verdict::Pass => say!("{tag} {}: {} (hint: {h})", f.subject, f.message),
                 _ => say!("{tag} {}: {}", f.subject, f.message),
             }
         }
-        let fails = report.findings.iter().filter(|f| f.level == Level::Fail).count();
+        let fails = report.findings.iter().filter(|f| f.level == Verdict::Fail).count();
         if report.passed {
             say!("{}: passes the conformance check", report.path.display());
         } else {

@@ -149,7 +149,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
     }
 }
 
-fn parse(line: &[u8]) -> Result<use_tool::Request, CallError> {
+fn parse(line: &[u8]) -> Result<use_tool::UseToolCall, CallError> {
     let v: Value = serde_json::from_slice(line).map_err(|e| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: not JSON ({e})"))
             .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}"#)
@@ -237,7 +237,7 @@ async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) ->
 type Answered = (Answer, Option<Value>);
 
 /// A `--serve` line as a request and its id; `None` for a blank line.
-fn serve_request(line: awt_llm::lines::Line) -> Option<(Result<use_tool::Request, CallError>, Option<Value>)> {
+fn serve_request(line: awt_llm::lines::Line) -> Option<(Result<use_tool::UseToolCall, CallError>, Option<Value>)> {
     use awt_llm::lines::Line;
     let bad = |what: String| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))

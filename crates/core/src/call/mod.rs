@@ -243,7 +243,7 @@ impl Runner {
             Some(a) => permissions::load(a),
             None => Ok(LoadedPermissions {
                 permissions: Default::default(),
-                source: permissions::Source::Defaults(PathBuf::from(
+                source: permissions::PermissionsFile::Defaults(PathBuf::from(
                     "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
                 )),
             }),

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// How a prepared call reaches its tool.
-pub(crate) enum Launch {
+pub(crate) enum Route {
     /// A process for this call alone, with this environment.
     OneShot { env: Vec<(OsString, OsString)> },
     /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment and the anima's
@@ -50,7 +50,7 @@ pub struct PreparedCall<'r> {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) last_spawn: bool,
     pub(crate) masker: Masker,
-    pub(crate) launch: Launch,
+    pub(crate) launch: Route,
     pub(crate) secrets: Vec<ResolvedCredential>,
     /// The credential broker the tool gets, when it is a `.py` tool started for this call alone.
     pub(crate) broker: Option<BrokerPlan>,
@@ -153,7 +153,7 @@ impl<'r> Target<'r> {
         let policy = runner.env_policy(&resolved);
         attempt.env = policy.as_str();
         let launch = if pooled {
-            runner.env_for("worker", 0, &secrets, policy).map(|env| Launch::Pooled {
+            runner.env_for("worker", 0, &secrets, policy).map(|env| Route::Pooled {
                 env,
                 perms: Box::new(perms),
                 worker_sandbox: Default::default(),
@@ -161,7 +161,7 @@ impl<'r> Target<'r> {
         } else {
             runner
                 .env_for(&call_id, deadline_ms, &secrets, policy)
-                .map(|env| Launch::OneShot { env })
+                .map(|env| Route::OneShot { env })
         };
         let launch = match launch {
             Ok(l) => l,
@@ -654,8 +654,8 @@ impl BrokerPlan {
     }
 
     /// What the broker answers for this call.
-    pub(crate) fn call(&self, runner: &Runner, tool: &str) -> (broker::Context, Ledger, LateSecrets) {
-        let ctx = broker::Context {
+    pub(crate) fn call(&self, runner: &Runner, tool: &str) -> (broker::CallScope, Ledger, LateSecrets) {
+        let ctx = broker::CallScope {
             data_dir: runner.dirs.data.clone(),
             anima_name: runner.dirs.anima_name(),
             grants: self.grants.clone(),

@@ -2,7 +2,7 @@
 //! result to the action's `output_schema`, and write the audit line.
 
 use super::audit;
-use super::prepare::{Launch, PreparedCall, PreparedCli};
+use super::prepare::{Route, PreparedCall, PreparedCli};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::Masker;
 use crate::pool::{Job, WorkerSpec};
@@ -61,7 +61,7 @@ impl PreparedCall<'_> {
         let file = &self.resolved.file;
         let spill = crate::spill::SpillTo::dir(runner.dirs.outputs_dir()).masked(&self.masker);
         match &self.launch {
-            Launch::Pooled {
+            Route::Pooled {
                 env,
                 perms,
                 worker_sandbox,
@@ -100,7 +100,7 @@ impl PreparedCall<'_> {
                 };
                 pool.run(&spec, job, obs, cancel).await
             }
-            Launch::OneShot { env } => {
+            Route::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
                 let (process, _call_end) =
                     start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox).await?;
@@ -283,7 +283,7 @@ impl PreparedCall<'_> {
     /// A pooled call ran under its worker's sandbox (every action's union), not its own action's plan: the
     /// attempt says the worker's, once a worker took the call.
     fn note_worker_sandbox(&mut self) {
-        if let Launch::Pooled { worker_sandbox, .. } = &self.launch {
+        if let Route::Pooled { worker_sandbox, .. } = &self.launch {
             if let Some(s) = worker_sandbox.lock().expect("worker sandbox lock").take() {
                 self.attempt.sandbox = Some(s);
             }

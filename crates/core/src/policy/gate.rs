@@ -441,13 +441,13 @@ pub fn refused_cli_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::permissions::{ErrorKind, Source};
+    use crate::policy::permissions::{ErrorKind, PermissionsFile};
 
     fn perms(json: &str) -> Result<LoadedPermissions, PermissionsError> {
         let permissions = crate::policy::permissions::parse_json(Path::new("/a/permissions.json"), json)?;
         Ok(LoadedPermissions {
             permissions,
-            source: Source::Json("/a/permissions.json".into()),
+            source: PermissionsFile::Json("/a/permissions.json".into()),
         })
     }
 

@@ -218,12 +218,12 @@ pub fn foreign_anima_key(data_dir: &Path, own: Option<&str>, key: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::permissions::Source;
+    use crate::policy::permissions::PermissionsFile;
 
     fn perms(json: &str) -> Result<LoadedPermissions, PermissionsError> {
         Ok(LoadedPermissions {
             permissions: serde_json::from_str(json).unwrap(),
-            source: Source::Json("/a/permissions.json".into()),
+            source: PermissionsFile::Json("/a/permissions.json".into()),
         })
     }
 

@@ -140,7 +140,7 @@ impl Default for ToolCreation {
 
 /// Where the effective permissions came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum PermissionsFile {
     /// `permissions.json`, at this path.
     Json(PathBuf),
     /// `permissions.md` at this path (no `permissions.json` exists).
@@ -149,11 +149,11 @@ pub enum Source {
     Defaults(PathBuf),
 }
 
-impl Source {
+impl PermissionsFile {
     /// The file a person should edit: the file read, or the `permissions.json` to create.
     pub fn path(&self) -> &Path {
         match self {
-            Source::Json(p) | Source::Markdown(p) | Source::Defaults(p) => p,
+            PermissionsFile::Json(p) | PermissionsFile::Markdown(p) | PermissionsFile::Defaults(p) => p,
         }
     }
 }
@@ -164,7 +164,7 @@ pub struct LoadedPermissions {
     /// The effective rules.
     pub permissions: Permissions,
     /// The file they came from (or the defaults).
-    pub source: Source,
+    pub source: PermissionsFile,
 }
 
 impl LoadedPermissions {
@@ -252,7 +252,7 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
         let permissions = parse_json(&json_path, &text)?;
         return Ok(LoadedPermissions {
             permissions,
-            source: Source::Json(json_path),
+            source: PermissionsFile::Json(json_path),
         });
     }
     let md_path = anima_dir.join(MD_FILE);
@@ -260,12 +260,12 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
         let permissions = parse_markdown(&text);
         return Ok(LoadedPermissions {
             permissions,
-            source: Source::Markdown(md_path),
+            source: PermissionsFile::Markdown(md_path),
         });
     }
     Ok(LoadedPermissions {
         permissions: Permissions::default(),
-        source: Source::Defaults(json_path),
+        source: PermissionsFile::Defaults(json_path),
     })
 }
 
@@ -445,14 +445,14 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     let t = &p.external_tools;
     let mut out = String::new();
     let source = match &loaded.source {
-        Source::Json(path) => format!("{}", path.display()),
-        Source::Markdown(path) => {
+        PermissionsFile::Json(path) => format!("{}", path.display()),
+        PermissionsFile::Markdown(path) => {
             format!(
                 "{} (older Markdown form; `permissions migrate` writes permissions.json)",
                 path.display()
             )
         }
-        Source::Defaults(path) => format!("defaults ({} does not exist)", path.display()),
+        PermissionsFile::Defaults(path) => format!("defaults ({} does not exist)", path.display()),
     };
     out.push_str(&format!("source: {source}\n"));
     out.push_str("external tools:\n");
@@ -566,7 +566,7 @@ mod tests {
         let d = dir();
         let l = load(d.path()).unwrap();
         assert_eq!(l.permissions, Permissions::default());
-        assert_eq!(l.source, Source::Defaults(d.path().join(JSON_FILE)));
+        assert_eq!(l.source, PermissionsFile::Defaults(d.path().join(JSON_FILE)));
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 
@@ -725,7 +725,7 @@ mod tests {
         let d = dir();
         std::fs::write(d.path().join(MD_FILE), "# External Tools\n- github: yes\n").unwrap();
         let l = load(d.path()).unwrap();
-        assert_eq!(l.source, Source::Markdown(d.path().join(MD_FILE)));
+        assert_eq!(l.source, PermissionsFile::Markdown(d.path().join(MD_FILE)));
         assert_eq!(l.permissions.external_tools.allow, vec!["github"]);
         assert!(!d.path().join(JSON_FILE).exists());
         assert!(render(&l).contains("permissions.md"));
@@ -739,7 +739,7 @@ mod tests {
         let path = write_json(d.path(), &l.permissions, false).unwrap();
         assert_eq!(path, d.path().join(JSON_FILE));
         let again = load(d.path()).unwrap();
-        assert_eq!(again.source, Source::Json(path.clone()));
+        assert_eq!(again.source, PermissionsFile::Json(path.clone()));
         assert_eq!(again.permissions, l.permissions);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);

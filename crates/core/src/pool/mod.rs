@@ -40,7 +40,7 @@ pub struct WorkerSpec<'a> {
     pub sandbox_seen: &'a Mutex<Option<Value>>,
     /// What the worker's credential broker answers for this call (a `.py` tool's worker has one).
     pub(crate) broker: Option<(
-        crate::broker::Context,
+        crate::broker::CallScope,
         crate::broker::Ledger,
         crate::policy::mask::LateSecrets,
     )>,

@@ -184,7 +184,7 @@ pub fn for_process(dirs: &Dirs, file: &ToolFile, needs: Needs<'_>) -> Result<Pla
         Some(a) => crate::policy::permissions::load(a),
         None => Ok(LoadedPermissions {
             permissions: Default::default(),
-            source: crate::policy::permissions::Source::Defaults(PathBuf::from(
+            source: crate::policy::permissions::PermissionsFile::Defaults(PathBuf::from(
                 "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
             )),
         }),
