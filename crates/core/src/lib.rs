@@ -8,7 +8,7 @@
 //! ## The path of one call
 //! 1. **find** ([`Runner::open`] → [`discover::scan`]): the tier folders are searched and the tool's `--schemas`
 //!    read from the [`cache`] when the file is unchanged, else probed ([`probe::manifest`], [`manifest::parse`]).
-//! 2. **pick the action** ([`call::Tool::action`]); the generated CLI parses flags ([`call::Target::parse_flags`]).
+//! 2. **pick the action** ([`call::OpenTool::action`]); the generated CLI parses flags ([`call::Target::parse_flags`]).
 //! 3. **validate** ([`call::Target::prepare`] → [`validate`]) against the action's `input_schema`.
 //! 4. **permit** ([`policy::decide`]: the gate; [`policy::credentials`] and the [`broker`]: the grants).
 //! 5. **confine** ([`sandbox::plan`] → [`sandbox::Plan`]; [`resources::CallLimits`]): what the process may touch.

@@ -40,7 +40,7 @@ mod run;
 mod target;
 
 pub use prepare::{gate_of, PreparedCall, PreparedCli};
-pub use target::{Target, Tool};
+pub use target::{OpenTool, Target};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
