@@ -2,8 +2,10 @@
 //!
 //! Discovery, settings, policy, sandbox planning, spawn, stream and the worker pool. A call is a value that only
 //! the pipeline in [`call`] can build; every entry point (the generated CLI, `call`, a legacy argv, `submit`, the
-//! task worker, `use-tool`, MCP, `check`) goes through it, and this crate starts a tool's process from nothing
-//! else. It has no `unsafe` code: the kernel work is `awt_sys`'s, behind plain specs.
+//! task worker, `use-tool`, MCP, `check`) goes through it, and this crate's API starts a tool's process from
+//! nothing else, with one exception: the `--schemas` probe of a discovered file ([`probe::probe`]), confined as
+//! its tier's probes are, which describes a tool and runs no action. It has no `unsafe` code: the kernel work is
+//! `awt_sys`'s, behind plain specs.
 //!
 //! ## The path of one call
 //! 1. **find** ([`Runner::open`] → [`discover::scan`]): the tier folders are searched and the tool's `--schemas`
