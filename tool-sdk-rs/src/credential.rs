@@ -125,7 +125,9 @@ fn lookup(q: &CredentialQuery, ctx: Option<&Context<'_>>) -> Result<String, Tool
         }
     }
     let set = match &q.env {
-        Some(env) => format!("set the environment variable {env}, or run the tool through animaworks-tool, declaring `Tool::broker()`"),
+        Some(env) => format!(
+            "set the environment variable {env}, or run the tool through animaworks-tool, declaring `Tool::broker()`"
+        ),
         None => "run the tool through animaworks-tool, declaring `Tool::broker()`".to_owned(),
     };
     Err(ToolError::new(
@@ -136,7 +138,10 @@ fn lookup(q: &CredentialQuery, ctx: Option<&Context<'_>>) -> Result<String, Tool
 }
 
 /// One request and its answer; `Err((message, grant))` when the value was not handed out.
-fn ask(broker: &Mutex<std::os::unix::net::UnixStream>, q: &CredentialQuery) -> Result<String, (String, Option<String>)> {
+fn ask(
+    broker: &Mutex<std::os::unix::net::UnixStream>,
+    q: &CredentialQuery,
+) -> Result<String, (String, Option<String>)> {
     let gone = || ("the runner's credential broker went away".to_owned(), None);
     let mut s = broker.lock().unwrap_or_else(|e| e.into_inner());
     s.write_all(&q.request_line()).map_err(|_| gone())?;
@@ -226,9 +231,15 @@ mod tests {
         let q = CredentialQuery::new("x").key("token").env("X_TOKEN").per_anima();
         assert_eq!(
             ask(&b, &q),
-            Err(("not granted".to_owned(), Some(r#""credentials": {"t": ["x"]}"#.to_owned())))
+            Err((
+                "not granted".to_owned(),
+                Some(r#""credentials": {"t": ["x"]}"#.to_owned())
+            ))
         );
-        assert_eq!(ask(&b, &"y".into()), Err(("credential 'y' is not set".to_owned(), None)));
+        assert_eq!(
+            ask(&b, &"y".into()),
+            Err(("credential 'y' is not set".to_owned(), None))
+        );
         let seen = t.join().unwrap();
         assert_eq!(
             seen,
@@ -239,6 +250,9 @@ mod tests {
             ]
         );
         // The broker gone: an answer, not a hang or a panic.
-        assert_eq!(ask(&b, &"z".into()).unwrap_err().0, "the runner's credential broker went away");
+        assert_eq!(
+            ask(&b, &"z".into()).unwrap_err().0,
+            "the runner's credential broker went away"
+        );
     }
 }

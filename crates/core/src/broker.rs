@@ -260,7 +260,8 @@ mod tests {
     use super::*;
     use crate::policy::grants::CredentialDefaults;
     use crate::policy::permissions::{LoadedPermissions, PermissionsFile};
-    use crate::policy::{Masker, Tier};
+    use crate::policy::Masker;
+    use crate::tier::Tier;
 
     fn ask(s: &mut BufReader<UnixStream>, req: Value) -> Value {
         let mut line = serde_json::to_vec(&req).unwrap();

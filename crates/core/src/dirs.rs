@@ -5,7 +5,7 @@
 //! 2. the environment (`ANIMAWORKS_CORE_TOOLS`, colon-separated; `ANIMAWORKS_DATA_DIR`; `ANIMAWORKS_ANIMA_DIR`);
 //! 3. the default: data dir `~/.animaworks`; core tools `<data dir>/core_tools`; no anima.
 
-use crate::policy::Tier;
+use crate::tier::Tier;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@
 
 use crate::dirs::Dirs;
 use crate::names::found_tool_name_problem;
-use crate::policy::Tier;
+use crate::tier::Tier;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

@@ -52,6 +52,7 @@ pub mod spawn;
 pub mod spill;
 pub mod stream;
 pub mod suggest;
+pub mod tier;
 pub mod tool_env;
 pub mod validate;
 

@@ -48,7 +48,8 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             }
         }
     };
-    let child = match spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await {
+    let child = match spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await
+    {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {

@@ -279,7 +279,7 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
 mod tests {
     use super::*;
     use crate::dirs::DirOptions;
-    use crate::policy::Tier;
+    use crate::tier::Tier;
     use std::os::unix::fs::PermissionsExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;

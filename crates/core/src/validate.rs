@@ -417,10 +417,16 @@ mod tests {
         for pad in 180..SHOWN_MAX {
             let v = format!("{}{secret} tail", "x".repeat(pad));
             let e = check_args("t", &a, json!({"n": v}).as_object().unwrap(), &m).unwrap_err();
-            let shown = e.detail(Detail::Problems).unwrap()[0]["value"].as_str().unwrap().to_owned();
+            let shown = e.detail(Detail::Problems).unwrap()[0]["value"]
+                .as_str()
+                .unwrap()
+                .to_owned();
             assert!(shown.len() <= SHOWN_MAX + '…'.len_utf8(), "{shown}");
             for k in 4..=secret.len() {
-                assert!(!shown.contains(&secret[..k]), "pad {pad}: a fragment of the secret in {shown}");
+                assert!(
+                    !shown.contains(&secret[..k]),
+                    "pad {pad}: a fragment of the secret in {shown}"
+                );
             }
         }
     }

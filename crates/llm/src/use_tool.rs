@@ -207,7 +207,13 @@ fn short(v: &Value) -> String {
 }
 
 /// Answer one request: the meta tool, or validate → permit → run of a tool action.
-pub async fn answer(runner: &Runner, req: &UseToolCall, limits: &Limits, obs: &mut dyn Observer, cancel: Cancel) -> Answer {
+pub async fn answer(
+    runner: &Runner,
+    req: &UseToolCall,
+    limits: &Limits,
+    obs: &mut dyn Observer,
+    cancel: Cancel,
+) -> Answer {
     let by_function;
     let req = if req.tool_name.is_empty() {
         match function_call(runner, req).await {

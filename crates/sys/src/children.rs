@@ -30,7 +30,6 @@ pub fn disown(pid: u32) {
     OWN.lock().unwrap_or_else(|e| e.into_inner()).remove(&(pid as i32));
 }
 
-
 /// Whether `pid` is a child that its owner reaps.
 pub(crate) fn is_own(pid: i32) -> bool {
     OWN.lock().unwrap_or_else(|e| e.into_inner()).contains(&pid)

@@ -319,7 +319,6 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     Ok(pid)
 }
 
-
 /// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
 /// (no CLONE_VFORK: it outlives the tool's exec); wait for its report.
 ///

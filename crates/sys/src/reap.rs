@@ -1,8 +1,8 @@
 //! Ending a tool: SIGTERM to its whole process group, a grace period, SIGKILL to the group, and reaping every
 //! member (protocol.md §7).
 
-pub use crate::children::{disown, start_owned};
 use crate::children::STARTING;
+pub use crate::children::{disown, start_owned};
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 

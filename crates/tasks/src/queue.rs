@@ -56,4 +56,3 @@ pub fn spawn_worker(dirs: &Dirs, log: &std::path::Path) -> io::Result<()> {
 /// task runs in its worker's environment (credentials from environment variables, a legacy module's environment),
 /// which is the submitter's; a `jobs show` racing that worker must not run the task with its own.
 pub const KICK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-

@@ -1,9 +1,9 @@
 //! The runner core: discovery in tiers, shadowing, problems, validation, and a call through the binary.
 
 use crate::support::*;
+use serde_json::json;
 use serde_json::Value;
 use std::path::Path;
-use serde_json::json;
 
 /// Short-form schemas of one action `<tool>_run` with an open object schema.
 pub fn one_action(tool: &str) -> String {

@@ -404,14 +404,23 @@ fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
     let answers = got["answers"].as_array().unwrap();
     assert_eq!(answers[0]["reversed"], rev("rs-svc-key-2468"), "{got}");
     assert_eq!(answers[1]["code"], "missing_credential", "{got}");
-    let (message, hint) = (answers[1]["message"].as_str().unwrap(), answers[1]["hint"].as_str().unwrap());
-    assert!(message.starts_with("credfix: ") && message.contains("not granted"), "{got}");
+    let (message, hint) = (
+        answers[1]["message"].as_str().unwrap(),
+        answers[1]["hint"].as_str().unwrap(),
+    );
+    assert!(
+        message.starts_with("credfix: ") && message.contains("not granted"),
+        "{got}"
+    );
     assert!(
         hint.contains(r#""credentials": {"credfix": ["other"]}"#) && hint.contains("permissions.json"),
         "{got}"
     );
     let all = format!("{}{}", stdout(&o), stderr(&o));
-    assert!(!all.contains("rs-other-key") && !all.contains(&rev("rs-other-key-1357")), "{all}");
+    assert!(
+        !all.contains("rs-other-key") && !all.contains(&rev("rs-other-key-1357")),
+        "{all}"
+    );
     let l = audit_lines(&w).pop().unwrap();
     assert_eq!(
         l["credentials"]["brokered"],
@@ -425,9 +434,18 @@ fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
     let e = json(&o);
     assert_eq!(e["error"]["code"], "tool_error", "{e}");
     let all = e.to_string();
-    assert!(all.contains("missing_credential") && all.contains(r#"[\"other\"]"#), "{e}");
+    assert!(
+        all.contains("missing_credential") && all.contains(r#"[\"other\"]"#),
+        "{e}"
+    );
     let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["svc"]}"#]);
-    assert_eq!(json(&o)["reversed"], rev("rs-svc-key-2468"), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        json(&o)["reversed"],
+        rev("rs-svc-key-2468"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
 
     // A pooled worker (`use-tool --serve`) has one broker for its life, answering under each call's grants.
     let ask = |id: u32| json!({"id": id, "tool_name": "credfix", "action": "ask", "args": {"names": ["svc", "other"]}});

@@ -46,7 +46,10 @@ fn workspace_deps(manifest: &str) -> Vec<String> {
 fn each_crate_depends_only_on_the_layers_below_it() {
     for (i, (name, dir)) in LAYERS.iter().enumerate() {
         let manifest = std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap();
-        assert!(manifest.contains(&format!("name = \"{name}\"")), "{dir}/Cargo.toml is not {name}");
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "{dir}/Cargo.toml is not {name}"
+        );
         let deps = workspace_deps(&manifest);
         for d in &deps {
             let at = LAYERS.iter().position(|(n, _)| n == d);
@@ -58,7 +61,10 @@ fn each_crate_depends_only_on_the_layers_below_it() {
     }
     // The parser above must see the real dependencies, or the test would pass on nothing.
     let core = std::fs::read_to_string(root().join("crates/core/Cargo.toml")).unwrap();
-    assert_eq!(workspace_deps(&core), ["animaworks-tool-protocol", "animaworks-tool-sys"]);
+    assert_eq!(
+        workspace_deps(&core),
+        ["animaworks-tool-protocol", "animaworks-tool-sys"]
+    );
 }
 
 #[test]

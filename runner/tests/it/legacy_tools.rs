@@ -3,8 +3,8 @@
 
 use crate::core::{call, list_json, problems_of, tool_entry};
 use crate::support::*;
-use std::path::{Path, PathBuf};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 
 fn fixtures() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools");

@@ -2,9 +2,9 @@
 
 use crate::core::{call, list_json, problems_of};
 use crate::support::*;
+use serde_json::json;
 use serde_json::Value;
 use std::path::Path;
-use serde_json::json;
 use std::process::Command;
 use std::time::Duration;
 

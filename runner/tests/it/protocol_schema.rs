@@ -4,7 +4,7 @@
 use animaworks_tool::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tool_sdk::protocol::{RequestContext, Event, Level, Request, SchemasDoc, ToolErrorBody};
+use tool_sdk::protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

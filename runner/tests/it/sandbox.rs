@@ -1241,6 +1241,9 @@ fn a_tasks_unmasked_arguments_are_hidden_from_confined_tools() {
     );
     let o = w.run(&["call", "peek", "go"]);
     let out = format!("{}{}", stdout(&o), stderr(&o));
-    assert!(!out.contains("UNMASKED-SECRET-4711"), "a confined tool read a task's private arguments: {out}");
+    assert!(
+        !out.contains("UNMASKED-SECRET-4711"),
+        "a confined tool read a task's private arguments: {out}"
+    );
     assert!(out.contains("task folder entry") || out.contains("done"), "{out}");
 }

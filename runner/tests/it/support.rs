@@ -2,12 +2,12 @@
 
 #![allow(dead_code)]
 
+use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
-use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_animaworks-tool");
 
@@ -315,7 +315,10 @@ pub fn is_root() -> bool {
 /// A binary of another package of the workspace, built on demand (the `it` binary cannot depend on another
 /// package's binary); its path under the target directory.
 pub fn workspace_bin(package: &str, bin: &str) -> std::path::PathBuf {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| repo.join("target"));

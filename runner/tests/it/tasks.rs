@@ -1,11 +1,11 @@
 //! Background tasks: submit, the detached worker, the store, watching and control, and lost workers.
 
 use crate::support::*;
+use serde_json::json;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Stdio;
-use serde_json::json;
 use std::process::Command;
+use std::process::Stdio;
 
 const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
  {"name":"quick","input_schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"profile":{"background_eligible":true}},

@@ -34,7 +34,7 @@
 //! ```
 
 mod audit;
-mod early_mask;
+mod masking;
 mod prepare;
 mod run;
 mod target;

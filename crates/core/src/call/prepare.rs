@@ -3,7 +3,7 @@
 //! can make these values, so nothing runs a tool that did not pass here.
 
 use super::audit::{self, Attempt};
-use super::early_mask::lenient_masker;
+use super::masking::lenient_masker;
 use super::target::{OpenTool, Target};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
 use crate::broker::{self, Broker, Ledger};
@@ -95,7 +95,7 @@ impl<'r> Target<'r> {
         );
         // A refused attempt is logged with its arguments, which may hold a declared secret, and its error (an
         // invalid argument is quoted in it) is masked with the same values.
-        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(super::run::mask_error(a.failed(runner, e, m), m));
+        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(super::masking::mask_error(a.failed(runner, e, m), m));
         let early = || lenient_masker(runner, &resolved, Some(&action));
         let masker = early();
         if let Err(e) = crate::validate::check_args(&tool, &action, &args, &masker) {
@@ -259,11 +259,7 @@ impl<'r> OpenTool<'r> {
         }
         let secrets = creds.values;
         let broker = BrokerPlan::new(runner, &resolved, grants);
-        let sandbox = runner.plan_sandbox(
-            &resolved.file,
-            &perms,
-            crate::sandbox::Needs::serve(&resolved.manifest),
-        );
+        let sandbox = runner.plan_sandbox(&resolved.file, &perms, crate::sandbox::Needs::serve(&resolved.manifest));
         let sandbox = match sandbox {
             Ok(p) => p,
             Err(e) => return fail(&attempt, e, &Masker::default()),
@@ -575,7 +571,7 @@ fn shadow_refusal(
 ) -> Result<(), CallError> {
     let tool = &r.file.name;
     let Ok(p) = perms else { return Ok(()) };
-    if r.file.tier != crate::policy::Tier::Personal {
+    if r.file.tier != crate::tier::Tier::Personal {
         return Ok(());
     }
     let named = crate::policy::grants::untiered_grants(&p.permissions, tool);
@@ -610,7 +606,6 @@ fn common_has(runner: &Runner, tool: &str) -> bool {
         !n.starts_with(['.', '_']) && std::path::Path::new(&*n).file_stem().is_some_and(|s| s == tool)
     })
 }
-
 
 fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
     match d {

@@ -2,7 +2,8 @@
 //! result to the action's `output_schema`, and write the audit line.
 
 use super::audit;
-use super::prepare::{Route, PreparedCall, PreparedCli};
+use super::masking::mask_error;
+use super::prepare::{PreparedCall, PreparedCli, Route};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::Masker;
 use crate::pool::{Job, WorkerSpec};
@@ -71,13 +72,7 @@ impl PreparedCall<'_> {
                     .as_ref()
                     .expect("a pooled call was prepared on a runner with a pool");
                 // A new worker serves every action: planned from the same permissions the gate read.
-                let plan = || {
-                    runner.plan_sandbox(
-                        file,
-                        perms,
-                        crate::sandbox::Needs::serve(&self.resolved.manifest),
-                    )
-                };
+                let plan = || runner.plan_sandbox(file, perms, crate::sandbox::Needs::serve(&self.resolved.manifest));
                 let spec = WorkerSpec {
                     file,
                     dirs: &runner.dirs,
@@ -102,8 +97,16 @@ impl PreparedCall<'_> {
             }
             Route::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-                let (process, _call_end) =
-                    start_brokered(self.broker.as_ref(), runner, file, Purpose::Call, env, cwd, &self.sandbox).await?;
+                let (process, _call_end) = start_brokered(
+                    self.broker.as_ref(),
+                    runner,
+                    file,
+                    Purpose::Call,
+                    env,
+                    cwd,
+                    &self.sandbox,
+                )
+                .await?;
                 let d = Drive {
                     tool: &file.name,
                     action: &self.action.name,
@@ -358,19 +361,6 @@ fn settle(
     };
     audit::outcome(runner, handle, attempt, out.as_ref().map(|_| Some(0)), masker);
     out
-}
-
-/// Mask every resolved secret in an error: message, hint and every detail.
-pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
-    if m.is_empty() {
-        return e;
-    }
-    e.message = m.mask_str(&e.message);
-    e.hint = e.hint.map(|h| m.mask_str(&h));
-    for v in e.details.values_mut() {
-        m.mask_value_in_place(v);
-    }
-    e
 }
 
 /// Passes events on with every resolved secret masked; stderr is masked as a stream (a secret split across reads

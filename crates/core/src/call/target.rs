@@ -124,7 +124,7 @@ impl<'r> OpenTool<'r> {
     /// or timeout cannot be used), and hand its error back.
     pub fn refuse(&self, action: Option<&str>, args: Value, e: CallError) -> CallError {
         let act = action.and_then(|a| self.resolved.manifest.action(a));
-        let masker = super::early_mask::lenient_masker(self.runner, &self.resolved, act);
+        let masker = super::masking::lenient_masker(self.runner, &self.resolved, act);
         self.attempt(action, args).failed(self.runner, e, &masker)
     }
 
@@ -205,7 +205,7 @@ impl<'r> Target<'r> {
         });
         parsed.map_err(|e| {
             let shown = Value::from(words.to_vec());
-            let masker = super::early_mask::lenient_masker(self.tool.runner, &self.tool.resolved, Some(&self.action));
+            let masker = super::masking::lenient_masker(self.tool.runner, &self.tool.resolved, Some(&self.action));
             self.tool
                 .attempt(Some(&self.action.name), shown)
                 .failed(self.tool.runner, e, &masker)

@@ -15,7 +15,7 @@
 
 pub mod bridge;
 
-use crate::policy::Tier;
+use crate::tier::Tier;
 use awt_protocol::{CredentialDecl, Sandbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::env::EnvPolicy;
 use super::gate::Decision;
 use super::mask::Masker;
-use super::Tier;
+use crate::tier::Tier;
 
 /// The audit file, relative to the anima directory.
 pub const AUDIT_FILE: &str = "state/tool_audit.jsonl";

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::permissions::{LoadedPermissions, Permissions, PermissionsError};
-use super::Tier;
 use crate::names::same_spelling;
+use crate::tier::Tier;
 
 /// How an action is gated, as its profile says.
 #[derive(Debug, Clone, PartialEq, Eq)]

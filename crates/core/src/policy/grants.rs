@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::permissions::{LoadedPermissions, Permissions, PermissionsError};
-use super::Tier;
+use crate::tier::Tier;
 
 /// What a tier's tools get when `permissions.json` names no credential for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +196,7 @@ pub fn untiered_grants(p: &Permissions, tool: &str) -> Vec<String> {
             .filter(|k| k.starts_with(&prefix))
             .map(|k| format!("external_tools.allow \"{k}\"")),
     );
-    if let Some(crate::sandbox::NetGrant::Tools(t)) = &p.sandbox.net {
+    if let Some(crate::sandbox::grants::NetGrant::Tools(t)) = &p.sandbox.net {
         if t.iter().any(|x| x == tool) {
             out.push(format!("sandbox.net \"{tool}\""));
         }

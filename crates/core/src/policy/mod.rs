@@ -14,8 +14,6 @@
 //! 5. After the call, [`audit::AuditLog::append`] one JSON line, with arguments masked by a [`mask::Masker`]
 //!    that holds every resolved secret.
 
-use serde::{Deserialize, Serialize};
-
 pub mod audit;
 pub mod cli_alias;
 pub mod credentials;
@@ -27,36 +25,7 @@ pub mod mask;
 pub mod permissions;
 pub mod vault;
 
+pub use crate::tier::Tier;
 pub use gate::{decide, decide_cli, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
 pub use mask::Masker;
 pub use permissions::{LoadedPermissions, Permissions, PermissionsError};
-
-/// Where a tool was found. The permission rules differ by tier (see [`gate::decide`]), so every call path
-/// states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    /// Shipped with the installation.
-    Core,
-    /// `<data dir>/common_tools/`, shared by every anima.
-    Common,
-    /// `<anima dir>/tools/`, the anima's own.
-    Personal,
-}
-
-impl Tier {
-    /// The lowercase name used in audit records and messages (`core`, `common`, `personal`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Core => "core",
-            Tier::Common => "common",
-            Tier::Personal => "personal",
-        }
-    }
-}
-
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}

@@ -1,8 +1,8 @@
 //! A tool's own declaration (`"sandbox"` in its `--schemas` profile): checked before any plan is made.
 
 use super::places::Places;
-use awt_sys::confine::{netproxy, NetPlan};
 use awt_protocol::{Net, Sandbox as Declared};
+use awt_sys::confine::{netproxy, NetPlan};
 
 /// Problems with a declaration's form (for `check` and discovery); empty when it is fine.
 pub fn validate(d: &Declared) -> Vec<String> {
@@ -67,4 +67,3 @@ pub(super) fn declared_net(d: &Declared) -> NetPlan {
         }
     }
 }
-

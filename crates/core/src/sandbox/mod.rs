@@ -14,20 +14,20 @@
 //! settings (never written).
 
 mod declared;
-mod grants;
+pub mod grants;
 mod places;
 
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
-pub use declared::validate;
 use declared::declared_net;
+pub use declared::validate;
+pub use grants::{Grants, Mode, NetGrant};
 use places::Places;
-pub use grants::{Grants, NetGrant};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
-use crate::policy::Tier;
+use crate::tier::Tier;
 use awt_protocol::{Net, Sandbox as Declared};
 use rules::Protected;
 use serde::{Deserialize, Serialize};
@@ -52,14 +52,6 @@ pub fn doctor_line(reads: Reads) -> String {
         Reads::DenyList => "reads: everything but the deny list (hidden by mounts in the call's mount namespace); writable places mounted noexec; memfds only with MFD_NOEXEC_SEAL".to_owned(),
         Reads::AllowList => "reads: the allow list only (no mount namespace: no PID namespace, or \"pid_namespace\": false); write xor execute by Landlock alone (the dynamic loader can still map a written file)".to_owned(),
     }
-}
-
-/// Whether the tools of a tier are confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    Enforce,
-    Off,
 }
 
 /// What to do when the kernel cannot enforce all of a plan.

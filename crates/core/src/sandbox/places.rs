@@ -62,4 +62,3 @@ impl Places {
         Ok(Some(p))
     }
 }
-

@@ -96,7 +96,6 @@ fn lexical(p: &Path) -> PathBuf {
 
 pub use super::landlock::open_no_symlinks;
 
-
 /// Lexically clean: absolute, no `..`.
 pub fn is_clean_absolute(p: &Path) -> bool {
     p.is_absolute() && !p.components().any(|c| matches!(c, Component::ParentDir))

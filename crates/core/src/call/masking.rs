@@ -1,7 +1,8 @@
-//! The masker of a line written before the call's own credentials are resolved (an early refusal, an unknown
-//! action): every credential the tool and action declare that can be found.
+//! Masking around a call: of an error ([`mask_error`]), and of a line written before the call's own credentials are
+//! resolved (an early refusal, an unknown action: [`lenient_masker`], every credential declared that can be found).
 
 use super::{Resolved, Runner};
+use crate::error::CallError;
 use crate::manifest::ActionSpec;
 use crate::policy::credentials;
 use crate::policy::Masker;
@@ -33,4 +34,17 @@ pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&ActionS
         Ok(found) => Masker::new(found.iter().map(|s| s.value.as_str())),
         Err(_) => Masker::default(),
     }
+}
+
+/// Mask every resolved secret in an error: message, hint and every detail.
+pub(crate) fn mask_error(mut e: CallError, m: &Masker) -> CallError {
+    if m.is_empty() {
+        return e;
+    }
+    e.message = m.mask_str(&e.message);
+    e.hint = e.hint.map(|h| m.mask_str(&h));
+    for v in e.details.values_mut() {
+        m.mask_value_in_place(v);
+    }
+    e
 }
