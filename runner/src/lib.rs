@@ -44,6 +44,7 @@ pub mod cli;
 pub mod confined;
 pub mod dirs;
 pub mod discover;
+pub mod env_vars;
 pub mod error;
 pub mod flags;
 pub mod fsread;

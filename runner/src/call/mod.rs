@@ -43,7 +43,7 @@ pub use target::{Target, Tool};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, Detail, ErrorCode};
+use crate::error::{CallError, ErrorCode};
 use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
@@ -179,11 +179,7 @@ impl Runner {
 
     /// `<data dir>/animaworks-tool.json`, read once. A file that cannot be used stops every call that needs it.
     pub fn settings(&self) -> Result<&Settings, CallError> {
-        self.settings_file().map_err(|e| {
-            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                .hint("fix that file (docs/configuration.md), or move it away to use the defaults")
-                .with(Detail::Path, e.path.to_string_lossy().into_owned())
-        })
+        self.settings_file().map_err(SettingsError::to_call_error)
     }
 
     /// [`Runner::settings`] with the file's own error, for callers that report it in their own terms.

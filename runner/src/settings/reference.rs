@@ -1,0 +1,211 @@
+//! The settings' reference, generated from the one shape ([`super::File`]) and the variable registry
+//! ([`crate::env_vars`]): the JSON Schema (`docs/animaworks-tool.schema.json`) and the configuration page
+//! (`docs/configuration.md`), both printed by `animaworks-tool man` and held current by tests.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// The JSON Schema of `animaworks-tool.json`, as written to docs/animaworks-tool.schema.json.
+pub fn schema() -> Value {
+    let mut v = serde_json::to_value(schemars::schema_for!(super::File)).expect("a schema is JSON");
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "$id".into(),
+            "https://github.com/animaworks/animaworks-tool/docs/animaworks-tool.schema.json".into(),
+        );
+    }
+    v
+}
+
+/// [`schema`] as the committed file holds it: pretty, with a final newline.
+pub fn schema_text() -> String {
+    let mut s = serde_json::to_string_pretty(&schema()).expect("a schema is JSON");
+    s.push('\n');
+    s
+}
+
+const INTRO: &str = "\
+The operator's settings of the runner, one JSON object. The file is read once per runner (at most 1 MiB, a regular
+file). An absent file means every default, and so does an absent or `null` key. A file that exists but cannot be
+used — not JSON, not an object, an unknown key, a value of the wrong type or out of range — stops every command
+that needs it with an error naming the file and the key (a misspelt key with the closest real one: `unknown key
+\"max_runing_tasks\"; did you mean \"max_running_tasks\"?`); it is never silently ignored, and `doctor` reports it.
+
+Its JSON Schema is [animaworks-tool.schema.json](animaworks-tool.schema.json): with `\"$schema\"` naming it, an
+editor checks the file as you type.
+";
+
+const OUTRO: &str = "\
+Colour of messages: `--color`, `NO_COLOR`, `CLICOLOR_FORCE` ([command-line.md](command-line.md#colour)).
+";
+
+/// docs/configuration.md.
+pub fn markdown() -> String {
+    let root = schema();
+    let sections = sections(&root);
+    let mut out = String::from(
+        "# Configuration: `<data dir>/animaworks-tool.json`\n\n<!-- Generated from the settings' types (runner/src/settings.rs) and the \
+         variable registry (runner/src/env_vars.rs): `animaworks-tool man --config-markdown > docs/configuration.md`. \
+         A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
+    );
+    out.push_str(INTRO);
+    out.push_str("\n## Keys\n\n");
+    table(&mut out, &root, &root, &sections);
+    for (path, def) in &sections {
+        let s = &root["$defs"][def];
+        let _ = writeln!(out, "\n## `{path}`\n");
+        if let Some(d) = s.get("description").and_then(Value::as_str) {
+            let _ = writeln!(out, "{}\n", one_line(d));
+        }
+        table(&mut out, s, &root, &sections);
+    }
+    out.push_str(
+        "\n## Environment\n\nThe variables the runner reads, and those it sets for a tool (protocol.md §8). A flag wins \
+         over its variable.\n\n",
+    );
+    out.push_str(&crate::env_vars::markdown_table());
+    out.push('\n');
+    out.push_str(OUTRO);
+    out
+}
+
+/// The definitions with keys of their own, each with the key path it is first met under (breadth first).
+fn sections(root: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut todo: Vec<(String, &Value)> = vec![(String::new(), root)];
+    while !todo.is_empty() {
+        let (path, s) = todo.remove(0);
+        let Some(props) = s.get("properties").and_then(Value::as_object) else { continue };
+        for (name, sub) in props {
+            let Some((def, map)) = def_of(sub) else { continue };
+            let d = &root["$defs"][&def];
+            if d.get("properties").is_none() || out.iter().any(|(_, x)| *x == def) {
+                continue;
+            }
+            let mut key = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+            if map {
+                key.push_str(".<name>");
+            }
+            out.push((key.clone(), def));
+            todo.push((key, d));
+        }
+    }
+    out
+}
+
+/// The definition a property refers to (directly, through an `Option`, or as a map's values: `true`).
+fn def_of(s: &Value) -> Option<(String, bool)> {
+    let name = |x: &Value| x.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")).map(str::to_owned);
+    let direct = name(s).or_else(|| {
+        ["anyOf", "oneOf"]
+            .iter()
+            .find_map(|k| s.get(*k).and_then(Value::as_array).and_then(|b| b.iter().find_map(name)))
+    });
+    match direct {
+        Some(n) => Some((n, false)),
+        None => s.get("additionalProperties").and_then(name).map(|n| (n, true)),
+    }
+}
+
+/// A heading's anchor, as GitHub makes it.
+fn anchor(def: &str, sections: &[(String, String)]) -> String {
+    sections
+        .iter()
+        .find(|(_, d)| d == def)
+        .map(|(p, _)| p.to_lowercase().chars().filter(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect())
+        .unwrap_or_default()
+}
+
+fn table(out: &mut String, s: &Value, root: &Value, sections: &[(String, String)]) {
+    let Some(props) = s.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    out.push_str("| key | type | default | meaning |\n|---|---|---|---|\n");
+    for (name, sub) in props {
+        let def = def_of(sub).map(|d| d.0);
+        let d = def.as_ref().map(|d| &root["$defs"][d]);
+        let ty = type_of(sub, root, sections);
+        let default = sub
+            .get("default")
+            .or_else(|| d.and_then(|d| d.get("default")))
+            .map_or("—".to_owned(), |d| format!("`{d}`"));
+        let meaning = sub
+            .get("description")
+            .or_else(|| d.and_then(|d| d.get("description")))
+            .and_then(Value::as_str)
+            .map(one_line)
+            .unwrap_or_default();
+        let _ = writeln!(out, "| `{name}` | {ty} | {default} | {} |", meaning.replace('|', "\\|"));
+    }
+}
+
+/// A type in words.
+fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
+    if let Some(name) = s.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+        let d = &root["$defs"][name];
+        if d.get("properties").is_some() {
+            return format!("object ([below](#{}))", anchor(name, sections));
+        }
+        return type_of(d, root, sections);
+    }
+    for k in ["anyOf", "oneOf"] {
+        if let Some(b) = s.get(k).and_then(Value::as_array) {
+            let consts: Vec<String> = b
+                .iter()
+                .filter_map(|x| x.get("const").or_else(|| x.get("enum").and_then(|e| e.get(0))))
+                .map(|c| format!("`{c}`"))
+                .collect();
+            if consts.len() == b.len() {
+                return consts.join(", ");
+            }
+            let non_null: Vec<&Value> = b.iter().filter(|x| x.get("type") != Some(&Value::from("null"))).collect();
+            if non_null.len() == 1 {
+                return type_of(non_null[0], root, sections);
+            }
+        }
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        return e.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+    }
+    let types: Vec<&str> = match s.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut words: Vec<String> = Vec::new();
+    for t in types.iter().filter(|t| **t != "null") {
+        words.push(match *t {
+            "array" => format!(
+                "list of {}",
+                s.get("items").map_or("values".to_owned(), |i| type_of(i, root, sections))
+            ),
+            "object" => match s.get("additionalProperties") {
+                Some(a @ Value::Object(_)) => format!("object of name → {}", type_of(a, root, sections)),
+                _ => "object".to_owned(),
+            },
+            "integer" | "number" => {
+                let word = if *t == "integer" { "whole number" } else { "number" };
+                match (s.get("minimum"), s.get("maximum")) {
+                    (Some(a), Some(b)) => format!("{word} {a}–{b}"),
+                    (Some(a), None) => format!("{word} ≥ {a}"),
+                    _ => word.to_owned(),
+                }
+            }
+            "string" => "string".to_owned(),
+            "boolean" => "`true` or `false`".to_owned(),
+            other => other.to_owned(),
+        });
+    }
+    if types.contains(&"null") && !words.is_empty() {
+        words.push("`null`".into());
+    }
+    if words.is_empty() {
+        "any".to_owned()
+    } else {
+        words.join(" or ")
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
