@@ -240,9 +240,9 @@ pub fn help_section() -> String {
     out
 }
 
-/// A meaning up to its first `;` or `(`, for one help line.
+/// A meaning up to its first `;`, for one help line.
 fn short(meaning: &str) -> &str {
-    meaning.split([';', '(']).next().unwrap_or(meaning).trim_end_matches([' ', ','])
+    meaning.split(';').next().unwrap_or(meaning).trim_end()
 }
 
 /// The Markdown table of every variable, for docs/configuration.md.
@@ -321,6 +321,12 @@ mod tests {
         assert_eq!(names.len(), ALL.len(), "a variable listed twice");
         for v in ALL {
             assert!(!v.meaning.is_empty() && !v.read_by.is_empty(), "{}", v.name);
+        }
+        for (v, n) in [
+            (MAX_OUTPUT, crate::call::DEFAULT_MAX_OUTPUT),
+            (MAX_SPILL, crate::spill::DEFAULT_MAX_SPILL),
+        ] {
+            assert!(v.default.starts_with(&format!("{n} ")), "{}: {} is not {n}", v.name, v.default);
         }
         let help = help_section();
         assert!(help.contains("ANIMAWORKS_DATA_DIR") && help.contains("[default: ~/.animaworks]"), "{help}");

@@ -59,7 +59,7 @@ impl EnvPolicy {
     }
 }
 
-/// What a tier's tools get when `permissions.json` names no credential for them ([`crate::policy::grants`]).
+/// What a tier's tools get when `permissions.json` names no credential for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialDefault {
@@ -74,8 +74,11 @@ pub enum CredentialDefault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CredentialDefaults {
+    /// Core tools (the operator's own).
     pub core: CredentialDefault,
+    /// Common tools.
     pub common: CredentialDefault,
+    /// Personal tools (possibly written by an LLM).
     pub personal: CredentialDefault,
 }
 

@@ -96,8 +96,11 @@ impl TierAmounts {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsSettings {
+    /// Core tools' limits (default: none).
     pub core: TierAmounts,
+    /// Common tools' limits.
     pub common: TierAmounts,
+    /// Personal tools' limits.
     pub personal: TierAmounts,
     /// `false`: rlimits only, even where a cgroup could be made for the call.
     #[schemars(extend("default" = true))]

@@ -7,14 +7,7 @@ use std::fmt::Write as _;
 
 /// The JSON Schema of `animaworks-tool.json`, as written to docs/animaworks-tool.schema.json.
 pub fn schema() -> Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(super::File)).expect("a schema is JSON");
-    if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "$id".into(),
-            "https://github.com/animaworks/animaworks-tool/docs/animaworks-tool.schema.json".into(),
-        );
-    }
-    v
+    serde_json::to_value(schemars::schema_for!(super::File)).expect("a schema is JSON")
 }
 
 /// [`schema`] as the committed file holds it: pretty, with a final newline.
@@ -33,10 +26,6 @@ that needs it with an error naming the file and the key (a misspelt key with the
 
 Its JSON Schema is [animaworks-tool.schema.json](animaworks-tool.schema.json): with `\"$schema\"` naming it, an
 editor checks the file as you type.
-";
-
-const OUTRO: &str = "\
-Colour of messages: `--color`, `NO_COLOR`, `CLICOLOR_FORCE` ([command-line.md](command-line.md#colour)).
 ";
 
 /// docs/configuration.md.
@@ -64,8 +53,6 @@ pub fn markdown() -> String {
          over its variable.\n\n",
     );
     out.push_str(&crate::env_vars::markdown_table());
-    out.push('\n');
-    out.push_str(OUTRO);
     out
 }
 
@@ -128,6 +115,7 @@ fn table(out: &mut String, s: &Value, root: &Value, sections: &[(String, String)
         let default = sub
             .get("default")
             .or_else(|| d.and_then(|d| d.get("default")))
+            .filter(|d| !d.is_null())
             .map_or("—".to_owned(), |d| format!("`{d}`"));
         let meaning = sub
             .get("description")
@@ -196,7 +184,9 @@ fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
             other => other.to_owned(),
         });
     }
-    if types.contains(&"null") && !words.is_empty() {
+    // An absent or null key is the default everywhere; null is named only where it means more ("no limit").
+    let null_means = s.get("description").and_then(Value::as_str).is_some_and(|d| d.contains("null"));
+    if types.contains(&"null") && null_means && !words.is_empty() {
         words.push("`null`".into());
     }
     if words.is_empty() {

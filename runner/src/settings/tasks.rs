@@ -20,6 +20,7 @@ pub enum BackendWord {
 #[serde(default, deny_unknown_fields)]
 pub struct TasksSettings {
     /// `files` (each anima's dir) or `postgres`.
+    #[schemars(extend("default" = "files"))]
     pub backend: Option<BackendWord>,
     /// The database's URL (`postgres://user:pass@host/db`); `$ANIMAWORKS_TOOL_TASKS_URL` wins over it.
     pub url: Option<String>,
