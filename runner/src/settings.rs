@@ -113,7 +113,7 @@ pub struct File {
     #[schemars(extend("default" = "inherit"))]
     pub legacy_env: Option<EnvPolicy>,
     /// Per tier, which credentials a tool gets when `permissions.json` names none for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {"core": "declared", "common": "granted", "personal": "granted"}))]
     pub credential_defaults: Option<CredentialDefaults>,
     /// Background tasks of one anima running at once.
@@ -121,7 +121,7 @@ pub struct File {
     #[schemars(range(min = 1, max = 1000000), extend("default" = 4))]
     pub max_running_tasks: Option<u64>,
     /// Where background tasks are kept (absent: files in each anima's dir).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub tasks: Option<tasks::TasksSettings>,
     /// Seconds an idle persistent worker lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,10 +136,10 @@ pub struct File {
     #[schemars(range(min = 1, max = 1000000), extend("default" = 50000))]
     pub use_tool_max_chars: Option<u64>,
     /// Confinement per tier, and what to do where the kernel cannot enforce it (docs/sandbox.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<sandbox::SandboxSettings>,
     /// Resource limits per tier (docs/sandbox.md#resource-limits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub limits: Option<limits::LimitsSettings>,
     /// MCP servers as tools of the core or common tier, by name (docs/mcp-servers.md). Each is read on its own:
     /// a bad one is a problem of that server in `doctor`, not of the file.
@@ -290,6 +290,43 @@ impl Settings {
             mcp_servers: f.mcp_servers.unwrap_or_default(),
             path,
         })
+    }
+}
+
+/// A section, only from a JSON object: serde takes a struct from an array too (`"sandbox": ["off"]` would set
+/// `core`), which the file must not mean.
+pub(crate) fn object<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Obj::<T>::deserialize(d)?.0)
+}
+
+/// [`object`] for a section that may be absent or `null`.
+pub(crate) fn object_opt<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Obj<T>>::deserialize(d)?.map(|o| o.0))
+}
+
+struct Obj<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData)).map(Obj)
     }
 }
 
@@ -498,6 +535,9 @@ mod tests {
             (r#"{"limits": {"core": {"cpu_s": 0}}}"#, "limits.core.cpu_s"),
             (r#"{"limits": {"core": {"cpu_s": -1}}}"#, "limits.core.cpu_s"),
             (r#"{"tasks": {"lease_s": "long"}}"#, "tasks.lease_s"),
+            (r#"{"sandbox": ["off"]}"#, "sandbox"),
+            (r#"{"limits": {"core": [1]}}"#, "limits.core"),
+            (r#"{"credential_defaults": []}"#, "credential_defaults"),
             ("[", "invalid JSON"),
             ("[]", "not a JSON object"),
         ] {

@@ -102,7 +102,12 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
             let settings = data_dir.join(crate::settings::SETTINGS_FILE);
             for (name, v) in settings_servers(&settings) {
                 {
-                    let spec: ServerSpec = match ServerSpec::deserialize(&v) {
+                    let parsed = if v.is_object() {
+                        ServerSpec::deserialize(&v)
+                    } else {
+                        Err(serde::de::Error::custom(format!("must be an object, not {v}")))
+                    };
+                    let spec: ServerSpec = match parsed {
                         Ok(s) => s,
                         Err(e) => {
                             let why = crate::settings::diagnose::<ServerSpec>(&v, &format!("mcp_servers.{name}"), &[])

@@ -97,10 +97,13 @@ impl TierAmounts {
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsSettings {
     /// Core tools' limits (default: none).
+    #[serde(deserialize_with = "super::object")]
     pub core: TierAmounts,
     /// Common tools' limits.
+    #[serde(deserialize_with = "super::object")]
     pub common: TierAmounts,
     /// Personal tools' limits.
+    #[serde(deserialize_with = "super::object")]
     pub personal: TierAmounts,
     /// `false`: rlimits only, even where a cgroup could be made for the call.
     #[schemars(extend("default" = true))]
