@@ -301,7 +301,12 @@ mod tests {
                         continue;
                     }
                     if code.contains("\"ANIMAWORKS_") || ALL.iter().any(|v| code.contains(v.name)) {
-                        found.push(format!("{}:{}: {}", p.strip_prefix(&root).unwrap().display(), n + 1, code));
+                        found.push(format!(
+                            "{}:{}: {}",
+                            p.strip_prefix(&root).unwrap().display(),
+                            n + 1,
+                            code
+                        ));
                     }
                 }
             }
@@ -326,10 +331,18 @@ mod tests {
             (MAX_OUTPUT, crate::call::DEFAULT_MAX_OUTPUT),
             (MAX_SPILL, crate::spill::DEFAULT_MAX_SPILL),
         ] {
-            assert!(v.default.starts_with(&format!("{n} ")), "{}: {} is not {n}", v.name, v.default);
+            assert!(
+                v.default.starts_with(&format!("{n} ")),
+                "{}: {} is not {n}",
+                v.name,
+                v.default
+            );
         }
         let help = help_section();
-        assert!(help.contains("ANIMAWORKS_DATA_DIR") && help.contains("[default: ~/.animaworks]"), "{help}");
+        assert!(
+            help.contains("ANIMAWORKS_DATA_DIR") && help.contains("[default: ~/.animaworks]"),
+            "{help}"
+        );
         assert!(!help.contains(WORKER_SECRET.name), "{help}");
     }
 }

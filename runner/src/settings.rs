@@ -4,7 +4,7 @@
 //! means every default; a file that exists but cannot be used is an error that names the file and the key — a
 //! misspelt key with the closest real one — never silently ignored, reported by every command that needs the
 //! settings and by `doctor`. The JSON Schema and docs/configuration.md are generated from the same shape
-//! ([`reference`]).
+//! ([`mod@reference`]).
 
 pub mod limits;
 pub mod mcp;
@@ -476,7 +476,10 @@ fn unknown_key(
             Some(sub) => sub,
             None => match extra {
                 Some(Value::Bool(false)) => {
-                    return Some((k.clone(), props.map(|p| p.keys().cloned().collect()).unwrap_or_default()))
+                    return Some((
+                        k.clone(),
+                        props.map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+                    ))
                 }
                 Some(sub @ Value::Object(_)) => sub,
                 _ => continue,
@@ -530,7 +533,10 @@ mod tests {
             (r#"{"max_running_tasks": "4"}"#, "max_running_tasks"),
             (r#"{"use_tool_max_chars": -5}"#, "use_tool_max_chars"),
             (r#"{"legacy_env": "dirty"}"#, "legacy_env"),
-            (r#"{"credential_defaults": {"personal": "all"}}"#, "credential_defaults.personal"),
+            (
+                r#"{"credential_defaults": {"personal": "all"}}"#,
+                "credential_defaults.personal",
+            ),
             (r#"{"sandbox": {"personal": "on"}}"#, "sandbox.personal"),
             (r#"{"limits": {"core": {"cpu_s": 0}}}"#, "limits.core.cpu_s"),
             (r#"{"limits": {"core": {"cpu_s": -1}}}"#, "limits.core.cpu_s"),
@@ -553,11 +559,31 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join(SETTINGS_FILE);
         for (bad, key, near) in [
-            (r#"{"max_runing_tasks": 2}"#, "max_runing_tasks", Some("max_running_tasks")),
-            (r#"{"limits": {"personal": {"memory": 1}}}"#, "limits.personal.memory", Some("memory_mib")),
-            (r#"{"sandbox": {"pid_namspace": false}}"#, "sandbox.pid_namspace", Some("pid_namespace")),
-            (r#"{"tasks": {"backend": "files", "lease": 3}}"#, "tasks.lease", Some("lease_s")),
-            (r#"{"credential_defaults": {"persona": "granted"}}"#, "credential_defaults.persona", Some("personal")),
+            (
+                r#"{"max_runing_tasks": 2}"#,
+                "max_runing_tasks",
+                Some("max_running_tasks"),
+            ),
+            (
+                r#"{"limits": {"personal": {"memory": 1}}}"#,
+                "limits.personal.memory",
+                Some("memory_mib"),
+            ),
+            (
+                r#"{"sandbox": {"pid_namspace": false}}"#,
+                "sandbox.pid_namspace",
+                Some("pid_namespace"),
+            ),
+            (
+                r#"{"tasks": {"backend": "files", "lease": 3}}"#,
+                "tasks.lease",
+                Some("lease_s"),
+            ),
+            (
+                r#"{"credential_defaults": {"persona": "granted"}}"#,
+                "credential_defaults.persona",
+                Some("personal"),
+            ),
             (r#"{"zzzzzz": 1}"#, "zzzzzz", None),
         ] {
             std::fs::write(&f, bad).unwrap();
@@ -590,7 +616,10 @@ mod tests {
         assert_eq!(s.credential_defaults.core, CredentialDefault::Granted);
         assert_eq!(s.credential_defaults.personal, CredentialDefault::Granted);
         let t = s.tasks.unwrap();
-        assert_eq!((t.backend, t.lease_s, t.watchdog), (Some(tasks::BackendWord::Postgres), Some(6.0), Some(false)));
+        assert_eq!(
+            (t.backend, t.lease_s, t.watchdog),
+            (Some(tasks::BackendWord::Postgres), Some(6.0), Some(false))
+        );
         assert_eq!(s.sandbox.unsupported, sandbox::Unsupported::Refuse);
         assert_eq!(s.sandbox.deny, ["/srv"]);
         assert_eq!(s.limits.cgroups, Some(false));

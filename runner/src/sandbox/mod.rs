@@ -54,12 +54,6 @@ pub fn doctor_line(reads: Reads) -> String {
 pub use crate::settings::sandbox::{Mode, SandboxSettings as Settings, Unsupported};
 
 impl Settings {
-    /// The `"sandbox"` key of the runner's settings (`<data dir>/animaworks-tool.json`, read by
-    /// [`crate::settings`]); absent file or key: the defaults.
-    pub fn load(data_dir: &Path) -> Result<Settings, crate::settings::SettingsError> {
-        Ok(crate::settings::Settings::load(data_dir)?.sandbox)
-    }
-
     fn mode(&self, tier: Tier) -> Mode {
         match tier {
             Tier::Core => self.core,

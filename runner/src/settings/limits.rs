@@ -113,10 +113,14 @@ pub struct LimitsSettings {
 impl LimitsSettings {
     /// The first amount that is 0 (which would refuse every start), as `tier.key`.
     pub fn zero(&self) -> Option<String> {
-        [("core", &self.core), ("common", &self.common), ("personal", &self.personal)]
-            .into_iter()
-            .flat_map(|(t, a)| a.each().map(move |(k, v)| (t, k, v)))
-            .find(|(_, _, v)| *v == Amount::Set(0))
-            .map(|(t, k, _)| format!("{t}.{k}"))
+        [
+            ("core", &self.core),
+            ("common", &self.common),
+            ("personal", &self.personal),
+        ]
+        .into_iter()
+        .flat_map(|(t, a)| a.each().map(move |(k, v)| (t, k, v)))
+        .find(|(_, _, v)| *v == Amount::Set(0))
+        .map(|(t, k, _)| format!("{t}.{k}"))
     }
 }

@@ -62,14 +62,20 @@ fn sections(root: &Value) -> Vec<(String, String)> {
     let mut todo: Vec<(String, &Value)> = vec![(String::new(), root)];
     while !todo.is_empty() {
         let (path, s) = todo.remove(0);
-        let Some(props) = s.get("properties").and_then(Value::as_object) else { continue };
+        let Some(props) = s.get("properties").and_then(Value::as_object) else {
+            continue;
+        };
         for (name, sub) in props {
             let Some((def, map)) = def_of(sub) else { continue };
             let d = &root["$defs"][&def];
             if d.get("properties").is_none() || out.iter().any(|(_, x)| *x == def) {
                 continue;
             }
-            let mut key = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+            let mut key = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
             if map {
                 key.push_str(".<name>");
             }
@@ -82,11 +88,18 @@ fn sections(root: &Value) -> Vec<(String, String)> {
 
 /// The definition a property refers to (directly, through an `Option`, or as a map's values: `true`).
 fn def_of(s: &Value) -> Option<(String, bool)> {
-    let name = |x: &Value| x.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")).map(str::to_owned);
+    let name = |x: &Value| {
+        x.get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .map(str::to_owned)
+    };
     let direct = name(s).or_else(|| {
-        ["anyOf", "oneOf"]
-            .iter()
-            .find_map(|k| s.get(*k).and_then(Value::as_array).and_then(|b| b.iter().find_map(name)))
+        ["anyOf", "oneOf"].iter().find_map(|k| {
+            s.get(*k)
+                .and_then(Value::as_array)
+                .and_then(|b| b.iter().find_map(name))
+        })
     });
     match direct {
         Some(n) => Some((n, false)),
@@ -99,7 +112,12 @@ fn anchor(def: &str, sections: &[(String, String)]) -> String {
     sections
         .iter()
         .find(|(_, d)| d == def)
-        .map(|(p, _)| p.to_lowercase().chars().filter(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect())
+        .map(|(p, _)| {
+            p.to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -129,7 +147,11 @@ fn table(out: &mut String, s: &Value, root: &Value, sections: &[(String, String)
 
 /// A type in words.
 fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
-    if let Some(name) = s.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+    if let Some(name) = s
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+    {
         let d = &root["$defs"][name];
         if d.get("properties").is_some() {
             return format!("object ([below](#{}))", anchor(name, sections));
@@ -146,7 +168,10 @@ fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
             if consts.len() == b.len() {
                 return consts.join(", ");
             }
-            let non_null: Vec<&Value> = b.iter().filter(|x| x.get("type") != Some(&Value::from("null"))).collect();
+            let non_null: Vec<&Value> = b
+                .iter()
+                .filter(|x| x.get("type") != Some(&Value::from("null")))
+                .collect();
             if non_null.len() == 1 {
                 return type_of(non_null[0], root, sections);
             }
@@ -165,7 +190,8 @@ fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
         words.push(match *t {
             "array" => format!(
                 "list of {}",
-                s.get("items").map_or("values".to_owned(), |i| type_of(i, root, sections))
+                s.get("items")
+                    .map_or("values".to_owned(), |i| type_of(i, root, sections))
             ),
             "object" => match s.get("additionalProperties") {
                 Some(a @ Value::Object(_)) => format!("object of name → {}", type_of(a, root, sections)),
@@ -185,7 +211,10 @@ fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
         });
     }
     // An absent or null key is the default everywhere; null is named only where it means more ("no limit").
-    let null_means = s.get("description").and_then(Value::as_str).is_some_and(|d| d.contains("null"));
+    let null_means = s
+        .get("description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| d.contains("null"));
     if types.contains(&"null") && null_means && !words.is_empty() {
         words.push("`null`".into());
     }
