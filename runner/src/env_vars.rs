@@ -1,6 +1,6 @@
 //! Every environment variable the runner reads or sets, once: name, meaning, default and who reads it. The code
 //! names a variable through this registry (`env_vars::DATA_DIR.name`), the top-level `--help` lists the ones the
-//! runner reads, and docs/configuration.md's table is generated from it ([`crate::settings::reference`]). A test
+//! runner reads, and docs/configuration.md's table is generated from it (`settings::reference`). A test
 //! holds that no `ANIMAWORKS_*` name is spelt anywhere else in the runner's code.
 
 /// Who reads a variable.
@@ -243,31 +243,6 @@ pub fn help_section() -> String {
 /// A meaning up to its first `;`, for one help line.
 fn short(meaning: &str) -> &str {
     meaning.split(';').next().unwrap_or(meaning).trim_end()
-}
-
-/// The Markdown table of every variable, for docs/configuration.md.
-pub fn markdown_table() -> String {
-    let mut out = String::from("| variable | meaning | default | read by |\n|---|---|---|---|\n");
-    for v in ALL {
-        let who = match v.reader {
-            Reader::Runner => "the runner",
-            Reader::Tool => "the tool (the runner sets it)",
-            Reader::Both => "the runner; set for the tool",
-            Reader::Build => "the build",
-        };
-        let default = if v.default.is_empty() {
-            "—".to_owned()
-        } else {
-            format!("`{}`", v.default)
-        };
-        out.push_str(&format!(
-            "| `{}` | {} | {default} | {who} (`{}`) |\n",
-            v.name,
-            v.meaning.replace('|', "\\|"),
-            v.read_by
-        ));
-    }
-    out
 }
 
 #[cfg(test)]

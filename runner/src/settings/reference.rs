@@ -52,7 +52,7 @@ pub fn markdown() -> String {
         "\n## Environment\n\nThe variables the runner reads, and those it sets for a tool (protocol.md §8). A flag wins \
          over its variable.\n\n",
     );
-    out.push_str(&crate::env_vars::markdown_table());
+    out.push_str(&env_table());
     out
 }
 
@@ -225,6 +225,52 @@ fn type_of(s: &Value, root: &Value, sections: &[(String, String)]) -> String {
     }
 }
 
+/// One line, and each `docs/x.md` (with its `#anchor`) as a link from the docs folder.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::new();
+    let mut rest = line.as_str();
+    while let Some(i) = rest.find("docs/") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 5..];
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '#')))
+            .unwrap_or(after.len());
+        let target = after[..end].trim_end_matches('.');
+        if target.split('#').next().is_some_and(|f| f.ends_with(".md")) {
+            out.push_str(&format!("[{target}]({target})"));
+            rest = &after[target.len()..];
+        } else {
+            out.push_str("docs/");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The Markdown table of every variable, for docs/configuration.md.
+fn env_table() -> String {
+    use crate::env_vars::Reader;
+    let mut out = String::from("| variable | meaning | default | read by |\n|---|---|---|---|\n");
+    for v in crate::env_vars::ALL {
+        let who = match v.reader {
+            Reader::Runner => "the runner",
+            Reader::Tool => "the tool (the runner sets it)",
+            Reader::Both => "the runner; set for the tool",
+            Reader::Build => "the build",
+        };
+        let default = if v.default.is_empty() {
+            "—".to_owned()
+        } else {
+            format!("`{}`", v.default)
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {default} | {who} (`{}`) |\n",
+            v.name,
+            one_line(v.meaning).replace('|', "\\|"),
+            v.read_by
+        ));
+    }
+    out
 }
