@@ -401,17 +401,28 @@ pub fn diagnose<T: JsonSchema>(v: &Value, prefix: &str, skip: &[&str]) -> Option
         .map(|p| p.replace("~1", "/").replace("~0", "~"))
         .collect();
     let key = dotted(prefix, &parts, None);
+    let words = words(first);
+    let near = first
+        .instance()
+        .as_str()
+        .and_then(|w| crate::suggest::closest(w, words.iter().map(String::as_str)))
+        .map(str::to_owned);
+    let reason = match &near {
+        Some(n) => format!("\"{key}\": {first}; did you mean \"{n}\"?"),
+        None => format!("\"{key}\": {first}"),
+    };
     Some(Diagnosis {
-        reason: format!("\"{key}\": {first}"),
+        reason,
         key,
-        did_you_mean: None,
+        did_you_mean: near,
     })
 }
 
 /// Of an `anyOf` (an `Option` of a section: the section or `null`), the error of the branch that got furthest
 /// into the document, so that the message names the inner key rather than the section.
 fn deepest<'a>(e: &'a jsonschema::ValidationError<'a>) -> &'a jsonschema::ValidationError<'a> {
-    let jsonschema::error::ValidationErrorKind::AnyOf { context } = e.kind() else {
+    use jsonschema::error::ValidationErrorKind as K;
+    let (K::AnyOf { context } | K::OneOfNotValid { context }) = e.kind() else {
         return e;
     };
     let depth = |x: &jsonschema::ValidationError<'_>| x.instance_path().to_string().len();
@@ -421,6 +432,20 @@ fn deepest<'a>(e: &'a jsonschema::ValidationError<'a>) -> &'a jsonschema::Valida
         .max_by_key(|x| depth(x))
         .filter(|x| depth(x) > depth(e))
         .map_or(e, |x| deepest(x))
+}
+
+/// The words a value could have been, when the schema lists them (an enum: `"enforce"`, `"off"`).
+fn words(e: &jsonschema::ValidationError<'_>) -> Vec<String> {
+    use jsonschema::error::ValidationErrorKind as K;
+    match e.kind() {
+        K::Enum { options } => options
+            .as_array()
+            .map(|o| o.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default(),
+        K::Constant { expected_value } => expected_value.as_str().map(str::to_owned).into_iter().collect(),
+        K::AnyOf { context } | K::OneOfNotValid { context } => context.iter().flatten().flat_map(words).collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn dotted(prefix: &str, at: &[String], last: Option<&str>) -> String {
@@ -598,6 +623,26 @@ mod tests {
             } else {
                 assert!(text.contains("max_running_tasks"), "the keys are listed: {text}");
             }
+        }
+    }
+
+    #[test]
+    fn a_misspelt_word_gets_the_closest_word() {
+        for (bad, key, near) in [
+            (r#"{"legacy_env": "inheirt"}"#, "legacy_env", "inherit"),
+            (r#"{"sandbox": {"personal": "enforse"}}"#, "sandbox.personal", "enforce"),
+            (
+                r#"{"sandbox": {"unsupported": "refuze"}}"#,
+                "sandbox.unsupported",
+                "refuse",
+            ),
+            (r#"{"tasks": {"backend": "postgress"}}"#, "tasks.backend", "postgres"),
+        ] {
+            let v: Value = serde_json::from_str(bad).unwrap();
+            let e = Settings::from_value(PathBuf::from("/x/animaworks-tool.json"), &v).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{bad}: {e}");
+            assert_eq!(e.did_you_mean.as_deref(), Some(near), "{bad}: {e}");
+            assert!(e.reason.contains(&format!("did you mean \"{near}\"?")), "{e}");
         }
     }
 

@@ -112,7 +112,10 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                         Err(e) => {
                             let why = crate::settings::diagnose::<ServerSpec>(&v, &format!("mcp_servers.{name}"), &[])
                                 .map_or_else(|| format!("mcp_servers.{name}: {e}"), |d| d.reason);
-                            problems.push(problem(&name, tier, &settings, why));
+                            // Said once, as the tier problem below: both tiers read the same declarations.
+                            if tier == Tier::Common {
+                                problems.push(problem(&name, tier, &settings, why));
+                            }
                             continue;
                         }
                     };
