@@ -42,7 +42,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 pub fn expand_home(p: &Path) -> PathBuf {
     let s = p.to_string_lossy();
     if s == "~" || s.starts_with("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
+        if let Some(home) = std::env::var_os(vars::HOME.name) {
             return PathBuf::from(home).join(s.trim_start_matches('~').trim_start_matches('/'));
         }
     }

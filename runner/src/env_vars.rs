@@ -182,6 +182,28 @@ pub const CLICOLOR_FORCE: Var = Var {
     read_by: "cli/term.rs (anstream)",
 };
 
+pub const HOME: Var = Var {
+    name: "HOME",
+    meaning: "the home directory: `~` in a path, `$HOME` in a sandbox place",
+    default: "",
+    reader: Reader::Runner,
+    read_by: "dirs.rs, sandbox/mod.rs",
+};
+pub const PATH: Var = Var {
+    name: "PATH",
+    meaning: "where the AnimaWorks CLI is looked for when a word names no tool (a tool's programs are looked up on the tool's own `PATH`)",
+    default: "",
+    reader: Reader::Runner,
+    read_by: "cli/forward.rs",
+};
+pub const TERM: Var = Var {
+    name: "TERM",
+    meaning: "`dumb`: no live progress display on a terminal",
+    default: "",
+    reader: Reader::Runner,
+    read_by: "cli/render.rs",
+};
+
 /// Every variable, in the order `--help` and the docs list them.
 pub const ALL: &[Var] = &[
     DATA_DIR,
@@ -196,6 +218,9 @@ pub const ALL: &[Var] = &[
     TASKS_URL,
     NO_COLOR,
     CLICOLOR_FORCE,
+    HOME,
+    PATH,
+    TERM,
     COMPLETE,
     WORKER_SECRET,
     CLI_REFUSE,
@@ -218,9 +243,10 @@ impl Var {
         std::env::var(self.name).ok().filter(|v| !v.is_empty())
     }
 
-    /// Whether someone sets it for the runner to read (not one the runner sets itself for its own children).
+    /// Whether an operator sets it for the runner (not one the runner sets for its own children, nor the shell's own).
     fn for_users(&self) -> bool {
-        matches!(self.reader, Reader::Runner | Reader::Both) && *self != WORKER_SECRET && *self != COMPLETE
+        matches!(self.reader, Reader::Runner | Reader::Both)
+            && ![WORKER_SECRET, COMPLETE, HOME, PATH, TERM].contains(self)
     }
 }
 
@@ -266,7 +292,9 @@ mod tests {
                     stack.push(p);
                     continue;
                 }
-                if p.extension().is_none_or(|x| x != "rs") || p.ends_with("env_vars.rs") {
+                // proptests.rs is a test module (lib.rs: `#[cfg(test)] mod proptests`).
+                let skip = ["env_vars.rs", "proptests.rs"].iter().any(|f| p.ends_with(f));
+                if p.extension().is_none_or(|x| x != "rs") || skip {
                     continue;
                 }
                 let text = std::fs::read_to_string(&p).unwrap();
@@ -275,7 +303,12 @@ mod tests {
                     if code.starts_with("//") {
                         continue;
                     }
-                    if code.contains("\"ANIMAWORKS_") || ALL.iter().any(|v| code.contains(v.name)) {
+                    let spelt = code.contains("\"ANIMAWORKS_")
+                        || ALL.iter().any(|v| v.name.starts_with(PREFIX) && code.contains(v.name))
+                        || ["var(\"", "var_os(\"", ".env(\"", "remove_var(\"", "set_var(\""]
+                            .iter()
+                            .any(|read| code.contains(read));
+                    if spelt {
                         found.push(format!(
                             "{}:{}: {}",
                             p.strip_prefix(&root).unwrap().display(),
@@ -288,7 +321,7 @@ mod tests {
         }
         assert!(
             found.is_empty(),
-            "name these through runner/src/env_vars.rs (env_vars::X.name):\n{}",
+            "name these through runner/src/env_vars.rs (env_vars::X.name, X.get()):\n{}",
             found.join("\n")
         );
     }

@@ -108,7 +108,7 @@ pub struct Overrides {
 pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Option<CallError> {
     let argv = animaworks_argv(words)?;
     let word = words[0].to_string_lossy().into_owned();
-    let Some(cli) = find_cli(python, std::env::var_os("PATH").as_deref()) else {
+    let Some(cli) = find_cli(python, std::env::var_os(crate::env_vars::PATH.name).as_deref()) else {
         return Some(
             CallError::new(
                 ErrorCode::SpawnFailed,

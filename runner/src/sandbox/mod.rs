@@ -556,7 +556,7 @@ fn plan_with(
             )
         })?;
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
     let places = Places {
         anima: dirs.anima.clone(),

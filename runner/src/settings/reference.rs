@@ -18,11 +18,12 @@ pub fn schema_text() -> String {
 }
 
 const INTRO: &str = "\
-The operator's settings of the runner, one JSON object. The file is read once per runner (at most 1 MiB, a regular
-file). An absent file means every default, and so does an absent or `null` key. A file that exists but cannot be
-used — not JSON, not an object, an unknown key, a value of the wrong type or out of range — stops every command
-that needs it with an error naming the file and the key (a misspelt key with the closest real one: `unknown key
-\"max_runing_tasks\"; did you mean \"max_running_tasks\"?`); it is never silently ignored, and `doctor` reports it.
+The operator's settings of the runner, one JSON object. The file is read once per runner (at most 1 MiB, a
+regular file). An absent file means every default, and so does an absent key (or `null` at the top level). A
+file that exists but cannot be used — not JSON, not an object, an unknown key, a value of the wrong type or out
+of range — stops every command that needs it with an error naming the file and the key, with the closest real
+key or word for a misspelt one (`unknown key \"max_runing_tasks\"; did you mean \"max_running_tasks\"?`); it is
+never silently ignored, and `doctor` reports it.
 
 Its JSON Schema is [animaworks-tool.schema.json](animaworks-tool.schema.json): with `\"$schema\"` naming it, an
 editor checks the file as you type.
