@@ -105,12 +105,11 @@ pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> 
 }
 
 /// Reads `"env_passthrough": ["NAME", "PREFIX_*", …]` and `"legacy_env": "inherit" | "clean"` from
-/// `<data dir>/animaworks-tool.json`. An absent file or key means the default; other keys of the file are not
-/// this function's concern and are ignored.
+/// `<data dir>/animaworks-tool.json`, through the one settings parser ([`crate::settings`]). An absent file or
+/// key means the default.
 ///
 /// # Errors
-/// When the file exists but is unreadable, not a JSON object, `env_passthrough` is not a list of strings, or
-/// `legacy_env` is not one of its two words.
+/// When the settings file cannot be used at all (any of its keys, not only these: [`crate::settings::Settings::load`]).
 pub fn load_settings(data_dir: &Path) -> Result<EnvSettings, EnvConfigError> {
     let s = crate::settings::Settings::load(data_dir).map_err(|e| EnvConfigError {
         path: e.path,
