@@ -5,6 +5,7 @@
 //! 2. the environment (`ANIMAWORKS_CORE_TOOLS`, colon-separated; `ANIMAWORKS_DATA_DIR`; `ANIMAWORKS_ANIMA_DIR`);
 //! 3. the default: data dir `~/.animaworks`; core tools `<data dir>/core_tools`; no anima.
 
+use crate::env_vars as vars;
 use crate::tier::Tier;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -45,7 +46,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 pub fn expand_home(p: &Path) -> PathBuf {
     let s = p.to_string_lossy();
     if s == "~" || s.starts_with("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
+        if let Some(home) = std::env::var_os(vars::HOME.name) {
             return PathBuf::from(home).join(s.trim_start_matches('~').trim_start_matches('/'));
         }
     }
@@ -63,11 +64,11 @@ impl Dirs {
             .data_dir
             .as_deref()
             .map(expand_home)
-            .or_else(|| env_path("ANIMAWORKS_DATA_DIR"))
+            .or_else(|| env_path(vars::DATA_DIR.name))
             .unwrap_or_else(|| expand_home(Path::new("~/.animaworks")));
         let core = if !opts.core_dirs.is_empty() {
             opts.core_dirs.iter().map(|p| expand_home(p)).collect()
-        } else if let Some(v) = std::env::var_os("ANIMAWORKS_CORE_TOOLS") {
+        } else if let Some(v) = std::env::var_os(vars::CORE_TOOLS.name) {
             std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
                 .map(|p| expand_home(&p))
@@ -79,17 +80,17 @@ impl Dirs {
             .anima_dir
             .as_deref()
             .map(expand_home)
-            .or_else(|| env_path("ANIMAWORKS_ANIMA_DIR"));
+            .or_else(|| env_path(vars::ANIMA_DIR.name));
         let cache = opts
             .cache_dir
             .as_deref()
             .map(expand_home)
-            .or_else(|| env_path("ANIMAWORKS_TOOL_CACHE_DIR"))
+            .or_else(|| env_path(vars::CACHE_DIR.name))
             .unwrap_or_else(|| data.join("cache").join("animaworks-tool"));
         let python = opts
             .python
             .clone()
-            .or_else(|| std::env::var_os("ANIMAWORKS_PYTHON").filter(|v| !v.is_empty()))
+            .or_else(|| vars::PYTHON.get_os())
             .unwrap_or_else(|| "python3".into());
         Dirs {
             core,

@@ -32,6 +32,7 @@ pub mod call;
 pub mod confined;
 pub mod dirs;
 pub mod discover;
+pub mod env_vars;
 pub mod error;
 pub mod flags;
 pub mod fsread;

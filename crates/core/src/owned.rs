@@ -28,8 +28,9 @@ fn refusal(path: &Path, m: &std::fs::Metadata, what: &str) -> Option<io::Error> 
         io::ErrorKind::PermissionDenied,
         format!(
             "refusing the {what} {}: {why}; what the runner runs from it could have been changed by someone else \
-             (use a folder of your own, e.g. `chmod go-w` it, or set $ANIMAWORKS_TOOL_CACHE_DIR)",
-            path.display()
+             (use a folder of your own, e.g. `chmod go-w` it, or set ${})",
+            path.display(),
+            crate::env_vars::CACHE_DIR.name
         ),
     ))
 }

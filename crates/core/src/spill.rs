@@ -37,8 +37,8 @@ pub struct SpillTo {
 
 /// The per-call bound: `$ANIMAWORKS_TOOL_MAX_SPILL` (bytes), else [`DEFAULT_MAX_SPILL`].
 pub fn default_max_spill() -> u64 {
-    std::env::var("ANIMAWORKS_TOOL_MAX_SPILL")
-        .ok()
+    crate::env_vars::MAX_SPILL
+        .get()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_MAX_SPILL)

@@ -64,12 +64,14 @@ pub fn did_you_mean(names: &[&str]) -> Option<String> {
 /// Why the personal tier did not take part, when it did not: the commonest reason a tool is "unknown".
 pub fn personal_tier_note(dirs: &Dirs) -> Option<String> {
     match &dirs.anima {
-        None => Some(
-            "the personal tier was not searched: no anima dir (set ANIMAWORKS_ANIMA_DIR or pass --anima-dir)".into(),
-        ),
+        None => Some(format!(
+            "the personal tier was not searched: no anima dir (set {} or pass --anima-dir)",
+            crate::env_vars::ANIMA_DIR.name
+        )),
         Some(a) if !a.is_dir() => Some(format!(
-            "the anima dir {} does not exist, so no personal tool was found (a typo in ANIMAWORKS_ANIMA_DIR or --anima-dir?)",
-            a.display()
+            "the anima dir {} does not exist, so no personal tool was found (a typo in {} or --anima-dir?)",
+            a.display(),
+            crate::env_vars::ANIMA_DIR.name
         )),
         Some(a) if !a.join("tools").is_dir() => Some(format!(
             "the anima dir {} has no tools folder, so it has no personal tools",

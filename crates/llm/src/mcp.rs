@@ -311,18 +311,19 @@ fn empty_reason(runner: &Runner, found: usize, problems: &[awt_core::discover::P
     let d = &runner.dirs;
     let mut why = Vec::new();
     match &d.anima {
-        None => why.push(
-            "no anima dir: ANIMAWORKS_ANIMA_DIR is not set (MCP clients often start servers without the caller's \
-             environment; give it in the client's server entry, or pass --anima-dir)"
-                .to_owned(),
-        ),
+        None => why.push(format!(
+            "no anima dir: {} is not set (MCP clients often start servers without the caller's \
+             environment; give it in the client's server entry, or pass --anima-dir)",
+            awt_core::env_vars::ANIMA_DIR.name
+        )),
         Some(a) if !a.is_dir() => why.push(format!("the anima dir {} does not exist", a.display())),
         Some(_) => {}
     }
     if !d.data.is_dir() {
         why.push(format!(
-            "the data dir {} does not exist (set ANIMAWORKS_DATA_DIR or pass --data-dir)",
-            d.data.display()
+            "the data dir {} does not exist (set {} or pass --data-dir)",
+            d.data.display(),
+            awt_core::env_vars::DATA_DIR.name
         ));
     }
     if found == 0 {

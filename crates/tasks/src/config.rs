@@ -5,12 +5,13 @@
 //! The Postgres backend's timing may be tuned in the same object: `"lease_s"` (30), `"max_attempts"` (3),
 //! `"drain_s"` (30), `"poll_s"` (2), `"watchdog"` (true).
 
+use awt_core::settings::tasks::BackendWord;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable that gives the database URL.
-pub const URL_ENV: &str = "ANIMAWORKS_TOOL_TASKS_URL";
+pub const URL_ENV: &str = awt_core::env_vars::TASKS_URL.name;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Backend {
@@ -53,12 +54,8 @@ pub enum ConfigError {
     /// The settings file itself cannot be used.
     #[error("cannot use the runner settings: {0}")]
     Settings(awt_core::settings::SettingsError),
-    #[error("{}: \"tasks\" must be an object", path.display())]
-    NotObject { path: PathBuf },
     #[error("{}: \"tasks\" chooses postgres but gives no \"url\", and ${} is not set", path.display(), URL_ENV)]
     NoUrl { path: PathBuf },
-    #[error("{}: \"tasks\".\"backend\" is {backend:?}; it must be \"files\" or \"postgres\"", path.display())]
-    UnknownBackend { path: PathBuf, backend: String },
     /// A duration key (`lease_s`, `drain_s`, `poll_s`) out of its range.
     #[error("{}: \"tasks\".\"{key}\" must be a number of seconds from {min} to 86400, not {value}", path.display())]
     Seconds {
@@ -67,8 +64,6 @@ pub enum ConfigError {
         min: f64,
         value: Value,
     },
-    #[error("{}: \"tasks\".\"watchdog\" must be true or false, not {value}", path.display())]
-    Watchdog { path: PathBuf, value: Value },
     #[error("{}: \"tasks\".\"max_attempts\" must be a whole number from 1 to 100, not {value}", path.display())]
     MaxAttempts { path: PathBuf, value: Value },
     /// The database URL does not parse; `from` says where it came from, `url` is shown with its password hidden.
@@ -107,23 +102,16 @@ fn check_url(url: &str, from: String) -> Result<(), ConfigError> {
         })
 }
 
-fn seconds(
-    obj: &serde_json::Map<String, Value>,
-    key: &'static str,
-    min: f64,
-    path: &Path,
-) -> Result<Option<Duration>, ConfigError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_f64() {
-            Some(s) if s.is_finite() && s >= min && s <= 86400.0 => Ok(Some(Duration::from_secs_f64(s))),
-            _ => Err(ConfigError::Seconds {
-                path: path.to_owned(),
-                key,
-                min,
-                value: v.clone(),
-            }),
-        },
+fn seconds(v: Option<f64>, key: &'static str, min: f64, path: &Path) -> Result<Option<Duration>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s >= min && s <= 86400.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(ConfigError::Seconds {
+            path: path.to_owned(),
+            key,
+            min,
+            value: serde_json::json!(s),
+        }),
     }
 }
 
@@ -132,54 +120,40 @@ pub fn load(runner: &awt_core::call::Runner) -> Result<TasksConfig, ConfigError>
     let all = runner.settings_file().map_err(|e| ConfigError::Settings(e.clone()))?;
     let path = all.path.clone();
     let mut cfg = TasksConfig::default();
-    let tasks = match all.raw.get("tasks") {
-        None | Some(Value::Null) => return Ok(cfg),
-        Some(Value::Object(o)) => o,
-        Some(_) => return Err(ConfigError::NotObject { path }),
-    };
-    let url = match std::env::var(URL_ENV).ok().filter(|u| !u.is_empty()) {
+    let Some(tasks) = &all.tasks else { return Ok(cfg) };
+    let url = match awt_core::env_vars::TASKS_URL.get() {
         Some(u) => Some((u, format!("${URL_ENV}"))),
         None => tasks
-            .get("url")
-            .and_then(Value::as_str)
-            .map(|u| (u.to_owned(), format!("\"tasks\".\"url\" in {}", path.display()))),
+            .url
+            .clone()
+            .map(|u| (u, format!("\"tasks\".\"url\" in {}", path.display()))),
     };
-    cfg.backend = match tasks.get("backend").and_then(Value::as_str) {
-        None | Some("files") => Backend::Files,
-        Some("postgres") => match url {
+    cfg.backend = match tasks.backend.unwrap_or_default() {
+        BackendWord::Files => Backend::Files,
+        BackendWord::Postgres => match url {
             Some((url, from)) => {
                 check_url(&url, from)?;
                 Backend::Postgres { url }
             }
             None => return Err(ConfigError::NoUrl { path }),
         },
-        Some(other) => {
-            return Err(ConfigError::UnknownBackend {
-                path,
-                backend: other.to_owned(),
-            })
-        }
     };
-    if let Some(d) = seconds(tasks, "lease_s", 2.0, &path)? {
+    if let Some(d) = seconds(tasks.lease_s, "lease_s", 2.0, &path)? {
         cfg.lease = d;
     }
-    if let Some(d) = seconds(tasks, "drain_s", 0.0, &path)? {
+    if let Some(d) = seconds(tasks.drain_s, "drain_s", 0.0, &path)? {
         cfg.drain = d;
     }
-    if let Some(d) = seconds(tasks, "poll_s", 0.05, &path)? {
+    if let Some(d) = seconds(tasks.poll_s, "poll_s", 0.05, &path)? {
         cfg.poll = d;
     }
-    match tasks.get("watchdog") {
-        None | Some(Value::Null) => {}
-        Some(Value::Bool(b)) => cfg.watchdog = *b,
-        Some(v) => return Err(ConfigError::Watchdog { path, value: v.clone() }),
+    if let Some(b) = tasks.watchdog {
+        cfg.watchdog = b;
     }
-    match tasks.get("max_attempts") {
-        None | Some(Value::Null) => {}
-        Some(n) => match n.as_u64() {
-            Some(n @ 1..=100) => cfg.max_attempts = n as u32,
-            _ => return Err(ConfigError::MaxAttempts { path, value: n.clone() }),
-        },
+    match tasks.max_attempts {
+        None => {}
+        Some(n @ 1..=100) => cfg.max_attempts = n as u32,
+        Some(n) => return Err(ConfigError::MaxAttempts { path, value: n.into() }),
     }
     Ok(cfg)
 }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
 
 /// The environment variable holding a worker's secret.
-pub const SECRET_VAR: &str = "ANIMAWORKS_TOOL_WORKER_SECRET";
+pub const SECRET_VAR: &str = awt_core::env_vars::WORKER_SECRET.name;
 
 /// A fresh secret: 16 random bytes, as hex.
 pub fn new_secret() -> String {

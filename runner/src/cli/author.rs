@@ -60,7 +60,10 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
                 return refuse(
                     ErrorCode::Usage,
                     "no anima dir, so no personal tier to write into".into(),
-                    "pass --anima-dir DIR (or set ANIMAWORKS_ANIMA_DIR), or write elsewhere with --dir DIR",
+                    &format!(
+                        "pass --anima-dir DIR (or set {}), or write elsewhere with --dir DIR",
+                        crate::env_vars::ANIMA_DIR.name
+                    ),
                 );
             };
             match runner.permissions() {

@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// The variable that switches the binary into answering completions.
-pub const VAR: &str = "ANIMAWORKS_TOOL_COMPLETE";
+pub const VAR: &str = crate::env_vars::COMPLETE.name;
 
 /// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once.
 pub fn answer_if_asked() {

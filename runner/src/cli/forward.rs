@@ -108,7 +108,7 @@ pub struct Overrides {
 pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Option<CallError> {
     let argv = animaworks_argv(words)?;
     let word = words[0].to_string_lossy().into_owned();
-    let Some(cli) = find_cli(python, std::env::var_os("PATH").as_deref()) else {
+    let Some(cli) = find_cli(python, std::env::var_os(crate::env_vars::PATH.name).as_deref()) else {
         return Some(
             CallError::new(
                 ErrorCode::SpawnFailed,
@@ -118,20 +118,21 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
                     python.to_string_lossy()
                 ),
             )
-            .hint(
-                "install AnimaWorks (`pip install animaworks`), or set ANIMAWORKS_PYTHON to the Python it is \
+            .hint(format!(
+                "install AnimaWorks (`pip install animaworks`), or set {} to the Python it is \
                  installed in (its `animaworks` script sits next to it)",
-            )
+                crate::env_vars::PYTHON.name
+            ))
             .with(Detail::Tool, word),
         );
     };
     let mut cmd = std::process::Command::new(&cli);
     cmd.arg0("animaworks").args(&argv);
     if let Some(d) = &overrides.data_dir {
-        cmd.env("ANIMAWORKS_DATA_DIR", d);
+        cmd.env(crate::env_vars::DATA_DIR.name, d);
     }
     if let Some(d) = &overrides.anima_dir {
-        cmd.env("ANIMAWORKS_ANIMA_DIR", d);
+        cmd.env(crate::env_vars::ANIMA_DIR.name, d);
     }
     // Why: the guardian made this process the subreaper of its descendants; the CLI (a server may daemonise
     // from it) must leave its orphans to init as it would when started directly.
@@ -143,7 +144,10 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
             ErrorCode::SpawnFailed,
             format!("cannot run the AnimaWorks CLI {}: {e}", cli.display()),
         )
-        .hint("reinstall AnimaWorks, or set ANIMAWORKS_PYTHON to the Python it is installed in")
+        .hint(format!(
+            "reinstall AnimaWorks, or set {} to the Python it is installed in",
+            crate::env_vars::PYTHON.name
+        ))
         .with(Detail::Tool, word),
     )
 }

@@ -125,10 +125,10 @@ fn shadowed_by_commands(tools: &[Value]) -> Vec<String> {
 
 /// What `doctor` says of the sandbox: the kernel's support, the modes in force, a settings error.
 fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
-    use awt_core::sandbox::{kernel, Settings};
+    use awt_core::sandbox::kernel;
     let k = kernel::support();
-    let (settings, err) = match Settings::load(&runner.dirs.data) {
-        Ok(s) => (Some(s), None),
+    let (settings, err) = match runner.settings_file() {
+        Ok(s) => (Some(s.sandbox.clone()), None),
         Err(e) => (None, Some(e.to_string())),
     };
     let proxy = k.pid_namespace
@@ -151,6 +151,15 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         "report": report,
     });
     (v, err)
+}
+
+/// The settings file's error for `doctor --json`: the file, the message, the key at fault and the closest real
+/// key of a misspelt one.
+fn settings_error_json(runner: &Runner) -> Value {
+    match runner.settings_file() {
+        Ok(_) => Value::Null,
+        Err(e) => json!({"path": e.path, "message": e.to_string(), "key": e.key, "did_you_mean": e.did_you_mean}),
+    }
 }
 
 /// "1 problem", "2 problems".
@@ -181,7 +190,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     if as_json {
         say!(
             "{}",
-            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error,
+            json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error, "settings_error": settings_error_json(runner),
                    "credentials": credentials,
                    "environment": {"legacy_env": legacy.as_str(),
                                    "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
@@ -189,7 +198,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     } else {
         if problems.is_empty() {
             say!(
-                "{}: {}, no problems",
+                "{}: {}, no problems with the tools",
                 if bad { "not ok" } else { "ok" },
                 plural(tools.len(), "tool", "tools")
             );
@@ -200,6 +209,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
                 plural(tools.len(), "tool", "tools")
             );
             print_problems(&problems);
+        }
+        if let Some(e) = &settings_error {
+            say!("settings: {e}");
         }
         if let Some((n, _)) = &note {
             say!("note: {n}");
@@ -251,9 +263,6 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
                 s["personal"],
                 s["unsupported"]
             );
-        }
-        if let Some(e) = &settings_error {
-            say!("  [sandbox_settings] {e}");
         }
     }
     if bad {

@@ -14,6 +14,13 @@ pub struct ManArgs {
     /// The command reference as Markdown (docs/commands.md is this output).
     #[arg(long, hide = true, conflicts_with = "dir")]
     pub markdown: bool,
+    /// The configuration page as Markdown (docs/configuration.md is this output), from the settings' types and
+    /// the environment variable registry.
+    #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown", "config_schema"])]
+    pub config_markdown: bool,
+    /// The JSON Schema of animaworks-tool.json (docs/animaworks-tool.schema.json is this output).
+    #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown"])]
+    pub config_schema: bool,
     /// The command whose page to print (`man jobs list`); none: the runner's own page.
     pub command: Vec<String>,
 }
@@ -32,6 +39,14 @@ pub fn man(a: &ManArgs) -> i32 {
     };
     if a.markdown {
         let _ = std::io::stdout().lock().write_all(markdown().as_bytes());
+        return 0;
+    }
+    if a.config_markdown {
+        let _ = std::io::stdout().lock().write_all(crate::settings::reference::markdown().as_bytes());
+        return 0;
+    }
+    if a.config_schema {
+        let _ = std::io::stdout().lock().write_all(crate::settings::reference::schema_text().as_bytes());
         return 0;
     }
     if let Some(dir) = &a.dir {

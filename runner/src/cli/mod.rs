@@ -63,12 +63,17 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
 13 internal. See protocol.md and docs/ (docs/command-line.md).";
 
+/// [`AFTER_HELP`] and the variables an operator sets, from the registry ([`crate::env_vars`]).
+fn after_help() -> String {
+    format!("{AFTER_HELP}\n\n{}", crate::env_vars::help_section().trim_end())
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "animaworks-tool",
     version = version::LINE,
     about = "Run tools written in any language: three tiers, validated arguments, gates, timeouts, live progress.",
-    after_help = AFTER_HELP,
+    after_help = after_help(),
     allow_external_subcommands = true,
     disable_help_subcommand = true
 )]
@@ -384,7 +389,7 @@ fn init_logging(server: bool) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(render::color());
-    let filter = std::env::var("ANIMAWORKS_TOOL_LOG").ok();
+    let filter = std::env::var(crate::env_vars::LOG.name).ok();
     if server {
         let filter = filter.unwrap_or_else(|| "warn,rmcp=error".into());
         let _ = fmt

@@ -265,6 +265,65 @@ fn the_command_reference_in_the_docs_is_current() {
     }
 }
 
+/// The configuration page and the settings' JSON Schema are generated from the settings' types and the
+/// environment registry; the committed files must be what the runner prints.
+#[test]
+fn the_configuration_page_and_the_settings_schema_in_the_docs_are_current() {
+    let w = World::new();
+    for (flag, file, must) in [
+        ("--config-markdown", "configuration.md", ["## `limits.core`", "`max_running_tasks`", "`ANIMAWORKS_TOOL_TASKS_URL`"]),
+        ("--config-schema", "animaworks-tool.schema.json", ["\"additionalProperties\": false", "\"max_running_tasks\"", "\"pid_namespace\""]),
+    ] {
+        let o = w.run(&["man", flag]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
+            std::fs::write(&path, &o.stdout).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == stdout(&o),
+            "docs/{file} is stale: `cargo run -q -p animaworks-tool -- man {flag} > docs/{file}` (or ANIMAWORKS_TOOL_BLESS=1)"
+        );
+        for m in must {
+            assert!(committed.contains(m), "{m} missing from docs/{file}");
+        }
+    }
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(format!(
+        "{}/../docs/animaworks-tool.schema.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap())
+    .unwrap();
+    assert_eq!(schema["properties"]["max_running_tasks"]["default"], 4, "{schema}");
+}
+
+#[test]
+fn a_misspelt_settings_key_stops_commands_and_doctor_names_it_with_the_closest_key() {
+    let w = World::new();
+    hello(&w);
+    w.settings(r#"{"max_runing_tasks": 2}"#);
+    let o = w.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v = json(&o);
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["settings_error"]["key"], "max_runing_tasks", "{v}");
+    assert_eq!(v["settings_error"]["did_you_mean"], "max_running_tasks", "{v}");
+    let o = w.run(&["doctor"]);
+    assert!(
+        stdout(&o).contains("unknown key \"max_runing_tasks\"; did you mean \"max_running_tasks\"?"),
+        "{}",
+        stdout(&o)
+    );
+    let e = json(&w.run(&["call", "hello", "greet", "--who", "x"]))["error"].clone();
+    assert!(
+        e["message"].as_str().unwrap().contains("animaworks-tool.json") && e["did_you_mean"] == "max_running_tasks",
+        "{e}"
+    );
+    w.settings(r#"{"$schema": "animaworks-tool.schema.json", "max_running_tasks": 2}"#);
+    assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a valid file with $schema is fine");
+}
+
 #[test]
 fn mistyped_tools_actions_and_flags_get_the_closest_name() {
     let w = World::new();

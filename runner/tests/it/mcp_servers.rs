@@ -301,6 +301,8 @@ fn a_bad_declaration_is_a_problem_that_names_the_key() {
     let o = w.run(&["doctor"]);
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(text.contains("mcp_servers.bad") && text.contains("comand"), "{text}");
+    assert!(text.contains("did you mean \"command\"?"), "{text}");
+    assert_eq!(text.matches("mcp_servers.bad.comand").count(), 1, "said once: {text}");
     assert!(text.contains("only stdio servers"), "{text}");
 }
 

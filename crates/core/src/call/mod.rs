@@ -44,7 +44,7 @@ pub use target::{OpenTool, Target};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::error::{CallError, Detail, ErrorCode};
+use crate::error::{CallError, ErrorCode};
 use crate::manifest::Manifest;
 use crate::policy::audit::AuditLog;
 use crate::policy::permissions::{self, LoadedPermissions, PermissionsError};
@@ -57,7 +57,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The environment variable that sets the runner's output cap.
-pub const MAX_OUTPUT_ENV: &str = "ANIMAWORKS_TOOL_MAX_OUTPUT";
+pub const MAX_OUTPUT_ENV: &str = crate::env_vars::MAX_OUTPUT.name;
 /// Default output cap: 8 MiB (protocol.md §5.3).
 pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
 /// The highest output cap a call may set (`--max-output`, `ANIMAWORKS_TOOL_MAX_OUTPUT`, a request's
@@ -180,11 +180,7 @@ impl Runner {
 
     /// `<data dir>/animaworks-tool.json`, read once. A file that cannot be used stops every call that needs it.
     pub fn settings(&self) -> Result<&Settings, CallError> {
-        self.settings_file().map_err(|e| {
-            CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-                .hint("fix that file (docs/configuration.md), or move it away to use the defaults")
-                .with(Detail::Path, e.path.to_string_lossy().into_owned())
-        })
+        self.settings_file().map_err(SettingsError::to_call_error)
     }
 
     /// [`Runner::settings`] with the file's own error, for callers that report it in their own terms.
@@ -243,9 +239,10 @@ impl Runner {
             Some(a) => permissions::load(a),
             None => Ok(LoadedPermissions {
                 permissions: Default::default(),
-                source: permissions::PermissionsFile::Defaults(PathBuf::from(
-                    "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
-                )),
+                source: permissions::PermissionsFile::Defaults(PathBuf::from(format!(
+                    "<anima dir: pass --anima-dir or set {}>/permissions.json",
+                    crate::env_vars::ANIMA_DIR.name
+                ))),
             }),
         }
     }
@@ -253,7 +250,7 @@ impl Runner {
     /// Where audit lines go: `$ANIMAWORKS_TOOL_AUDIT_LOG`, else `<anima dir>/state/tool_audit.jsonl`, else
     /// `<data dir>/state/tool_audit.jsonl`.
     pub fn audit_log(&self) -> AuditLog {
-        match std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG").filter(|v| !v.is_empty()) {
+        match crate::env_vars::AUDIT_LOG.get_os() {
             Some(p) => AuditLog::at(PathBuf::from(p)),
             // A named anima dir that does not exist is not created by its first audit line (a typo in
             // ANIMAWORKS_ANIMA_DIR must stay visible); the data dir's log takes the line.

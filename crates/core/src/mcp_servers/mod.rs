@@ -16,55 +16,14 @@
 pub mod bridge;
 
 use crate::tier::Tier;
-use awt_protocol::{CredentialDecl, Sandbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The largest `config.json` / `status.json` read for server declarations.
 const MAX_DECL_FILE: u64 = 4 * 1024 * 1024;
 
-/// One server's declaration as the operator wrote it (`animaworks-tool.json` `"mcp_servers"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSpec {
-    /// The program (looked up on the tool's `PATH`).
-    #[serde(default)]
-    pub command: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Variables set for the server, over the tool environment of its tier.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Credentials injected into the server's environment at its start (only as granted).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub credentials: Vec<CredentialDecl>,
-    /// `core` or `common` (personal servers are declared in the anima's own `status.json`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tier: Option<String>,
-    /// MCP tool names (a trailing `*` matches a prefix) gated besides those not declared `readOnlyHint: true`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gated: Vec<String>,
-    /// What the server may touch (protocol.md §2.4), for every one of its actions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Sandbox>,
-    /// The resource limits of the server process, as `"limits"` of a tier in the settings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<Value>,
-    /// The deadline of each call, in seconds (default: protocol.md's 60).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_s: Option<f64>,
-    /// How long the server may take to start and answer `initialize`, in seconds (default 30).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handshake_s: Option<f64>,
-    /// `stdio` (the default). Other transports are refused with a clear problem.
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
-    /// A Streamable HTTP server's address (not supported yet: listed as a problem).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-}
+pub use crate::settings::mcp::ServerSpec;
 
 /// Where a declaration was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,12 +100,22 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
     match tier {
         Tier::Core | Tier::Common => {
             let settings = data_dir.join(crate::settings::SETTINGS_FILE);
-            if let Some(servers) = servers_in(&settings, &["mcp_servers"], &mut problems, tier) {
-                for (name, v) in servers {
-                    let spec: ServerSpec = match serde_json::from_value(v) {
+            for (name, v) in settings_servers(&settings) {
+                {
+                    let parsed = if v.is_object() {
+                        ServerSpec::deserialize(&v)
+                    } else {
+                        Err(serde::de::Error::custom(format!("must be an object, not {v}")))
+                    };
+                    let spec: ServerSpec = match parsed {
                         Ok(s) => s,
                         Err(e) => {
-                            problems.push(problem(&name, tier, &settings, format!("mcp_servers.{name}: {e}")));
+                            let why = crate::settings::diagnose::<ServerSpec>(&v, &format!("mcp_servers.{name}"), &[])
+                                .map_or_else(|| format!("mcp_servers.{name}: {e}"), |d| d.reason);
+                            // Said once, as the tier problem below: both tiers read the same declarations.
+                            if tier == Tier::Common {
+                                problems.push(problem(&name, tier, &settings, why));
+                            }
                             continue;
                         }
                     };
@@ -272,6 +241,18 @@ fn push(
         origin,
         spec,
     });
+}
+
+/// The servers of the runner's settings file, when it names any (the file is only parsed then). A file that
+/// cannot be used declares none here: its error is the settings' own, reported by every command and `doctor`.
+fn settings_servers(file: &Path) -> Map<String, Value> {
+    let Ok(Some(bytes)) = crate::fsread::read_if_present(file, crate::settings::MAX_SETTINGS_BYTES) else {
+        return Map::new();
+    };
+    if memchr::memmem::find(&bytes, b"mcp_servers").is_none() {
+        return Map::new();
+    }
+    crate::settings::Settings::parse(file.to_owned(), &bytes).map_or_else(|_| Map::new(), |s| s.mcp_servers)
 }
 
 /// The object at `path` inside the JSON file, when the file exists and mentions servers at all.

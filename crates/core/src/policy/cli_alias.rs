@@ -11,7 +11,7 @@ use crate::discover::Launch;
 use std::ffi::OsString;
 
 /// The environment variable that carries the refused keys to the shim.
-pub const REFUSE_VAR: &str = "ANIMAWORKS_TOOL_CLI_REFUSE";
+pub const REFUSE_VAR: &str = crate::env_vars::CLI_REFUSE.name;
 /// How the shim's refusal starts on stderr.
 pub const REFUSAL_MARK: &str = "animaworks-tool: permission_denied:";
 

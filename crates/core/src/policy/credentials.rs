@@ -358,7 +358,7 @@ impl Resolver {
                 }
             }
             // The runner's own variables are never a credential's fallback.
-            for key in group.iter().filter(|k| !k.starts_with("ANIMAWORKS_")) {
+            for key in group.iter().filter(|k| !k.starts_with(crate::env_vars::PREFIX)) {
                 if let Some(s) = self.caller_env.get(key).filter(|s| !s.is_empty()) {
                     return found(s.clone(), CredentialSource::Environment { var: key.clone() });
                 }

@@ -13,6 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::credentials::ResolvedCredential;
+use crate::env_vars as vars;
 
 /// `<data dir>/animaworks-tool.json`, the runner's settings ([`crate::settings`]).
 pub const RUNNER_CONFIG_FILE: &str = crate::settings::SETTINGS_FILE;
@@ -38,26 +39,7 @@ pub const NETWORK_VARS: &[&str] = &[
     "NODE_EXTRA_CA_CERTS",
 ];
 
-/// Which of the caller's variables a tool gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum EnvPolicy {
-    /// [`BASE_VARS`], `LC_*`, [`NETWORK_VARS`] and the operator's `env_passthrough`: tools on the new protocol.
-    #[default]
-    Clean,
-    /// The caller's whole environment: AnimaWorks modules (a `.py` tool the shim runs by the AnimaWorks
-    /// convention), unless the operator sets `"legacy_env": "clean"`.
-    Inherit,
-}
-
-impl EnvPolicy {
-    /// `clean` or `inherit`, as the audit line, `doctor` and `--help` name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvPolicy::Clean => "clean",
-            EnvPolicy::Inherit => "inherit",
-        }
-    }
-}
+pub use crate::settings::EnvPolicy;
 
 /// The environment part of `<data dir>/animaworks-tool.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,12 +105,11 @@ pub fn load_passthrough(data_dir: &Path) -> Result<Vec<String>, EnvConfigError> 
 }
 
 /// Reads `"env_passthrough": ["NAME", "PREFIX_*", …]` and `"legacy_env": "inherit" | "clean"` from
-/// `<data dir>/animaworks-tool.json`. An absent file or key means the default; other keys of the file are not
-/// this function's concern and are ignored.
+/// `<data dir>/animaworks-tool.json`, through the one settings parser ([`crate::settings`]). An absent file or
+/// key means the default.
 ///
 /// # Errors
-/// When the file exists but is unreadable, not a JSON object, `env_passthrough` is not a list of strings, or
-/// `legacy_env` is not one of its two words.
+/// When the settings file cannot be used at all (any of its keys, not only these: [`crate::settings::Settings::load`]).
 pub fn load_settings(data_dir: &Path) -> Result<EnvSettings, EnvConfigError> {
     let s = crate::settings::Settings::load(data_dir).map_err(|e| EnvConfigError {
         path: e.path,
@@ -195,12 +176,12 @@ fn passes(name: &OsStr, entries: &[String]) -> bool {
 /// The context variables a tool can get (protocol §8). A caller's own value of one of these never reaches a
 /// tool, even through `env_passthrough`: only the call's context sets them.
 pub const CONTEXT_VARS: &[&str] = &[
-    "ANIMAWORKS_TOOL_PROTOCOL",
-    "ANIMAWORKS_CALL_ID",
-    "ANIMAWORKS_DATA_DIR",
-    "ANIMAWORKS_ANIMA_DIR",
-    "ANIMAWORKS_ANIMA_NAME",
-    "ANIMAWORKS_DEADLINE_MS",
+    vars::PROTOCOL.name,
+    vars::CALL_ID.name,
+    vars::DATA_DIR.name,
+    vars::ANIMA_DIR.name,
+    vars::ANIMA_NAME.name,
+    vars::DEADLINE_MS.name,
 ];
 
 impl CallContext {
@@ -209,36 +190,32 @@ impl CallContext {
     /// `ANIMAWORKS_DEADLINE_MS`.
     pub fn vars(&self) -> Vec<(OsString, OsString)> {
         let mut v: Vec<(OsString, OsString)> = vec![
-            ("ANIMAWORKS_TOOL_PROTOCOL".into(), "1".into()),
-            ("ANIMAWORKS_CALL_ID".into(), self.call_id.clone().into()),
-            ("ANIMAWORKS_DATA_DIR".into(), self.data_dir.clone().into_os_string()),
+            (vars::PROTOCOL.name.into(), "1".into()),
+            (vars::CALL_ID.name.into(), self.call_id.clone().into()),
+            (vars::DATA_DIR.name.into(), self.data_dir.clone().into_os_string()),
         ];
         if let Some(d) = &self.anima_dir {
-            v.push(("ANIMAWORKS_ANIMA_DIR".into(), d.clone().into_os_string()));
+            v.push((vars::ANIMA_DIR.name.into(), d.clone().into_os_string()));
         }
         if let Some(n) = &self.anima_name {
-            v.push(("ANIMAWORKS_ANIMA_NAME".into(), n.clone().into()));
+            v.push((vars::ANIMA_NAME.name.into(), n.clone().into()));
         }
-        v.push(("ANIMAWORKS_DEADLINE_MS".into(), self.deadline_ms.to_string().into()));
+        v.push((vars::DEADLINE_MS.name.into(), self.deadline_ms.to_string().into()));
         v
     }
 }
 
 /// The variable naming the credential broker's descriptor in a tool (docs/credentials.md); only the runner
 /// sets it, for one call.
-pub const BROKER_FD_VAR: &str = "ANIMAWORKS_TOOL_BROKER_FD";
+pub const BROKER_FD_VAR: &str = vars::BROKER_FD.name;
 
 /// The runner's own variables, which never reach a tool under any policy or passthrough list: the task
 /// database URL (it holds its password), the workers' key, the broker's descriptor (only the runner sets it for
 /// a call), and any other `ANIMAWORKS_TOOL_*` name that holds a secret, a key or a URL.
 pub fn is_runner_own(name: &str) -> bool {
-    const OWN: &[&str] = &[
-        "ANIMAWORKS_TOOL_TASKS_URL",
-        "ANIMAWORKS_TOOL_WORKER_SECRET",
-        BROKER_FD_VAR,
-    ];
+    const OWN: &[&str] = &[vars::TASKS_URL.name, vars::WORKER_SECRET.name, BROKER_FD_VAR];
     OWN.contains(&name)
-        || name.strip_prefix("ANIMAWORKS_TOOL_").is_some_and(|rest| {
+        || name.strip_prefix(vars::TOOL_PREFIX).is_some_and(|rest| {
             ["SECRET", "PASSWORD", "TOKEN", "URL", "KEY", "DSN"]
                 .iter()
                 .any(|w| rest.contains(w))
@@ -427,8 +404,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         assert!(load_passthrough(d.path()).unwrap().is_empty());
         let f = d.path().join(RUNNER_CONFIG_FILE);
-        std::fs::write(&f, r#"{"other": 1}"#).unwrap();
+        std::fs::write(&f, r#"{"workers_per_tool": 1}"#).unwrap();
         assert!(load_passthrough(d.path()).unwrap().is_empty());
+        std::fs::write(&f, r#"{"other": 1}"#).unwrap();
+        let e = load_passthrough(d.path()).unwrap_err();
+        assert!(e.reason.contains("unknown key \"other\""), "a key of no reader is an error: {e}");
         std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
         assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
         for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {

@@ -4,37 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::permissions::{LoadedPermissions, Permissions, PermissionsError};
 use crate::tier::Tier;
 
-/// What a tier's tools get when `permissions.json` names no credential for them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialDefault {
-    /// `"declared"`: whatever the tool declares or asks the broker for (trusted code).
-    Declared,
-    /// `"granted"`: only what `permissions.json` `"credentials"` grants.
-    Granted,
-}
-
-/// `"credential_defaults": {"core": …, "common": …, "personal": …}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CredentialDefaults {
-    pub core: CredentialDefault,
-    pub common: CredentialDefault,
-    pub personal: CredentialDefault,
-}
-
-impl Default for CredentialDefaults {
-    fn default() -> Self {
-        CredentialDefaults {
-            core: CredentialDefault::Declared,
-            common: CredentialDefault::Granted,
-            personal: CredentialDefault::Granted,
-        }
-    }
-}
+pub use crate::settings::{CredentialDefault, CredentialDefaults};
 
 impl CredentialDefaults {
     pub fn for_tier(&self, tier: Tier) -> CredentialDefault {
@@ -43,38 +16,6 @@ impl CredentialDefaults {
             Tier::Common => self.common,
             Tier::Personal => self.personal,
         }
-    }
-
-    /// The settings key's value; the error names the part at fault.
-    pub fn parse(v: &Value) -> Result<CredentialDefaults, String> {
-        let Value::Object(m) = v else {
-            return Err(format!(
-                "credential_defaults must be an object like {{\"personal\": \"granted\"}}, not {v}"
-            ));
-        };
-        let mut d = CredentialDefaults::default();
-        for (k, w) in m {
-            let word = match w.as_str() {
-                Some("declared") => CredentialDefault::Declared,
-                Some("granted") => CredentialDefault::Granted,
-                _ => {
-                    return Err(format!(
-                        "credential_defaults.{k} must be \"declared\" or \"granted\", not {w}"
-                    ))
-                }
-            };
-            match k.as_str() {
-                "core" => d.core = word,
-                "common" => d.common = word,
-                "personal" => d.personal = word,
-                _ => {
-                    return Err(format!(
-                        "credential_defaults: unknown tier {k:?} (core, common, personal)"
-                    ))
-                }
-            }
-        }
-        Ok(d)
     }
 }
 
@@ -258,13 +199,11 @@ mod tests {
         assert!(CredentialGrants::of(&p, "other", Tier::Core, &d).allows_env("x", "AWS_SECRET_ACCESS_KEY"));
         let own = perms(r#"{"credentials": {"xs": ["x_twitter", "TWITTER_BEARER_TOKEN"]}}"#);
         assert!(CredentialGrants::of(&own, "xs", Tier::Personal, &d).allows_env("x_twitter", "TWITTER_BEARER_TOKEN"));
-        let strict = CredentialDefaults::parse(&serde_json::json!({"core": "granted"})).unwrap();
+        let strict: CredentialDefaults = serde_json::from_value(serde_json::json!({"core": "granted"})).unwrap();
+        assert_eq!(strict.personal, CredentialDefault::Granted, "an absent tier keeps its default");
         assert!(!CredentialGrants::of(&p, "other", Tier::Core, &strict).allows("x"));
-        for bad in [r#"{"core": "all"}"#, r#"{"nope": "granted"}"#, r#"[]"#] {
-            assert!(
-                CredentialDefaults::parse(&serde_json::from_str(bad).unwrap()).is_err(),
-                "{bad}"
-            );
+        for bad in [r#"{"core": "all"}"#, r#"{"nope": "granted"}"#] {
+            assert!(serde_json::from_str::<CredentialDefaults>(bad).is_err(), "{bad}");
         }
     }
 

@@ -40,60 +40,24 @@ impl Default for TierLimits {
 }
 
 impl TierLimits {
-    /// `"limits"` of the runner's settings: per tier, each key absent (the default), `null` (no limit) or a
-    /// whole number above 0. Anything else is an error naming the key.
-    pub fn from_runner(all: &crate::settings::Settings) -> Result<TierLimits, CallError> {
-        let mut t = TierLimits::default();
-        let Some(v) = all.raw.get("limits") else { return Ok(t) };
-        let bad = |what: String| {
-            CallError::new(
-                ErrorCode::Internal,
-                format!(
-                    "cannot use the runner settings: {}: \"limits\": {what}",
-                    all.path.display()
-                ),
-            )
-            .hint(format!(
-                "\"limits\": {{\"personal\"|\"common\"|\"core\": {{{}}}, \"cgroups\": bool}}, each amount a whole number above 0 or null",
-                Key::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
-            ))
-            .with(Detail::Path, all.path.to_string_lossy().into_owned())
-        };
-        let Value::Object(tiers) = v else {
-            return Err(bad("not an object".into()));
-        };
-        for (tier, keys) in tiers {
-            if tier == "cgroups" {
-                t.cgroups = keys
-                    .as_bool()
-                    .ok_or_else(|| bad(format!("cgroups is {keys}, not true or false")))?;
-                continue;
+    /// `"limits"` of the runner's settings, over the defaults: per tier, each key absent (the default), `null`
+    /// (no limit) or a whole number above 0 (the settings' parser refused anything else, naming the key).
+    pub fn from_runner(all: &crate::settings::Settings) -> TierLimits {
+        let l = &all.limits;
+        let d = TierLimits::default();
+        let over = |a: &crate::settings::limits::TierAmounts, base: Amounts| {
+            let mut out = base;
+            for (i, (_, v)) in a.each().into_iter().enumerate() {
+                out.0[i] = v.over(base.0[i]);
             }
-            let a = match tier.as_str() {
-                "core" => &mut t.core,
-                "common" => &mut t.common,
-                "personal" => &mut t.personal,
-                other => return Err(bad(format!("unknown tier {other:?}"))),
-            };
-            let Value::Object(keys) = keys else {
-                return Err(bad(format!("{tier:?} is not an object")));
-            };
-            for (k, v) in keys {
-                let key = Key::ALL
-                    .into_iter()
-                    .find(|x| x.name() == k)
-                    .ok_or_else(|| bad(format!("unknown key {tier}.{k}")))?;
-                a.0[key.index()] = match v {
-                    Value::Null => None,
-                    v => Some(
-                        v.as_u64()
-                            .filter(|n| *n > 0)
-                            .ok_or_else(|| bad(format!("{tier}.{k} is {v}")))?,
-                    ),
-                };
-            }
+            out
+        };
+        TierLimits {
+            core: over(&l.core, d.core),
+            common: over(&l.common, d.common),
+            personal: over(&l.personal, d.personal),
+            cgroups: l.cgroups.unwrap_or(d.cgroups),
         }
-        Ok(t)
     }
 
     fn tier(&self, t: Tier) -> Amounts {
@@ -202,7 +166,7 @@ impl CallLimits {
         tier: Tier,
         anima: Option<(&Lower, PathBuf)>,
     ) -> Result<CallLimits, CallError> {
-        let t = TierLimits::from_runner(settings)?;
+        let t = TierLimits::from_runner(settings);
         let mut amounts = t.tier(tier);
         let mut from = Vec::new();
         for k in Key::ALL {
@@ -461,12 +425,12 @@ impl CallLimits {
 
 /// What `doctor` says of the limits: each tier's amounts and how each kind is enforced on this machine.
 pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<String>) {
-    let tiers = settings.map(TierLimits::from_runner).transpose();
-    let cgroups = tiers.as_ref().ok().and_then(|t| t.as_ref()).is_none_or(|t| t.cgroups);
+    // Settings that cannot be used are reported on their own; the defaults are shown here then.
+    let t = settings.map(TierLimits::from_runner).unwrap_or_default();
+    let cgroups = t.cgroups;
     let mut lines = Vec::new();
     let mut how = Map::new();
-    if let Ok(t) = &tiers {
-        let t = t.unwrap_or_default();
+    {
         for (name, a) in [("core", t.core), ("common", t.common), ("personal", t.personal)] {
             let each: Vec<String> = Key::ALL
                 .iter()
@@ -490,24 +454,15 @@ pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<Strin
         }
         how.insert(k.name().into(), o);
     }
-    let tiers_json = match &tiers {
-        Ok(t) => {
-            let t = t.unwrap_or_default();
-            let one = |a: Amounts| {
-                Value::Object(
-                    Key::ALL
-                        .iter()
-                        .map(|k| (k.name().to_owned(), json!(a.get(*k))))
-                        .collect(),
-                )
-            };
-            json!({"core": one(t.core), "common": one(t.common), "personal": one(t.personal)})
-        }
-        Err(e) => {
-            lines.push(format!("[limits_settings] {}", e.message));
-            Value::Null
-        }
+    let one = |a: Amounts| {
+        Value::Object(
+            Key::ALL
+                .iter()
+                .map(|k| (k.name().to_owned(), json!(a.get(*k))))
+                .collect(),
+        )
     };
+    let tiers_json = json!({"core": one(t.core), "common": one(t.common), "personal": one(t.personal)});
     (json!({"tiers": tiers_json, "how": how, "report": lines}), lines)
 }
 
@@ -516,20 +471,17 @@ mod tests {
     use super::*;
 
     fn settings(v: Value) -> crate::settings::Settings {
-        let mut s = crate::settings::Settings::defaults(std::path::Path::new("/nonexistent"));
-        s.raw = v.as_object().unwrap().clone();
-        s
+        crate::settings::Settings::from_value(PathBuf::from("/nonexistent/animaworks-tool.json"), &v).unwrap()
     }
 
     #[test]
     fn tiers_default_and_override() {
-        let t = TierLimits::from_runner(&settings(json!({}))).unwrap();
+        let t = TierLimits::from_runner(&settings(json!({})));
         assert_eq!(t.personal, Amounts::TOOL_DEFAULT);
         assert_eq!(t.core, Amounts::default());
         let t = TierLimits::from_runner(&settings(
             json!({"limits": {"personal": {"memory_mib": 64, "cpu_s": 5, "processes": null}}}),
-        ))
-        .unwrap();
+        ));
         assert_eq!(t.personal.get(Key::Memory), Some(64));
         assert_eq!(t.personal.get(Key::Cpu), Some(5));
         assert_eq!(t.personal.get(Key::Processes), None);
@@ -539,9 +491,10 @@ mod tests {
             json!({"limits": {"x": {}}}),
             json!({"limits": {"core": {"cpu_s": 0}}}),
             json!({"limits": {"core": {"cpu_s": -1}}}),
+            json!({"limits": {"cgroups": "no"}}),
         ] {
-            let e = TierLimits::from_runner(&settings(bad.clone())).unwrap_err();
-            assert!(e.message.contains("\"limits\""), "{bad}: {}", e.message);
+            let e = crate::settings::Settings::from_value(PathBuf::from("/x/animaworks-tool.json"), &bad).unwrap_err();
+            assert!(e.reason.contains("limits."), "{bad}: {e}");
         }
     }
 

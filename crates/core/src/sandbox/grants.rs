@@ -1,15 +1,9 @@
 //! The grant schema: `permissions.json` `"sandbox"`, what an anima allows its tools beyond the tier's default.
 
+use crate::settings::sandbox::Mode;
 use crate::tier::Tier;
 use serde::{Deserialize, Serialize};
 
-/// Whether the tools of a tier are confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    Enforce,
-    Off,
-}
 
 /// An anima's grants: `permissions.json` `"sandbox"` (a runner extension; AnimaWorks ignores it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -20,7 +20,7 @@ mod places;
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
 use declared::declared_net;
 pub use declared::validate;
-pub use grants::{Grants, Mode, NetGrant};
+pub use grants::{Grants, NetGrant};
 use places::Places;
 
 use crate::dirs::Dirs;
@@ -30,7 +30,6 @@ use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::tier::Tier;
 use awt_protocol::{Net, Sandbox as Declared};
 use rules::Protected;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::io;
@@ -38,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 /// How calls confine reads with these kernel features and settings (a mount namespace comes with the PID
 /// namespace).
-pub fn reads_in_force(k: &kernel::Support, settings: Option<&Settings>) -> Reads {
+pub fn reads_in_force(k: &kernel::Support, settings: Option<&SandboxSettings>) -> Reads {
     if k.pid_namespace && settings.is_none_or(|s| s.pid_namespace) {
         Reads::DenyList
     } else {
@@ -54,74 +53,9 @@ pub fn doctor_line(reads: Reads) -> String {
     }
 }
 
-/// What to do when the kernel cannot enforce all of a plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unsupported {
-    /// Refuse the call before it starts.
-    Refuse,
-    /// Run with what the kernel can enforce (nothing, without Landlock), warning on every call and in the audit.
-    Warn,
-}
+pub use crate::settings::sandbox::{Mode, SandboxSettings, Unsupported};
 
-/// The operator's settings: `<data dir>/animaworks-tool.json` `"sandbox"`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Settings {
-    pub core: Mode,
-    pub common: Mode,
-    pub personal: Mode,
-    pub unsupported: Unsupported,
-    /// Run each sandboxed call in its own PID namespace where the kernel allows it.
-    pub pid_namespace: bool,
-    /// More paths no sandboxed tool reads (placeholders allowed), beyond the built-in deny list.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            core: Mode::Off,
-            common: Mode::Enforce,
-            personal: Mode::Enforce,
-            unsupported: Unsupported::Warn,
-            pid_namespace: true,
-            deny: Vec::new(),
-        }
-    }
-}
-
-/// The sandbox settings cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    /// The runner's settings file cannot be read or parsed.
-    #[error(transparent)]
-    File(#[from] crate::settings::SettingsError),
-    /// Its `"sandbox"` key is not of the [`Settings`] shape.
-    #[error("{}: \"sandbox\": {source}", path.display())]
-    Key { path: PathBuf, source: serde_json::Error },
-}
-
-impl Settings {
-    /// The `"sandbox"` key of the runner's settings (`<data dir>/animaworks-tool.json`, read by
-    /// [`crate::settings`]); absent file or key: the defaults.
-    pub fn load(data_dir: &Path) -> Result<Settings, SettingsError> {
-        let all = crate::settings::Settings::load(data_dir)?;
-        Settings::from_runner(&all)
-    }
-
-    /// The `"sandbox"` key of already read runner settings.
-    pub fn from_runner(all: &crate::settings::Settings) -> Result<Settings, SettingsError> {
-        match all.raw.get("sandbox") {
-            None | Some(Value::Null) => Ok(Settings::default()),
-            Some(s) => serde_json::from_value(s.clone()).map_err(|source| SettingsError::Key {
-                path: all.path.clone(),
-                source,
-            }),
-        }
-    }
-
+impl SandboxSettings {
     fn mode(&self, tier: Tier) -> Mode {
         match tier {
             Tier::Core => self.core,
@@ -177,7 +111,7 @@ pub fn for_process(dirs: &Dirs, file: &ToolFile, needs: Needs<'_>) -> Result<Pla
         None => Ok(LoadedPermissions {
             permissions: Default::default(),
             source: crate::policy::permissions::PermissionsFile::Defaults(PathBuf::from(
-                "<anima dir: pass --anima-dir or set ANIMAWORKS_ANIMA_DIR>/permissions.json",
+                format!("<anima dir: pass --anima-dir or set {}>/permissions.json", crate::env_vars::ANIMA_DIR.name),
             )),
         }),
     };
@@ -320,16 +254,10 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let all = crate::settings::Settings::load(&dirs.data).map_err(|e| settings_error(e.into()))?;
-    let settings = Settings::from_runner(&all).map_err(settings_error)?;
-    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
+    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
     p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
     Ok(p)
-}
-
-fn settings_error(e: SettingsError) -> CallError {
-    CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {e}"))
-        .hint("fix \"sandbox\" in that file: {\"core\"|\"common\"|\"personal\": \"enforce\"|\"off\", \"unsupported\": \"refuse\"|\"warn\", \"pid_namespace\": bool, \"deny\": [paths]}")
 }
 
 /// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
@@ -341,8 +269,7 @@ pub fn for_call(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let settings = Settings::from_runner(all).map_err(settings_error)?;
-    let mut p = plan_with(dirs, file, perms, needs, &settings)?;
+    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
     p.limits = crate::resources::CallLimits::for_process(all, file.tier, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
@@ -355,7 +282,7 @@ fn plan_with(
     file: &ToolFile,
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
-    settings: &Settings,
+    settings: &SandboxSettings,
 ) -> Result<Plan, CallError> {
     let (grants, perms_path) = match perms {
         Ok(p) => (p.permissions.sandbox.clone(), p.path().to_path_buf()),
@@ -396,7 +323,7 @@ fn plan_with(
             )
         })?;
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
     let places = Places {
         anima: dirs.anima.clone(),
@@ -929,9 +856,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
     .collect();
     secret.push(dirs.cache.clone());
     secret.extend(
-        std::env::var_os("ANIMAWORKS_TOOL_AUDIT_LOG")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from),
+        crate::env_vars::AUDIT_LOG.get_os().map(PathBuf::from),
     );
     for f in [
         "shadow",

@@ -97,7 +97,7 @@ pub fn interpret(
                         "{who}: the output ({bytes} bytes) passed the cap of {max_output} bytes; all of it is in {}",
                         p.display()
                     ),
-                    "read the file, or raise --max-output",
+                    "read the file, or raise --max-output".to_owned(),
                 ),
                 (Some(p), true) => (
                     format!(
@@ -105,11 +105,11 @@ pub fn interpret(
                          write to disk; the call was ended after {bytes} bytes and only the first part is in {}",
                         p.display()
                     ),
-                    "make the tool write less, or raise ANIMAWORKS_TOOL_MAX_SPILL",
+                    format!("make the tool write less, or raise {}", crate::env_vars::MAX_SPILL.name),
                 ),
                 (None, _) => (
                     format!("{who}: the output passed the cap of {max_output} bytes; the call was ended"),
-                    "make the tool write less, or raise --max-output",
+                    "make the tool write less, or raise --max-output".to_owned(),
                 ),
             };
             let mut e = CallError::new(ErrorCode::OutputCapped, msg)

@@ -73,7 +73,7 @@ impl StoreError {
             StoreError::NoSchema(_) => CallError::new(ErrorCode::Internal, self.to_string())
                 .hint("`animaworks-tool jobs migrate` creates the tables; workers apply it when they start"),
             StoreError::Db(_) => CallError::new(ErrorCode::Internal, format!("the task database: {self}"))
-                .hint("check \"tasks\".\"url\" in <data dir>/animaworks-tool.json (or $ANIMAWORKS_TOOL_TASKS_URL) and that the server is up"),
+                .hint(format!("check \"tasks\".\"url\" in <data dir>/animaworks-tool.json (or ${}) and that the server is up", awt_core::env_vars::TASKS_URL.name)),
             StoreError::Other(_) => CallError::new(ErrorCode::Internal, self.to_string()),
         }
     }
