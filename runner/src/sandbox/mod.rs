@@ -1460,13 +1460,24 @@ impl Plan {
             }
             None => None,
         };
-        let mut mounts = Vec::with_capacity(i.mounts.len());
+        let mut mounts: Vec<child::Mount> = Vec::with_capacity(i.mounts.len());
+        // The first hidden folder and file: every later one is bound from it (one mount system call each).
+        let (mut first_dir, mut first_file) = (None, None);
         for m in &i.mounts {
             let made = match m.kind {
                 MountKind::NoExec => child::Mount::no_exec(&m.path),
                 MountKind::Exec => child::Mount::as_outside(&m.path),
                 MountKind::ReadOnly => child::Mount::read_only(&m.path),
-                MountKind::Hide { dir } => child::Mount::hide(&m.path, dir),
+                MountKind::Hide { dir } => {
+                    let first = if dir { &mut first_dir } else { &mut first_file };
+                    match *first {
+                        Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),
+                        None => {
+                            *first = Some(mounts.len());
+                            child::Mount::hide(&m.path, dir)
+                        }
+                    }
+                }
             };
             // Never start with a mount left out: a secret would be readable, a writable place executable.
             mounts.push(made.ok_or_else(|| {
