@@ -346,7 +346,7 @@ struct Inner {
     mounts: Vec<PlannedMount>,
     /// Non-public targets the anima's grants name, which the proxy relays.
     private_net: Vec<String>,
-    tmp: tempfile::TempDir,
+    tmp: CallTmp,
     support: kernel::Support,
     pid_ns: bool,
     /// The host list is enforced: the process gets a network namespace and reaches only the runner's proxy,
@@ -358,6 +358,28 @@ struct Inner {
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
+}
+
+/// The call's private temp dir, removed with the plan.
+#[derive(Debug)]
+struct CallTmp(Option<tempfile::TempDir>);
+
+impl CallTmp {
+    fn path(&self) -> &Path {
+        self.0.as_ref().map_or(Path::new(""), |t| t.path())
+    }
+}
+
+impl Drop for CallTmp {
+    /// Why a plain rmdir first: a tool usually leaves its temp dir empty, and one system call removes it, where
+    /// a recursive removal opens, reads and stats it (nine calls); what the tool left goes the recursive way.
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            if std::fs::remove_dir(t.path()).is_ok() {
+                let _ = t.keep();
+            }
+        }
+    }
 }
 
 /// How a plan confines reads.
@@ -635,6 +657,7 @@ fn plan_with(
                 format!("cannot make the call's private temp dir: {e}"),
             )
         })?;
+    let tmp = CallTmp(Some(tmp));
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
