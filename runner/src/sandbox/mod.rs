@@ -619,6 +619,7 @@ fn plan_with(
     needs: Needs<'_>,
     settings: &Settings,
 ) -> Result<Plan, CallError> {
+    let _memo = rules::memo();
     let (grants, perms_path) = match perms {
         Ok(p) => (p.permissions.sandbox.clone(), p.path().to_path_buf()),
         // The gate refuses every call then; a probe still gets the defaults.
@@ -1453,6 +1454,7 @@ impl Plan {
     /// the namespace setup. `None` when the process is not confined.
     pub fn confine(&self, program: &Path) -> io::Result<Option<child::Confined>> {
         let Some(i) = &self.inner else { return Ok(None) };
+        let _memo = rules::memo();
         let s = i.support;
         let ruleset = if s.landlock_fs() {
             Some(self.ruleset(i, program)?)
