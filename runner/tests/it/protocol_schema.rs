@@ -147,7 +147,10 @@ fn rust_wire_types_validate() {
         json!({"openWorldHint": true}),
         "an undeclared hint stays absent"
     );
-    assert!(!serde_json::to_value(SchemasDoc::default()).unwrap().to_string().contains("annotations"));
+    assert!(!serde_json::to_value(SchemasDoc::default())
+        .unwrap()
+        .to_string()
+        .contains("annotations"));
     // The shim's mark of an AnimaWorks module (§2.1 `legacy`, which decides the §8 environment policy).
     let legacy: SchemasDoc = serde_json::from_value(json!({"actions": [], "cli": true, "legacy": true})).unwrap();
     assert!(legacy.legacy);
