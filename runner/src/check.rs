@@ -9,7 +9,7 @@ use awt_core::call::{CallOptions, Resolved, Runner};
 use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::discover::{Launch, ToolFile};
 use awt_core::error::{Detail, ErrorCode};
-use awt_core::manifest::Action;
+use awt_core::manifest::ActionSpec;
 use awt_core::policy::Tier;
 use awt_core::stream::{Cancel, Observer};
 use awt_protocol::Event;
@@ -276,7 +276,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     }
 }
 
-async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOptions, f: &mut Findings) {
+async fn call_action(runner: &Runner, r: &Resolved, act: &ActionSpec, opts: &CheckOptions, f: &mut Findings) {
     let subject = format!("action {}", act.name);
     let args = match sample_args(&act.input_schema) {
         Value::Object(m) => m,

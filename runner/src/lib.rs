@@ -7,7 +7,7 @@
 //!
 //! ## The path of one call from the command line
 //! 1. [`cli::main`] parses the command line and builds an `awt_core::Runner` (`Runner::open`).
-//! 2. `awt_core::call::Tool::action` picks the action; `Target::parse_flags` reads its flags.
+//! 2. `awt_core::call::OpenTool::action` picks the action; `Target::parse_flags` reads its flags.
 //! 3. `Target::prepare` validates, permits and confines: a `PreparedCall`, the only thing that starts a tool.
 //! 4. `PreparedCall::run` spawns (`awt_core::spawn`), streams to the display ([`cli`]'s renderer), reaps, and
 //!    returns the outcome, which [`cli`] prints.

@@ -3,7 +3,7 @@
 //! gives the whole arguments object (`'{…}'`, `@file` or `-` for stdin); flags given with it override its keys.
 
 use crate::error::{CallError, Detail, ErrorCode};
-use crate::manifest::Action;
+use crate::manifest::ActionSpec;
 use crate::names::canon;
 use serde_json::{Map, Value};
 use std::io::Read;
@@ -124,7 +124,7 @@ fn convert(flag: &str, ty: Option<&str>, item_schema: Option<&Value>, raw: &str)
 
 /// Parse the words after `<tool> <action>` into arguments and runner flags. Arguments are not validated here
 /// (the schema check follows); flags that match no property are refused with the list of valid ones.
-pub fn parse(action: &Action, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
+pub fn parse(action: &ActionSpec, words: &[String]) -> Result<(Map<String, Value>, RunnerFlags), CallError> {
     let props = action
         .input_schema
         .get("properties")
@@ -281,8 +281,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn action() -> Action {
-        Action {
+    fn action() -> ActionSpec {
+        ActionSpec {
             name: "add".into(),
             schema_name: "t_add".into(),
             description: String::new(),

@@ -2,13 +2,15 @@
 //!
 //! Discovery, settings, policy, sandbox planning, spawn, stream and the worker pool. A call is a value that only
 //! the pipeline in [`call`] can build; every entry point (the generated CLI, `call`, a legacy argv, `submit`, the
-//! task worker, `use-tool`, MCP, `check`) goes through it, and this crate starts a tool's process from nothing
-//! else. It has no `unsafe` code: the kernel work is `awt_sys`'s, behind plain specs.
+//! task worker, `use-tool`, MCP, `check`) goes through it, and this crate's API starts a tool's process from
+//! nothing else, with one exception: the `--schemas` probe of a discovered file ([`probe::probe`]), confined as
+//! its tier's probes are, which describes a tool and runs no action. It has no `unsafe` code: the kernel work is
+//! `awt_sys`'s, behind plain specs.
 //!
 //! ## The path of one call
 //! 1. **find** ([`Runner::open`] → [`discover::scan`]): the tier folders are searched and the tool's `--schemas`
 //!    read from the [`cache`] when the file is unchanged, else probed ([`probe::manifest`], [`manifest::parse`]).
-//! 2. **pick the action** ([`call::Tool::action`]); the generated CLI parses flags ([`call::Target::parse_flags`]).
+//! 2. **pick the action** ([`call::OpenTool::action`]); the generated CLI parses flags ([`call::Target::parse_flags`]).
 //! 3. **validate** ([`call::Target::prepare`] → [`validate`]) against the action's `input_schema`.
 //! 4. **permit** ([`policy::decide`]: the gate; [`policy::credentials`] and the [`broker`]: the grants).
 //! 5. **confine** ([`sandbox::plan`] → [`sandbox::Plan`]; [`resources::CallLimits`]): what the process may touch.

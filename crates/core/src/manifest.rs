@@ -33,7 +33,7 @@ pub struct Manifest {
     pub legacy_profile_error: Option<String>,
     #[serde(default)]
     pub credentials: Vec<CredentialDecl>,
-    pub actions: Vec<Action>,
+    pub actions: Vec<ActionSpec>,
     /// Entries left out, each with why: a schema name that does not start with the tool's own name (a tool may
     /// not take another tool's names, protocol.md §3). `doctor` shows them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -42,7 +42,7 @@ pub struct Manifest {
 
 /// One callable action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Action {
+pub struct ActionSpec {
     pub name: String,
     /// What the request's `name` carries: `<tool>_<action>`, or a short-form entry's name as written.
     pub schema_name: String,
@@ -56,7 +56,7 @@ pub struct Action {
     pub annotations: Option<awt_protocol::Annotations>,
 }
 
-impl Action {
+impl ActionSpec {
     /// The deadline in seconds: `timeout_s`, else 60 or 3 × `expected_seconds`, whichever is more.
     /// Never more than [`crate::limits::MAX_SECONDS`] (a manifest is checked when read; this holds for any).
     pub fn timeout_s(&self) -> f64 {
@@ -84,7 +84,7 @@ impl Action {
 
 impl Manifest {
     /// The action spelled `name`, with `-` and `_` taken as one; a short-form schema name also finds it.
-    pub fn action(&self, name: &str) -> Option<&Action> {
+    pub fn action(&self, name: &str) -> Option<&ActionSpec> {
         let want = canon(name);
         self.actions
             .iter()
@@ -218,7 +218,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
     if doc.actions.is_empty() && !doc.cli && !doc.legacy {
         return Err(ManifestError::NoActions);
     }
-    let mut actions: Vec<Action> = Vec::with_capacity(doc.actions.len());
+    let mut actions: Vec<ActionSpec> = Vec::with_capacity(doc.actions.len());
     let mut refused = Vec::new();
     let had_actions = !doc.actions.is_empty();
     for a in doc.actions {
@@ -255,7 +255,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
                 source,
             })?;
         }
-        actions.push(Action {
+        actions.push(ActionSpec {
             name: a.name,
             schema_name,
             description: a.description,

@@ -4,7 +4,7 @@
 use crate::cache::{self, FileKey, Probed};
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
-use crate::spawn::{self, Mode};
+use crate::spawn::{self, Purpose};
 use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
 use crate::tool_env::ProbeEnv;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             }
         }
     };
-    let child = match spawn::start_tool_async(file, dirs, Mode::Schemas, env.for_file(file), None, Some(&plan)).await {
+    let child = match spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {

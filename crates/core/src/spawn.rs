@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// What the process is started for.
 #[derive(Debug, Clone, Copy)]
-pub enum Mode<'a> {
+pub enum Purpose<'a> {
     /// `TOOL --schemas`
     Schemas,
     /// `TOOL`, one request on stdin.
@@ -46,7 +46,7 @@ pub struct Started {
 pub(crate) fn start_tool_with(
     file: &ToolFile,
     dirs: &Dirs,
-    mode: Mode<'_>,
+    mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
@@ -66,7 +66,7 @@ pub(crate) fn start_tool_with(
 pub(crate) async fn start_tool_async(
     file: &ToolFile,
     dirs: &Dirs,
-    mode: Mode<'_>,
+    mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
@@ -79,7 +79,7 @@ pub(crate) async fn start_tool_async(
 pub(crate) async fn start_tool_async_with(
     file: &ToolFile,
     dirs: &Dirs,
-    mode: Mode<'_>,
+    mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
@@ -137,7 +137,7 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 fn prepare<'h>(
     file: &ToolFile,
     dirs: &Dirs,
-    mode: Mode<'_>,
+    mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
@@ -151,10 +151,10 @@ fn prepare<'h>(
     let limits = sandbox.map(|p| p.limits.prepare(init)).transpose()?;
     let env = &crate::sandbox::with_env(env, sandbox);
     let io = match mode {
-        Mode::Schemas => [Io::Null, Io::Piped, Io::Piped],
-        Mode::Call | Mode::Serve => [Io::Piped, Io::Piped, Io::Piped],
-        Mode::Cli { inherit: true, .. } => [Io::Inherit, Io::Inherit, Io::Inherit],
-        Mode::Cli { inherit: false, .. } => [Io::Null, Io::Piped, Io::Piped],
+        Purpose::Schemas => [Io::Null, Io::Piped, Io::Piped],
+        Purpose::Call | Purpose::Serve => [Io::Piped, Io::Piped, Io::Piped],
+        Purpose::Cli { inherit: true, .. } => [Io::Inherit, Io::Inherit, Io::Inherit],
+        Purpose::Cli { inherit: false, .. } => [Io::Null, Io::Piped, Io::Piped],
     };
     let cwd = cwd
         .filter(|d| d.is_dir())
@@ -222,12 +222,12 @@ fn program_and_args(
 }
 
 /// The arguments after the program (or after the file, for an interpreter).
-fn mode_args(file: &ToolFile, mode: Mode<'_>) -> Vec<OsString> {
+fn mode_args(file: &ToolFile, mode: Purpose<'_>) -> Vec<OsString> {
     match mode {
-        Mode::Schemas => vec!["--schemas".into()],
-        Mode::Call => Vec::new(),
-        Mode::Serve => vec!["--serve".into()],
-        Mode::Cli { argv, .. } => {
+        Purpose::Schemas => vec!["--schemas".into()],
+        Purpose::Call => Vec::new(),
+        Purpose::Serve => vec!["--serve".into()],
+        Purpose::Cli { argv, .. } => {
             let flag: Option<OsString> = (file.launch == Launch::Python).then(|| "--cli".into());
             flag.into_iter().chain(argv.iter().cloned()).collect()
         }
@@ -318,7 +318,7 @@ mod tests {
         let ran = Arc::new(AtomicBool::new(false));
         let r = ran.clone();
         tokio::spawn(async move { r.store(true, Ordering::SeqCst) });
-        let started = start_tool_async(&file, &dirs, Mode::Schemas, env.for_file(&file), None, Some(&plan))
+        let started = start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan))
             .await
             .unwrap();
         let waited = ran.load(Ordering::SeqCst);

@@ -1,7 +1,7 @@
 //! Arguments are checked against the action's `input_schema` before any process starts.
 
 use crate::error::{CallError, Detail, ErrorCode};
-use crate::manifest::Action;
+use crate::manifest::ActionSpec;
 use crate::policy::mask::Masker;
 use serde_json::{Map, Value};
 
@@ -18,7 +18,7 @@ const SHOWN_MAX: usize = 200;
 /// and everything else — invalid arguments, keywords outside the subset — goes to the jsonschema crate.
 pub fn check_args(
     tool: &str,
-    action: &Action,
+    action: &ActionSpec,
     args: &Map<String, Value>,
     masker: &Masker,
 ) -> Result<(), CallError> {
@@ -77,7 +77,7 @@ pub fn check_args(
 
 /// Check a result against the action's `output_schema`, when it declares one (protocol.md §5). A mismatch is
 /// `bad_output` naming the JSON pointer, with the result kept in the error.
-pub fn check_output(tool: &str, action: &Action, result: &Value) -> Result<(), CallError> {
+pub fn check_output(tool: &str, action: &ActionSpec, result: &Value) -> Result<(), CallError> {
     let Some(schema) = &action.output_schema else {
         return Ok(());
     };
@@ -311,8 +311,8 @@ mod tests {
         assert!(e.message.contains("/at"), "{}", e.message);
     }
 
-    fn action(schema: Value) -> Action {
-        Action {
+    fn action(schema: Value) -> ActionSpec {
+        ActionSpec {
             name: "a".into(),
             schema_name: "t_a".into(),
             description: String::new(),

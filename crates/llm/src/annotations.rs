@@ -8,12 +8,12 @@
 //! - `openWorldHint` follows the network the action declares in its sandbox: any network is `true` whatever the
 //!   author wrote; a sandbox without network is `false` unless the author declared `true`.
 
-use awt_core::manifest::Action;
+use awt_core::manifest::ActionSpec;
 use awt_protocol::Annotations;
 use serde_json::{Map, Value};
 
 /// The annotations announced for `action`; `gated`: the action needs a grant (or its gate is unknown).
-pub fn announced(action: &Action, gated: bool) -> Annotations {
+pub fn announced(action: &ActionSpec, gated: bool) -> Annotations {
     let declared = action.annotations.unwrap_or_default();
     let h = &action.profile.hints;
     let or_hint = |d: Option<bool>, hint: bool| d.or(hint.then_some(true));
@@ -42,7 +42,7 @@ pub fn announced(action: &Action, gated: bool) -> Annotations {
 }
 
 /// [`announced`] as the MCP `annotations` object, or `None` when nothing is declared.
-pub fn mcp_object(action: &Action, gated: bool) -> Option<Value> {
+pub fn mcp_object(action: &ActionSpec, gated: bool) -> Option<Value> {
     let v = serde_json::to_value(announced(action, gated)).ok()?;
     v.as_object()
         .filter(|m| !m.is_empty())
@@ -55,7 +55,7 @@ mod tests {
     use awt_protocol::{Net, Sandbox};
     use serde_json::json;
 
-    fn action(v: Value) -> Action {
+    fn action(v: Value) -> ActionSpec {
         let mut a = json!({"name": "a", "schema_name": "t_a", "description": "", "input_schema": {"type": "object"},
             "profile": {}});
         for (k, x) in v.as_object().unwrap() {

@@ -4,7 +4,7 @@
 use awt_core::cache::Probed;
 use awt_core::call::{Resolved, Runner};
 use awt_core::discover::{self, Problem};
-use awt_core::manifest::Action;
+use awt_core::manifest::ActionSpec;
 use awt_core::policy::gate;
 use awt_core::probe::{self, Obtained};
 
@@ -103,7 +103,7 @@ fn claim_schema_names(tools: &mut [Resolved], problems: &mut Vec<Problem>) {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub resolved: Resolved,
-    pub actions: Vec<Action>,
+    pub actions: Vec<ActionSpec>,
 }
 
 impl Entry {
@@ -126,7 +126,7 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
     tools
         .into_iter()
         .filter_map(|r| {
-            let actions: Vec<Action> = r
+            let actions: Vec<ActionSpec> = r
                 .manifest
                 .actions
                 .iter()

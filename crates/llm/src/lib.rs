@@ -1,6 +1,16 @@
 //! LLMs as callers: AnimaWorks' `use_tool` ([`use_tool`]), provider function-calling schemas ([`providers`]) and an
 //! MCP server ([`mcp`]). All three list what [`catalog`] finds and call through the same
 //! resolve → validate → permit → run path as the CLI.
+//!
+//! ## The path of one call from an LLM
+//! 1. [`catalog::permitted`]: the tools this anima may call (discovered, described, gated), for the listings of
+//!    [`use_tool::schema`], [`providers::render`] and the MCP server's `tools/list` ([`mcp::serve`]).
+//! 2. A request ([`use_tool::parse_request`], or an MCP `tools/call`) names a tool and an action;
+//!    [`use_tool::answer`] opens it (`awt_core::Runner::open`), prepares it (`Target::prepare`: validated,
+//!    permitted, confined) and runs it (`PreparedCall::run`).
+//! 3. The outcome becomes the caller's shape: AnimaWorks' answer text ([`use_tool::result_text`],
+//!    [`use_tool::render_error`]) or an MCP result ([`mcp::failure`] for an error); a long call may run as a
+//!    background task ([`background`], `awt_tasks`).
 
 #![forbid(unsafe_code)]
 

@@ -14,7 +14,7 @@
 //! `parametersJsonSchema`.
 
 use crate::catalog::{one_line, Entry};
-use awt_core::manifest::Action;
+use awt_core::manifest::ActionSpec;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 
@@ -175,7 +175,7 @@ pub fn resolve_name<'e>(entries: &'e [Entry], name: &str) -> Option<(&'e str, &'
 }
 
 /// The action's description, else the first line of the tool's.
-pub fn description(e: &Entry, a: &Action) -> String {
+pub fn description(e: &Entry, a: &ActionSpec) -> String {
     if a.description.trim().is_empty() {
         one_line(e.resolved.manifest.description.as_deref().unwrap_or(""))
     } else {
@@ -196,7 +196,7 @@ pub fn object_schema(s: &Value) -> Value {
 }
 
 /// One action as an MCP tool (the shape of a `tools/list` entry).
-pub fn mcp_tool(e: &Entry, a: &Action) -> Value {
+pub fn mcp_tool(e: &Entry, a: &ActionSpec) -> Value {
     let mut v = json!({
         "name": a.schema_name,
         "title": format!("{}.{}", e.name(), a.name),

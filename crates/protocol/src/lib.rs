@@ -215,12 +215,12 @@ pub struct Request {
     #[serde(default)]
     pub args: Map<String, Value>,
     #[serde(default)]
-    pub context: Context,
+    pub context: RequestContext,
 }
 
 /// The context of a call (§4).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Context {
+pub struct RequestContext {
     #[serde(default = "one")]
     pub protocol: u32,
     #[serde(default)]

@@ -11,6 +11,16 @@
 //! detached worker per task slot; liveness by pid), [`pg::PgStore`] one row per task in Postgres, run by
 //! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
 //! the one [`detached::execute`].
+//!
+//! ## The path of one task
+//! 1. [`submit::submit`] → [`submit::check`]: the call is prepared exactly as in the foreground (validated,
+//!    permitted, confined), so a refusal comes before anything is queued.
+//! 2. [`submit::enqueue`]: the task, signed by [`mac::sign`], is written by [`TaskStore::create`] (unmasked
+//!    arguments apart, [`secret_args`]); a file store then starts a worker ([`queue::spawn_worker`]).
+//! 3. The worker ([`detached::run`], or [`pg::worker::run`] for Postgres) takes it with [`TaskStore::claim`]
+//!    under the per-anima limit and checks it with [`mac::verify`] (a forged task is refused and audited).
+//! 4. [`detached::execute`] runs it through `awt_core`'s pipeline (a `PreparedCall`, the task id as call id),
+//!    progress into the task; [`detached::record`] writes the outcome, [`TaskStore::notify`] AnimaWorks' notice.
 
 #![forbid(unsafe_code)]
 

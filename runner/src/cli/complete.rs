@@ -12,7 +12,7 @@
 
 use awt_core::cache;
 use awt_core::dirs::{DirOptions, Dirs};
-use awt_core::manifest::{Action, Manifest};
+use awt_core::manifest::{ActionSpec, Manifest};
 use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, Command};
 use clap_complete::env::{CompleteEnv, Shells};
@@ -191,7 +191,7 @@ fn tool_command(name: &str, m: Option<&Manifest>) -> Command {
 }
 
 /// One action with a flag per property (as `cli::args` reads them) and the runner's call options.
-fn action_command(a: &Action) -> Command {
+fn action_command(a: &ActionSpec) -> Command {
     let mut c = Command::new(a.name.clone()).about(one_line(&a.description));
     let mut longs: BTreeSet<String> = awt_core::flags::RUNNER_FLAGS.iter().map(|f| f.to_string()).collect();
     let props = a.input_schema.get("properties").and_then(Value::as_object);

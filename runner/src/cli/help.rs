@@ -2,7 +2,7 @@
 
 use awt_core::call::Resolved;
 use awt_core::flags::prop_type;
-use awt_core::manifest::Action;
+use awt_core::manifest::ActionSpec;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -85,7 +85,7 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-pub fn action_help(r: &Resolved, a: &Action) -> String {
+pub fn action_help(r: &Resolved, a: &ActionSpec) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

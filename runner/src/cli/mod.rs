@@ -439,7 +439,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
     }
 }
 
-async fn structured_on(tool: awt_core::call::Tool<'_>, action: &str, words: &[String], json_errors: bool) -> i32 {
+async fn structured_on(tool: awt_core::call::OpenTool<'_>, action: &str, words: &[String], json_errors: bool) -> i32 {
     let asks_help = matches!(action, "--help" | "-h" | "help")
         || (tool.resolved().manifest.action(action).is_none() && words.iter().any(|w| w == "--help" || w == "-h"));
     if asks_help {

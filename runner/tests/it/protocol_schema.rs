@@ -4,7 +4,7 @@
 use animaworks_tool::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tool_sdk::protocol::{Context, Event, Level, Request, SchemasDoc, ToolErrorBody};
+use tool_sdk::protocol::{RequestContext, Event, Level, Request, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -107,7 +107,7 @@ fn rust_wire_types_validate() {
     let req = Request {
         name: "t_a".into(),
         args: Default::default(),
-        context: Context {
+        context: RequestContext {
             call_id: "c-1".into(),
             tool: "t".into(),
             action: "a".into(),

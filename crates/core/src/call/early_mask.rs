@@ -2,14 +2,14 @@
 //! action): every credential the tool and action declare that can be found.
 
 use super::{Resolved, Runner};
-use crate::manifest::Action;
+use crate::manifest::ActionSpec;
 use crate::policy::credentials;
 use crate::policy::Masker;
 use std::collections::HashMap;
 
 /// A masker of every credential the tool and action declare that can be found, for a line written before the
 /// call's own credentials were resolved (or when one of them is missing).
-pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&Action>) -> Masker {
+pub(crate) fn lenient_masker(runner: &Runner, r: &Resolved, act: Option<&ActionSpec>) -> Masker {
     let decls: Vec<_> = r
         .manifest
         .credentials

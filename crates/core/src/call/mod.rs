@@ -9,7 +9,7 @@
 //! tool.prepare_cli(argv, &opts)     a legacy cli_main argv: its gates, the same secrets, env and audit → PreparedCli
 //! ```
 //!
-//! Only [`Target::prepare`] and [`Tool::prepare_cli`] make a prepared call, and nothing public runs a tool
+//! Only [`Target::prepare`] and [`OpenTool::prepare_cli`] make a prepared call, and nothing public runs a tool
 //! without one: every front door (the generated CLI, `call`, legacy argv, `submit`, the task worker,
 //! `run-pending`, `use-tool`, MCP, `check`) keeps only its own concern — parsing its input, rendering its output.
 //! Each attempt writes exactly one audit line: a refusal or failure before the tool starts writes it where it
@@ -40,7 +40,7 @@ mod run;
 mod target;
 
 pub use prepare::{gate_of, PreparedCall, PreparedCli};
-pub use target::{Target, Tool};
+pub use target::{OpenTool, Target};
 
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;

@@ -1,14 +1,14 @@
 //! Validate, permit, resolve secrets, build the environment and the masker, open the audit log: what turns a
-//! [`Target`] into a [`PreparedCall`] (or a [`Tool`] and a legacy argv into a [`PreparedCli`]). Nothing else
+//! [`Target`] into a [`PreparedCall`] (or an [`OpenTool`] and a legacy argv into a [`PreparedCli`]). Nothing else
 //! can make these values, so nothing runs a tool that did not pass here.
 
 use super::audit::{self, Attempt};
 use super::early_mask::lenient_masker;
-use super::target::{Target, Tool};
+use super::target::{OpenTool, Target};
 use super::{new_call_id, now_ms, timeout_from_secs, CallOptions, Resolved, Runner, CLI_TIMEOUT};
 use crate::broker::{self, Broker, Ledger};
 use crate::error::{CallError, Detail, ErrorCode};
-use crate::manifest::Action;
+use crate::manifest::ActionSpec;
 use crate::policy::credentials::{self, ResolvedCredential};
 use crate::policy::gate::{self, Decision, Gate, LegacyProfile};
 use crate::policy::grants::CredentialGrants;
@@ -41,7 +41,7 @@ pub(crate) enum Route {
 pub struct PreparedCall<'r> {
     pub(crate) runner: &'r Runner,
     pub(crate) resolved: Resolved,
-    pub(crate) action: Action,
+    pub(crate) action: ActionSpec,
     pub(crate) args: Map<String, Value>,
     pub(crate) call_id: String,
     pub(crate) timeout: Duration,
@@ -197,7 +197,7 @@ impl<'r> Target<'r> {
     }
 }
 
-impl<'r> Tool<'r> {
+impl<'r> OpenTool<'r> {
     /// A legacy module's `cli_main(argv)`: every argv word that names a gated subcommand needs its grant; the
     /// credentials, environment and audit are a call's. Every failure here is audited as an attempt.
     pub fn prepare_cli(self, argv: &[String], opts: &CallOptions) -> Result<PreparedCli<'r>, CallError> {
@@ -326,7 +326,7 @@ impl PreparedCall<'_> {
     pub fn resolved(&self) -> &Resolved {
         &self.resolved
     }
-    pub fn action(&self) -> &Action {
+    pub fn action(&self) -> &ActionSpec {
         &self.action
     }
     pub fn timeout(&self) -> Duration {
@@ -367,7 +367,7 @@ impl PreparedCli<'_> {
 }
 
 /// How an action is gated. A legacy profile that could not be read gates every action the tool has (fail closed).
-pub fn gate_of(r: &Resolved, act: &Action) -> Gate {
+pub fn gate_of(r: &Resolved, act: &ActionSpec) -> Gate {
     match r.manifest.legacy_profile_error {
         Some(_) => Gate::Unknown,
         None => Gate::from_profile(&act.profile),
@@ -451,7 +451,7 @@ pub(crate) fn grants_of(
 fn secrets(
     runner: &Runner,
     r: &Resolved,
-    act: Option<&Action>,
+    act: Option<&ActionSpec>,
     pooled: bool,
     grants: &CredentialGrants,
     out: &mut Credentials,

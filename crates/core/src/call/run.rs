@@ -6,7 +6,7 @@ use super::prepare::{Route, PreparedCall, PreparedCli};
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::policy::Masker;
 use crate::pool::{Job, WorkerSpec};
-use crate::spawn::{self, Mode};
+use crate::spawn::{self, Purpose};
 use crate::stream::{self, Cancel, Drive, Observer};
 use serde_json::Value;
 use std::ffi::OsString;
@@ -32,7 +32,7 @@ impl PreparedCall<'_> {
         let request = awt_protocol::Request {
             name: self.action.schema_name.clone(),
             args: self.args.clone(),
-            context: awt_protocol::Context {
+            context: awt_protocol::RequestContext {
                 protocol: 1,
                 call_id: self.call_id.clone(),
                 tool: file.name.clone(),
@@ -103,7 +103,7 @@ impl PreparedCall<'_> {
             Route::OneShot { env } => {
                 let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
                 let (process, _call_end) =
-                    start_brokered(self.broker.as_ref(), runner, file, Mode::Call, env, cwd, &self.sandbox, self.last_spawn)
+                    start_brokered(self.broker.as_ref(), runner, file, Purpose::Call, env, cwd, &self.sandbox, self.last_spawn)
                         .await?;
                 let d = Drive {
                     tool: &file.name,
@@ -196,7 +196,7 @@ impl PreparedCli<'_> {
         let runner = self.runner;
         let argv: Vec<OsString> = self.argv.iter().map(OsString::from).collect();
         let cwd = self.cwd.as_deref().or(runner.dirs.anima.as_deref());
-        let mode = Mode::Cli { argv: &argv, inherit };
+        let mode = Purpose::Cli { argv: &argv, inherit };
         let (process, _call_end) = start_brokered(
             self.broker.as_ref(),
             runner,
@@ -241,7 +241,7 @@ async fn start_brokered(
     plan: Option<&super::prepare::BrokerPlan>,
     runner: &crate::call::Runner,
     file: &crate::discover::ToolFile,
-    mode: Mode<'_>,
+    mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&std::path::Path>,
     sandbox: &crate::sandbox::Plan,

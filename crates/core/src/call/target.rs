@@ -1,4 +1,4 @@
-//! Discover and describe: from a name to a [`Tool`] (its file and manifest), and from an action name to a
+//! Discover and describe: from a name to an [`OpenTool`] (its file and manifest), and from an action name to a
 //! [`Target`] that can be prepared.
 
 use super::audit::Attempt;
@@ -7,14 +7,14 @@ use crate::cache::Probed;
 use crate::discover;
 use crate::error::{CallError, Detail, ErrorCode};
 use crate::flags::RunnerFlags;
-use crate::manifest::Action;
+use crate::manifest::ActionSpec;
 use crate::policy::Masker;
 use crate::probe;
 use serde_json::{Map, Value};
 
 /// A tool found and described, on its way to a call.
 #[derive(Debug, Clone)]
-pub struct Tool<'r> {
+pub struct OpenTool<'r> {
     pub(crate) runner: &'r Runner,
     pub(crate) resolved: Resolved,
 }
@@ -22,8 +22,8 @@ pub struct Tool<'r> {
 /// One action of a tool: what [`Target::prepare`] turns into a call.
 #[derive(Debug, Clone)]
 pub struct Target<'r> {
-    pub(crate) tool: Tool<'r>,
-    pub(crate) action: Action,
+    pub(crate) tool: OpenTool<'r>,
+    pub(crate) action: ActionSpec,
 }
 
 impl Runner {
@@ -80,9 +80,9 @@ impl Runner {
 
     /// The first step of a call: find and describe `tool`. A tool that cannot be found or described is audited
     /// as an attempt.
-    pub async fn open(&self, tool: &str) -> Result<Tool<'_>, CallError> {
+    pub async fn open(&self, tool: &str) -> Result<OpenTool<'_>, CallError> {
         match self.resolve(tool).await {
-            Ok(resolved) => Ok(Tool { runner: self, resolved }),
+            Ok(resolved) => Ok(OpenTool { runner: self, resolved }),
             Err(e) => {
                 let tier = discover::scan_for(&self.dirs, tool).tools.get(tool).map(|f| f.tier);
                 Err(Attempt::new(tool, tier, None, Value::Null).failed(self, e, &Masker::default()))
@@ -98,12 +98,12 @@ impl Runner {
 
     /// A tool described elsewhere (`check` probes a file outside the tiers). Not public: a forged manifest would
     /// choose its own gates.
-    pub fn open_resolved(&self, resolved: Resolved) -> Tool<'_> {
-        Tool { runner: self, resolved }
+    pub fn open_resolved(&self, resolved: Resolved) -> OpenTool<'_> {
+        OpenTool { runner: self, resolved }
     }
 }
 
-impl<'r> Tool<'r> {
+impl<'r> OpenTool<'r> {
     pub fn resolved(&self) -> &Resolved {
         &self.resolved
     }
@@ -144,7 +144,7 @@ impl<'r> Tool<'r> {
         }
     }
 
-    /// Pick `action` as [`Tool::action`] does; an action that an AnimaWorks module (a `.py` file on the legacy
+    /// Pick `action` as [`OpenTool::action`] does; an action that an AnimaWorks module (a `.py` file on the legacy
     /// convention) does not list is still its action, as in AnimaWorks' `use_tool`, which hands any name to the
     /// module's `dispatch` (11 of its 16 core modules list none). Such an action takes any arguments (nothing
     /// declares them) and its gate and deadline come from the module's `EXECUTION_PROFILE` entry of that name.
@@ -162,7 +162,7 @@ impl<'r> Tool<'r> {
             .as_ref()
             .map(|p| legacy_profile_entry(p, action))
             .unwrap_or_default();
-        let action = Action {
+        let action = ActionSpec {
             name: action.to_owned(),
             schema_name: format!("{}_{action}", self.resolved.file.name),
             description: String::new(),
@@ -182,7 +182,7 @@ impl<'r> Tool<'r> {
 }
 
 impl<'r> Target<'r> {
-    pub fn action(&self) -> &Action {
+    pub fn action(&self) -> &ActionSpec {
         &self.action
     }
 

@@ -5,7 +5,7 @@
 use crate::dirs::Dirs;
 use crate::discover::ToolFile;
 use crate::error::{CallError, ErrorCode};
-use crate::spawn::{self, Mode};
+use crate::spawn::{self, Purpose};
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
 use awt_protocol::Event;
 use awt_sys::process::{Child, ChildStdin, ChildStdout};
@@ -76,7 +76,7 @@ impl Worker {
         let mut env = env.to_vec();
         let mut broker = shared.clone().and_then(|s| crate::broker::start_into(s, &mut env));
         let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
-        let started = spawn::start_tool_with(file, dirs, Mode::Serve, &env, cwd, Some(&sandbox), &hand);
+        let started = spawn::start_tool_with(file, dirs, Purpose::Serve, &env, cwd, Some(&sandbox), &hand);
         drop(hand);
         if let Some(b) = broker.as_mut() {
             b.started();
