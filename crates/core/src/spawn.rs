@@ -247,7 +247,10 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
         (Some(libc::ENOENT), Some(i)) => (
             format!("cannot start {path}: its interpreter `{i}` was not found"),
             if file.launch == Launch::Python {
-                format!("install Python 3 or set {} to an interpreter", crate::env_vars::PYTHON.name)
+                format!(
+                    "install Python 3 or set {} to an interpreter",
+                    crate::env_vars::PYTHON.name
+                )
             } else {
                 format!("install `{i}` or put it on PATH")
             },

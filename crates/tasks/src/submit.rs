@@ -28,7 +28,10 @@ pub fn store_of(runner: &Runner) -> Result<FileStore, CallError> {
             ErrorCode::Usage,
             "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
         )
-        .hint(format!("pass --anima-dir DIR or set {}", awt_core::env_vars::ANIMA_DIR.name))),
+        .hint(format!(
+            "pass --anima-dir DIR or set {}",
+            awt_core::env_vars::ANIMA_DIR.name
+        ))),
     }
 }
 

@@ -34,8 +34,10 @@ pub struct ShareArgs {
 
 fn anima_dir(runner: &Runner) -> Result<&std::path::Path, CallError> {
     runner.dirs.anima.as_deref().ok_or_else(|| {
-        CallError::new(ErrorCode::Usage, "no anima: permissions belong to an anima's directory")
-            .hint(format!("pass --anima-dir DIR or set {}", crate::env_vars::ANIMA_DIR.name))
+        CallError::new(ErrorCode::Usage, "no anima: permissions belong to an anima's directory").hint(format!(
+            "pass --anima-dir DIR or set {}",
+            crate::env_vars::ANIMA_DIR.name
+        ))
     })
 }
 

@@ -42,11 +42,15 @@ pub fn man(a: &ManArgs) -> i32 {
         return 0;
     }
     if a.config_markdown {
-        let _ = std::io::stdout().lock().write_all(crate::settings::reference::markdown().as_bytes());
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(crate::settings::reference::markdown().as_bytes());
         return 0;
     }
     if a.config_schema {
-        let _ = std::io::stdout().lock().write_all(crate::settings::reference::schema_text().as_bytes());
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(crate::settings::reference::schema_text().as_bytes());
         return 0;
     }
     if let Some(dir) = &a.dir {

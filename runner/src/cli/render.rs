@@ -21,7 +21,9 @@ pub fn color() -> bool {
 /// Whether stderr can take a live display: a terminal that understands cursor movement (not `TERM=dumb`).
 pub fn live_terminal() -> bool {
     static LIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LIVE.get_or_init(|| std::io::stderr().is_terminal() && std::env::var_os(crate::env_vars::TERM.name).is_none_or(|t| t != "dumb"))
+    *LIVE.get_or_init(|| {
+        std::io::stderr().is_terminal() && std::env::var_os(crate::env_vars::TERM.name).is_none_or(|t| t != "dumb")
+    })
 }
 
 /// `text` in `style` when stderr takes colour.

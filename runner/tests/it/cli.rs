@@ -271,8 +271,20 @@ fn the_command_reference_in_the_docs_is_current() {
 fn the_configuration_page_and_the_settings_schema_in_the_docs_are_current() {
     let w = World::new();
     for (flag, file, must) in [
-        ("--config-markdown", "configuration.md", ["## `limits.core`", "`max_running_tasks`", "`ANIMAWORKS_TOOL_TASKS_URL`"]),
-        ("--config-schema", "animaworks-tool.schema.json", ["\"additionalProperties\": false", "\"max_running_tasks\"", "\"pid_namespace\""]),
+        (
+            "--config-markdown",
+            "configuration.md",
+            ["## `limits.core`", "`max_running_tasks`", "`ANIMAWORKS_TOOL_TASKS_URL`"],
+        ),
+        (
+            "--config-schema",
+            "animaworks-tool.schema.json",
+            [
+                "\"additionalProperties\": false",
+                "\"max_running_tasks\"",
+                "\"pid_namespace\"",
+            ],
+        ),
     ] {
         let o = w.run(&["man", flag]);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -289,11 +301,13 @@ fn the_configuration_page_and_the_settings_schema_in_the_docs_are_current() {
             assert!(committed.contains(m), "{m} missing from docs/{file}");
         }
     }
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(format!(
-        "{}/../docs/animaworks-tool.schema.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap())
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../docs/animaworks-tool.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
     .unwrap();
     assert_eq!(schema["properties"]["max_running_tasks"]["default"], 4, "{schema}");
 }
@@ -321,7 +335,11 @@ fn a_misspelt_settings_key_stops_commands_and_doctor_names_it_with_the_closest_k
         "{e}"
     );
     w.settings(r#"{"$schema": "animaworks-tool.schema.json", "max_running_tasks": 2}"#);
-    assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a valid file with $schema is fine");
+    assert_eq!(
+        w.run(&["doctor"]).status.code(),
+        Some(0),
+        "a valid file with $schema is fine"
+    );
 }
 
 #[test]

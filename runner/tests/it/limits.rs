@@ -261,7 +261,10 @@ fn core_tools_have_no_limits_by_default_and_doctor_says_how_each_is_enforced() {
     hog(&w2, &[("x", "echo '{}'")]);
     let e = error(&w2.run(&["call", "hog", "x"]));
     assert!(
-        e["message"].as_str().unwrap().contains("unknown key \"limits.personal.memory\"; did you mean \"memory_mib\"?"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown key \"limits.personal.memory\"; did you mean \"memory_mib\"?"),
         "{e}"
     );
 }

@@ -1215,6 +1215,84 @@ fn last_audit(w: &World) -> Value {
     serde_json::from_str(audit.lines().last().unwrap()).unwrap()
 }
 
+/// Every hidden path of the deny list stays hidden however many there are: the later folders and files are bound
+/// from the first one's empty mount (one mount call each), and each must still be an empty read-only folder or a
+/// file that cannot be opened, none a way into another.
+#[test]
+fn every_hidden_folder_is_empty_and_read_only_and_every_hidden_file_unopenable() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        return;
+    }
+    let w = World::sandboxed();
+    let animas = w.anima.parent().unwrap().to_path_buf();
+    let mut dirs = Vec::new();
+    for name in ["bob", "carol", "dave", "erin"] {
+        let d = animas.join(name);
+        std::fs::create_dir_all(d.join("knowledge")).unwrap();
+        std::fs::write(d.join("knowledge/secret.md"), format!("{name}'s SECRET")).unwrap();
+        dirs.push(d);
+    }
+    let shared = w.data.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let mut files = Vec::new();
+    for f in ["vault.key", "vault.json", "config.json", "shared/credentials.json"] {
+        let p = w.data.join(f);
+        std::fs::write(&p, "FILE SECRET").unwrap();
+        files.push(p);
+    }
+    let list = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    let body = r#"
+listed=0; written=0; opened=0; dirs=0; files=0
+IFS=: read -r -a D <<< "$BAIT_DIRS"; IFS=: read -r -a F <<< "$BAIT_FILES"
+for d in "${D[@]}"; do
+  dirs=$((dirs+1))
+  [ -n "$(ls -A "$d" 2>/dev/null)" ] && listed=$((listed+1))
+  ( : > "$d/planted" ) 2>/dev/null && written=$((written+1))
+  mkdir "$d/sub" 2>/dev/null && written=$((written+1))
+done
+for f in "${F[@]}"; do
+  files=$((files+1))
+  cat "$f" >/dev/null 2>&1 && opened=$((opened+1))
+  ( : >> "$f" ) 2>/dev/null && opened=$((opened+1))
+done
+printf '{"dirs":%d,"files":%d,"listed":%d,"written":%d,"opened":%d}\n' $dirs $files $listed $written $opened
+"#;
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_all","input_schema":{"type":"object"}}]"#, body),
+    );
+    let o = w
+        .cmd()
+        .env("BAIT_DIRS", list(&dirs))
+        .env("BAIT_FILES", list(&files))
+        .args(["call", "peek", "all"])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    assert_eq!(
+        (r["dirs"].as_u64(), r["files"].as_u64()),
+        (Some(4), Some(4)),
+        "{r} {}",
+        stderr(&o)
+    );
+    assert_eq!(r["listed"], 0, "a hidden folder showed an entry: {r}");
+    assert_eq!(r["written"], 0, "a hidden folder took a write: {r}");
+    assert_eq!(r["opened"], 0, "a hidden file was opened: {r}");
+    for d in &dirs {
+        assert!(!d.join("planted").exists() && !d.join("sub").exists());
+    }
+    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), "FILE SECRET");
+    let audit = last_audit(&w);
+    assert!(audit["sandbox"]["hidden"].as_u64().unwrap_or(0) >= 8, "{audit}");
+}
+
 // ---------------------------------------------------------------- what confined tools never read
 
 /// A task's unmasked arguments (`.private/<id>.args`) are hidden from every confined tool, the anima's own too

@@ -105,6 +105,7 @@ impl PreparedCall<'_> {
                     env,
                     cwd,
                     &self.sandbox,
+                    self.last_spawn,
                 )
                 .await?;
                 let d = Drive {
@@ -207,6 +208,7 @@ impl PreparedCli<'_> {
             &self.env,
             cwd,
             &self.sandbox,
+            self.last_spawn,
         )
         .await?;
         let d = Drive {
@@ -234,7 +236,10 @@ impl PreparedCli<'_> {
 
 /// Start a call's tool, with its credential broker when it has one: the broker's end of the socket pair is the
 /// one descriptor handed over ([`spawn::start_tool_async_with`]), its number in the tool's environment. The guard
-/// returned ends the broker's call when the caller drops it, after the call.
+/// returned ends the broker's call when the caller drops it, after the call. `last`: the process starts nothing
+/// after this call (a one-shot command), so the start runs on this thread ([`spawn::start_tool_with`]): no other
+/// call waits for the thread meanwhile, and a thread made for the start would cost more (~0.25 ms: its creation,
+/// the hand-offs and its end at exit, bench/README.md "Issue 20's cost") than the start's wait.
 async fn start_brokered(
     plan: Option<&super::prepare::BrokerPlan>,
     runner: &crate::call::Runner,
@@ -243,17 +248,24 @@ async fn start_brokered(
     env: &[(OsString, OsString)],
     cwd: Option<&std::path::Path>,
     sandbox: &crate::sandbox::Plan,
+    last: bool,
 ) -> Result<(spawn::Started, Option<crate::broker::CallEnd>), CallError> {
     let Some(plan) = plan else {
-        return Ok((
-            spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await?,
-            None,
-        ));
+        let started = if last {
+            spawn::start_tool_with(file, &runner.dirs, mode, env, cwd, Some(sandbox), &[])
+        } else {
+            spawn::start_tool_async(file, &runner.dirs, mode, env, cwd, Some(sandbox)).await
+        };
+        return Ok((started?, None));
     };
     let mut env = env.to_vec();
     let mut broker = plan.start(runner, &file.name, &mut env);
     let hand: Vec<_> = broker.as_ref().and_then(|b| b.handover()).into_iter().collect();
-    let started = spawn::start_tool_async_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await;
+    let started = if last {
+        spawn::start_tool_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand)
+    } else {
+        spawn::start_tool_async_with(file, &runner.dirs, mode, &env, cwd, Some(sandbox), &hand).await
+    };
     drop(hand);
     let end = broker.as_mut().map(|b| {
         b.started();

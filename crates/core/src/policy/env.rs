@@ -408,7 +408,10 @@ mod tests {
         assert!(load_passthrough(d.path()).unwrap().is_empty());
         std::fs::write(&f, r#"{"other": 1}"#).unwrap();
         let e = load_passthrough(d.path()).unwrap_err();
-        assert!(e.reason.contains("unknown key \"other\""), "a key of no reader is an error: {e}");
+        assert!(
+            e.reason.contains("unknown key \"other\""),
+            "a key of no reader is an error: {e}"
+        );
         std::fs::write(&f, r#"{"env_passthrough": ["A", "B_*"]}"#).unwrap();
         assert_eq!(load_passthrough(d.path()).unwrap(), vec!["A", "B_*"]);
         for bad in [r#"{"env_passthrough": "A"}"#, r#"{"env_passthrough": [1]}"#, "[", "[]"] {

@@ -200,7 +200,11 @@ mod tests {
         let own = perms(r#"{"credentials": {"xs": ["x_twitter", "TWITTER_BEARER_TOKEN"]}}"#);
         assert!(CredentialGrants::of(&own, "xs", Tier::Personal, &d).allows_env("x_twitter", "TWITTER_BEARER_TOKEN"));
         let strict: CredentialDefaults = serde_json::from_value(serde_json::json!({"core": "granted"})).unwrap();
-        assert_eq!(strict.personal, CredentialDefault::Granted, "an absent tier keeps its default");
+        assert_eq!(
+            strict.personal,
+            CredentialDefault::Granted,
+            "an absent tier keeps its default"
+        );
         assert!(!CredentialGrants::of(&p, "other", Tier::Core, &strict).allows("x"));
         for bad in [r#"{"core": "all"}"#, r#"{"nope": "granted"}"#] {
             assert!(serde_json::from_str::<CredentialDefaults>(bad).is_err(), "{bad}");

@@ -4,7 +4,6 @@ use crate::settings::sandbox::Mode;
 use crate::tier::Tier;
 use serde::{Deserialize, Serialize};
 
-
 /// An anima's grants: `permissions.json` `"sandbox"` (a runner extension; AnimaWorks ignores it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]

@@ -110,9 +110,10 @@ pub fn for_process(dirs: &Dirs, file: &ToolFile, needs: Needs<'_>) -> Result<Pla
         Some(a) => crate::policy::permissions::load(a),
         None => Ok(LoadedPermissions {
             permissions: Default::default(),
-            source: crate::policy::permissions::PermissionsFile::Defaults(PathBuf::from(
-                format!("<anima dir: pass --anima-dir or set {}>/permissions.json", crate::env_vars::ANIMA_DIR.name),
-            )),
+            source: crate::policy::permissions::PermissionsFile::Defaults(PathBuf::from(format!(
+                "<anima dir: pass --anima-dir or set {}>/permissions.json",
+                crate::env_vars::ANIMA_DIR.name
+            ))),
         }),
     };
     let p = plan(dirs, file, &perms, needs)?;
@@ -162,7 +163,7 @@ struct Inner {
     mounts: Vec<PlannedMount>,
     /// Non-public targets the anima's grants name, which the proxy relays.
     private_net: Vec<String>,
-    tmp: tempfile::TempDir,
+    tmp: CallTmp,
     support: kernel::Support,
     pid_ns: bool,
     /// The host list is enforced: the process gets a network namespace and reaches only the runner's proxy,
@@ -174,6 +175,28 @@ struct Inner {
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
+}
+
+/// The call's private temp dir, removed with the plan.
+#[derive(Debug)]
+struct CallTmp(Option<tempfile::TempDir>);
+
+impl CallTmp {
+    fn path(&self) -> &Path {
+        self.0.as_ref().map_or(Path::new(""), |t| t.path())
+    }
+}
+
+impl Drop for CallTmp {
+    /// Why a plain rmdir first: a tool usually leaves its temp dir empty, and one system call removes it, where
+    /// a recursive removal opens, reads and stats it (nine calls); what the tool left goes the recursive way.
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            if std::fs::remove_dir(t.path()).is_ok() {
+                let _ = t.keep();
+            }
+        }
+    }
 }
 
 /// How a plan confines reads.
@@ -284,6 +307,7 @@ fn plan_with(
     needs: Needs<'_>,
     settings: &SandboxSettings,
 ) -> Result<Plan, CallError> {
+    let _memo = rules::memo();
     let (grants, perms_path) = match perms {
         Ok(p) => (p.permissions.sandbox.clone(), p.path().to_path_buf()),
         // The gate refuses every call then; a probe still gets the defaults.
@@ -322,6 +346,7 @@ fn plan_with(
                 format!("cannot make the call's private temp dir: {e}"),
             )
         })?;
+    let tmp = CallTmp(Some(tmp));
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
@@ -855,9 +880,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
     .map(|f| data.join(f))
     .collect();
     secret.push(dirs.cache.clone());
-    secret.extend(
-        crate::env_vars::AUDIT_LOG.get_os().map(PathBuf::from),
-    );
+    secret.extend(crate::env_vars::AUDIT_LOG.get_os().map(PathBuf::from));
     for f in [
         "shadow",
         "gshadow",
@@ -1115,6 +1138,7 @@ impl Plan {
     /// the namespace setup. `None` when the process is not confined.
     pub fn confine(&self, program: &Path) -> io::Result<Option<child::Confined>> {
         let Some(i) = &self.inner else { return Ok(None) };
+        let _memo = rules::memo();
         let s = i.support;
         let ruleset = if s.landlock_fs() {
             Some(self.ruleset(i, program)?)
@@ -1145,13 +1169,24 @@ impl Plan {
             }
             None => None,
         };
-        let mut mounts = Vec::with_capacity(i.mounts.len());
+        let mut mounts: Vec<child::Mount> = Vec::with_capacity(i.mounts.len());
+        // The first hidden folder and file: every later one is bound from it (one mount system call each).
+        let (mut first_dir, mut first_file) = (None, None);
         for m in &i.mounts {
             let made = match m.kind {
                 MountKind::NoExec => child::Mount::no_exec(&m.path),
                 MountKind::Exec => child::Mount::as_outside(&m.path),
                 MountKind::ReadOnly => child::Mount::read_only(&m.path),
-                MountKind::Hide { dir } => child::Mount::hide(&m.path, dir),
+                MountKind::Hide { dir } => {
+                    let first = if dir { &mut first_dir } else { &mut first_file };
+                    match *first {
+                        Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),
+                        None => {
+                            *first = Some(mounts.len());
+                            child::Mount::hide(&m.path, dir)
+                        }
+                    }
+                }
             };
             // Never start with a mount left out: a secret would be readable, a writable place executable.
             mounts.push(made.ok_or_else(|| {

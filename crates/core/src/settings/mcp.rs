@@ -1,10 +1,10 @@
 //! `"mcp_servers"`: MCP servers declared as tools of the core or common tier (docs/mcp-servers.md). Each entry
 //! is read on its own by [`crate::mcp_servers`], so one bad declaration is a problem of that server only.
 
+use awt_protocol::{CredentialDecl, Sandbox};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use awt_protocol::{CredentialDecl, Sandbox};
 
 /// One server's declaration as the operator wrote it (`animaworks-tool.json` `"mcp_servers"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

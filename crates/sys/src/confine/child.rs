@@ -48,6 +48,9 @@ enum MountKind {
     EmptyDir,
     /// `/dev/null` bound over a file, on a `nodev` mount: opening it is refused.
     EmptyFile,
+    /// An earlier hidden path of the same kind bound here: a bind copies the flags of the mount it is made from
+    /// (read-only, `nodev`, `nosuid`, `noexec`), so it needs no tmpfs of its own and no remount.
+    Again(std::ffi::CString),
 }
 
 /// The flags of the mount `p` is on that a remount inside a user namespace must keep.
@@ -133,6 +136,19 @@ impl Mount {
         Some(Mount { kind, target, flags })
     }
 
+    /// `p` hidden as `first` was: the same empty folder or unopenable file, bound from `first`'s mount, which
+    /// must be made before this one and be of the same kind (a folder for a folder, a file for a file).
+    pub fn hide_like(p: &std::path::Path, first: &Mount) -> Option<Mount> {
+        if !matches!(first.kind, MountKind::EmptyDir | MountKind::EmptyFile) {
+            return None;
+        }
+        Some(Mount {
+            kind: MountKind::Again(first.target.clone()),
+            target: c_path(p)?,
+            flags: 0,
+        })
+    }
+
     /// Make it, in `G`'s mount namespace (raw system calls only).
     ///
     /// # Safety
@@ -151,6 +167,11 @@ impl Mount {
             MountKind::EmptyDir => {
                 // SAFETY: C strings; a tmpfs takes its options as a C string.
                 check(unsafe { mount(c"none".as_ptr(), t, self.flags, c"tmpfs".as_ptr()) })?;
+                return Ok(());
+            }
+            MountKind::Again(ref first) => {
+                // SAFETY: C strings this mount owns; a bind mount takes no type or data.
+                check(unsafe { mount(first.as_ptr(), t, libc::MS_BIND, std::ptr::null()) })?;
                 return Ok(());
             }
         }

@@ -62,11 +62,52 @@ fn under(p: &Path, q: &Path) -> bool {
     }
 }
 
+thread_local! {
+    static MEMO: std::cell::RefCell<Option<std::collections::HashMap<PathBuf, PathBuf>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// While it lives, [`canonical`] on this thread looks each existing path up once: one plan asks for the same
+/// folders (the anima dir, the data dir, the call's temp dir) up to five times. Only found paths are kept, so a
+/// path made later in the same plan is still found.
+pub struct Memo(bool);
+
+pub fn memo() -> Memo {
+    Memo(MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        m.is_none() && {
+            *m = Some(Default::default());
+            true
+        }
+    }))
+}
+
+impl Drop for Memo {
+    fn drop(&mut self) {
+        if self.0 {
+            MEMO.with(|m| *m.borrow_mut() = None);
+        }
+    }
+}
+
 /// Canonical form of `p` when it exists: what `realpath(3)` answers. An absolute path with no symbolic link in it
 /// (one `openat2` with `RESOLVE_NO_SYMLINKS` says so) is its own canonical form once `.` and `..` are resolved
 /// lexically; anything else goes to realpath. Why: realpath reads the link of every component, so a sandboxed
 /// call's hundred paths cost ~450 `readlink`s (bench/README.md).
 pub fn canonical(p: &Path) -> Option<PathBuf> {
+    if let Some(hit) = MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(p).cloned())) {
+        return Some(hit);
+    }
+    let found = canonical_uncached(p)?;
+    MEMO.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.insert(p.to_path_buf(), found.clone());
+        }
+    });
+    Some(found)
+}
+
+fn canonical_uncached(p: &Path) -> Option<PathBuf> {
     if p.is_absolute() {
         use rustix::io::Errno;
         match open_no_symlinks(p) {

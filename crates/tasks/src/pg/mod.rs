@@ -72,8 +72,12 @@ impl StoreError {
         match self {
             StoreError::NoSchema(_) => CallError::new(ErrorCode::Internal, self.to_string())
                 .hint("`animaworks-tool jobs migrate` creates the tables; workers apply it when they start"),
-            StoreError::Db(_) => CallError::new(ErrorCode::Internal, format!("the task database: {self}"))
-                .hint(format!("check \"tasks\".\"url\" in <data dir>/animaworks-tool.json (or ${}) and that the server is up", awt_core::env_vars::TASKS_URL.name)),
+            StoreError::Db(_) => {
+                CallError::new(ErrorCode::Internal, format!("the task database: {self}")).hint(format!(
+                    "check \"tasks\".\"url\" in <data dir>/animaworks-tool.json (or ${}) and that the server is up",
+                    awt_core::env_vars::TASKS_URL.name
+                ))
+            }
             StoreError::Other(_) => CallError::new(ErrorCode::Internal, self.to_string()),
         }
     }
