@@ -145,9 +145,7 @@ mod starters {
 
     /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
     /// panicked).
-    pub(super) fn run<T: Send + 'static>(
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> tokio::sync::oneshot::Receiver<T> {
+    pub(super) fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio::sync::oneshot::Receiver<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         // The child's pipes are registered with the caller's runtime.
         let rt = tokio::runtime::Handle::current();
