@@ -4,28 +4,28 @@
 //! The tool runs in a throwaway world (temporary data, anima and cache dirs) so a check never touches a real
 //! anima's files, the real schema cache, or the real `outputs/` folder.
 
-use crate::cache::Probed;
-use crate::call::{CallOptions, Resolved, Runner};
-use crate::dirs::{DirOptions, Dirs};
-use crate::discover::{Launch, ToolFile};
-use crate::error::{Detail, ErrorCode};
-use crate::manifest::Action;
-use crate::policy::Tier;
-use crate::stream::{Cancel, Observer};
+use awt_core::cache::Probed;
+use awt_core::call::{CallOptions, Resolved, Runner};
+use awt_core::dirs::{DirOptions, Dirs};
+use awt_core::discover::{Launch, ToolFile};
+use awt_core::error::{Detail, ErrorCode};
+use awt_core::manifest::ActionSpec;
+use awt_core::policy::Tier;
+use awt_core::stream::{Cancel, Observer};
+use awt_protocol::Event;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tool_sdk::protocol::Event;
 
 /// The longest a checked call may take unless the caller says otherwise.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub enum Verdict {
     Pass,
     Warn,
     Fail,
@@ -34,7 +34,7 @@ pub enum Level {
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    pub level: Level,
+    pub level: Verdict,
     /// What was checked: `file`, `name`, `schemas`, or `action <name>`.
     pub subject: String,
     pub message: String,
@@ -43,7 +43,7 @@ pub struct Finding {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct CheckReport {
     pub path: PathBuf,
     pub tool: String,
     pub passed: bool,
@@ -64,7 +64,7 @@ pub struct CheckOptions {
 struct Findings(Vec<Finding>);
 
 impl Findings {
-    fn add(&mut self, level: Level, subject: &str, message: impl Into<String>, hint: Option<String>) {
+    fn add(&mut self, level: Verdict, subject: &str, message: impl Into<String>, hint: Option<String>) {
         self.0.push(Finding {
             level,
             subject: subject.to_owned(),
@@ -73,23 +73,23 @@ impl Findings {
         });
     }
     fn pass(&mut self, subject: &str, message: impl Into<String>) {
-        self.add(Level::Pass, subject, message, None);
+        self.add(Verdict::Pass, subject, message, None);
     }
     fn warn(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
-        self.add(Level::Warn, subject, message, Some(hint.into()));
+        self.add(Verdict::Warn, subject, message, Some(hint.into()));
     }
     fn fail(&mut self, subject: &str, message: impl Into<String>, hint: impl Into<String>) {
-        self.add(Level::Fail, subject, message, Some(hint.into()));
+        self.add(Verdict::Fail, subject, message, Some(hint.into()));
     }
 }
 
 /// Check the tool file at `path`.
-pub async fn check(path: &Path, opts: &CheckOptions) -> Report {
+pub async fn check(path: &Path, opts: &CheckOptions) -> CheckReport {
     let tool = tool_name(path);
     let mut f = Findings(Vec::new());
     check_into(path, &tool, opts, &mut f).await;
-    let passed = !f.0.iter().any(|x| x.level == Level::Fail);
-    Report {
+    let passed = !f.0.iter().any(|x| x.level == Verdict::Fail);
+    CheckReport {
         path: path.to_path_buf(),
         tool,
         passed,
@@ -130,7 +130,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         };
         return f.fail("file", format!("{} is a folder, not a tool file", path.display()), hint);
     }
-    match crate::names::tool_name_problem(tool) {
+    match awt_core::names::tool_name_problem(tool) {
         Some(p) => f.fail(
             "name",
             p,
@@ -179,7 +179,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         Ok(e) => e,
         Err(e) => return f.fail("schemas", e.message, e.hint.unwrap_or_default()),
     };
-    let manifest = match crate::probe::probe(&file, &runner.dirs, &env).await {
+    let manifest = match awt_core::probe::probe(&file, &runner.dirs, &env).await {
         Probed::Ok(m) => m,
         Probed::Failed {
             reason, stderr_tail, ..
@@ -226,7 +226,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 "declare what it needs in its profile's \"sandbox\" (protocol.md §2.4): least privilege",
             ),
             Some(d) => {
-                let problems = crate::sandbox::validate(d);
+                let problems = awt_core::sandbox::validate(d);
                 if problems.is_empty() {
                     f.pass(&format!("action {}", a.name), "sandbox declaration is valid");
                 }
@@ -276,13 +276,13 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
     }
 }
 
-async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOptions, f: &mut Findings) {
+async fn call_action(runner: &Runner, r: &Resolved, act: &ActionSpec, opts: &CheckOptions, f: &mut Findings) {
     let subject = format!("action {}", act.name);
     let args = match sample_args(&act.input_schema) {
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    if let Err(e) = crate::validate::check_args(&r.file.name, act, &args) {
+    if let Err(e) = awt_core::validate::check_args(&r.file.name, act, &args, &Default::default()) {
         return f.warn(
             &subject,
             format!(
@@ -294,7 +294,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &Action, opts: &CheckOp
         );
     }
     let timeout = opts.timeout.unwrap_or_else(|| {
-        crate::call::timeout_from_secs(act.timeout_s(), "timeout_s")
+        awt_core::call::timeout_from_secs(act.timeout_s(), "timeout_s")
             .unwrap_or(DEFAULT_CALL_TIMEOUT)
             .min(DEFAULT_CALL_TIMEOUT)
     });
@@ -393,7 +393,7 @@ fn last_line(text: &str) -> String {
 }
 
 fn describe(v: &Value) -> String {
-    format!("{}, {} bytes as JSON", crate::flags::kind(v), v.to_string().len())
+    format!("{}, {} bytes as JSON", awt_core::flags::kind(v), v.to_string().len())
 }
 
 /// Counts the events of a call, and notes unknown ones.

@@ -6,7 +6,7 @@
 //! CI runs a short budget (64 cases per property); a longer local run:
 //! `PROPTEST_CASES=20000 cargo test -p animaworks-tool --lib proptests --release`.
 
-use crate::policy::mask::{Masker, StreamMasker};
+use awt_core::policy::mask::{Masker, StreamMasker};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -200,39 +200,39 @@ proptest! {
     #[test]
     fn permissions_json_never_panics_and_round_trips(v in value(PERMISSION_WORDS), raw in any::<String>()) {
         let path = std::path::Path::new("/a/permissions.json");
-        let _ = crate::policy::permissions::parse_json(path, &raw);
-        if let Ok(p) = crate::policy::permissions::parse_json(path, &v.to_string()) {
-            let again = crate::policy::permissions::parse_json(path, &serde_json::to_string(&p).unwrap()).unwrap();
+        let _ = awt_core::policy::permissions::parse_json(path, &raw);
+        if let Ok(p) = awt_core::policy::permissions::parse_json(path, &v.to_string()) {
+            let again = awt_core::policy::permissions::parse_json(path, &serde_json::to_string(&p).unwrap()).unwrap();
             prop_assert_eq!(&again, &p);
-            let loaded = Ok(crate::policy::LoadedPermissions {
+            let loaded = Ok(awt_core::policy::LoadedPermissions {
                 permissions: p,
-                source: crate::policy::permissions::Source::Json(path.to_path_buf()),
+                source: awt_core::policy::permissions::PermissionsFile::Json(path.to_path_buf()),
             });
-            for tier in [crate::policy::Tier::Core, crate::policy::Tier::Personal] {
-                let _ = crate::policy::decide(&loaded, "gt", tier, "delete_all", &crate::policy::Gate::Unknown);
+            for tier in [awt_core::policy::Tier::Core, awt_core::policy::Tier::Personal] {
+                let _ = awt_core::policy::decide(&loaded, "gt", tier, "delete_all", &awt_core::policy::Gate::Unknown);
             }
         }
     }
 
     #[test]
     fn permissions_md_never_panics(lines in proptest::collection::vec(word(MD_LINES), 0..30)) {
-        let _ = crate::policy::permissions::parse_markdown(&lines.join("\n"));
+        let _ = awt_core::policy::permissions::parse_markdown(&lines.join("\n"));
     }
 
     #[test]
     fn pending_descriptors_never_panic(v in value(PENDING_WORDS), raw in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = crate::tasks::pending::parse(&raw);
-        if let Ok(d) = crate::tasks::pending::parse(v.to_string().as_bytes()) {
-            prop_assert!(crate::tasks::valid_task_id(&d.task_id));
+        let _ = awt_tasks::pending::parse(&raw);
+        if let Ok(d) = awt_tasks::pending::parse(v.to_string().as_bytes()) {
+            prop_assert!(awt_tasks::valid_task_id(&d.task_id));
             prop_assert!(!d.tool.is_empty());
         }
     }
 
     #[test]
     fn task_files_never_panic_a_listing(v in value(TASK_WORDS), raw in proptest::collection::vec(any::<u8>(), 0..200)) {
-        use crate::tasks::TaskStore;
+        use awt_tasks::TaskStore;
         let d = tempfile::tempdir().unwrap();
-        let store = crate::tasks::files::FileStore::for_anima(d.path());
+        let store = awt_tasks::files::FileStore::for_anima(d.path());
         std::fs::create_dir_all(&store.dir).unwrap();
         std::fs::write(store.dir.join("aaaaaaaaaaaa.json"), v.to_string()).unwrap();
         std::fs::write(store.dir.join("bbbbbbbbbbbb.json"), &raw).unwrap();
@@ -245,7 +245,7 @@ proptest! {
 
     #[test]
     fn manifests_never_panic_and_keep_their_promises(v in value(MANIFEST_WORDS), raw in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = crate::manifest::parse("t", &raw);
+        let _ = awt_core::manifest::parse("t", &raw);
         let doc = match v {
             // Lean on the real shapes: a list of entries, or an object with actions.
             Value::Array(_) => v,
@@ -257,11 +257,11 @@ proptest! {
             }
             other => json!([other]),
         };
-        if let Ok(m) = crate::manifest::parse("t", doc.to_string().as_bytes()) {
+        if let Ok(m) = awt_core::manifest::parse("t", doc.to_string().as_bytes()) {
             for a in &m.actions {
-                prop_assert!(crate::manifest::owns_schema_name("t", &a.schema_name), "{}", a.schema_name);
+                prop_assert!(awt_core::manifest::owns_schema_name("t", &a.schema_name), "{}", a.schema_name);
                 let t = a.timeout_s();
-                prop_assert!(t.is_finite() && t > 0.0 && t <= crate::limits::MAX_SECONDS);
+                prop_assert!(t.is_finite() && t > 0.0 && t <= awt_core::limits::MAX_SECONDS);
                 let _ = std::time::Duration::from_secs_f64(t);
             }
         }
@@ -273,7 +273,7 @@ proptest! {
         "--events", "--help", "--json", "{\"s\":\"x\"}", "[1,2]", "1e999", "inf", "-1", "NaN", "x", "--s=", "=",
         "--", "--i=9007199254740993", "{", "true",
     ]), 0..8)) {
-        let act = crate::manifest::parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"object","properties":{
+        let act = awt_core::manifest::parse("t", br#"{"actions":[{"name":"a","input_schema":{"type":"object","properties":{
             "s":{"type":"string"},"n":{"type":"number"},"i":{"type":"integer"},"b":{"type":"boolean"},
             "arr":{"type":"array","items":{"type":"string"}},"obj":{"type":"object"},"e":{"enum":["x","y"]}}}}]}"#)
             .unwrap()
@@ -281,9 +281,9 @@ proptest! {
             .remove(0);
         // `--json -` and `@FILE` read stdin and files: not this property's business.
         let words: Vec<String> = words.into_iter().filter(|w| w != "-" && !w.starts_with('@')).collect();
-        if let Ok((_, flags)) = crate::flags::parse(&act, &words) {
+        if let Ok((_, flags)) = awt_core::flags::parse(&act, &words) {
             if let Some(t) = flags.timeout {
-                prop_assert!(crate::limits::seconds(t, "t").is_ok());
+                prop_assert!(awt_core::limits::seconds(t, "t").is_ok());
             }
         }
     }

@@ -13,7 +13,7 @@ use crate::protocol::{self, Event, Level};
 /// Events are written and flushed at once, one line each. Writing never fails a handler: if stdout is gone (the
 /// runner ended the call), later events are dropped and the handler's result goes nowhere either.
 pub struct Context<'a> {
-    call: &'a protocol::Context,
+    call: &'a protocol::RequestContext,
     pub(crate) sink: EventSink<'a>,
 }
 
@@ -69,12 +69,12 @@ fn set_call_id(event: &mut Event, id: String) {
 }
 
 impl<'a> Context<'a> {
-    pub(crate) fn new(call: &'a protocol::Context, sink: EventSink<'a>) -> Self {
+    pub(crate) fn new(call: &'a protocol::RequestContext, sink: EventSink<'a>) -> Self {
         Context { call, sink }
     }
 
     /// The whole context of the request (protocol.md §4), as the runner sent it.
-    pub fn request_context(&self) -> &protocol::Context {
+    pub fn request_context(&self) -> &protocol::RequestContext {
         self.call
     }
 

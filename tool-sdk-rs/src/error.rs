@@ -116,8 +116,9 @@ impl From<ToolError> for ToolErrorBody {
     }
 }
 
-impl From<ToolErrorBody> for ToolError {
-    fn from(body: ToolErrorBody) -> Self {
+impl ToolError {
+    /// The error a tool's `error` line carries (the blanket `From<E: Error>` rules out a `From` impl here).
+    pub fn from_body(body: ToolErrorBody) -> Self {
         ToolError {
             code: body.code.unwrap_or_else(|| Self::INTERNAL.to_owned()),
             message: body.message,

@@ -4,6 +4,7 @@
     feature = "sdk",
     doc = "[`protocol`]: crate::protocol\n[`Action::new`]: crate::Action::new\n[`NoArgs`]: crate::NoArgs\n\
            [`Action::with_input_schema`]: crate::Action::with_input_schema\n[`Tool::credential`]: crate::Tool::credential\n\
+           [`Tool::broker`]: crate::Tool::broker\n[`get_credential`]: crate::get_credential\n\
            [`Credential::new`]: crate::Credential::new\n[`Tool::check`]: crate::Tool::check\n[`Context`]: crate::Context\n\
            [`ToolError`]: crate::ToolError\n[`testing`]: crate::testing\n"
 )]
@@ -13,12 +14,16 @@
     doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
 )]
 
-pub mod names;
-pub mod protocol;
+/// The wire types (the `animaworks-tool-protocol` crate, which the runner uses too).
+pub use awt_protocol as protocol;
+pub use awt_protocol::names;
 
 #[cfg(feature = "sdk")]
 #[warn(missing_docs)]
 mod context;
+#[cfg(all(feature = "sdk", unix))]
+#[warn(missing_docs)]
+mod credential;
 #[cfg(feature = "sdk")]
 #[warn(missing_docs)]
 mod error;
@@ -34,6 +39,8 @@ mod tool;
 
 #[cfg(feature = "sdk")]
 pub use context::Context;
+#[cfg(all(feature = "sdk", unix))]
+pub use credential::{get_credential, CredentialQuery, BROKER_FD_VAR, MISSING_CREDENTIAL};
 #[cfg(feature = "sdk")]
 pub use error::ToolError;
 #[cfg(feature = "sdk")]

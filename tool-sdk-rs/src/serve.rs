@@ -29,6 +29,8 @@ impl Tool {
     /// points file descriptor 1 at stderr, so a stray `println!` in a handler, or a child process that inherits
     /// stdout, lands in the log instead of breaking the event stream.
     pub fn run(self) -> ! {
+        #[cfg(unix)]
+        crate::credential::install_from_environment();
         let args: Vec<String> = std::env::args().skip(1).collect();
         let code = self.main(&args);
         std::process::exit(code)

@@ -37,11 +37,11 @@ pub fn request(tool: &Tool, action: &str, args: Value) -> Request {
     Request {
         name: format!("{}_{action}", tool.name()),
         args,
-        context: protocol::Context {
+        context: protocol::RequestContext {
             call_id: CALL_ID.to_owned(),
             tool: tool.name().to_owned(),
             action: action.to_owned(),
-            ..protocol::Context::default()
+            ..protocol::RequestContext::default()
         },
     }
 }

@@ -25,6 +25,7 @@ pub struct Tool {
     version: Option<String>,
     description: Option<String>,
     persistent: bool,
+    broker: bool,
     credentials: Vec<CredentialDecl>,
     pub(crate) actions: Vec<Action>,
 }
@@ -37,6 +38,7 @@ impl Tool {
             version: None,
             description: None,
             persistent: true,
+            broker: false,
             credentials: Vec::new(),
             actions: Vec::new(),
         }
@@ -59,6 +61,14 @@ impl Tool {
     /// should refuse.
     pub fn persistent(mut self, persistent: bool) -> Self {
         self.persistent = persistent;
+        self
+    }
+
+    /// Declares `"broker": true`: the tool asks for credentials at run time with [`crate::get_credential`], so the
+    /// runner hands it its credential broker (docs/credentials.md). Without it, only declared credentials reach
+    /// the tool (in their variables).
+    pub fn broker(mut self) -> Self {
+        self.broker = true;
         self
     }
 
@@ -88,6 +98,7 @@ impl Tool {
             description: self.description.clone(),
             events: true,
             persistent: self.persistent,
+            broker: self.broker,
             credentials: self.credentials.clone(),
             actions: self.actions.iter().map(|a| a.decl.clone()).collect(),
             ..SchemasDoc::default()
@@ -409,38 +420,6 @@ impl Action {
 /// `{"type": "object", "properties": {}}`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NoArgs {}
-
-impl CredentialDecl {
-    /// A credential: `name` is the entry in AnimaWorks' `config.json` `credentials`, `env` the variable the
-    /// tool reads the secret from. Defaults: key `api_key`, not per anima, required.
-    pub fn new(name: impl Into<String>, env: impl Into<String>) -> Self {
-        CredentialDecl {
-            name: name.into(),
-            env: env.into(),
-            key: "api_key".into(),
-            per_anima: false,
-            required: true,
-        }
-    }
-
-    /// The key inside the `config.json` entry (default `api_key`).
-    pub fn key(mut self, key: impl Into<String>) -> Self {
-        self.key = key.into();
-        self
-    }
-
-    /// Try `<ENV>__<anima name>` first.
-    pub fn per_anima(mut self) -> Self {
-        self.per_anima = true;
-        self
-    }
-
-    /// A missing secret does not stop the call; the tool copes without it.
-    pub fn optional(mut self) -> Self {
-        self.required = false;
-        self
-    }
-}
 
 /// The input schema the SDK derives for an argument type: JSON Schema 2020-12 as the type deserializes,
 /// subschemas inlined (some LLM providers refuse `$ref`), without `$schema` and the root `title` (the Rust type

@@ -1,11 +1,11 @@
 //! `permissions show|migrate` and `share`: policy commands for operators.
 
-use crate::call::Runner;
-use crate::discover;
-use crate::error::{CallError, ErrorCode};
-use crate::names::tool_name_problem;
-use crate::policy::permissions::{self, Source};
-use crate::policy::Tier;
+use awt_core::call::Runner;
+use awt_core::discover;
+use awt_core::error::{CallError, ErrorCode};
+use awt_core::names::tool_name_problem;
+use awt_core::policy::permissions::{self, PermissionsFile};
+use awt_core::policy::Tier;
 use clap::{Args, Subcommand};
 
 #[derive(Args, Debug)]
@@ -67,7 +67,7 @@ pub fn permissions(runner: &Runner, args: PermissionsArgs) -> i32 {
                     return fail(CallError::new(ErrorCode::PermissionDenied, e.to_string()).hint("fix the file first"))
                 }
             };
-            if let Source::Json(p) = &loaded.source {
+            if let PermissionsFile::Json(p) = &loaded.source {
                 if !force {
                     say!("nothing to migrate: {} is already the policy", p.display());
                     return 0;

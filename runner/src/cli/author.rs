@@ -1,10 +1,10 @@
 //! `new` and `check`: commands for tool authors.
 
-use crate::call::Runner;
-use crate::check::{self, CheckOptions, Level};
-use crate::error::ErrorCode;
-use crate::policy::Tier;
+use crate::check::{self, CheckOptions, Verdict};
 use crate::scaffold::{self, Lang};
+use awt_core::call::Runner;
+use awt_core::error::ErrorCode;
+use awt_core::policy::Tier;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -46,7 +46,7 @@ fn refuse(code: ErrorCode, message: String, hint: &str) -> i32 {
 }
 
 pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
-    if let Some(p) = crate::names::tool_name_problem(&a.name) {
+    if let Some(p) = awt_core::names::tool_name_problem(&a.name) {
         return refuse(
             ErrorCode::Usage,
             p,
@@ -83,7 +83,7 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
                     )
                 }
             }
-            let scan = crate::discover::scan(&runner.dirs);
+            let scan = awt_core::discover::scan(&runner.dirs);
             if let Some(core) = scan.tools.get(&a.name).filter(|t| t.tier == Tier::Core) {
                 return refuse(
                     ErrorCode::Usage,
@@ -116,7 +116,7 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
 pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     let timeout = match a
         .timeout
-        .map(|t| crate::call::timeout_from_secs(t, "--timeout"))
+        .map(|t| awt_core::call::timeout_from_secs(t, "--timeout"))
         .transpose()
     {
         Ok(t) => t,
@@ -133,16 +133,16 @@ pub async fn check(runner: &Runner, a: CheckArgs) -> i32 {
     } else {
         for f in &report.findings {
             let tag = match f.level {
-                Level::Pass => "ok  ",
-                Level::Warn => "warn",
-                Level::Fail => "FAIL",
+                Verdict::Pass => "ok  ",
+                Verdict::Warn => "warn",
+                Verdict::Fail => "FAIL",
             };
             match &f.hint {
-                Some(h) if f.level != Level::Pass => say!("{tag} {}: {} (hint: {h})", f.subject, f.message),
+                Some(h) if f.level != Verdict::Pass => say!("{tag} {}: {} (hint: {h})", f.subject, f.message),
                 _ => say!("{tag} {}: {}", f.subject, f.message),
             }
         }
-        let fails = report.findings.iter().filter(|f| f.level == Level::Fail).count();
+        let fails = report.findings.iter().filter(|f| f.level == Verdict::Fail).count();
         if report.passed {
             say!("{}: passes the conformance check", report.path.display());
         } else {

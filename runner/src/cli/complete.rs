@@ -10,9 +10,9 @@
 //! reads them (before the command word, and among a runner command's own options), never inside a tool or after
 //! its action, whose words are the tool's.
 
-use crate::cache;
-use crate::dirs::{DirOptions, Dirs};
-use crate::manifest::{Action, Manifest};
+use awt_core::cache;
+use awt_core::dirs::{DirOptions, Dirs};
+use awt_core::manifest::{ActionSpec, Manifest};
 use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, Command};
 use clap_complete::env::{CompleteEnv, Shells};
@@ -45,7 +45,7 @@ pub fn completions(shell: &str) -> i32 {
             "animaworks-tool: no completions for shell {shell:?}; one of: {}",
             names.join(", ")
         );
-        return crate::ErrorCode::Usage.exit_code();
+        return awt_core::ErrorCode::Usage.exit_code();
     };
     let me = std::env::args_os()
         .next()
@@ -53,7 +53,7 @@ pub fn completions(shell: &str) -> i32 {
         .unwrap_or_else(|| "animaworks-tool".into());
     // A relative path (./target/debug/animaworks-tool) would break in another directory.
     let me = if me.contains('/') {
-        crate::dirs::expand_home(std::path::Path::new(&me))
+        awt_core::dirs::expand_home(std::path::Path::new(&me))
             .to_string_lossy()
             .into_owned()
     } else {
@@ -62,7 +62,7 @@ pub fn completions(shell: &str) -> i32 {
     let mut buf = Vec::new();
     if let Err(e) = sh.write_registration(VAR, "animaworks-tool", "animaworks-tool", &me, &mut buf) {
         tell!("animaworks-tool: {e}");
-        return crate::ErrorCode::Internal.exit_code();
+        return awt_core::ErrorCode::Internal.exit_code();
     }
     let _ = std::io::stdout().lock().write_all(&buf);
     0
@@ -99,11 +99,11 @@ fn dirs_of(words: &[OsString]) -> Dirs {
 
 /// Every visible tool with its cached manifest (`None` when it was never probed or has changed since).
 pub fn cached_tools(dirs: &Dirs) -> Vec<(String, Option<Manifest>)> {
-    crate::discover::scan(dirs)
+    awt_core::discover::scan(dirs)
         .tools
         .into_values()
         .map(|f| {
-            let m = crate::probe::cached(&f, dirs).and_then(|p| match p {
+            let m = awt_core::probe::cached(&f, dirs).and_then(|p| match p {
                 cache::Probed::Ok(m) => Some(m),
                 _ => None,
             });
@@ -170,7 +170,7 @@ fn tools_under(c: Command, tools: &[Command]) -> Command {
 }
 
 fn one_line(s: &str) -> String {
-    crate::llm::catalog::one_line(s)
+    awt_llm::catalog::one_line(s)
 }
 
 fn tool_command(name: &str, m: Option<&Manifest>) -> Command {
@@ -183,7 +183,7 @@ fn tool_command(name: &str, m: Option<&Manifest>) -> Command {
     }
     let mut seen = BTreeSet::new();
     for a in &m.actions {
-        if seen.insert(crate::names::canon(&a.name)) {
+        if seen.insert(awt_core::names::canon(&a.name)) {
             c = c.subcommand(action_command(a));
         }
     }
@@ -191,13 +191,13 @@ fn tool_command(name: &str, m: Option<&Manifest>) -> Command {
 }
 
 /// One action with a flag per property (as `cli::args` reads them) and the runner's call options.
-fn action_command(a: &Action) -> Command {
+fn action_command(a: &ActionSpec) -> Command {
     let mut c = Command::new(a.name.clone()).about(one_line(&a.description));
-    let mut longs: BTreeSet<String> = crate::flags::RUNNER_FLAGS.iter().map(|f| f.to_string()).collect();
+    let mut longs: BTreeSet<String> = awt_core::flags::RUNNER_FLAGS.iter().map(|f| f.to_string()).collect();
     let props = a.input_schema.get("properties").and_then(Value::as_object);
     for (prop, schema) in props.into_iter().flatten() {
         let long = prop.replace('_', "-");
-        if !crate::names::is_name(&long) || !longs.insert(long.clone()) {
+        if !awt_core::names::is_name(&long) || !longs.insert(long.clone()) {
             continue;
         }
         let help = schema
@@ -206,7 +206,7 @@ fn action_command(a: &Action) -> Command {
             .map(one_line)
             .unwrap_or_default();
         let mut arg = Arg::new(format!("p:{prop}")).long(long.clone()).help(help);
-        arg = match crate::flags::prop_type(schema) {
+        arg = match awt_core::flags::prop_type(schema) {
             Some("boolean") => {
                 if longs.insert(format!("no-{long}")) {
                     c = c.arg(
@@ -273,7 +273,7 @@ fn task_ids(dirs: &Dirs) -> Vec<(String, String)> {
     let Some(anima) = &dirs.anima else {
         return Vec::new();
     };
-    let dir = crate::tasks::files::FileStore::for_anima(anima).dir;
+    let dir = awt_tasks::files::FileStore::for_anima(anima).dir;
     let mut found: Vec<(std::time::SystemTime, String, String)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
@@ -285,7 +285,7 @@ fn task_ids(dirs: &Dirs) -> Vec<(String, String)> {
                 return None;
             }
             let meta = e.metadata().ok().filter(|m| m.is_file() && m.len() < 1 << 20)?;
-            let about = crate::fsread::read(&e.path(), crate::fsread::TASK)
+            let about = awt_core::fsread::read(&e.path(), awt_core::fsread::TASK)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
                 .map(|v| {

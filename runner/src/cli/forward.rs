@@ -4,7 +4,7 @@
 //! `core/integrations/__init__.py`). We do the same, after the tool lookup, by exec'ing that CLI: the argv, the
 //! working directory, the environment, the streams and the exit code are the caller's and the CLI's.
 
-use crate::error::{CallError, Detail, ErrorCode};
+use awt_core::error::{CallError, Detail, ErrorCode};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 

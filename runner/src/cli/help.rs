@@ -1,17 +1,17 @@
 //! `--help` for tools and actions, generated from their schemas.
 
-use crate::call::Resolved;
-use crate::flags::prop_type;
-use crate::manifest::Action;
+use awt_core::call::Resolved;
+use awt_core::flags::prop_type;
+use awt_core::manifest::ActionSpec;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
 /// The runner's help, then every tool's name (no tool is started), as the original's `--help` lists them.
 /// Returns `code`.
-pub fn top_help(dirs: &crate::dirs::Dirs, code: i32) -> i32 {
+pub fn top_help(dirs: &awt_core::dirs::Dirs, code: i32) -> i32 {
     let help = <super::Cli as clap::CommandFactory>::command().render_help();
-    let names: Vec<String> = crate::discover::scan(dirs).tools.into_keys().collect();
+    let names: Vec<String> = awt_core::discover::scan(dirs).tools.into_keys().collect();
     say!(
         "{help}\n\nAvailable tools: {}",
         if names.is_empty() {
@@ -23,7 +23,7 @@ pub fn top_help(dirs: &crate::dirs::Dirs, code: i32) -> i32 {
     code
 }
 
-pub fn tool_help(runner: &crate::call::Runner, r: &Resolved) -> String {
+pub fn tool_help(runner: &awt_core::call::Runner, r: &Resolved) -> String {
     let m = &r.manifest;
     let mut s = String::new();
     let _ = writeln!(
@@ -85,7 +85,7 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-pub fn action_help(r: &Resolved, a: &Action) -> String {
+pub fn action_help(r: &Resolved, a: &ActionSpec) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -120,7 +120,7 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
                     "object" => format!("{flag} <json object>"),
                     t => format!("{flag} <{t}>"),
                 };
-                let shown = if crate::flags::RUNNER_FLAGS.contains(&flag.trim_start_matches('-')) {
+                let shown = if awt_core::flags::RUNNER_FLAGS.contains(&flag.trim_start_matches('-')) {
                     format!("{name} (a runner option's name: give it in --json)")
                 } else {
                     shown
@@ -173,8 +173,8 @@ pub fn action_help(r: &Resolved, a: &Action) -> String {
 }
 
 /// What the action declared it may touch (protocol.md §2.4), for a person.
-fn sandbox_line(d: Option<&tool_sdk::protocol::Sandbox>) -> String {
-    use tool_sdk::protocol::Net;
+fn sandbox_line(d: Option<&awt_protocol::Sandbox>) -> String {
+    use awt_protocol::Net;
     let Some(d) = d else {
         return "Sandbox: none declared (where tools are confined: the default for AnimaWorks tools — the anima's \
                 folder, the shared folders, the network if permitted)"
@@ -270,7 +270,7 @@ pub fn constraints(schema: &Value) -> Vec<String> {
 
 /// `help [<tool> [<action>] | <command>…]`: a tool's or action's help (the runner's own, also for a module with
 /// cli_main), a runner command's help, or the overview.
-pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
+pub async fn help(runner: &awt_core::call::Runner, words: &[String]) -> i32 {
     let mut out = std::io::stdout().lock();
     let mut cmd = super::command();
     let Some(first) = words.first() else {
@@ -304,7 +304,7 @@ pub async fn help(runner: &crate::call::Runner, words: &[String]) -> i32 {
         None => tool_help(runner, &r),
         Some(a) => match r.manifest.action(a).ok_or_else(|| {
             let names: Vec<&str> = r.manifest.actions.iter().map(|x| x.name.as_str()).collect();
-            crate::suggest::unknown_action(&r.file.name, a, &names)
+            awt_core::suggest::unknown_action(&r.file.name, a, &names)
         }) {
             Ok(act) => action_help(&r, act),
             Err(e) => {

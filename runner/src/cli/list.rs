@@ -1,12 +1,12 @@
 //! `list`, `doctor` and `refresh`: every tool with its tier, path and actions, and every problem.
 
-use crate::call::Runner;
-use crate::discover::Problem;
+use awt_core::call::Runner;
+use awt_core::discover::Problem;
 use serde_json::{json, Value};
 
-/// Scan the tiers and read every manifest (cache misses probed in parallel); see [`crate::llm::catalog::manifests`].
+/// Scan the tiers and read every manifest (cache misses probed in parallel); see [`awt_llm::catalog::manifests`].
 pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
-    let (resolved, problems, probed) = crate::llm::catalog::manifests(runner).await;
+    let (resolved, problems, probed) = awt_llm::catalog::manifests(runner).await;
     let tools = resolved
         .into_iter()
         .map(|r| {
@@ -125,19 +125,20 @@ fn shadowed_by_commands(tools: &[Value]) -> Vec<String> {
 
 /// What `doctor` says of the sandbox: the kernel's support, the modes in force, a settings error.
 fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
-    use crate::sandbox::{kernel, Settings};
+    use awt_core::sandbox::{kernel, Settings};
     let k = kernel::support();
     let (settings, err) = match Settings::load(&runner.dirs.data) {
         Ok(s) => (Some(s), None),
         Err(e) => (None, Some(e.to_string())),
     };
-    let proxy =
-        k.pid_namespace && settings.as_ref().is_none_or(|s| s.pid_namespace) && crate::sandbox::netproxy::available();
+    let proxy = k.pid_namespace
+        && settings.as_ref().is_none_or(|s| s.pid_namespace)
+        && awt_core::sandbox::netproxy::available();
     let mut report = kernel::report(&k);
-    report.push(crate::sandbox::netproxy::doctor_line(proxy));
-    let reads = crate::sandbox::reads_in_force(&k, settings.as_ref());
-    report.push(crate::sandbox::doctor_line(reads));
-    let (limits, _) = crate::resources::doctor(runner.settings_file().ok());
+    report.push(awt_core::sandbox::netproxy::doctor_line(proxy));
+    let reads = awt_core::sandbox::reads_in_force(&k, settings.as_ref());
+    report.push(awt_core::sandbox::doctor_line(reads));
+    let (limits, _) = awt_core::resources::doctor(runner.settings_file().ok());
     let v = json!({
         "landlock_abi": k.landlock_abi,
         "seccomp": k.seccomp,
@@ -160,13 +161,13 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
 /// The personal-tier note, and whether it is a problem: an anima dir that was named but does not exist is a
 /// mistake (a typo, a forgotten export); no anima dir at all is a setup without personal tools.
 fn tier_note(runner: &Runner) -> Option<(String, bool)> {
-    let note = crate::suggest::personal_tier_note(&runner.dirs)?;
+    let note = awt_core::suggest::personal_tier_note(&runner.dirs)?;
     let missing = runner.dirs.anima.as_ref().is_some_and(|a| !a.is_dir());
     Some((note, missing))
 }
 
 pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
-    use crate::policy::env::EnvPolicy;
+    use awt_core::policy::env::EnvPolicy;
     let (tools, problems, _) = catalog(runner).await;
     let (sandbox, settings_error) = sandbox_report(runner);
     let note = tier_note(runner);
@@ -175,7 +176,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     // What reaches a tool from this caller, by policy: names only, never values.
     let settings = runner.env_settings().unwrap_or_default();
     let legacy = settings.policy(true);
-    let names = |p| crate::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
+    let names = |p| awt_core::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
     let credentials = credential_report(runner).await;
     if as_json {
         say!(
@@ -264,7 +265,7 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
 
 /// Which tools declare which credentials, and which of them the anima's permissions grant (names only).
 async fn credential_report(runner: &Runner) -> Vec<Value> {
-    let (resolved, _, _) = crate::llm::catalog::manifests(runner).await;
+    let (resolved, _, _) = awt_llm::catalog::manifests(runner).await;
     let perms = runner.permissions();
     let defaults = runner.settings().map(|s| s.credential_defaults).unwrap_or_default();
     let mut out = Vec::new();
@@ -281,7 +282,7 @@ async fn credential_report(runner: &Runner) -> Vec<Value> {
         if declared.is_empty() {
             continue;
         }
-        let g = crate::policy::grants::CredentialGrants::of(&perms, &r.file.name, r.file.tier, &defaults);
+        let g = awt_core::policy::grants::CredentialGrants::of(&perms, &r.file.name, r.file.tier, &defaults);
         let not: Vec<&str> = declared.iter().copied().filter(|n| !g.allows(n)).collect();
         out.push(
             json!({"tool": r.file.name, "tier": r.file.tier, "declared": declared, "not_granted": not,
@@ -292,12 +293,12 @@ async fn credential_report(runner: &Runner) -> Vec<Value> {
 }
 
 pub async fn refresh(runner: &Runner) -> i32 {
-    if let Err(e) = crate::cache::clear(&runner.dirs) {
+    if let Err(e) = awt_core::cache::clear(&runner.dirs) {
         tell!(
             "animaworks-tool: cannot clear the schema cache at {}: {e}",
             runner.dirs.cache.display()
         );
-        return crate::ErrorCode::Internal.exit_code();
+        return awt_core::ErrorCode::Internal.exit_code();
     }
     let (tools, problems, probed) = catalog(runner).await;
     say!(

@@ -1,12 +1,12 @@
-//! `use-tool`, `mcp` and `schemas`: LLMs as callers. The work is in [`crate::llm`]; this maps it to stdio and
+//! `use-tool`, `mcp` and `schemas`: LLMs as callers. The work is in [`awt_llm`]; this maps it to stdio and
 //! exit codes.
 
-use crate::call::Runner;
-use crate::error::{CallError, ErrorCode};
-use crate::llm::providers::{self, Format};
-use crate::llm::use_tool::{self, Answer, Limits};
-use crate::llm::{catalog, mcp};
-use crate::stream::{Cancel, Quiet};
+use awt_core::call::Runner;
+use awt_core::error::{CallError, ErrorCode};
+use awt_core::stream::{Cancel, Quiet};
+use awt_llm::providers::{self, Format};
+use awt_llm::use_tool::{self, Answer, Limits};
+use awt_llm::{catalog, mcp};
 use clap::Args;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -87,15 +87,16 @@ pub struct SchemasArgs {
 }
 
 fn timeout(secs: Option<f64>) -> Result<Option<Duration>, CallError> {
-    secs.map(|s| crate::call::timeout_from_secs(s, "--timeout")).transpose()
+    secs.map(|s| awt_core::call::timeout_from_secs(s, "--timeout"))
+        .transpose()
 }
 
 /// Long-lived modes keep persistent workers (protocol.md §9) instead of a process per call.
 fn with_workers(runner: &Runner) -> Result<Runner, CallError> {
-    crate::reap::reap_orphans_periodically();
+    awt_sys::reap::reap_orphans_periodically();
     let mut r = runner.clone();
-    r.pool = Some(std::sync::Arc::new(crate::pool::WorkerPool::new(
-        crate::pool::PoolConfig::from_settings(runner.settings()?),
+    r.pool = Some(std::sync::Arc::new(awt_core::pool::WorkerPool::new(
+        awt_core::pool::PoolConfig::from_settings(runner.settings()?),
     )));
     Ok(r)
 }
@@ -148,7 +149,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
     }
 }
 
-fn parse(line: &[u8]) -> Result<use_tool::Request, CallError> {
+fn parse(line: &[u8]) -> Result<use_tool::UseToolCall, CallError> {
     let v: Value = serde_json::from_slice(line).map_err(|e| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: not JSON ({e})"))
             .hint(r#"send {"tool_name": "<tool>", "action": "<action>", "args": {...}}"#)
@@ -160,10 +161,10 @@ fn parse(line: &[u8]) -> Result<use_tool::Request, CallError> {
 const SERVE_IN_FLIGHT: usize = 64;
 
 /// One request per line, one answer per line as each call ends (`ordered`: one call at a time, in order). A line
-/// the server cannot read (over [`crate::llm::lines::MAX_LINE`], not UTF-8, not JSON) gets a `usage` error answer
+/// the server cannot read (over [`awt_llm::lines::MAX_LINE`], not UTF-8, not JSON) gets a `usage` error answer
 /// and the server goes on. A signal ends the running calls and then the loop.
 async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) -> i32 {
-    use crate::llm::lines;
+    use awt_llm::lines;
     let mut input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Answered>(SERVE_IN_FLIGHT);
     let writer = tokio::spawn(async move {
@@ -204,10 +205,12 @@ async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) ->
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().acquire_owned().await else { break };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let (runner, limits, cancel, tx) = (runner.clone(), limits.clone(), cancel.clone(), tx.clone());
         let call = tokio::spawn(async move {
-            let answer = crate::llm::answered(use_tool::answer(&runner, &req, &limits, &mut Quiet, cancel))
+            let answer = awt_llm::answered(use_tool::answer(&runner, &req, &limits, &mut Quiet, cancel))
                 .await
                 .unwrap_or_else(|e| use_tool::error_answer(&e));
             let _ = tx.send((answer, id)).await;
@@ -218,7 +221,9 @@ async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) ->
         }
     }
     // Every running call answers before the end.
-    let _ = slots.acquire_many(if ordered { 1 } else { SERVE_IN_FLIGHT as u32 }).await;
+    let _ = slots
+        .acquire_many(if ordered { 1 } else { SERVE_IN_FLIGHT as u32 })
+        .await;
     drop(tx);
     let cancelled = writer.await.unwrap_or(false);
     if cancelled {
@@ -232,16 +237,21 @@ async fn serve(runner: Runner, limits: Limits, cancel: Cancel, ordered: bool) ->
 type Answered = (Answer, Option<Value>);
 
 /// A `--serve` line as a request and its id; `None` for a blank line.
-fn serve_request(line: crate::llm::lines::Line) -> Option<(Result<use_tool::Request, CallError>, Option<Value>)> {
-    use crate::llm::lines::Line;
+fn serve_request(line: awt_llm::lines::Line) -> Option<(Result<use_tool::UseToolCall, CallError>, Option<Value>)> {
+    use awt_llm::lines::Line;
     let bad = |what: String| {
         CallError::new(ErrorCode::Usage, format!("invalid use_tool request: {what}"))
             .hint(r#"send one JSON object per line: {"tool_name": "<tool>", "action": "<action>", "args": {...}}"#)
     };
     let bytes = match line {
         Line::TooLong(n) => {
-            let max = crate::llm::lines::MAX_LINE;
-            return Some((Err(bad(format!("a line of {n} bytes is over the bound of {max} bytes; it was dropped"))), None));
+            let max = awt_llm::lines::MAX_LINE;
+            return Some((
+                Err(bad(format!(
+                    "a line of {n} bytes is over the bound of {max} bytes; it was dropped"
+                ))),
+                None,
+            ));
         }
         Line::Bytes(b) => b,
     };
@@ -254,7 +264,13 @@ fn serve_request(line: crate::llm::lines::Line) -> Option<(Result<use_tool::Requ
             let id = serde_json::from_str::<Value>(&String::from_utf8_lossy(&bytes))
                 .ok()
                 .and_then(|v| v.get("id").cloned());
-            return Some((Err(bad(format!("the line is not UTF-8 (invalid byte at offset {})", e.valid_up_to()))), id));
+            return Some((
+                Err(bad(format!(
+                    "the line is not UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ))),
+                id,
+            ));
         }
     };
     let parsed: Option<Value> = serde_json::from_str(text).ok();

@@ -28,7 +28,7 @@ fn tree() -> Command {
 pub fn man(a: &ManArgs) -> i32 {
     let fail = |e: &dyn std::fmt::Display| {
         tell!("animaworks-tool: {e}");
-        crate::ErrorCode::Internal.exit_code()
+        awt_core::ErrorCode::Internal.exit_code()
     };
     if a.markdown {
         let _ = std::io::stdout().lock().write_all(markdown().as_bytes());
@@ -44,8 +44,11 @@ pub fn man(a: &ManArgs) -> i32 {
     let mut cmd = tree();
     for word in &a.command {
         let Some(sub) = cmd.find_subcommand(word).filter(|s| !s.is_hide_set()).cloned() else {
-            tell!("animaworks-tool: no man page for {:?}; `animaworks-tool man` lists the commands", a.command.join(" "));
-            return crate::ErrorCode::Usage.exit_code();
+            tell!(
+                "animaworks-tool: no man page for {:?}; `animaworks-tool man` lists the commands",
+                a.command.join(" ")
+            );
+            return awt_core::ErrorCode::Usage.exit_code();
         };
         cmd = sub;
     }
@@ -101,7 +104,10 @@ fn command(out: &mut String, cmd: &Command) {
     options(
         out,
         cmd.get_opts()
-            .chain(cmd.get_arguments().filter(|a| !a.is_positional() && a.get_long().is_some() && !a.get_action().takes_values()))
+            .chain(
+                cmd.get_arguments()
+                    .filter(|a| !a.is_positional() && a.get_long().is_some() && !a.get_action().takes_values()),
+            )
             .filter(|a| !a.is_global_set() && !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version"),
     );
     if let Some(after) = cmd.get_after_help() {
@@ -140,7 +146,11 @@ fn options<'a>(out: &mut String, args: impl Iterator<Item = &'a Arg>) {
                 }
             }
         };
-        let help = a.get_long_help().or(a.get_help()).map(|h| h.to_string()).unwrap_or_default();
+        let help = a
+            .get_long_help()
+            .or(a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
         let _ = write!(out, "- `{spelled}`: {}", help.trim_end().replace('\n', " "));
         let values: Vec<String> = a
             .get_possible_values()
@@ -151,7 +161,11 @@ fn options<'a>(out: &mut String, args: impl Iterator<Item = &'a Arg>) {
         if !values.is_empty() && a.get_action().takes_values() {
             let _ = write!(out, " Values: {}.", values.join(", "));
         }
-        let defaults: Vec<String> = a.get_default_values().iter().map(|d| d.to_string_lossy().into_owned()).collect();
+        let defaults: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect();
         if !defaults.is_empty() && !a.is_hide_default_value_set() && a.get_action().takes_values() {
             let _ = write!(out, " Default: `{}`.", defaults.join(","));
         }

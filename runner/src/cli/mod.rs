@@ -1,4 +1,4 @@
-//! The command line: a thin layer over the library. Parses words, calls [`crate::Runner`], prints, and maps
+//! The command line: a thin layer over the library. Parses words, calls [`awt_core::Runner`], prints, and maps
 //! outcomes to exit codes.
 
 /// A line on stdout. A closed pipe (`… | head -c1`) ends the output, never the runner with a panic (Rust ignores
@@ -41,10 +41,10 @@ pub mod term;
 pub mod usage;
 pub mod version;
 
-use crate::call::{CallOptions, Runner};
-use crate::dirs::{DirOptions, Dirs};
-use crate::error::{CallError, ErrorCode};
-use crate::stream::{Cancel, Observer};
+use awt_core::call::{CallOptions, Runner};
+use awt_core::dirs::{DirOptions, Dirs};
+use awt_core::error::{CallError, ErrorCode};
+use awt_core::stream::{Cancel, Observer};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -175,7 +175,7 @@ enum Cmd {
 pub fn main() -> i32 {
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__mcp-bridge")) {
         let rest: Vec<OsString> = std::env::args_os().skip(2).collect();
-        return crate::mcp_servers::bridge::main(&rest);
+        return awt_core::mcp_servers::bridge::main(&rest);
     }
     complete::answer_if_asked();
     // Started up front for every command that may start a tool (lazily otherwise); it shares the runner's address
@@ -184,7 +184,7 @@ pub fn main() -> i32 {
         std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
         Some("--version" | "-V" | "--help" | "-h" | "help" | "version") | None
     ) {
-        let _ = crate::guardian::start();
+        let _ = awt_sys::guardian::start();
     }
     let cli = match fast_parse().map(Ok).unwrap_or_else(parse) {
         Ok(cli) => cli,
@@ -195,8 +195,8 @@ pub fn main() -> i32 {
     };
     init_logging(matches!(cli.cmd, Some(Cmd::Mcp(_))));
     let fwd = forward::Overrides {
-        data_dir: cli.data_dir.as_deref().map(crate::dirs::expand_home),
-        anima_dir: cli.anima_dir.as_deref().map(crate::dirs::expand_home),
+        data_dir: cli.data_dir.as_deref().map(awt_core::dirs::expand_home),
+        anima_dir: cli.anima_dir.as_deref().map(awt_core::dirs::expand_home),
     };
     let dirs = Dirs::resolve(&dir_options(&cli));
     let runner = Runner::new(dirs);
@@ -239,7 +239,7 @@ pub fn main() -> i32 {
         command.await
     });
     drop(rt);
-    crate::guardian::shutdown();
+    awt_sys::guardian::shutdown();
     code
 }
 
@@ -439,7 +439,7 @@ async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String],
     }
 }
 
-async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[String], json_errors: bool) -> i32 {
+async fn structured_on(tool: awt_core::call::OpenTool<'_>, action: &str, words: &[String], json_errors: bool) -> i32 {
     let asks_help = matches!(action, "--help" | "-h" | "help")
         || (tool.resolved().manifest.action(action).is_none() && words.iter().any(|w| w == "--help" || w == "-h"));
     if asks_help {
@@ -463,7 +463,7 @@ async fn structured_on(tool: crate::call::Tool<'_>, action: &str, words: &[Strin
     }
     let timeout = match flags
         .timeout
-        .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
+        .map(|s| awt_core::call::timeout_from_secs(s, "--timeout"))
         .transpose()
     {
         Ok(t) => t,
@@ -575,7 +575,7 @@ fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &[String]) -
         return None;
     }
     let word = argv.iter().find(|w| !w.starts_with('-')).map_or("", String::as_str);
-    let message = crate::locale::Locale::of_data_dir(&runner.dirs.data).refusal(e, tool, word)?;
+    let message = awt_core::locale::Locale::of_data_dir(&runner.dirs.data).refusal(e, tool, word)?;
     tell!("Error: {message}");
     tell!("  hint: {}", e.hint.as_deref().unwrap_or(&e.message));
     Some(1)

@@ -3,15 +3,15 @@
 //! terminal), or with `--events` the raw event stream as JSON lines.
 
 use super::term::{self, CleanStream};
-use crate::error::{CallError, Detail};
-use crate::stream::Observer;
+use awt_core::error::{CallError, Detail};
+use awt_core::stream::Observer;
+use awt_protocol::{Event, Level};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tool_sdk::protocol::{Event, Level};
 
 /// Whether stderr gets colour ([`term`]'s policy: `--color`, `NO_COLOR`, `CLICOLOR_FORCE`, a terminal).
 pub fn color() -> bool {
@@ -342,12 +342,12 @@ impl Events {
                     .to_string()
                     .as_bytes(),
             ),
-            Err(e) if e.code == crate::ErrorCode::ToolError && self.saw_error => {}
+            Err(e) if e.code == awt_core::ErrorCode::ToolError && self.saw_error => {}
             Err(e) => {
                 let mut o = e.to_json()["error"].clone();
                 if let Value::Object(m) = &mut o {
                     m.insert("type".into(), "error".into());
-                    if e.code != crate::ErrorCode::ToolError {
+                    if e.code != awt_core::ErrorCode::ToolError {
                         m.insert("source".into(), "runner".into());
                     }
                 }

@@ -1,10 +1,10 @@
-//! `submit` and `task …`: background tasks (see [`crate::tasks`]).
+//! `submit` and `task …`: background tasks (see [`awt_tasks`]).
 
-use crate::call::Runner;
 use crate::cli::render;
-use crate::error::{CallError, ErrorCode};
-use crate::tasks::files::FileStore;
-use crate::tasks::{self, now_s, submit as checks, Status, Task, TaskStore};
+use awt_core::call::Runner;
+use awt_core::error::{CallError, ErrorCode};
+use awt_tasks::files::FileStore;
+use awt_tasks::{self as tasks, now_s, submit as checks, Status, Task, TaskStore};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -88,7 +88,7 @@ pub async fn worker(runner: &Runner, a: WorkerArgs) -> i32 {
         tasks::pg::worker::WorkerOptions {
             concurrency: a.concurrency,
             animas: a.anima,
-            animas_dir: a.animas_dir.map(|p| crate::dirs::expand_home(&p)),
+            animas_dir: a.animas_dir.map(|p| awt_core::dirs::expand_home(&p)),
         },
     )
     .await
@@ -151,7 +151,7 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
     // What AnimaWorks' submit prints, pretty as it prints it.
     let receipt = checked
         .task
-        .submitted(crate::locale::Locale::of_data_dir(&runner.dirs.data));
+        .submitted(awt_core::locale::Locale::of_data_dir(&runner.dirs.data));
     say!("{}", serde_json::to_string_pretty(&receipt).unwrap_or_default());
     if std::io::stderr().is_terminal() {
         let id = &checked.task.task_id;
@@ -194,7 +194,7 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
         }),
         TaskCmd::Wait { id, timeout } => {
             match timeout
-                .map(|s| crate::call::timeout_from_secs(s, "--timeout"))
+                .map(|s| awt_core::call::timeout_from_secs(s, "--timeout"))
                 .transpose()
             {
                 Ok(limit) => match full_id(store, &id) {
@@ -232,8 +232,8 @@ fn full_id(store: &dyn TaskStore, id: &str) -> Result<String, CallError> {
     match matching.as_slice() {
         [one] => Ok((*one).clone()),
         [] => {
-            let near = crate::suggest::close(id, ids.iter().map(String::as_str));
-            let mean = crate::suggest::did_you_mean(&near)
+            let near = awt_core::suggest::close(id, ids.iter().map(String::as_str));
+            let mean = awt_core::suggest::did_you_mean(&near)
                 .map(|d| format!("{d} "))
                 .unwrap_or_default();
             Err(
@@ -341,13 +341,13 @@ async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Du
         }
         if t.progress.is_some() && t.progress != shown {
             if let Some(p) = &t.progress {
-                let event = tool_sdk::protocol::Event::Progress {
+                let event = awt_protocol::Event::Progress {
                     progress: p.progress,
                     total: p.total,
                     message: p.message.clone(),
                     call_id: None,
                 };
-                crate::stream::Observer::event(&mut display, &event, b"");
+                awt_core::stream::Observer::event(&mut display, &event, b"");
             }
             shown = t.progress.clone();
         }

@@ -1,7 +1,7 @@
 //! A command line clap cannot parse. `call` promises its errors as JSON on stdout, so a bad `call` line gets the
 //! `{"error": {"code": "usage", …}}` object too; every other command gets clap's own message.
 
-use crate::error::{CallError, ErrorCode};
+use awt_core::error::{CallError, ErrorCode};
 use clap::error::ErrorKind;
 
 /// The global options that take a value (to find the command word behind them).

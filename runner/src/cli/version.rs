@@ -4,7 +4,7 @@ use serde_json::json;
 use std::io::Write;
 
 /// The protocol versions this runner speaks (protocol.md; a short-form tool speaks 1).
-pub const PROTOCOLS: &[u32] = &[tool_sdk::protocol::PROTOCOL_VERSION];
+pub const PROTOCOLS: &[u32] = &[awt_protocol::PROTOCOL_VERSION];
 
 /// What `--version` prints after the name (clap needs it as a constant).
 pub const LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (tool protocol 1)");

@@ -106,7 +106,7 @@ pub enum ScaffoldError {
 /// Write a new tool `name` in `lang` into `dir`. `in_tier`: `dir` is a tier folder (the binary of a Rust
 /// tool is linked there). Refuses an invalid or reserved name and anything already in the way.
 pub fn write(name: &str, lang: Lang, dir: &Path, in_tier: bool) -> Result<Written, ScaffoldError> {
-    if let Some(p) = crate::names::tool_name_problem(name) {
+    if let Some(p) = awt_core::names::tool_name_problem(name) {
         return Err(ScaffoldError::BadName(p));
     }
     let path = target(name, lang, dir, in_tier);

@@ -144,3 +144,94 @@ fn refresh_probes_everything_again() {
     list_json(&w);
     assert_eq!(probes(&counter), 6, "refresh stored what it probed");
 }
+
+// ---------------------------------------------------------------- hanging probes, the shim in the cache
+
+/// One hanging `--schemas` cost every listing its timeout (issue 12 item 11).
+#[test]
+fn a_timed_out_probe_is_remembered_for_a_while() {
+    let w = World::new();
+    echo_tool(&w);
+    let count = w.tmp.path().join("probes");
+    w.tool(
+        &w.personal(),
+        "hang.sh",
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo x >> {}; exec sleep 1000; fi\n",
+            count.display()
+        ),
+    );
+    let probes = || std::fs::read_to_string(&count).map(|s| s.lines().count()).unwrap_or(0);
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
+    assert!(stdout(&o).contains("did not answer"), "{}", stdout(&o));
+    assert_eq!(probes(), 1);
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
+    let v = json(&o);
+    let p = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tool"] == "hang")
+        .unwrap()
+        .clone();
+    assert!(p["message"].as_str().unwrap().contains("not tried again"), "{p}");
+    assert_eq!(probes(), 1, "the hanging --schemas was run again on the next listing");
+    let o = run_guarded(w.cmd().args(["call", "echo", "say"]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+/// A core Python module, called once so the shim is extracted; the extracted package's folder.
+fn py_world() -> (World, std::path::PathBuf) {
+    let w = World::new();
+    std::fs::write(
+        w.core.join("pyecho.py"),
+        "def get_tool_schemas():\n    return [{'name': 'pyecho_go', 'input_schema': {'type': 'object'}}]\n\n\
+         def dispatch(name, args):\n    return {'ok': True}\n",
+    )
+    .unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+    let cache = w.data.join("cache/animaworks-tool");
+    let pkg = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("pysdk-"))
+        .unwrap()
+        .join("animaworks_tool_sdk");
+    (w, pkg)
+}
+
+/// A changed Python shim in the cache was run (issue 19 item 8): it is checked and extracted anew.
+#[test]
+fn a_changed_python_shim_in_the_cache_is_never_run() {
+    let (w, pkg) = py_world();
+    let mark = w.tmp.path().join("pwned");
+    let start = pkg.join("_start.py");
+    let mut text = std::fs::read_to_string(&start).unwrap();
+    text.insert_str(0, &format!("open({:?}, 'w').close()\n", mark.display().to_string()));
+    std::fs::write(&start, text).unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &["--timeout", "30"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["ok"], true);
+    assert!(!mark.exists(), "the changed _start.py ran");
+}
+
+/// A cache dir others can write was used (issue 19 item 8): refused with a clear error.
+#[test]
+fn a_cache_dir_others_can_write_is_refused_with_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let (w, _) = py_world();
+    let cache = w.data.join("cache/animaworks-tool");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = w.run(&["call", "pyecho", "go", "--json", "{}"]);
+    assert_ne!(o.status.code(), Some(0));
+    let e = stderr(&o);
+    assert!(
+        e.contains("refusing the cache dir") && e.contains("writable by others"),
+        "{e}"
+    );
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -201,7 +201,12 @@ fn every_man_page_named_exists() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    for want in ["animaworks-tool.1", "animaworks-tool-mcp.1", "animaworks-tool-jobs-list.1", "animaworks-tool-man.1"] {
+    for want in [
+        "animaworks-tool.1",
+        "animaworks-tool-mcp.1",
+        "animaworks-tool-jobs-list.1",
+        "animaworks-tool-man.1",
+    ] {
         assert!(pages.contains(want), "{want} missing from {pages:?}");
     }
     let mut named = 0;
@@ -214,14 +219,24 @@ fn every_man_page_named_exists() {
             let name = &text[start..at];
             if name.starts_with("animaworks-tool") {
                 named += 1;
-                assert!(pages.contains(&format!("{name}.1")), "{page} names {name}(1), which was not written");
+                assert!(
+                    pages.contains(&format!("{name}.1")),
+                    "{page} names {name}(1), which was not written"
+                );
             }
         }
     }
-    assert!(named >= 20, "only {named} references found: the pattern no longer matches clap_mangen's output");
+    assert!(
+        named >= 20,
+        "only {named} references found: the pattern no longer matches clap_mangen's output"
+    );
     // One page on stdout, by command.
     let o = w.run(&["man", "jobs", "list"]);
-    assert!(o.status.success() && stdout(&o).contains(".TH animaworks-tool-jobs-list"), "{}", stdout(&o));
+    assert!(
+        o.status.success() && stdout(&o).contains(".TH animaworks-tool-jobs-list"),
+        "{}",
+        stdout(&o)
+    );
     assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
 }
 
@@ -241,7 +256,11 @@ fn the_command_reference_in_the_docs_is_current() {
         file == stdout(&o),
         "docs/commands.md is stale: `cargo run -q -p animaworks-tool -- man --markdown > docs/commands.md` (or ANIMAWORKS_TOOL_BLESS=1)"
     );
-    for cmd in ["## `animaworks-tool mcp`", "## `animaworks-tool jobs list`", "`--color <WHEN>`"] {
+    for cmd in [
+        "## `animaworks-tool mcp`",
+        "## `animaworks-tool jobs list`",
+        "`--color <WHEN>`",
+    ] {
         assert!(file.contains(cmd), "{cmd} missing from docs/commands.md");
     }
 }
@@ -900,7 +919,11 @@ fn docs_pages(root: &std::path::Path) -> Vec<String> {
 fn the_readme_and_docs_links_reach_what_exists() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    assert!(readme.len() <= 15 * 1024, "the README is {} bytes: the manual goes into docs/", readme.len());
+    assert!(
+        readme.len() <= 15 * 1024,
+        "the README is {} bytes: the manual goes into docs/",
+        readme.len()
+    );
     let anchors = |text: &str| -> Vec<String> {
         let mut in_code = false;
         text.lines()
@@ -935,18 +958,38 @@ fn the_readme_and_docs_links_reach_what_exists() {
                 continue;
             }
             let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
-            let target = if file.is_empty() { root.join(&doc) } else { base.join(file) };
+            let target = if file.is_empty() {
+                root.join(&doc)
+            } else {
+                base.join(file)
+            };
             assert!(target.exists(), "{doc} links to {link}, which does not exist");
             if !fragment.is_empty() && target.extension().is_some_and(|e| e == "md") {
                 let heads = anchors(&std::fs::read_to_string(&target).unwrap());
-                assert!(heads.iter().any(|h| h == fragment), "{doc} links to {link}: no such heading in {heads:?}");
+                assert!(
+                    heads.iter().any(|h| h == fragment),
+                    "{doc} links to {link}: no such heading in {heads:?}"
+                );
             }
             checked += 1;
         }
     }
     assert!(checked >= 30, "only {checked} links found");
-    for page in ["writing-tools", "migrating", "sandbox", "background-tasks", "llm", "mcp", "configuration", "commands", "performance"] {
-        assert!(readme.contains(&format!("(docs/{page}.md)")), "the README does not lead to docs/{page}.md");
+    for page in [
+        "writing-tools",
+        "migrating",
+        "sandbox",
+        "background-tasks",
+        "llm",
+        "mcp",
+        "configuration",
+        "commands",
+        "performance",
+    ] {
+        assert!(
+            readme.contains(&format!("(docs/{page}.md)")),
+            "the README does not lead to docs/{page}.md"
+        );
     }
 }
 

@@ -82,7 +82,10 @@ fn a_name_that_does_not_resolve_without_network_names_the_net_grant() {
     // connect directly.
     let e = error(&w.run(&["call", "fetch", "go"]));
     assert_eq!(e["key"], "sandbox.direct_net", "{e}");
-    assert!(e["hint"].as_str().unwrap().contains(r#""direct_net": ["fetch"]"#), "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains(r#""direct_net": ["fetch"]"#),
+        "{e}"
+    );
     // With the network taken away, the grant that gives it back.
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": false}}"#).unwrap();
     let e = error(&w.run(&["call", "fetch", "go"]));

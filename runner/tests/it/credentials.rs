@@ -374,3 +374,160 @@ fn a_granted_name_does_not_reach_other_keys_of_the_stores_or_the_environment() {
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(stdout(&o).trim(), rev("ghp-7777"));
 }
+
+/// `credfix` (tests/fixture-rs), a tool on the Rust SDK that asks the broker at run time, in the common tier, with
+/// the credentials `svc` and `other` set in config.json.
+fn credfix_world() -> World {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let bin = BUILT.get_or_init(|| workspace_bin("fixture-rs", "credfix"));
+    let w = World::sandboxed();
+    std::fs::copy(bin, w.common().join("credfix")).unwrap();
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"svc": {"api_key": "rs-svc-key-2468"}, "other": {"api_key": "rs-other-key-1357"}}})
+            .to_string(),
+    )
+    .unwrap();
+    w
+}
+
+/// The Rust SDK's `get_credential` asks the runner's broker (the Python SDK's wire): a granted name gets its value
+/// (masked in what the tool prints), a refused one a `missing_credential` error whose hint names the grant, and the
+/// audit line lists both answers.
+#[test]
+fn the_rust_sdk_asks_the_broker_for_a_granted_and_a_refused_credential() {
+    let w = credfix_world();
+    w.grant_credentials("credfix", &["svc"]);
+    let o = w.run(&["call", "credfix", "ask", "--json", r#"{"names":["svc","other"]}"#]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let got = json(&o);
+    let answers = got["answers"].as_array().unwrap();
+    assert_eq!(answers[0]["reversed"], rev("rs-svc-key-2468"), "{got}");
+    assert_eq!(answers[1]["code"], "missing_credential", "{got}");
+    let (message, hint) = (answers[1]["message"].as_str().unwrap(), answers[1]["hint"].as_str().unwrap());
+    assert!(message.starts_with("credfix: ") && message.contains("not granted"), "{got}");
+    assert!(
+        hint.contains(r#""credentials": {"credfix": ["other"]}"#) && hint.contains("permissions.json"),
+        "{got}"
+    );
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!all.contains("rs-other-key") && !all.contains(&rev("rs-other-key-1357")), "{all}");
+    let l = audit_lines(&w).pop().unwrap();
+    assert_eq!(
+        l["credentials"]["brokered"],
+        json!([{"name": "svc", "answer": "granted"}, {"name": "other", "answer": "refused"}]),
+        "{l}"
+    );
+
+    // The free function, ended with `?`: the call fails with the broker's refusal as the tool's error.
+    let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["other"]}"#]);
+    assert_ne!(o.status.code(), Some(0));
+    let e = json(&o);
+    assert_eq!(e["error"]["code"], "tool_error", "{e}");
+    let all = e.to_string();
+    assert!(all.contains("missing_credential") && all.contains(r#"[\"other\"]"#), "{e}");
+    let o = w.run(&["call", "credfix", "first", "--json", r#"{"names":["svc"]}"#]);
+    assert_eq!(json(&o)["reversed"], rev("rs-svc-key-2468"), "{}{}", stdout(&o), stderr(&o));
+
+    // A pooled worker (`use-tool --serve`) has one broker for its life, answering under each call's grants.
+    let ask = |id: u32| json!({"id": id, "tool_name": "credfix", "action": "ask", "args": {"names": ["svc", "other"]}});
+    let o = w.feed(&["use-tool", "--serve"], &format!("{}\n{}\n", ask(1), ask(2)));
+    let out = stdout(&o);
+    assert_eq!(out.matches(&rev("rs-svc-key-2468")).count(), 2, "{out}{}", stderr(&o));
+    assert_eq!(out.matches("missing_credential").count(), 2, "{out}");
+    assert!(!out.contains(&rev("rs-other-key-1357")), "{out}");
+}
+
+// ---------------------------------------------------------------- masked whole before any cut
+
+/// The secret of [`cutter`].
+const CUT_SECRET: &str = "SUPERSECRETVALUE-42";
+
+/// No 8-character piece of [`CUT_SECRET`] is in `text`.
+fn no_fragment(text: &str) {
+    for k in 8..=CUT_SECRET.len() {
+        for i in 0..=CUT_SECRET.len() - k {
+            assert!(
+                !text.contains(&CUT_SECRET[i..i + k]),
+                "a fragment {:?} of the secret in: {text}",
+                &CUT_SECRET[i..i + k]
+            );
+        }
+    }
+}
+
+/// A core tool (it gets what it declares) whose secret lands where an excerpt is cut: in a bad event line just
+/// past the quote's 120 bytes, and in a crashed tool's stdout just past `stdout_head`'s 1000 characters.
+fn cutter(w: &World) {
+    for (name, events) in [("cutter", "false"), ("cutev", "true")] {
+        w.tool(
+        &w.core,
+        name,
+        &r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol":1,"events":EVENTS,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[{"name":"badline"},{"name":"crash"},
+ {"name":"strict","input_schema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}
+JSON
+exit 0; fi
+req=$(cat)
+pad() { head -c "$1" /dev/zero | tr '\0' x; }
+case "$req" in
+*_badline*) for n in 105 110 115 119; do pad $n; printf '%s tail\n' "$DEMO_TOKEN"; done;;
+*_crash*) pad 990; printf '%s tail\n' "$DEMO_TOKEN"; exit 3;;
+esac
+"#
+        .replace("EVENTS", events),
+    );
+    }
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": CUT_SECRET}}}).to_string(),
+    )
+    .unwrap();
+}
+
+/// Excerpts were cut before masking, so a secret at the cut left a fragment (issue 19 item 6).
+#[test]
+fn a_bad_output_quote_and_a_stdout_head_keep_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for (tool, action) in [("cutev", "badline"), ("cutter", "crash")] {
+        let o = w.run(&["call", tool, action, "--json", "{}"]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        // use_tool's answer carries the same excerpt on.
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": tool, "action": action, "args": {}}).to_string(),
+        );
+        no_fragment(&format!("{}{}", stdout(&o), stderr(&o)));
+    }
+    no_fragment(&audit_text(&w));
+}
+
+/// An argument that breaks its schema is shown in the `invalid_arguments` problems cut to 200 bytes: a secret in it
+/// is masked whole before the cut, so a secret straddling the cut leaves no fragment (validate.rs cut first).
+#[test]
+fn an_invalid_argument_shown_cut_keeps_no_fragment_of_a_secret() {
+    let w = World::new();
+    cutter(&w);
+    for pad in [185, 190, 195] {
+        let args = json!({"n": format!("{}{CUT_SECRET} tail", "x".repeat(pad))}).to_string();
+        let o = w.run(&["call", "cutter", "strict", "--json", &args]);
+        assert_ne!(o.status.code(), Some(0));
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("invalid") && all.contains("xxxx"), "{all}");
+        no_fragment(&all);
+        let o = w.feed(
+            &["use-tool"],
+            &json!({"tool_name": "cutter", "action": "strict", "args": {"n": format!("{}{CUT_SECRET}", "x".repeat(pad))}})
+                .to_string(),
+        );
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(all.contains("InvalidArguments"), "{all}");
+        no_fragment(&all);
+    }
+    no_fragment(&audit_text(&w));
+}

@@ -4,6 +4,7 @@
 use crate::core::{call, list_json, problems_of, tool_entry};
 use crate::support::*;
 use std::path::{Path, PathBuf};
+use serde_json::json;
 
 fn fixtures() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools");
@@ -290,4 +291,60 @@ fn the_runner_compiles_the_shim_for_sandboxed_calls() {
     assert!(!w.personal().join("__pycache__").exists());
     let (code, v) = call(&w, "lean", "go", "{}", &[]);
     assert_eq!((code, &v), (0, &serde_json::json!({"ok": true})));
+}
+
+// ---------------------------------------------------------------- argparse aliases
+
+/// A module whose gated `delete-all` has the argparse alias `rmall`.
+const ALIASED: &str = r#"
+import argparse
+
+EXECUTION_PROFILE = {"delete-all": {"gated": True, "background_eligible": True}}
+
+
+def get_tool_schemas():
+    return []
+
+
+def cli_main(argv):
+    p = argparse.ArgumentParser(prog="leg")
+    sub = p.add_subparsers(dest="cmd")
+    sub.add_parser("delete-all", aliases=["rmall"])
+    sub.add_parser("list")
+    p.add_argument("-j", action="store_true")
+    a = p.parse_args(argv)
+    print("ran", a.cmd)
+"#;
+
+/// An argparse alias of a gated subcommand got past the legacy gate (issue 12 item 6).
+#[test]
+fn an_argparse_alias_does_not_pass_the_gate() {
+    let w = World::new();
+    std::fs::write(w.personal().join("leg.py"), ALIASED).unwrap();
+    let o = run_guarded(w.cmd().args(["leg", "rmall"]), 60).unwrap();
+    assert!(
+        !stdout(&o).contains("ran"),
+        "the alias ran the gated subcommand: {}",
+        stdout(&o)
+    );
+    assert_eq!(code(&o), 6, "{}", stderr(&o));
+    assert!(stderr(&o).contains("leg_delete-all"), "{}", stderr(&o));
+    let o = run_guarded(w.cmd().args(["leg", "list"]), 60).unwrap();
+    assert_eq!(stdout(&o).trim(), "ran list", "{}", stderr(&o));
+
+    let o = run_guarded(w.cmd().args(["submit", "leg", "rmall"]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let _ = run_guarded(w.cmd().args(["jobs", "wait", &id, "--timeout", "60"]), 90).unwrap();
+    let t = json(&w.run(&["jobs", "show", &id]));
+    assert_eq!(t["status"], "failed", "{t}");
+    assert_eq!(t["error_code"], "permission_denied", "{t}");
+
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"external_tools": {"allow": ["leg_delete-all"]}}).to_string(),
+    )
+    .unwrap();
+    let o = run_guarded(w.cmd().args(["leg", "rmall"]), 60).unwrap();
+    assert_eq!(stdout(&o).trim(), "ran rmall", "with the grant it runs: {}", stderr(&o));
 }

@@ -401,7 +401,10 @@ fn mcp_server_with_the_python_sdk() {
     assert_eq!(e["code"], "permission_denied");
     assert_eq!(e["key"], "t_purge");
     assert_eq!(v["invalid"]["result"]["isError"], true, "{}", v["invalid"]);
-    assert_eq!(v["invalid"]["result"]["_meta"]["animaworks-tool/error"]["pointer"], "/who");
+    assert_eq!(
+        v["invalid"]["result"]["_meta"]["animaworks-tool/error"]["pointer"],
+        "/who"
+    );
     assert_eq!(v["unknown"]["raised"], true, "{}", v["unknown"]);
     assert_eq!(v["unknown"]["code"], -32602);
     assert_eq!(v["unknown"]["data"]["code"], "unknown_tool");

@@ -166,7 +166,14 @@ fn every_advertised_revision_runs_its_lifecycle() {
         assert!(r["result"]["capabilities"]["logging"].is_object(), "{r}");
         assert_eq!(m.ask("ping", json!({}))["result"], json!({}));
         let l = m.ask("tools/list", json!({}));
-        assert!(l["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "m_ok"), "{l}");
+        assert!(
+            l["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == "m_ok"),
+            "{l}"
+        );
         let c = m.ask("tools/call", json!({"name": "m_ok", "arguments": {}}));
         assert_eq!(c["result"]["content"][0]["text"], "ok", "{c}");
         let (status, err) = m.finish();
@@ -196,7 +203,10 @@ fn tool_failures_are_results_and_only_unknown_names_are_errors() {
     let bad = m.ask("tools/call", json!({"name": "m_ok", "arguments": {"n": "three"}}));
     let r = &bad["result"];
     assert_eq!(r["isError"], true, "{bad}");
-    assert_eq!(r["_meta"]["animaworks-tool/error"]["code"], "invalid_arguments", "{bad}");
+    assert_eq!(
+        r["_meta"]["animaworks-tool/error"]["code"], "invalid_arguments",
+        "{bad}"
+    );
     assert_eq!(r["_meta"]["animaworks-tool/error"]["pointer"], "/n", "{bad}");
     assert!(r["content"][0]["text"].as_str().unwrap().contains("/n"), "{bad}");
 
@@ -208,8 +218,14 @@ fn tool_failures_are_results_and_only_unknown_names_are_errors() {
     assert_eq!(e["key"], "m_purge", "{gated}");
 
     let out = m.ask("tools/call", json!({"name": "m_stamp", "arguments": {}}));
-    assert_eq!(out["result"]["isError"], true, "a date-time the client would refuse: {out}");
-    assert_eq!(out["result"]["_meta"]["animaworks-tool/error"]["code"], "bad_output", "{out}");
+    assert_eq!(
+        out["result"]["isError"], true,
+        "a date-time the client would refuse: {out}"
+    );
+    assert_eq!(
+        out["result"]["_meta"]["animaworks-tool/error"]["code"], "bad_output",
+        "{out}"
+    );
 
     let unknown = m.ask("tools/call", json!({"name": "nope_x", "arguments": {}}));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
@@ -264,7 +280,9 @@ fn tools_list_pages_a_thousand_tools() {
     w.tool(
         &w.common(),
         "many.sh",
-        &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\necho ok\n"),
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then cat <<'JSON'\n{schemas}\nJSON\nexit 0; fi\necho ok\n"
+        ),
     );
     let mut m = Mcp::start(w.cmd(), &[]);
     m.init("2025-11-25");
@@ -300,11 +318,24 @@ fn logging_sends_log_events_and_stderr_at_their_levels() {
     let mut m = Mcp::start(w.cmd(), &[]);
     m.init("2025-11-25");
     let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
-    let msgs: Vec<&Value> = notes.iter().filter(|n| n["method"] == "notifications/message").collect();
-    assert_eq!(msgs.len(), 1, "only info and above until the client sets a level: {notes:?}");
-    assert_eq!(msgs[0]["params"], json!({"level": "info", "logger": "m", "data": "hello log"}));
+    let msgs: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .collect();
+    assert_eq!(
+        msgs.len(),
+        1,
+        "only info and above until the client sets a level: {notes:?}"
+    );
+    assert_eq!(
+        msgs[0]["params"],
+        json!({"level": "info", "logger": "m", "data": "hello log"})
+    );
 
-    assert_eq!(m.ask("logging/setLevel", json!({"level": "debug"}))["result"], json!({}));
+    assert_eq!(
+        m.ask("logging/setLevel", json!({"level": "debug"}))["result"],
+        json!({})
+    );
     let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
     let msgs: Vec<Value> = notes
         .iter()
@@ -318,9 +349,15 @@ fn logging_sends_log_events_and_stderr_at_their_levels() {
     ] {
         assert!(msgs.contains(&want), "{want} missing from {msgs:?}");
     }
-    assert_eq!(m.ask("logging/setLevel", json!({"level": "error"}))["result"], json!({}));
+    assert_eq!(
+        m.ask("logging/setLevel", json!({"level": "error"}))["result"],
+        json!({})
+    );
     let (_, notes) = m.ask_with_notes("tools/call", json!({"name": "m_talk", "arguments": {}}));
-    assert!(!notes.iter().any(|n| n["method"] == "notifications/message"), "{notes:?}");
+    assert!(
+        !notes.iter().any(|n| n["method"] == "notifications/message"),
+        "{notes:?}"
+    );
     m.finish();
 }
 
@@ -336,7 +373,10 @@ fn an_empty_server_says_why() {
     let l = m.ask("tools/list", json!({}));
     assert_eq!(l["result"]["tools"], json!([]));
     let hint = l["result"]["_meta"]["animaworks-tool/hint"].as_str().unwrap();
-    assert!(hint.contains("ANIMAWORKS_ANIMA_DIR") && hint.contains("no tool was found"), "{hint}");
+    assert!(
+        hint.contains("ANIMAWORKS_ANIMA_DIR") && hint.contains("no tool was found"),
+        "{hint}"
+    );
     let (status, err) = m.finish();
     assert!(status.success());
     assert!(err.contains("offers no tools") && err.contains("no anima dir"), "{err}");
@@ -349,7 +389,11 @@ fn every_bad_line_gets_an_answer_and_the_server_goes_on() {
     m.init("2025-11-25");
     m.send_raw(b"this is not json");
     let a = m.answer();
-    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (Value::Null, json!(-32700)), "{a}");
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{a}"
+    );
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}");
     let a = m.answer();
     assert_eq!(a["id"], 7, "{a}");
@@ -362,7 +406,13 @@ fn every_bad_line_gets_an_answer_and_the_server_goes_on() {
     m.send_raw(&long);
     let a = m.answer();
     assert_eq!(a["error"]["code"], -32600, "{a}");
-    assert!(a["error"]["message"].as_str().unwrap().contains("over this server's bound"), "{a}");
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over this server's bound"),
+        "{a}"
+    );
     assert_eq!(m.ask("ping", json!({}))["result"], json!({}), "the server goes on");
     let (status, _) = m.finish();
     assert!(status.success());
@@ -383,7 +433,10 @@ fn serve_answers(w: &World, extra: &[&str], input: &[u8], n: usize) -> Vec<Value
     stdin.write_all(input).unwrap();
     drop(stdin);
     let out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let answers: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    let answers: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
     assert!(child.wait().unwrap().success());
     assert_eq!(answers.len(), n, "{answers:?}");
     answers
@@ -397,11 +450,19 @@ fn use_tool_serve_answers_as_calls_finish_and_never_exits_on_bad_input() {
     let input = format!("{slow}\n{fast}\n");
     let a = serve_answers(&w, &[], input.as_bytes(), 2);
     assert_eq!(a[0]["id"], "fast", "the fast call answers first: {a:?}");
-    assert_eq!((a[1]["id"].clone(), a[1]["result"].clone()), (json!("slow"), json!("slept 2")));
+    assert_eq!(
+        (a[1]["id"].clone(), a[1]["result"].clone()),
+        (json!("slow"), json!("slept 2"))
+    );
     let a = serve_answers(&w, &["--ordered"], input.as_bytes(), 2);
-    assert_eq!((a[0]["id"].clone(), a[1]["id"].clone()), (json!("slow"), json!("fast")), "{a:?}");
+    assert_eq!(
+        (a[0]["id"].clone(), a[1]["id"].clone()),
+        (json!("slow"), json!("fast")),
+        "{a:?}"
+    );
 
-    let mut input = b"{\"id\": 1, \"tool_name\": \"m\", \"action\": \"ok\", \"args\": {\"x\": \"\xff\"}}\nnot json\n".to_vec();
+    let mut input =
+        b"{\"id\": 1, \"tool_name\": \"m\", \"action\": \"ok\", \"args\": {\"x\": \"\xff\"}}\nnot json\n".to_vec();
     let mut long = vec![b' '; 17 << 20];
     long.push(b'\n');
     input.extend_from_slice(&long);
@@ -413,7 +474,10 @@ fn use_tool_serve_answers_as_calls_finish_and_never_exits_on_bad_input() {
     }
     assert!(a[0]["message"].as_str().unwrap().contains("not UTF-8"), "{}", a[0]);
     assert!(a[2]["message"].as_str().unwrap().contains("over the bound"), "{}", a[2]);
-    assert_eq!((a[3]["id"].clone(), a[3]["status"].clone()), (json!("fast"), json!("ok")));
+    assert_eq!(
+        (a[3]["id"].clone(), a[3]["status"].clone()),
+        (json!("fast"), json!("ok"))
+    );
 }
 
 #[test]
@@ -451,7 +515,10 @@ echo '{"type":"result","result":"ok"}'
         .collect();
     assert!(text.iter().any(|t| t.starts_with("token ")), "{text:?}");
     assert!(text.iter().any(|t| t.starts_with("stderr ")), "{text:?}");
-    assert!(!text.iter().any(|t| t.contains(SECRET)), "a secret reached the client: {text:?}");
+    assert!(
+        !text.iter().any(|t| t.contains(SECRET)),
+        "a secret reached the client: {text:?}"
+    );
     m.finish();
 }
 
@@ -505,7 +572,8 @@ impl Mcp {
 }
 
 fn is_task_id(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| s.len() == 12 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+    v.as_str()
+        .is_some_and(|s| s.len() == 12 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[test]
@@ -519,7 +587,15 @@ fn a_task_runs_from_submit_to_result_across_two_sessions() {
         "{init}"
     );
     let l = m.ask("tools/list", json!({}));
-    let tool = |n: &str| l["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == n).cloned().unwrap();
+    let tool = |n: &str| {
+        l["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .cloned()
+            .unwrap()
+    };
     assert_eq!(tool("b_work")["execution"], json!({"taskSupport": "optional"}), "{l}");
     assert!(tool("b_now").get("execution").is_none(), "{l}");
 
@@ -548,12 +624,23 @@ fn a_task_runs_from_submit_to_result_across_two_sessions() {
     let r = m.ask("tasks/result", json!({"taskId": id}));
     assert_eq!(r["result"]["isError"], false, "{r}");
     assert_eq!(r["result"]["structuredContent"]["id"], id.as_str(), "{r}");
-    assert_eq!(r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str(), "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "{r}"
+    );
     let g = m.ask("tasks/get", json!({"taskId": id}));
     assert_eq!(g["result"]["status"], "completed", "{g}");
     assert_eq!(g["result"]["taskId"], id.as_str(), "{g}");
     let list = m.ask("tasks/list", json!({}));
-    assert!(list["result"]["tasks"].as_array().unwrap().iter().any(|t| t["taskId"] == id.as_str()), "{list}");
+    assert!(
+        list["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == id.as_str()),
+        "{list}"
+    );
     let bad_cursor = m.ask("tasks/list", json!({"cursor": "nope"}));
     assert_eq!(bad_cursor["error"]["code"], -32602, "{bad_cursor}");
     for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
@@ -572,9 +659,19 @@ fn a_task_runs_from_submit_to_result_across_two_sessions() {
     let init = m.init("2025-06-18");
     assert!(init["result"]["capabilities"].get("tasks").is_none(), "{init}");
     let l = m.ask("tools/list", json!({}));
-    assert!(l["result"]["tools"].as_array().unwrap().iter().all(|t| t.get("execution").is_none()), "{l}");
+    assert!(
+        l["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none()),
+        "{l}"
+    );
     let c = m.task_call("b_work", json!({"s": 0}), json!({"ttl": 1000}));
-    assert!(c["result"].get("task").is_none() && c["result"]["content"].is_array(), "{c}");
+    assert!(
+        c["result"].get("task").is_none() && c["result"]["content"].is_array(),
+        "{c}"
+    );
     m.finish();
 }
 
@@ -585,12 +682,17 @@ fn a_task_reports_progress_and_status_and_is_cancelled() {
     m.init("2025-11-25");
     m.ask("tools/list", json!({}));
     let c = m.task_call("b_hold", json!({}), json!({}));
-    let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{c}")).to_owned();
+    let id = c["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{c}"))
+        .to_owned();
     assert_eq!(c["result"]["task"]["ttl"], Value::Null, "{c}");
     // The worker's progress reaches a status notification and tasks/get's statusMessage.
     let note = m.until(|v| {
         v["method"] == "notifications/tasks/status"
-            && v["params"]["statusMessage"].as_str().is_some_and(|s| s.contains("warming up"))
+            && v["params"]["statusMessage"]
+                .as_str()
+                .is_some_and(|s| s.contains("warming up"))
     });
     assert_eq!(note["params"]["taskId"], id.as_str(), "{note}");
     assert_eq!(note["params"]["status"], "working", "{note}");
@@ -605,7 +707,10 @@ fn a_task_reports_progress_and_status_and_is_cancelled() {
     assert_eq!(note["params"]["taskId"], id.as_str(), "{note}");
     let r = m.ask("tasks/result", json!({"taskId": id}));
     assert_eq!(r["result"]["isError"], true, "{r}");
-    assert_eq!(r["result"]["_meta"]["animaworks-tool/error"]["code"], "cancelled", "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["animaworks-tool/error"]["code"], "cancelled",
+        "{r}"
+    );
     let shown = json(&w.run(&["jobs", "show", &id]));
     assert_eq!(shown["outcome"], "cancelled", "{shown}");
     let (status, err) = m.finish();
@@ -640,7 +745,10 @@ fn a_session_with_open_tasks_ends_with_its_input_and_the_task_goes_on() {
     m.init("2025-11-25");
     m.ask("tools/list", json!({}));
     let c = m.task_call("b_hold", json!({}), json!({}));
-    let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{c}")).to_owned();
+    let id = c["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{c}"))
+        .to_owned();
     // A tasks/result that waits, and a status watcher, must not keep the server alive once the client is gone.
     m.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/result", "params": {"taskId": id}}));
     drop(m.stdin.take());
@@ -650,6 +758,9 @@ fn a_session_with_open_tasks_ends_with_its_input_and_the_task_goes_on() {
     );
     assert!(m.child.try_wait().unwrap().unwrap().success());
     let shown = json(&w.run(&["jobs", "show", &id]));
-    assert!(["pending", "running"].contains(&shown["status"].as_str().unwrap()), "{shown}");
+    assert!(
+        ["pending", "running"].contains(&shown["status"].as_str().unwrap()),
+        "{shown}"
+    );
     assert!(w.run(&["jobs", "cancel", &id]).status.success());
 }

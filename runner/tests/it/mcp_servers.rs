@@ -87,12 +87,19 @@ fn what_a_server_does_not_declare_read_only_is_gated_until_granted() {
     let note_s = note.to_str().unwrap();
     let o = w.run(&["py", "write_note", "--path", note_s, "--text", "x"]);
     assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
-    assert!(stderr(&o).contains("py_write_note"), "the refusal names the grant: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("py_write_note"),
+        "the refusal names the grant: {}",
+        stderr(&o)
+    );
     assert!(!note.exists());
     // `"gated"` gates a read-only tool too.
     let o = w.run(&["py", "echo", "--text", "x"]);
     assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
-    permissions(&w, json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note", "py_echo"]}}));
+    permissions(
+        &w,
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note", "py_echo"]}}),
+    );
     let o = w.run(&["py", "write_note", "--path", note_s, "--text", "x"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "x");
@@ -102,7 +109,10 @@ fn what_a_server_does_not_declare_read_only_is_gated_until_granted() {
 
 #[test]
 fn a_credential_reaches_the_server_at_its_start_and_is_masked() {
-    let w = py_world(json!({"credentials": [{"name": "github", "env": "GITHUB_TOKEN"}]}), json!({}));
+    let w = py_world(
+        json!({"credentials": [{"name": "github", "env": "GITHUB_TOKEN"}]}),
+        json!({}),
+    );
     let secret = "ghp_abcdefgh12345678SECRET";
     std::fs::write(
         w.data.join("config.json"),
@@ -112,13 +122,20 @@ fn a_credential_reaches_the_server_at_its_start_and_is_masked() {
     // Declared in the operator's settings, still only as the anima's permissions grant it.
     let o = w.run(&["py", "token"]);
     assert_eq!(o.status.code(), Some(6), "{}", stdout(&o));
-    assert!(stderr(&o).contains(r#""credentials": {"py": ["github"]}"#), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(r#""credentials": {"py": ["github"]}"#),
+        "{}",
+        stderr(&o)
+    );
     permissions(&w, json!({"version": 1, "credentials": {"py": ["github"]}}));
     let o = w.run(&["py", "token"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("token="), "{out}");
-    assert!(!out.contains(secret) && !out.contains("ghp_abcdefgh"), "the secret is masked: {out}");
+    assert!(
+        !out.contains(secret) && !out.contains("ghp_abcdefgh"),
+        "the secret is masked: {out}"
+    );
     assert!(!out.contains("<none>"), "the server got the credential: {out}");
 }
 
@@ -149,7 +166,10 @@ fn serve_ask(s: &mut Serve, action: &str, args: Value) -> Value {
 }
 
 fn answer_pid(v: &Value) -> i64 {
-    let text = v["result"].as_str().map(str::to_owned).unwrap_or_else(|| v["result"].to_string());
+    let text = v["result"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| v["result"].to_string());
     let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     parsed["result"]
         .as_i64()
@@ -181,7 +201,10 @@ fn an_idle_server_is_stopped() {
     let mut s = w.serve();
     let pid = answer_pid(&serve_ask(&mut s, "pid", json!({}))) as i32;
     assert!(pid_alive(pid));
-    assert!(eventually(20, || !pid_alive(pid)), "the idle server {pid} is still running");
+    assert!(
+        eventually(20, || !pid_alive(pid)),
+        "the idle server {pid} is still running"
+    );
     s.finish();
 }
 
@@ -196,17 +219,26 @@ fn a_cancelled_call_ends_the_server_and_its_group() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(eventually(30, || read_pid(&pidfile).is_some()), "the server never started");
+    assert!(
+        eventually(30, || read_pid(&pidfile).is_some()),
+        "the server never started"
+    );
     let pid = read_pid(&pidfile).unwrap();
     // SIGINT is Ctrl-C: the runner cancels the call.
     unsafe_free_kill(runner.id() as i32, "INT");
     let o = runner.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(eventually(10, || !pid_alive(pid)), "server {pid} outlived its cancelled call");
+    assert!(
+        eventually(10, || !pid_alive(pid)),
+        "server {pid} outlived its cancelled call"
+    );
 }
 
 fn unsafe_free_kill(pid: i32, sig: &str) {
-    let st = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().unwrap();
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(st.success());
 }
 
@@ -218,7 +250,10 @@ fn a_crash_fails_the_call_crashed_with_the_servers_stderr() {
     let err = &json(&o)["error"];
     assert_eq!(err["code"], "crashed");
     assert!(
-        err["stderr_tail"].as_str().unwrap_or("").contains("the server is going down"),
+        err["stderr_tail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the server is going down"),
         "{err}"
     );
 }
@@ -234,7 +269,10 @@ fn no_server_survives_the_runner_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(eventually(30, || read_pid(&pidfile).is_some()), "the server never started");
+    assert!(
+        eventually(30, || read_pid(&pidfile).is_some()),
+        "the server never started"
+    );
     let pid = read_pid(&pidfile).unwrap();
     runner.kill().unwrap();
     runner.wait().unwrap();
@@ -256,7 +294,10 @@ fn a_server_that_never_answers_initialize_is_a_tool_problem() {
 #[test]
 fn a_bad_declaration_is_a_problem_that_names_the_key() {
     let w = World::new();
-    w.settings(&json!({"mcp_servers": {"bad": {"comand": "x"}, "web": {"type": "http", "url": "https://h.test/mcp"}}}).to_string());
+    w.settings(
+        &json!({"mcp_servers": {"bad": {"comand": "x"}, "web": {"type": "http", "url": "https://h.test/mcp"}}})
+            .to_string(),
+    );
     let o = w.run(&["doctor"]);
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(text.contains("mcp_servers.bad") && text.contains("comand"), "{text}");
@@ -272,12 +313,19 @@ fn animaworks_extra_mcp_servers_appear_without_copying_them() {
         json!({"anima_defaults": {"extra_mcp_servers": {"shared_py": server}}}).to_string(),
     )
     .unwrap();
-    std::fs::write(w.anima.join("status.json"), json!({"extra_mcp_servers": {"own_py": server}}).to_string()).unwrap();
+    std::fs::write(
+        w.anima.join("status.json"),
+        json!({"extra_mcp_servers": {"own_py": server}}).to_string(),
+    )
+    .unwrap();
     let o = w.run(&["tools", "--json"]);
     let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let tier_of = |name: &str| -> Option<String> {
         let tools = listed["tools"].as_array().cloned().unwrap_or_default();
-        tools.iter().find(|t| t["name"] == name).map(|t| t["tier"].as_str().unwrap_or("").to_owned())
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["tier"].as_str().unwrap_or("").to_owned())
     };
     assert_eq!(tier_of("shared_py").as_deref(), Some("common"), "{listed}");
     assert_eq!(tier_of("own_py").as_deref(), Some("personal"), "{listed}");
@@ -315,19 +363,37 @@ fn the_npm_filesystem_reference_server_under_the_same_policy() {
     let docs = w.tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join("a.txt"), "from the docs").unwrap();
-    w.settings(
-        &json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs]}}}).to_string(),
-    );
+    w.settings(&json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs]}}}).to_string());
     let a = docs.join("a.txt");
     let o = w.run(&["files", "read_text_file", "--path", a.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("from the docs"), "{}", stdout(&o));
     let b = docs.join("b.txt");
-    let o = w.run(&["call", "files", "write_file", "--json", &json!({"path": b, "content": "x"}).to_string()]);
-    assert_eq!(o.status.code(), Some(6), "write_file is not read-only, so it is gated: {}", stdout(&o));
+    let o = w.run(&[
+        "call",
+        "files",
+        "write_file",
+        "--json",
+        &json!({"path": b, "content": "x"}).to_string(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(6),
+        "write_file is not read-only, so it is gated: {}",
+        stdout(&o)
+    );
     assert!(!b.exists());
-    permissions(&w, json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["files_write_file"]}}));
-    let o = w.run(&["call", "files", "write_file", "--json", &json!({"path": b, "content": "x"}).to_string()]);
+    permissions(
+        &w,
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["files_write_file"]}}),
+    );
+    let o = w.run(&[
+        "call",
+        "files",
+        "write_file",
+        "--json",
+        &json!({"path": b, "content": "x"}).to_string(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
 }
@@ -398,9 +464,20 @@ fn a_server_runs_in_its_tiers_sandbox_and_cannot_read_the_runners_secrets() {
     )
     .unwrap();
     let o = w.run(&["py", "echo", "--text", "confined"]);
-    assert_eq!(o.status.code(), Some(0), "the server runs under the default sandbox: {}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the server runs under the default sandbox: {}",
+        stderr(&o)
+    );
     let config = w.data.join("config.json");
-    let o = w.run(&["call", "py", "read_file", "--json", &json!({"path": config}).to_string()]);
+    let o = w.run(&[
+        "call",
+        "py",
+        "read_file",
+        "--json",
+        &json!({"path": config}).to_string(),
+    ]);
     let out = stdout(&o);
     assert_ne!(o.status.code(), Some(0), "{out}");
     assert!(!out.contains(secret), "the server read config.json: {out}");

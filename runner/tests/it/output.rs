@@ -4,6 +4,9 @@ use crate::core::{call, list_json, problems_of};
 use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
+use serde_json::json;
+use std::process::Command;
+use std::time::Duration;
 
 /// A bash tool with one action `<tool>_run` answering in value mode (§5.1).
 fn value_tool(w: &World, tool: &str, body: &str) {
@@ -354,4 +357,271 @@ fn deep_results_keep_their_type_or_are_bad_output() {
     assert_eq!(code, 10, "{e}");
     assert_eq!(e["code"], "bad_output");
     assert!(msg(&e).contains("127"), "{e}");
+}
+
+// ---------------------------------------------------------------- spills, streamed masks, escape sequences, the cap setting
+
+/// The secret of [`leaky_tool`].
+const SECRET: &str = "s3cr3t-value-4242";
+
+/// A value tool whose action `go` runs `$BODY_<action>`-style bash taken from the request; it declares the
+/// credential `demo` (env DEMO_TOKEN).
+fn leaky_tool(w: &World) {
+    w.tool(
+        &w.personal(),
+        "leak.sh",
+        r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol":1,"credentials":[{"name":"demo","env":"DEMO_TOKEN"}],"actions":[
+ {"name":"split","description":"the secret on stderr after 70000 bytes, then split over two writes"},
+ {"name":"flood","description":"2 MB on stdout, then sleeps"},
+ {"name":"big","description":"300 KB on stdout with the secret in the middle"}
+]}
+JSON
+exit 0; fi
+req=$(cat)
+case "$req" in
+*_split*)
+  head -c 70000 /dev/zero | tr '\0' a >&2
+  printf ' %s\n' "$DEMO_TOKEN" >&2
+  printf 'half %s' "${DEMO_TOKEN:0:7}" >&2; sleep 0.3; printf '%s end\n' "${DEMO_TOKEN:7}" >&2
+  echo '"done"';;
+*_flood*)
+  head -c 2000000 /dev/zero | tr '\0' x
+  exec sleep 1000;;
+*_big*)
+  head -c 150000 /dev/zero | tr '\0' y; printf ' %s ' "$DEMO_TOKEN"; head -c 150000 /dev/zero | tr '\0' y;;
+esac
+"#,
+    );
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"demo": {"api_key": SECRET}}}).to_string(),
+    )
+    .unwrap();
+    w.grant_credentials("leak", &["demo"]);
+}
+
+fn outputs(w: &World) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(w.data.join("outputs")) {
+        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A secret written to stderr across a read boundary (after ~64 KiB of other text, or split over two writes)
+/// reached the terminal unmasked (issue 12 item 2).
+#[test]
+fn live_stderr_masks_a_secret_split_across_reads() {
+    let w = World::new();
+    leaky_tool(&w);
+    for extra in [&[][..], &["--events"][..]] {
+        let mut c = w.cmd();
+        c.args(["leak", "split"]).args(extra);
+        let o = run_guarded(&mut c, 60).unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("half *** end"),
+            "{}",
+            &err[err.len().saturating_sub(300)..]
+        );
+        assert!(
+            !err.contains(SECRET) && !err.contains(&SECRET[7..]),
+            "the secret reached stderr"
+        );
+    }
+}
+
+/// A call's spill file grew without bound, held raw secrets, was world-readable and outlived a timed-out call
+/// (issue 12 items 1, 3).
+#[test]
+fn a_call_is_bounded_on_disk_and_its_spill_is_private_masked_and_removed_on_timeout() {
+    let w = World::new();
+    leaky_tool(&w);
+    // Past the disk bound the call ends at once (not at its deadline) and names the file it kept.
+    let mut c = w.cmd();
+    c.env("ANIMAWORKS_TOOL_MAX_SPILL", "1000000").args([
+        "call",
+        "leak",
+        "flood",
+        "--max-output",
+        "1000",
+        "--timeout",
+        "300",
+    ]);
+    let o = run_guarded(&mut c, 120).expect("the call ran on past its disk bound");
+    assert_eq!(code(&o), 12, "{}", stderr(&o));
+    let e = json(&o)["error"].clone();
+    let path = e["path"].as_str().expect("the kept file is named").to_owned();
+    assert!(e["message"].as_str().unwrap().contains(&path), "{e}");
+    assert!(std::fs::metadata(&path).unwrap().len() <= 1_000_000);
+
+    // A spill holds no secret and is the user's alone.
+    let o = run_guarded(w.cmd().args(["call", "leak", "big", "--max-output", "1000"]), 60).unwrap();
+    assert_eq!(code(&o), 12, "{}", stderr(&o));
+    let path = json(&o)["error"]["path"].as_str().unwrap().to_owned();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains(" *** ") && !text.contains(SECRET),
+        "the spill holds the secret"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // A call that timed out leaves no spill behind.
+    for p in outputs(&w) {
+        std::fs::remove_file(p).unwrap();
+    }
+    let o = run_guarded(
+        w.cmd()
+            .args(["call", "leak", "flood", "--max-output", "1000", "--timeout", "1"]),
+        60,
+    )
+    .unwrap();
+    assert_eq!(code(&o), 7, "{}", stderr(&o));
+    assert_eq!(
+        outputs(&w),
+        Vec::<std::path::PathBuf>::new(),
+        "a timed-out call's spill was kept"
+    );
+}
+
+/// Spill files were never removed, and a flooding `--schemas` was spilled to disk on every listing (issue 12
+/// item 1).
+#[test]
+fn old_spills_are_pruned_and_schemas_never_spill() {
+    let w = World::new();
+    leaky_tool(&w);
+    let out = w.data.join("outputs");
+    std::fs::create_dir_all(&out).unwrap();
+    let old = out.join("c-old.out");
+    std::fs::write(&old, "old").unwrap();
+    let f = std::fs::File::options().write(true).open(&old).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(8 * 86400))
+        .unwrap();
+    drop(f);
+    let o = run_guarded(w.cmd().args(["call", "leak", "big", "--max-output", "1000"]), 60).unwrap();
+    assert_eq!(code(&o), 12, "{}", stderr(&o));
+    assert!(!old.exists(), "a spill older than the retention was kept");
+
+    w.tool(
+        &w.personal(),
+        "flood.sh",
+        "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then head -c 40000000 /dev/zero | tr '\\0' x; exit 0; fi\n",
+    );
+    let before = outputs(&w).len();
+    let o = run_guarded(w.cmd().args(["tools", "--json"]), 120).unwrap();
+    assert!(stdout(&o).contains("more than"), "{}", stdout(&o));
+    assert_eq!(outputs(&w).len(), before, "--schemas was spilled: {:?}", outputs(&w));
+}
+
+/// Runs argv[1:] under a pseudo-terminal and prints what the terminal got.
+const PTY_RUN: &str = r#"
+import os, pty, sys
+argv = sys.argv[1:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b""
+while True:
+    try:
+        b = os.read(fd, 65536)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+_, status = os.waitpid(pid, 0)
+sys.stdout.buffer.write(out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+/// A tool's escape sequences reached the terminal, and it could open /dev/tty (issue 12 item 9).
+#[test]
+fn a_tool_cannot_drive_the_terminal_nor_open_it() {
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "esc.sh",
+        r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then echo '{"protocol":1,"events":true,"actions":[{"name":"go"},{"name":"plain"}]}'; exit 0; fi
+req=$(cat)
+case "$req" in
+*_plain*) printf '{"type":"result","result":"text \\u001b]0;title\\u0007 \\u009b end"}\n'; exit 0;;
+esac
+printf 'err \033]52;c;cHduZWQ=\007 \033[2J\n' >&2
+echo '{"type":"log","message":"log \u001b]0;title\u0007 x"}'
+echo '{"type":"progress","progress":1,"total":2,"message":"p \u001b[2J"}'
+if (echo pwned > /dev/tty) 2>/dev/null; then t=yes; else t=no; fi
+printf '{"type":"result","result":"tty:%s \\u001b[31mred \\u009b2J"}\n' "$t"
+"#,
+    );
+    let run = |args: &[&str]| -> Vec<u8> {
+        let mut c = w.cmd();
+        c.env_remove("ANIMAWORKS_TOOL_LOG")
+            .args(["-c", PTY_RUN, BIN])
+            .args(args);
+        let mut c2 = Command::new("python3");
+        c2.args(c.get_args());
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                c2.env(k, v);
+            }
+        }
+        let o = run_guarded(&mut c2, 60).expect("the call under a terminal hung");
+        o.stdout
+    };
+    let out = run(&["esc", "go"]);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.contains("tty:no"), "the tool opened /dev/tty: {text:?}");
+    assert!(!text.contains("pwned"), "{text:?}");
+    for bad in [&b"\x1b]52"[..], b"\x1b]0;", b"\x1b[2J", b"\x1b[31m", b"\xc2\x9b"] {
+        assert!(
+            !out.windows(bad.len()).any(|x| x == bad),
+            "{:?} reached the terminal: {text:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    assert!(text.contains("^[]52"), "the sequence is shown, not obeyed: {text:?}");
+    let out = run(&["esc", "plain"]);
+    assert!(
+        !out.windows(3).any(|x| x == b"\x1b]0"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
+    // A pipe gets the exact bytes.
+    let o = w.run(&["esc", "plain"]);
+    assert!(o.stdout.windows(2).any(|x| x == b"\x1b]"), "{:?}", stdout(&o));
+}
+
+/// An unusable output cap was silently ignored (issue 19 item 9): it is a usage error.
+#[test]
+fn an_unusable_output_cap_is_a_usage_error() {
+    let w = echo_world();
+    let o = w
+        .cmd()
+        .args(["call", "echo1", "run", "--json", "{}"])
+        .env("ANIMAWORKS_TOOL_MAX_OUTPUT", "8MB")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ANIMAWORKS_TOOL_MAX_OUTPUT") && stderr(&o).contains("\"8MB\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = w.run(&[
+        "call",
+        "echo1",
+        "run",
+        "--json",
+        "{}",
+        "--max-output",
+        "18446744073709551615",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1073741824"), "{}", stderr(&o));
+    let (code, _) = crate::core::call(&w, "echo1", "run", "{}", &["--max-output", "1073741824"]);
+    assert_eq!(code, 0);
 }

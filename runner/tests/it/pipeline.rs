@@ -1,6 +1,8 @@
 //! Every entry point goes through the one call pipeline: the same gate, one audit line per attempt, secrets
 //! masked everywhere. A table of entry points, each driven as its users drive it (real processes and pipes).
 
+mod attempts;
+
 use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -329,3 +329,23 @@ fn an_unreadable_legacy_profile_gates_everything() {
     assert!(o.status.success(), "granted: {}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "ran");
 }
+
+// ---------------------------------------------------------------- the audit log
+
+/// Unbounded tool and action names made unbounded audit lines (issue 19 item 8).
+#[test]
+fn tool_and_action_names_in_the_audit_log_are_bounded() {
+    let w = echo_world();
+    let long = "a".repeat(20_000);
+    let _ = w.run(&["call", "echo1", &long, "--json", "{}"]);
+    let _ = w.run(&["call", &long, "run", "--json", "{}"]);
+    let text = audit_text(&w);
+    assert!(text.lines().count() >= 2, "{text}");
+    for l in text.lines() {
+        assert!(l.len() < 2_000, "an audit line of {} bytes", l.len());
+        let v: Value = serde_json::from_str(l).unwrap();
+        let names = format!("{} {}", v["tool"], v["action"]);
+        assert!(!names.contains(&"a".repeat(300)), "{names}");
+    }
+    assert!(text.contains("20000 bytes, sha256"), "{text}");
+}

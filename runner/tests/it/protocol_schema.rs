@@ -4,7 +4,7 @@
 use animaworks_tool::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tool_sdk::protocol::{Context, Event, Level, Request, SchemasDoc, ToolErrorBody};
+use tool_sdk::protocol::{RequestContext, Event, Level, Request, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -107,7 +107,7 @@ fn rust_wire_types_validate() {
     let req = Request {
         name: "t_a".into(),
         args: Default::default(),
-        context: Context {
+        context: RequestContext {
             call_id: "c-1".into(),
             tool: "t".into(),
             action: "a".into(),
@@ -147,7 +147,10 @@ fn rust_wire_types_validate() {
         json!({"openWorldHint": true}),
         "an undeclared hint stays absent"
     );
-    assert!(!serde_json::to_value(SchemasDoc::default()).unwrap().to_string().contains("annotations"));
+    assert!(!serde_json::to_value(SchemasDoc::default())
+        .unwrap()
+        .to_string()
+        .contains("annotations"));
     // The shim's mark of an AnimaWorks module (§2.1 `legacy`, which decides the §8 environment policy).
     let legacy: SchemasDoc = serde_json::from_value(json!({"actions": [], "cli": true, "legacy": true})).unwrap();
     assert!(legacy.legacy);

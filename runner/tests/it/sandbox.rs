@@ -1214,3 +1214,33 @@ fn last_audit(w: &World) -> Value {
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     serde_json::from_str(audit.lines().last().unwrap()).unwrap()
 }
+
+// ---------------------------------------------------------------- what confined tools never read
+
+/// A task's unmasked arguments (`.private/<id>.args`) are hidden from every confined tool, the anima's own too
+/// (found by a review: they sat beside the task files, which confined tools may read).
+#[test]
+fn a_tasks_unmasked_arguments_are_hidden_from_confined_tools() {
+    let w = World::sandboxed();
+    let tasks = w.anima.join("state/background_tasks");
+    let private = tasks.join(animaworks_tool::tasks::files::PRIVATE_DIR);
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("abc.args"), r#"{"token":"UNMASKED-SECRET-4711"}"#).unwrap();
+    std::fs::write(tasks.join("visible.txt"), "task folder entry").unwrap();
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(
+            r#"[{"name":"peek_go","input_schema":{"type":"object"}}]"#,
+            &format!(
+                "cat {} 2>/dev/null; cat {} 2>/dev/null; echo '\"done\"'",
+                tasks.join("visible.txt").display(),
+                private.join("abc.args").display()
+            ),
+        ),
+    );
+    let o = w.run(&["call", "peek", "go"]);
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!out.contains("UNMASKED-SECRET-4711"), "a confined tool read a task's private arguments: {out}");
+    assert!(out.contains("task folder entry") || out.contains("done"), "{out}");
+}

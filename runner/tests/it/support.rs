@@ -5,6 +5,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_animaworks-tool");
 
@@ -307,4 +310,151 @@ pub fn run_in_pty_with(
 pub fn is_root() -> bool {
     // SAFETY: geteuid never fails and touches no memory.
     (unsafe { libc::geteuid() }) == 0
+}
+
+/// A binary of another package of the workspace, built on demand (the `it` binary cannot depend on another
+/// package's binary); its path under the target directory.
+pub fn workspace_bin(package: &str, bin: &str) -> std::path::PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join("target"));
+    let st = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .current_dir(&repo)
+        .status()
+        .expect("cargo runs");
+    assert!(st.success(), "cargo build -p {package} --bin {bin} failed");
+    target.join("debug").join(bin)
+}
+
+/// Run `cmd` to its end, or kill it after `secs` (a guard against a hang, never a speed assertion) and return
+/// `None`. Its address space is bounded, so a runner that reads without end fails instead of eating the machine.
+pub fn run_guarded(cmd: &mut Command, secs: u64) -> Option<Output> {
+    // SAFETY: between fork and exec only setrlimit, async-signal-safe, on a struct on the stack.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(Output {
+                status,
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            });
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a C string that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A personal value-mode tool `echo` with one action `say` (an optional string `x`).
+pub fn echo_tool(w: &World) {
+    w.tool(
+        &w.personal(),
+        "echo.sh",
+        &bash_tool(
+            r#"[{"name":"echo_say","input_schema":{"type":"object","properties":{"x":{"type":"string"}}},"description":"d"}]"#,
+            r#"echo "{\"ok\":true}""#,
+        ),
+    );
+}
+
+/// Talk JSON-RPC to `animaworks-tool mcp`: initialize, then `requests` (each with an `id` above 1); the answers by
+/// id (a request that got none is missing).
+pub fn mcp_session(w: &World, requests: &[Value]) -> std::collections::BTreeMap<i64, Value> {
+    use std::io::Write;
+    let mut c = w.cmd();
+    c.arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut send = |v: &Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    for r in requests {
+        send(r);
+    }
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < requests.len() + 1 {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(v) => {
+                if let Some(id) = v["id"].as_i64() {
+                    got.insert(id, v);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    got
+}
+
+/// A world with a value-mode tool `echo1` (action `run`) in the common tier.
+pub fn echo_world() -> World {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "echo1",
+        &bash_tool(r#"[{"name":"echo1_run","input_schema":{"type":"object"}}]"#, "echo 1"),
+    );
+    w
+}
+
+/// The audit log of the world's anima, as text.
+pub fn audit_text(w: &World) -> String {
+    std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap_or_default()
 }

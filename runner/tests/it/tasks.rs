@@ -4,6 +4,8 @@ use crate::support::*;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Stdio;
+use serde_json::json;
+use std::process::Command;
 
 const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
  {"name":"quick","input_schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"profile":{"background_eligible":true}},
@@ -488,4 +490,141 @@ fn legacy_cli_main_argv_runs_in_the_background_with_json_output() {
         serde_json::json!({"subcommand": "greet", "raw_args": ["greet", "--name", "Ada"], "anima_dir": w.anima})
     );
     assert_eq!(t["result"], r#"{"greeting": "hello, Ada"}"#);
+}
+
+// ---------------------------------------------------------------- forged task files and cancel; AnimaWorks argvs submitted
+
+/// A forged task file naming another process's pid made `jobs cancel` kill it (issue 12 item 7).
+#[test]
+fn a_forged_task_file_cannot_make_cancel_kill_another_process() {
+    let w = World::new();
+    echo_tool(&w);
+    let mut victim = Command::new("sleep").arg("1000").spawn().unwrap();
+    let pid = victim.id() as i32;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let dir = w.anima.join("state/background_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let t = json!({"task_id": "00000000f0f0", "anima_name": "alice", "tool_name": "echo:say", "tool_args": {},
+        "status": "running", "created_at": now, "completed_at": null, "result": null, "error": null,
+        "tool": "echo", "action": "say", "kind": "action", "updated_at": now, "started_at": now,
+        "pid": pid, "pid_start_time": start, "boot_id": boot, "worker_token": "0123456789abcdef0123456789abcdef"});
+    std::fs::write(dir.join("00000000f0f0.json"), t.to_string()).unwrap();
+    let o = run_guarded(w.cmd().args(["jobs", "cancel", "00000000f0f0"]), 60).unwrap();
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(alive, "jobs cancel killed a process that is no worker: {}", stderr(&o));
+    assert!(stderr(&o).contains("not signalled"), "{}", stderr(&o));
+}
+
+/// The fix of the forged-pid cancel must still kill a real worker that does not answer (issue 12 item 7).
+#[test]
+fn cancel_still_kills_a_real_worker_that_does_not_answer() {
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "slow.sh",
+        &bash_tool(
+            r#"{"protocol":1,"actions":[{"name":"go","profile":{"background_eligible":true}}]}"#,
+            "sleep 100; echo '\"late\"'",
+        ),
+    );
+    let o = w.run(&["submit", "slow", "go"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let mut pid = 0;
+    assert!(eventually(30, || {
+        let t = json(&w.run(&["jobs", "show", &id]));
+        pid = t["pid"].as_i64().unwrap_or(0) as i32;
+        t["status"] == "running" && t["worker_token"].is_string()
+    }));
+    // SAFETY: kill takes numbers; the pid is the worker this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let o = run_guarded(w.cmd().args(["jobs", "cancel", &id]), 60).unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = json(&w.run(&["jobs", "show", &id]));
+    assert_eq!(t["outcome"], "cancelled", "{t}");
+    assert!(t["error"].as_str().unwrap().contains("was killed"), "{t}");
+    assert!(eventually(10, || proc_stat(pid).is_none_or(|(st, _, _)| st == "Z")));
+}
+
+/// A module with schemas *and* a `cli_main` whose subcommands are named like its actions, as AnimaWorks tools are.
+const NOTES: &str = "import argparse, json\n\
+def get_tool_schemas():\n\
+\x20   return [{'name': 'notes_add', 'description': 'Add.', 'input_schema': {'type': 'object',\n\
+\x20            'properties': {'title': {'type': 'string'}, 'body': {'type': 'string'}}, 'required': ['title']}}]\n\
+def dispatch(name, args):\n\
+\x20   return {'via': 'dispatch', 'title': args['title']}\n\
+def cli_main(argv=None):\n\
+\x20   p = argparse.ArgumentParser(prog='notes')\n\
+\x20   sub = p.add_subparsers(dest='action', required=True)\n\
+\x20   a = sub.add_parser('add')\n\
+\x20   a.add_argument('title')\n\
+\x20   a.add_argument('--body', default='')\n\
+\x20   a.add_argument('-j', '--json', action='store_true')\n\
+\x20   ns = p.parse_args(argv)\n\
+\x20   print(json.dumps({'via': 'cli_main', 'title': ns.title, 'body': ns.body}))\n";
+
+fn wait_done(w: &World, id: &str) -> serde_json::Value {
+    let o = w.run(&["jobs", "wait", id]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    json(&o)
+}
+
+/// How the submitted task calls its tool (`cli` or `action`), from `jobs show`.
+fn kind(w: &World, receipt: &serde_json::Value) -> String {
+    let o = w.run(&["jobs", "show", receipt["task_id"].as_str().unwrap()]);
+    json(&o)["kind"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn submit_passes_an_animaworks_argv_to_cli_main_even_when_its_first_word_is_an_action() {
+    let w = World::new();
+    std::fs::write(w.common().join("notes.py"), NOTES).unwrap();
+    // The form AnimaWorks' skill documents teach: a positional argument, not the action's --flags.
+    let o = w.run(&["submit", "notes", "add", "my title", "--body", "x"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let receipt = json(&o);
+    assert_eq!(receipt["subcommand"], "add", "{receipt}");
+    assert_eq!(kind(&w, &receipt), "cli");
+    let r = wait_done(&w, receipt["task_id"].as_str().unwrap());
+    assert_eq!(r["via"], "cli_main");
+    assert_eq!(r["title"], "my title");
+    // Words that are the action's own flags still make a structured task.
+    let o = w.run(&["submit", "notes", "add", "--title", "t2"]);
+    let receipt = json(&o);
+    assert_eq!(receipt["subcommand"], "add", "{receipt}");
+    assert_eq!(kind(&w, &receipt), "action");
+    let r = wait_done(&w, receipt["task_id"].as_str().unwrap());
+    assert_eq!(r["via"], "dispatch", "{r}");
+}
+
+#[test]
+fn run_pending_runs_an_animaworks_descriptor_whose_subcommand_is_an_action() {
+    let w = World::new();
+    std::fs::write(w.common().join("notes.py"), NOTES).unwrap();
+    let pending = w.anima.join("state/background_tasks/pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    let d = r#"{"task_id":"0123456789ab","tool_name":"notes","subcommand":"add","raw_args":["add","a title","--body","b"],"anima_name":"alice","submitted_at":1.5,"status":"pending"}"#;
+    std::fs::write(pending.join("0123456789ab.json"), d).unwrap();
+    let o = w.run(&["jobs", "run-pending"]);
+    let rep = json(&o);
+    assert_eq!(rep["queued"][0]["task_id"], "0123456789ab", "{rep}");
+    let r = wait_done(&w, "0123456789ab");
+    assert_eq!(r["via"], "cli_main");
+    assert_eq!(r["body"], "b");
 }

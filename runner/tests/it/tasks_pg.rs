@@ -440,12 +440,20 @@ fn suite_an_mcp_task_lives_in_the_store_across_sessions() {
             "tools/call",
             json!({"name": "bg_quick", "arguments": {"n": 5}, "task": {"ttl": 1}}),
         );
-        let id = c["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{b:?}: {c}")).to_owned();
+        let id = c["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{b:?}: {c}"))
+            .to_owned();
         m.finish();
         let mut m = Mcp::start(e.w.cmd(), &[]);
         m.init("2025-11-25");
         let r = m.ask("tasks/result", json!({"taskId": id}));
-        assert_eq!(r["result"]["structuredContent"], json!({"n": 5, "id": id}), "{b:?}: {r}\n{}", e.all_worker_logs());
+        assert_eq!(
+            r["result"]["structuredContent"],
+            json!({"n": 5, "id": id}),
+            "{b:?}: {r}\n{}",
+            e.all_worker_logs()
+        );
         let g = m.ask("tasks/get", json!({"taskId": id}));
         assert_eq!(g["result"]["status"], "completed", "{b:?}: {g}");
         assert_eq!(g["result"]["ttl"], 1, "{b:?}: {g}");
@@ -453,7 +461,11 @@ fn suite_an_mcp_task_lives_in_the_store_across_sessions() {
         assert_eq!(l["result"]["tasks"][0]["taskId"], id.as_str(), "{b:?}: {l}");
         m.finish();
         let t = e.show(&id);
-        assert_eq!((t["source"].as_str(), t["ttl_ms"].as_u64()), (Some("mcp"), Some(1)), "{b:?}: {t}");
+        assert_eq!(
+            (t["source"].as_str(), t["ttl_ms"].as_u64()),
+            (Some("mcp"), Some(1)),
+            "{b:?}: {t}"
+        );
         let o = e.run(&["jobs", "prune", "--older-than", "7d"]);
         assert_eq!(json(&o)["pruned"], json!([id]), "{b:?}");
     });
@@ -1000,4 +1012,36 @@ fn a_forged_task_file_is_moved_aside_and_never_run() {
     assert!(runs_log(&e).iter().all(|(_, i, _)| i != forged), "the forged task ran");
     let audit = std::fs::read_to_string(e.w.anima.join("state/tool_audit.jsonl")).unwrap_or_default();
     assert!(audit.contains("task_refused") && audit.contains(forged), "{audit}");
+}
+
+// ---------------------------------------------------------------- the database URL
+
+/// A malformed task database URL was not an error naming where it came from, and could show its password
+/// (issue 19 item 9).
+#[test]
+fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
+    let w = echo_world();
+    w.settings(r#"{"tasks":{"backend":"postgres","url":"postgres://u:hunter22@h:notaport/db"}}"#);
+    for args in [&["jobs", "list"][..], &["jobs", "migrate"], &["jobs", "show", "t-1"]] {
+        let o = w.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("\"tasks\".\"url\"") && e.contains("notaport") && !e.contains("hunter22"),
+            "{e}"
+        );
+    }
+    w.settings(r#"{"tasks":{"backend":"postgres"}}"#);
+    let o = w
+        .cmd()
+        .args(["jobs", "list"])
+        .env("ANIMAWORKS_TOOL_TASKS_URL", "host=x port=abc password=zz")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("$ANIMAWORKS_TOOL_TASKS_URL") && !stderr(&o).contains("zz"),
+        "{}",
+        stderr(&o)
+    );
 }

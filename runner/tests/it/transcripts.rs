@@ -11,23 +11,10 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The Rust fixture binary, built on demand (the `it` binary cannot depend on another package's binary).
+/// The Rust fixture binary, built on demand.
 fn rust_fixture() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| repo().join("target"));
-            let st = std::process::Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "-p", "fixture-rs", "--bin", "xfix"])
-                .current_dir(repo())
-                .status()
-                .expect("cargo runs");
-            assert!(st.success(), "cargo build -p fixture-rs failed");
-            target.join("debug").join("xfix")
-        })
-        .clone()
+    BUILT.get_or_init(|| workspace_bin("fixture-rs", "xfix")).clone()
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]

@@ -1,0 +1,216 @@
+//! The schema cache: `--schemas` runs once per version of a tool file, not once per call.
+//!
+//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder>/<file name>.json`,
+//! holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
+//! `--schemas` gave. An entry is used only when the identity still matches, so a changed, added or removed tool is
+//! noticed on the next invocation. Writes are atomic (temp file + rename): two runners writing at once each leave
+//! a whole file, and a corrupt or foreign file is only a cache miss.
+
+use crate::dirs::Dirs;
+use crate::discover::{Launch, ToolFile};
+use crate::manifest::Manifest;
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever the cached shape or the shim changes meaning.
+const CACHE_FORMAT: u32 = 3;
+
+/// The identity of a tool file version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileKey {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub dev: u64,
+    pub interpreter: Option<String>,
+    pub runner: String,
+}
+
+impl FileKey {
+    pub fn of(file: &ToolFile, dirs: &Dirs) -> std::io::Result<FileKey> {
+        let m = std::fs::metadata(&file.path)?;
+        Ok(FileKey {
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+            ino: m.ino(),
+            dev: m.dev(),
+            interpreter: match &file.mcp {
+                Some(decl) => Some(decl.digest()),
+                None => (file.launch == Launch::Python).then(|| {
+                    format!(
+                        "{} shim {:016x}",
+                        dirs.python.to_string_lossy(),
+                        crate::pyshim::content_hash()
+                    )
+                }),
+            },
+            runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
+        })
+    }
+}
+
+/// What `--schemas` gave for one file version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Probed {
+    Ok(Manifest),
+    /// `--schemas` failed; the reason and the tail of its stderr.
+    Failed {
+        reason: String,
+        stderr_tail: String,
+        /// The tool could not be started at all (never cached: an interpreter may be installed any moment).
+        #[serde(default)]
+        spawn: bool,
+        /// `--schemas` did not answer in time (never cached: it may be load on the machine; remembered a while).
+        #[serde(default)]
+        timed_out: bool,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    path: PathBuf,
+    key: FileKey,
+    probed: Probed,
+}
+
+fn fnv(s: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
+    let folder = file.path.parent().unwrap_or(Path::new("/"));
+    let folder = awt_sys::confine::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
+    let name = file
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // One declaring file holds many servers: each has its own entry.
+    let name = match file.launch {
+        Launch::Mcp => format!("{name}.mcp.{}", file.name),
+        _ => name,
+    };
+    dirs.cache
+        .join("schemas")
+        .join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes())))
+        .join(format!("{name}.json"))
+}
+
+/// The cache dir is this user's own and writable by nobody else ([`crate::owned`]); else nothing in it is
+/// believed (every tool is probed afresh) and it says why, once per process.
+fn trusted(dirs: &Dirs) -> Option<()> {
+    match crate::owned::existing_dir(&dirs.cache, "cache dir") {
+        Ok(_) => Some(()),
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| tracing::warn!("{e}"));
+            None
+        }
+    }
+}
+
+/// The cached result for this exact file version, if any.
+pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
+    trusted(dirs)?;
+    let bytes = crate::fsread::read(&entry_path(dirs, file), crate::fsread::CACHE_ENTRY).ok()?;
+    let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+    (entry.key == *key && entry.path == file.path).then_some(entry.probed)
+}
+
+/// Remember what `--schemas` gave. Failure to write is logged, never fatal.
+pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
+    let path = entry_path(dirs, file);
+    let entry = Entry {
+        path: file.path.clone(),
+        key: key.clone(),
+        probed: probed.clone(),
+    };
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().expect("has parent");
+        crate::owned::dir(&dirs.cache, "cache dir")?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        // Serialized whole first: `to_writer` on the file made one `write` per token (~235 an entry).
+        let bytes = serde_json::to_vec(&entry)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    if let Err(e) = write() {
+        tracing::warn!("could not write the schema cache at {}: {e}", path.display());
+    }
+}
+
+/// How long a `--schemas` that timed out is remembered: no probe of that file version until then.
+pub const TIMEOUT_MEMO_S: u64 = 600;
+
+#[derive(Serialize, Deserialize)]
+struct TimeoutMemo {
+    path: PathBuf,
+    key: FileKey,
+    /// Seconds since the epoch when it timed out.
+    at: u64,
+}
+
+fn memo_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
+    let mut p = entry_path(dirs, file).into_os_string();
+    p.push(".timeout");
+    PathBuf::from(p)
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// When this exact file version's `--schemas` timed out less than [`TIMEOUT_MEMO_S`] ago: the seconds left
+/// before it is tried again.
+pub fn timed_out_recently(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<u64> {
+    trusted(dirs)?;
+    let bytes = crate::fsread::read(&memo_path(dirs, file), crate::fsread::SMALL).ok()?;
+    let m: TimeoutMemo = serde_json::from_slice(&bytes).ok()?;
+    let age = now_s().checked_sub(m.at)?;
+    (m.key == *key && m.path == file.path && age < TIMEOUT_MEMO_S).then(|| TIMEOUT_MEMO_S - age)
+}
+
+/// Remember that this file version's `--schemas` timed out (a timeout is not cached as a verdict: it may be
+/// load on the machine; but one hanging tool must not cost every listing its full probe timeout).
+pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
+    let path = memo_path(dirs, file);
+    let memo = TimeoutMemo {
+        path: file.path.clone(),
+        key: key.clone(),
+        at: now_s(),
+    };
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().expect("has parent");
+        crate::owned::dir(&dirs.cache, "cache dir")?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let bytes = serde_json::to_vec(&memo)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    if let Err(e) = write() {
+        tracing::warn!("could not write {}: {e}", path.display());
+    }
+}
+
+/// Forget everything (`animaworks-tool refresh`).
+pub fn clear(dirs: &Dirs) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dirs.cache.join("schemas")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

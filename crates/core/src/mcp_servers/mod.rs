@@ -1,0 +1,383 @@
+//! MCP servers as tools: a server declared in the settings (or in AnimaWorks' own configuration) is one more tool
+//! of its tier, whose MCP tools are its actions.
+//!
+//! Nothing here starts a server for a call. Discovery ([`crate::discover`]) lists each declared server as a
+//! [`crate::discover::ToolFile`] with [`crate::discover::Launch::Mcp`]; the pipeline then treats it as any tool:
+//! validation, gates, credential grants, the sandbox of its tier, limits, audit and masking. What the pipeline
+//! starts is the runner's own binary as a bridge ([`bridge`]): a protocol-1 tool (`--schemas`, one call,
+//! `--serve`) that speaks MCP to the server it starts as its child, inside the same sandbox and process group.
+//!
+//! Where servers are declared, in the order their tiers are scanned:
+//! - `<data dir>/animaworks-tool.json` `"mcp_servers"`: `{"name": {"command", "args", "env", "credentials",
+//!   "tier": "core"|"common", "gated", "sandbox", "timeout_s"}}`;
+//! - AnimaWorks' `config.json` `anima_defaults.extra_mcp_servers` (the servers every anima has): common tier;
+//! - the anima's `status.json` `extra_mcp_servers` (AnimaWorks' per-anima override): personal tier.
+
+pub mod bridge;
+
+use crate::policy::Tier;
+use awt_protocol::{CredentialDecl, Sandbox};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The largest `config.json` / `status.json` read for server declarations.
+const MAX_DECL_FILE: u64 = 4 * 1024 * 1024;
+
+/// One server's declaration as the operator wrote it (`animaworks-tool.json` `"mcp_servers"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// The program (looked up on the tool's `PATH`).
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables set for the server, over the tool environment of its tier.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Credentials injected into the server's environment at its start (only as granted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialDecl>,
+    /// `core` or `common` (personal servers are declared in the anima's own `status.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    /// MCP tool names (a trailing `*` matches a prefix) gated besides those not declared `readOnlyHint: true`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gated: Vec<String>,
+    /// What the server may touch (protocol.md §2.4), for every one of its actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+    /// The resource limits of the server process, as `"limits"` of a tier in the settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Value>,
+    /// The deadline of each call, in seconds (default: protocol.md's 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    /// How long the server may take to start and answer `initialize`, in seconds (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_s: Option<f64>,
+    /// `stdio` (the default). Other transports are refused with a clear problem.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// A Streamable HTTP server's address (not supported yet: listed as a problem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// Where a declaration was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `animaworks-tool.json` `mcp_servers`.
+    Settings,
+    /// AnimaWorks' `config.json` `anima_defaults.extra_mcp_servers`.
+    AnimaworksDefaults,
+    /// AnimaWorks' `<anima>/status.json` `extra_mcp_servers`.
+    AnimaworksStatus,
+}
+
+/// One declared server, ready for discovery.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Declared {
+    pub name: String,
+    pub tier: Tier,
+    /// The file that declares it (its identity keys the schema cache).
+    pub file: PathBuf,
+    pub origin: Origin,
+    pub spec: ServerSpec,
+}
+
+/// A declaration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclProblem {
+    pub name: String,
+    pub tier: Tier,
+    pub file: PathBuf,
+    pub message: String,
+}
+
+impl Declared {
+    /// A stable digest of what the server is, for the schema cache's key.
+    pub fn digest(&self) -> String {
+        let json = serde_json::to_vec(&self.spec).unwrap_or_default();
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in json.iter().chain(self.name.as_bytes()) {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        format!("mcp {h:016x}")
+    }
+
+    /// What the bridge is told on its command line: how to start the server (no secret: credentials reach it
+    /// through the environment the pipeline builds).
+    pub fn bridge_arg(&self) -> String {
+        serde_json::json!({
+            "name": self.name,
+            "command": self.spec.command,
+            "args": self.spec.args,
+            "env": self.spec.env,
+            "handshake_s": self.spec.handshake_s,
+            "timeout_s": self.spec.timeout_s,
+        })
+        .to_string()
+    }
+
+    /// Is the MCP tool `tool` gated by the declaration's `"gated"` list?
+    pub fn gated_by_name(&self, tool: &str) -> bool {
+        self.spec.gated.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => p == tool,
+        })
+    }
+}
+
+/// Every server declared for `tier`, and what is wrong with the others. Reads at most three small files, and
+/// only parses one when it names servers at all, so a call costs nothing measurable when none is declared.
+pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<Declared>, Vec<DeclProblem>) {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    match tier {
+        Tier::Core | Tier::Common => {
+            let settings = data_dir.join(crate::settings::SETTINGS_FILE);
+            if let Some(servers) = servers_in(&settings, &["mcp_servers"], &mut problems, tier) {
+                for (name, v) in servers {
+                    let spec: ServerSpec = match serde_json::from_value(v) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            problems.push(problem(&name, tier, &settings, format!("mcp_servers.{name}: {e}")));
+                            continue;
+                        }
+                    };
+                    let declared_tier = match spec.tier.as_deref() {
+                        None | Some("common") => Tier::Common,
+                        Some("core") => Tier::Core,
+                        Some(other) => {
+                            if tier == Tier::Common {
+                                problems.push(problem(
+                                    &name,
+                                    Tier::Common,
+                                    &settings,
+                                    format!(
+                                        "mcp_servers.{name}.tier is \"{other}\": use \"core\" or \"common\" (a personal server is declared in the anima's status.json \"extra_mcp_servers\")"
+                                    ),
+                                ));
+                            }
+                            continue;
+                        }
+                    };
+                    if declared_tier == tier {
+                        push(&mut out, &mut problems, name, tier, &settings, Origin::Settings, spec);
+                    }
+                }
+            }
+            if tier == Tier::Common {
+                let config = data_dir.join(crate::policy::credentials::CONFIG_FILE);
+                if let Some(servers) =
+                    servers_in(&config, &["anima_defaults", "extra_mcp_servers"], &mut problems, tier)
+                {
+                    for (name, v) in servers {
+                        if let Some(spec) = from_animaworks(&name, tier, &config, v, &mut problems) {
+                            push(
+                                &mut out,
+                                &mut problems,
+                                name,
+                                tier,
+                                &config,
+                                Origin::AnimaworksDefaults,
+                                spec,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Tier::Personal => {
+            if let Some(anima) = anima_dir {
+                let status = anima.join("status.json");
+                if let Some(servers) = servers_in(&status, &["extra_mcp_servers"], &mut problems, tier) {
+                    for (name, v) in servers {
+                        if let Some(spec) = from_animaworks(&name, tier, &status, v, &mut problems) {
+                            push(
+                                &mut out,
+                                &mut problems,
+                                name,
+                                tier,
+                                &status,
+                                Origin::AnimaworksStatus,
+                                spec,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (out, problems)
+}
+
+fn problem(name: &str, tier: Tier, file: &Path, message: String) -> DeclProblem {
+    DeclProblem {
+        name: name.to_owned(),
+        tier,
+        file: file.to_path_buf(),
+        message,
+    }
+}
+
+fn push(
+    out: &mut Vec<Declared>,
+    problems: &mut Vec<DeclProblem>,
+    name: String,
+    tier: Tier,
+    file: &Path,
+    origin: Origin,
+    spec: ServerSpec,
+) {
+    if let Some(url) = &spec.url {
+        problems.push(problem(
+            &name,
+            tier,
+            file,
+            format!("MCP server '{name}' at {url}: only stdio servers (a \"command\") are supported so far"),
+        ));
+        return;
+    }
+    if !matches!(spec.transport.as_deref(), None | Some("stdio")) {
+        problems.push(problem(
+            &name,
+            tier,
+            file,
+            format!(
+                "MCP server '{name}': transport \"{}\" is not supported; only stdio servers are",
+                spec.transport.as_deref().unwrap_or_default()
+            ),
+        ));
+        return;
+    }
+    if spec.command.is_empty() {
+        problems.push(problem(
+            &name,
+            tier,
+            file,
+            format!("MCP server '{name}': \"command\" is empty"),
+        ));
+        return;
+    }
+    out.push(Declared {
+        name,
+        tier,
+        file: file.to_path_buf(),
+        origin,
+        spec,
+    });
+}
+
+/// The object at `path` inside the JSON file, when the file exists and mentions servers at all.
+fn servers_in(file: &Path, path: &[&str], problems: &mut Vec<DeclProblem>, tier: Tier) -> Option<Map<String, Value>> {
+    let bytes = crate::fsread::read_if_present(file, MAX_DECL_FILE).ok()??;
+    let last = path.last().expect("a key");
+    if memchr::memmem::find(&bytes, last.as_bytes()).is_none() {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(&bytes).ok()?;
+    for key in path {
+        v = v.as_object_mut()?.remove(*key)?;
+    }
+    match v {
+        Value::Object(m) => Some(m),
+        Value::Null => None,
+        _ => {
+            problems.push(problem(
+                &path.join("."),
+                tier,
+                file,
+                format!(
+                    "{}: {} must be an object of servers by name",
+                    file.display(),
+                    path.join(".")
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// An AnimaWorks (Claude SDK `mcpServers`) entry: `{"command", "args", "env"}` or `{"type": "http", "url"}`;
+/// other keys are AnimaWorks' own and ignored.
+fn from_animaworks(
+    name: &str,
+    tier: Tier,
+    file: &Path,
+    v: Value,
+    problems: &mut Vec<DeclProblem>,
+) -> Option<ServerSpec> {
+    let Value::Object(m) = v else {
+        problems.push(problem(
+            name,
+            tier,
+            file,
+            format!("extra_mcp_servers.{name} must be an object"),
+        ));
+        return None;
+    };
+    let s = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_owned);
+    let args = m
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let env = m
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|e| {
+            e.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ServerSpec {
+        command: s("command").unwrap_or_default(),
+        args,
+        env,
+        credentials: Vec::new(),
+        tier: None,
+        gated: Vec::new(),
+        sandbox: None,
+        limits: None,
+        timeout_s: None,
+        handshake_s: None,
+        transport: s("type"),
+        url: s("url"),
+    })
+}
+
+/// The runner's own word over what the bridge reported (the bridge runs beside the server, which the runner does
+/// not trust): every action not declared read-only, or named by `"gated"`, is gated; the credentials are the
+/// declaration's; the sandbox is the declaration's; the deadline is the declaration's.
+pub fn enforce(m: &mut crate::manifest::Manifest, d: &Declared) {
+    m.credentials = d.spec.credentials.clone();
+    m.legacy = false;
+    m.cli = false;
+    for a in m.actions.iter_mut() {
+        let p = &mut a.profile;
+        p.gated = !p.hints.read_only || d.gated_by_name(&a.name);
+        p.gated_as = None;
+        p.credentials = Vec::new();
+        p.sandbox = d.spec.sandbox.clone();
+        if let Some(t) = d.spec.timeout_s {
+            p.timeout_s = Some(t);
+        }
+    }
+}
+
+/// The runner's own executable, which is the bridge.
+pub fn runner_exe() -> std::io::Result<PathBuf> {
+    std::env::current_exe()
+}
+
+/// How long a server may take to start and answer `initialize`.
+pub fn handshake(spec: &ServerSpec) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
+}

@@ -1,0 +1,207 @@
+//! Reading a tool's `--schemas`, through the cache; probes of changed tools run in parallel, each with its own
+//! timeout.
+
+use crate::cache::{self, FileKey, Probed};
+use crate::dirs::Dirs;
+use crate::discover::ToolFile;
+use crate::spawn::{self, Purpose};
+use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
+use crate::tool_env::ProbeEnv;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long `--schemas` may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+const PROBE_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
+
+/// How long a file's `--schemas` may take: [`PROBE_TIMEOUT`], or for an MCP server its handshake's deadline and
+/// 10 s for listing (a server is a whole program starting, e.g. `npx` or a Python SDK import).
+fn probe_timeout(file: &ToolFile) -> Duration {
+    match &file.mcp {
+        Some(decl) => crate::mcp_servers::handshake(&decl.spec) + PROBE_TIMEOUT,
+        None => PROBE_TIMEOUT,
+    }
+}
+
+/// Run `TOOL --schemas` now, ignoring the cache.
+pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
+    let failed = |reason: String, stderr_tail: String| Probed::Failed {
+        reason,
+        stderr_tail,
+        spawn: false,
+        timed_out: false,
+    };
+    // A server is started to be listed: it gets what its declaration gives its calls.
+    let needs = match &file.mcp {
+        Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
+        None => crate::sandbox::Needs::Probe,
+    };
+    let plan = match crate::sandbox::for_process(dirs, file, needs) {
+        Ok(p) => p,
+        // Not cached (like a spawn failure): the settings can be fixed without touching the tool.
+        Err(e) => {
+            return Probed::Failed {
+                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+                stderr_tail: String::new(),
+                spawn: true,
+                timed_out: false,
+            }
+        }
+    };
+    let child = match spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await {
+        Ok(c) => c,
+        Err(e) => {
+            return Probed::Failed {
+                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+                stderr_tail: String::new(),
+                spawn: true,
+                timed_out: false,
+            }
+        }
+    };
+    let call_id = format!("probe-{}", std::process::id());
+    let d = Drive {
+        tool: &file.name,
+        action: "--schemas",
+        call_id: &call_id,
+        request: None,
+        events: false,
+        timeout: probe_timeout(file),
+        max_output: PROBE_MAX_OUTPUT,
+        spill: crate::spill::SpillTo::never(),
+    };
+    let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
+    let tail = f.stderr_tail.clone();
+    match (f.ending, f.stdout) {
+        (Ending::TimedOut, _) => Probed::Failed {
+            reason: format!("--schemas did not answer within {} s", probe_timeout(file).as_secs()),
+            stderr_tail: tail,
+            spawn: false,
+            timed_out: true,
+        },
+        (Ending::Cancelled, _) => failed("--schemas was cancelled".into(), tail),
+        // Before the exit status: past the cap the probe is ended, so it died of our signal.
+        (_, Stdout::Capped { .. }) => failed(
+            "--schemas printed more than the 16 MiB allowed; it was ended, and nothing was written to disk".into(),
+            tail,
+        ),
+        (Ending::Exited(s), _) if !s.success() => {
+            let how = match s.code() {
+                Some(c) => format!("exited with code {c}"),
+                None => "was killed by a signal".into(),
+            };
+            let last = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            let why = if last.is_empty() {
+                String::new()
+            } else {
+                format!(": {last}")
+            };
+            failed(format!("--schemas {how}{why}"), tail)
+        }
+        (_, Stdout::Value(bytes)) => match crate::manifest::parse(&file.name, &bytes) {
+            Ok(mut m) => {
+                if let Some(decl) = &file.mcp {
+                    crate::mcp_servers::enforce(&mut m, decl);
+                }
+                Probed::Ok(m)
+            }
+            Err(e) => failed(e.to_string(), tail),
+        },
+        (_, Stdout::Bad(why) | Stdout::Cut(why)) => failed(format!("--schemas: {why}"), tail),
+        (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
+    }
+}
+
+/// Whether a result came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Obtained {
+    Cache,
+    Probe,
+}
+
+/// The cached manifest of `file`, when the file is unchanged since it was probed; no process is started.
+pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
+    cache::load(dirs, file, &FileKey::of(file, dirs).ok()?)
+}
+
+/// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
+pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
+    let key = match FileKey::of(file, dirs) {
+        Ok(k) => k,
+        Err(e) => {
+            return (
+                Probed::Failed {
+                    reason: format!("cannot read {}: {e}", file.path.display()),
+                    stderr_tail: String::new(),
+                    spawn: false,
+                    timed_out: false,
+                },
+                Obtained::Probe,
+            )
+        }
+    };
+    if let Some(p) = cache::load(dirs, file, &key) {
+        return (p, Obtained::Cache);
+    }
+    if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
+        let reason = format!(
+            "--schemas did not answer within {} s; not tried again for {left} s (`animaworks-tool refresh` tries now)",
+            probe_timeout(file).as_secs()
+        );
+        return (
+            Probed::Failed {
+                reason,
+                stderr_tail: String::new(),
+                spawn: false,
+                timed_out: true,
+            },
+            Obtained::Probe,
+        );
+    }
+    let probed = probe(file, dirs, env).await;
+    // Why not cache a timeout: it may be load on the machine, not the tool. It is remembered for a while instead.
+    let timed_out = matches!(&probed, Probed::Failed { timed_out: true, .. });
+    if timed_out {
+        cache::remember_timeout(dirs, file, &key);
+    }
+    let transient = timed_out || matches!(&probed, Probed::Failed { spawn, .. } if *spawn);
+    // Why compare the key again: a file changed during its probe must not be cached under the old identity.
+    if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
+        cache::store(dirs, file, &key, &probed);
+    }
+    (probed, Obtained::Probe)
+}
+
+/// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
+pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Obtained)> {
+    let width = std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .max(4);
+    let sem = Arc::new(tokio::sync::Semaphore::new(width));
+    let dirs = Arc::new(dirs.clone());
+    let env = Arc::new(env.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, file) in files.into_iter().enumerate() {
+        let (sem, dirs, env) = (sem.clone(), dirs.clone(), env.clone());
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore open");
+            let (p, s) = manifest(&file, &dirs, &env).await;
+            (i, file, p, s)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(v) = r {
+            out.push(v);
+        }
+    }
+    out.sort_by_key(|v| v.0);
+    out.into_iter().map(|(_, f, p, s)| (f, p, s)).collect()
+}

@@ -1,0 +1,466 @@
+//! The one place where a tool file becomes a process. Every choice here has a reason:
+//! - interpreter by extension (protocol.md §1), so a `.py` module needs no exec bit and no shebang;
+//! - its own session (so its own process group, and no controlling terminal), so the whole tree can be signalled
+//!   and reaped, and a tool cannot open `/dev/tty` to write past masking or read what a person types;
+//! - `PR_SET_PDEATHSIG` and registration with the [`guardian`](awt_sys::guardian), so it dies with the runner;
+//! - a cleared environment (the caller's secrets stay out), built by the policy engine;
+//! - arguments never on the command line (other users can read it): the request goes through stdin.
+
+use crate::dirs::Dirs;
+use crate::discover::{Launch, ToolFile};
+use crate::error::{CallError, ErrorCode};
+pub(crate) use awt_sys::process::Handover;
+use awt_sys::process::{Child, Io};
+use awt_sys::start::{start, DirectExec, Prepared};
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What the process is started for.
+#[derive(Debug, Clone, Copy)]
+pub enum Purpose<'a> {
+    /// `TOOL --schemas`
+    Schemas,
+    /// `TOOL`, one request on stdin.
+    Call,
+    /// `TOOL --serve`, a persistent worker.
+    Serve,
+    /// A legacy module's `cli_main(argv)`: stdio is the caller's when `inherit`, else piped (the output is the
+    /// result, as for a background task).
+    Cli { argv: &'a [OsString], inherit: bool },
+}
+
+/// A started tool process. It leads its own process group, so `pgid` is its pid — never 0, which would signal
+/// the runner's own group.
+#[derive(Debug)]
+pub struct Started {
+    pub child: Child,
+    pub pgid: i32,
+}
+
+/// The one way a tool file becomes a running process: the command, the start, and every spawn error as a
+/// sentence that says what to do ([`start_tool_async`] on the runtime). `handover`: each `fd` becomes the tool's
+/// descriptor `at` (3 or above); every other descriptor from 3 up is closed at the exec, whatever the runner's
+/// caller left open.
+pub(crate) fn start_tool_with(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'_>],
+) -> Result<Started, CallError> {
+    let explain = |e: io::Error| spawn_failed(file, dirs, &e);
+    awt_sys::process::check_handovers(handover).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
+    let child = start(&prepared).map_err(explain)?;
+    started(file, child)
+}
+
+/// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
+/// namespace: about 2 ms until the tool has exec'd) waits on one of the runner's starter threads ([`starters`]),
+/// so the runtime's thread goes on with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
+/// kills it.
+pub(crate) async fn start_tool_async(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+) -> Result<Started, CallError> {
+    start_tool_async_with(file, dirs, mode, env, cwd, sandbox, &[]).await
+}
+
+/// [`start_tool_async`], handing `handover` to the tool as [`start_tool_with`] does. The descriptors are copied
+/// for the start's thread, so they stay open for it even when this future is dropped mid-start.
+pub(crate) async fn start_tool_async_with(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'_>],
+) -> Result<Started, CallError> {
+    let explain = |e: io::Error| spawn_failed(file, dirs, &e);
+    awt_sys::process::check_handovers(handover).map_err(explain)?;
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[]).map_err(explain)?;
+    let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
+    if !waits {
+        let p = Prepared { handover, ..prepared };
+        return started(file, start(&p).map_err(explain)?);
+    }
+    let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
+        .iter()
+        .map(|h| h.fd.try_clone_to_owned().map(|o| (o, h.at)))
+        .collect::<io::Result<_>>()
+        .map_err(explain)?;
+    let child = starters::run(move || {
+        use std::os::fd::AsFd as _;
+        let hs: Vec<Handover<'_>> = owned
+            .iter()
+            .map(|(o, at)| Handover { fd: o.as_fd(), at: *at })
+            .collect();
+        let p = Prepared {
+            handover: &hs,
+            ..prepared
+        };
+        start(&p)
+    })
+    .await
+    .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
+    started(file, child.map_err(explain)?)
+}
+
+/// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's
+/// `PR_SET_PDEATHSIG` fires when the *thread* that cloned it ends (prctl(2)), not the process, and that pool ends
+/// a thread idle for 10 s, which killed every sandboxed call that ran longer. These threads never end; there are
+/// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
+mod starters {
+    use std::collections::VecDeque;
+    use std::sync::{Condvar, Mutex, MutexGuard};
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    struct Pool {
+        jobs: VecDeque<Job>,
+        idle: usize,
+        threads: usize,
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        jobs: VecDeque::new(),
+        idle: 0,
+        threads: 0,
+    });
+    static WORK: Condvar = Condvar::new();
+
+    fn pool() -> MutexGuard<'static, Pool> {
+        POOL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// As many starts at once as cold probes run (`probe::manifests`): `2 × cores`, at least 4.
+    pub(super) fn width() -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get() * 2)
+            .unwrap_or(4)
+            .max(4)
+    }
+
+    /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
+    /// panicked).
+    pub(super) fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio::sync::oneshot::Receiver<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // The child's pipes are registered with the caller's runtime.
+        let rt = tokio::runtime::Handle::current();
+        // A receiver dropped mid-start drops what `f` made (a child dropped is killed).
+        let job: Job = Box::new(move || {
+            let _in_rt = rt.enter();
+            let _ = tx.send(f());
+        });
+        let mut p = pool();
+        if p.jobs.len() >= p.idle && p.threads < width() {
+            let made = std::thread::Builder::new().name("start".into()).spawn(serve);
+            match made {
+                Ok(_) => p.threads += 1,
+                Err(e) if p.threads == 0 => {
+                    // No thread at all: start here, on the caller's thread, which the child outlives no more
+                    // than it outlives the runtime.
+                    tracing::warn!("no thread to start tools on, starting on the runtime's: {e}");
+                    drop(p);
+                    job();
+                    return rx;
+                }
+                Err(_) => {}
+            }
+        }
+        p.jobs.push_back(job);
+        drop(p);
+        WORK.notify_one();
+        rx
+    }
+
+    fn serve() {
+        let mut p = pool();
+        loop {
+            match p.jobs.pop_front() {
+                Some(job) => {
+                    drop(p);
+                    // A panic ends the job, never the thread (its other children would get its death signal).
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    p = pool();
+                }
+                None => {
+                    p.idle += 1;
+                    p = WORK.wait(p).unwrap_or_else(|e| e.into_inner());
+                    p.idle -= 1;
+                }
+            }
+        }
+    }
+}
+
+fn spawn_failed(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> CallError {
+    let (msg, hint) = explain_spawn_error(file, dirs, e);
+    CallError::new(ErrorCode::SpawnFailed, msg)
+        .hint(hint)
+        .with(crate::error::Detail::Tool, file.name.clone())
+}
+
+fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
+    match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
+        Some(pgid) => Ok(Started { child, pgid }),
+        None => Err(CallError::new(
+            ErrorCode::Internal,
+            format!("{} was started but has no process id", file.path.display()),
+        )),
+    }
+}
+
+/// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
+/// confines the process (docs/sandbox.md).
+fn prepare<'h>(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &'h [Handover<'h>],
+) -> io::Result<Prepared<'h>> {
+    let args = mode_args(file, mode);
+    let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
+    let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
+    // A PID namespace's init is in the call's cgroup too, beside the tool's processes.
+    let init = u64::from(confined.as_ref().is_some_and(|c| c.pid_ns.is_some()));
+    let limits = sandbox.map(|p| p.limits.prepare(init)).transpose()?;
+    let env = &crate::sandbox::with_env(env, sandbox);
+    let io = match mode {
+        Purpose::Schemas => [Io::Null, Io::Piped, Io::Piped],
+        Purpose::Call | Purpose::Serve => [Io::Piped, Io::Piped, Io::Piped],
+        Purpose::Cli { inherit: true, .. } => [Io::Inherit, Io::Inherit, Io::Inherit],
+        Purpose::Cli { inherit: false, .. } => [Io::Null, Io::Piped, Io::Piped],
+    };
+    let cwd = cwd
+        .filter(|d| d.is_dir())
+        .map(|d| CString::new(d.as_os_str().as_bytes()))
+        .transpose()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the working directory"))?;
+    awt_sys::guardian::start()?;
+    Ok(Prepared {
+        exec: DirectExec::new(&program, &argv, env)?,
+        confined,
+        limits,
+        io,
+        cwd,
+        handover,
+    })
+}
+
+/// The program to exec (an absolute path) and its arguments. An interpreter is looked up on the tool's `PATH`
+/// here, before any fork, so a missing one is reported as such and never leaves a half-started process.
+fn program_and_args(
+    file: &ToolFile,
+    dirs: &Dirs,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    mode_args: Vec<OsString>,
+) -> io::Result<(PathBuf, Vec<OsString>)> {
+    let interpreter = match file.launch {
+        Launch::Python => Some(dirs.python.clone()),
+        Launch::Node => Some("node".into()),
+        Launch::Bash => Some("bash".into()),
+        Launch::Exec => None,
+        Launch::Mcp => {
+            let decl = file
+                .mcp
+                .as_ref()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its declaration"))?;
+            let mut argv: Vec<OsString> = vec!["__mcp-bridge".into(), decl.bridge_arg().into()];
+            argv.extend(mode_args);
+            return Ok((crate::mcp_servers::runner_exe()?, argv));
+        }
+    };
+    let Some(interp) = interpreter else {
+        return Ok((file.path.clone(), mode_args));
+    };
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let here = cwd
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let program =
+        which::which_in(&interp, Some(path_var), here).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+    let mut argv: Vec<OsString> = Vec::with_capacity(mode_args.len() + 2);
+    if file.launch == Launch::Python {
+        let shim = crate::pyshim::shim_path(&dirs.cache)?;
+        crate::pyshim::compile_in_background(&shim, &program, env);
+        argv.push(shim.into_os_string());
+    }
+    argv.push(file.path.clone().into_os_string());
+    argv.extend(mode_args);
+    Ok((program, argv))
+}
+
+/// The arguments after the program (or after the file, for an interpreter).
+fn mode_args(file: &ToolFile, mode: Purpose<'_>) -> Vec<OsString> {
+    match mode {
+        Purpose::Schemas => vec!["--schemas".into()],
+        Purpose::Call => Vec::new(),
+        Purpose::Serve => vec!["--serve".into()],
+        Purpose::Cli { argv, .. } => {
+            let flag: Option<OsString> = (file.launch == Launch::Python).then(|| "--cli".into());
+            flag.into_iter().chain(argv.iter().cloned()).collect()
+        }
+    }
+}
+
+/// Turn a spawn failure into a sentence that says what is wrong and what to do.
+fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
+    let path = file.path.display();
+    let interp = match file.launch {
+        Launch::Python => Some(dirs.python.to_string_lossy().into_owned()),
+        Launch::Node => Some("node".to_owned()),
+        Launch::Bash => Some("bash".to_owned()),
+        Launch::Exec | Launch::Mcp => None,
+    };
+    match (e.raw_os_error(), interp) {
+        (Some(libc::ENOENT), Some(i)) => (
+            format!("cannot start {path}: its interpreter `{i}` was not found"),
+            if file.launch == Launch::Python {
+                "install Python 3 or set ANIMAWORKS_PYTHON to an interpreter".into()
+            } else {
+                format!("install `{i}` or put it on PATH")
+            },
+        ),
+        (Some(libc::ENOENT), None) => (
+            format!("cannot start {path}: the file or the interpreter named on its #! line was not found"),
+            "check the #! line (e.g. `#!/usr/bin/env bash`) and that the interpreter is installed".into(),
+        ),
+        (Some(libc::EACCES), _) => (
+            format!("cannot start {path}: permission denied (not executable?)"),
+            format!("run `chmod +x {path}`"),
+        ),
+        (Some(libc::ENOEXEC), _) => (
+            format!("cannot start {path}: wrong format: neither a binary for this machine nor a script with a #! line"),
+            "add a #! line (e.g. `#!/usr/bin/env bash`) or build the tool for this machine".into(),
+        ),
+        (Some(libc::ETXTBSY), _) => (
+            format!("cannot start {path}: the file is being written right now"),
+            "try again when the write has finished".into(),
+        ),
+        _ => (
+            format!("cannot start {path}: {e}"),
+            "check the file and its interpreter".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirs::DirOptions;
+    use crate::policy::Tier;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A world whose personal tier holds one sandboxed tool `t` with `script` as its body: the world (to keep),
+    /// its dirs, the tool, its probe's sandbox plan and environment.
+    fn one_tool(script: &str) -> (tempfile::TempDir, Dirs, ToolFile, crate::sandbox::Plan, crate::tool_env::ProbeEnv) {
+        let world = tempfile::tempdir().unwrap();
+        let dirs = Dirs::resolve(&DirOptions {
+            core_dirs: vec![world.path().join("core")],
+            data_dir: Some(world.path().join("data")),
+            anima_dir: Some(world.path().join("animas").join("alice")),
+            cache_dir: Some(world.path().join("cache")),
+            python: None,
+        });
+        let tools = world.path().join("animas/alice/tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::create_dir_all(&dirs.data).unwrap();
+        let path = tools.join("t");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = ToolFile {
+            name: "t".into(),
+            tier: Tier::Personal,
+            path,
+            launch: Launch::Exec,
+            mcp: None,
+        };
+        let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
+        let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();
+        (world, dirs, file, plan, env)
+    }
+
+    /// Why the start would not wait on this machine, if it would not.
+    fn no_wait(plan: &crate::sandbox::Plan, file: &ToolFile) -> Option<&'static str> {
+        match plan.confine(&file.path).unwrap() {
+            None => Some("skipped: no sandbox on this machine (the start is unconfined and never waits)"),
+            Some(c) if c.pid_ns.is_none() => {
+                Some("skipped: no PID namespace on this machine (the start never waits for a report)")
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
+    /// start returns only if the start gave the thread back while it waited for its child's report.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sandboxed_start_gives_the_runtime_thread_back_while_it_waits() {
+        let (_world, dirs, file, plan, env) =
+            one_tool("#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n");
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        tokio::spawn(async move { r.store(true, Ordering::SeqCst) });
+        let started = start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan))
+            .await
+            .unwrap();
+        let waited = ran.load(Ordering::SeqCst);
+        let mut child = started.child;
+        let _ = awt_sys::reap::wait(&mut child).await;
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
+            return;
+        }
+        assert!(
+            waited,
+            "the start held the runtime's thread until its child had reported"
+        );
+    }
+
+    /// A sandboxed tool outlives the thread its start waited on. Its init's `PR_SET_PDEATHSIG` fires when the
+    /// thread that cloned it ends, and tokio's blocking pool ends a thread idle for 10 s (here 20 ms): every
+    /// sandboxed call that ran longer was killed (a 1 GiB event stream cut mid-line, seen as bad_output).
+    #[test]
+    fn a_sandboxed_tool_outlives_the_thread_that_started_it() {
+        let (_world, dirs, file, plan, env) = one_tool(
+            "#!/bin/sh\nsleep 0.5\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
+        );
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
+            return;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_keep_alive(std::time::Duration::from_millis(20))
+            .build()
+            .unwrap();
+        let status = rt.block_on(async {
+            let started = start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan))
+                .await
+                .unwrap();
+            let mut child = started.child;
+            awt_sys::reap::wait(&mut child).await.unwrap()
+        });
+        assert!(status.success(), "the tool ended with {status:?} when its start's thread ended");
+    }
+}

@@ -1,0 +1,503 @@
+//! What runs in the tool's process between its start and its exec: only system calls on memory prepared before
+//! the start (async-signal-safe, no allocation), in this order:
+//!
+//! 1. PID namespace (when planned): the runner started its child `G` as process 1 of new PID (and user, mount,
+//!    network) namespaces ([`crate::process::Start::Init`]), sharing the runner's memory. `G` writes the user
+//!    namespace's maps, makes the runner's state files read-only in its mount namespace, and clones `T`
+//!    (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does), which becomes the tool. `T` tells `G` whether
+//!    it reached its exec, `G` tells the runner; then `G` closes every descriptor, reaps, and when `T` exits
+//!    leaves `T`'s status in the runner's memory and exits, and the kernel kills everything left in the
+//!    namespace — `setsid` daemons included. Sharing the runner's memory, `G` and `T` make raw system calls
+//!    only (`crate::syscall`: libc's wrappers would write the errno of the runner's thread).
+//!    With an enforced host list `G` also makes the proxy's listener in its network namespace and hands it to
+//!    the runner ([`super::netproxy::listen_in_child`]) before it clones `T`.
+//! 2. Capabilities: every one dropped from all sets and the bounding set, and root's exec rules locked off
+//!    (so a tool of a runner started as root runs without privileges).
+//! 3. `no_new_privs`, so no set-uid program gives them back.
+//! 4. Landlock's ruleset, then the seccomp filter.
+
+use super::landlock;
+use super::seccomp::{self, SockFilter};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// A PID namespace to enter, with the user namespace maps when one is needed first, and the mounts to make in a
+/// mount namespace of its own (in this order).
+pub struct PidNs {
+    pub user: bool,
+    pub uid_map: Vec<u8>,
+    pub gid_map: Vec<u8>,
+    pub mounts: Vec<Mount>,
+    /// A network namespace whose only way out is the runner's proxy (an enforced host list).
+    pub net: Option<super::netproxy::ChildNet>,
+}
+
+/// One mount made in the call's mount namespace, before the tool starts (prepared before the fork).
+pub struct Mount {
+    kind: MountKind,
+    target: std::ffi::CString,
+    /// The flags of the final remount: the locked flags of the mount the target is on (a remount inside a user
+    /// namespace must keep them) and what this mount adds.
+    flags: libc::c_ulong,
+}
+
+enum MountKind {
+    /// The target bound over itself (with what is mounted below it), then remounted with `flags`.
+    BindSelf,
+    /// An empty, read-only tmpfs over a folder (as bubblewrap's `--tmpfs` and `--remount-ro`).
+    EmptyDir,
+    /// `/dev/null` bound over a file, on a `nodev` mount: opening it is refused.
+    EmptyFile,
+}
+
+/// The flags of the mount `p` is on that a remount inside a user namespace must keep.
+fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
+    // SAFETY: statvfs is plain data; all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is a valid C string, st a zeroed struct.
+    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let mut flags = 0;
+    for (st_flag, ms) in [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms;
+        }
+    }
+    Some(flags)
+}
+
+fn c_path(p: &std::path::Path) -> Option<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+const NO_DEV_SUID_EXEC: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+impl Mount {
+    /// `p` read-only (its exec flag as it is outside the call: a tier folder keeps running its tools even inside a
+    /// writable place that is mounted `noexec`).
+    pub fn read_only(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` writable as it is, but never executable (write xor execute: no program, library or loader-mapped file
+    /// runs from a place the tool can write).
+    pub fn no_exec(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT | NO_DEV_SUID_EXEC;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` as it is outside the call (a granted `exec` inside a writable place mounted `noexec`).
+    pub fn as_outside(p: &std::path::Path) -> Option<Mount> {
+        let target = c_path(p)?;
+        let flags = kept_flags(&target)? | libc::MS_BIND | libc::MS_REMOUNT;
+        Some(Mount {
+            kind: MountKind::BindSelf,
+            target,
+            flags,
+        })
+    }
+
+    /// `p` hidden: an empty folder or an unopenable file over it (the deny list of reads).
+    pub fn hide(p: &std::path::Path, is_dir: bool) -> Option<Mount> {
+        let target = c_path(p)?;
+        let kind = if is_dir {
+            MountKind::EmptyDir
+        } else {
+            MountKind::EmptyFile
+        };
+        let flags = match kind {
+            MountKind::EmptyDir => libc::MS_RDONLY | NO_DEV_SUID_EXEC,
+            _ => kept_flags(c"/dev/null")? | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | NO_DEV_SUID_EXEC,
+        };
+        Some(Mount { kind, target, flags })
+    }
+
+    /// Make it, in `G`'s mount namespace (raw system calls only).
+    ///
+    /// # Safety
+    /// In `G`, in a mount namespace of its own whose root is already private.
+    unsafe fn apply(&self) -> io::Result<()> {
+        let t = self.target.as_ptr();
+        match self.kind {
+            MountKind::BindSelf => {
+                // SAFETY: C strings this mount owns; a bind mount takes no type or data.
+                check(unsafe { mount(t, t, libc::MS_BIND | libc::MS_REC, std::ptr::null()) })?;
+            }
+            MountKind::EmptyFile => {
+                // SAFETY: as above.
+                check(unsafe { mount(c"/dev/null".as_ptr(), t, libc::MS_BIND, std::ptr::null()) })?;
+            }
+            MountKind::EmptyDir => {
+                // SAFETY: C strings; a tmpfs takes its options as a C string.
+                check(unsafe { mount(c"none".as_ptr(), t, self.flags, c"tmpfs".as_ptr()) })?;
+                return Ok(());
+            }
+        }
+        // SAFETY: as above; a remount takes no source.
+        check(unsafe { mount(std::ptr::null(), t, self.flags, std::ptr::null()) })?;
+        Ok(())
+    }
+}
+
+/// Everything the child needs, ready before the fork.
+pub struct Confined {
+    pub ruleset: Option<OwnedFd>,
+    pub filter: Option<Vec<SockFilter>>,
+    pub pid_ns: Option<PidNs>,
+    pub last_cap: i32,
+}
+
+/// The program to exec: pointers into strings prepared before the fork.
+pub struct Exec<'h> {
+    pub path: *const libc::c_char,
+    pub argv: *const *const libc::c_char,
+    pub envp: *const *const libc::c_char,
+    /// Placed right before the exec ([`crate::process::place_handovers`]).
+    pub handover: &'h [crate::process::Handover<'h>],
+}
+
+use crate::syscall::{call as sys, check};
+
+/// Apply `c` to this process and exec `e`; returns only the error that stopped it (with a PID namespace,
+/// whichever of this process and the tool's failed).
+///
+/// # Safety
+/// Only in the runner's child between its start and its exec; `c` and `e` prepared before the start and changed
+/// by nobody since (`e`'s pointers valid C strings and null-terminated arrays of them). With a PID namespace the
+/// child must have been started by [`Start::Init`](crate::process::Start::Init) with [`PidNs::clone_flags`],
+/// and `init` be what it was started with.
+pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::process::Init>) -> io::Error {
+    match (&c.pid_ns, init) {
+        // SAFETY: the caller's contract, which is enter_pid_ns's.
+        (Some(ns), Some(init)) => unsafe { enter_pid_ns(ns, c, e, init) },
+        (Some(_), None) => io::Error::from_raw_os_error(libc::EINVAL),
+        // SAFETY: the caller's contract: this process is the one to become the tool.
+        (None, _) => unsafe { confine_and_exec(c, e) },
+    }
+}
+
+/// Steps 2 to 4, then the exec. Raw system calls only (see the module doc).
+///
+/// # Safety
+/// Only in the process that is to become the tool, before its exec (its privileges go for good); `c` and `e` as
+/// [`enter_and_exec`] requires.
+unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> io::Error {
+    // SAFETY: this process is to become the tool (the caller's contract).
+    unsafe { drop_capabilities(c.last_cap) };
+    let steps = || -> io::Result<isize> {
+        // SAFETY: integer arguments only; it restricts this process alone.
+        check(unsafe { sys(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0) })?;
+        if let Some(fd) = &c.ruleset {
+            // SAFETY: before the exec, no_new_privs set just above; `fd` is the ruleset `c` owns.
+            check(unsafe { landlock::restrict_self(fd.as_raw_fd()) })?;
+        }
+        if let Some(f) = &c.filter {
+            // SAFETY: no_new_privs is set just above.
+            check(unsafe { seccomp::install(f) })?;
+        }
+        // SAFETY: right before the exec, in this process's own table; the ruleset is no longer needed.
+        unsafe { crate::process::place_handovers(e.handover) }?;
+        // SAFETY: `e`'s path, argv and envp are valid and unchanged (the caller's contract); the kernel copies them
+        // before it replaces this process's memory.
+        check(unsafe { sys(libc::SYS_execve, e.path as usize, e.argv as usize, e.envp as usize, 0) })
+    };
+    match steps() {
+        Err(e) => e,
+        Ok(_) => io::Error::from_raw_os_error(libc::EIO),
+    }
+}
+
+/// # Safety
+/// `path` NUL-terminated.
+unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` is NUL-terminated (the caller's contract).
+    let fd = check(unsafe {
+        sys(
+            libc::SYS_openat,
+            libc::AT_FDCWD as usize,
+            path.as_ptr() as usize,
+            (libc::O_WRONLY | libc::O_CLOEXEC) as usize,
+            0,
+        )
+    })? as usize;
+    // SAFETY: `data` is readable for its length.
+    let n = unsafe { sys(libc::SYS_write, fd, data.as_ptr() as usize, data.len(), 0) };
+    // SAFETY: `fd` was opened above and is used no more.
+    unsafe { sys(libc::SYS_close, fd, 0, 0, 0) };
+    if check(n)? != data.len() as isize {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
+
+/// What `G` shares with `T` (on `G`'s stack: `G` is suspended while `T` uses it).
+struct Shared<'a> {
+    c: &'a Confined,
+    e: &'a Exec<'a>,
+    /// The error that stopped `T` before its exec (0: none); written by `T`, read by `G` once `T` is gone.
+    t_err: std::sync::atomic::AtomicI32,
+}
+
+impl PidNs {
+    /// The namespaces to start the runner's child in (`CLONE_NEW*`).
+    pub fn clone_flags(&self) -> libc::c_int {
+        libc::CLONE_NEWPID
+            | if self.user { libc::CLONE_NEWUSER } else { 0 }
+            | if self.mounts.is_empty() { 0 } else { libc::CLONE_NEWNS }
+            | if self.net.is_some() { libc::CLONE_NEWNET } else { 0 }
+    }
+}
+
+/// `G`, process 1 of the namespaces it was started in: maps, mounts and the proxy's listener, then `T`, which
+/// becomes the tool. Once `T` has exec'd, reports 0 to the runner and becomes the namespace's init
+/// ([`init`]), never returning; else returns the error that stopped the start.
+///
+/// # Safety
+/// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
+/// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
+unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
+    let start = || -> io::Result<i32> {
+        if ns.user {
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/uid_map\0", &ns.uid_map) }?;
+            // SAFETY: a NUL-terminated path.
+            unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }?;
+        }
+        if !ns.mounts.is_empty() {
+            // Nothing mounted here may reach the runner's mount namespace.
+            // SAFETY: a C string target; a propagation change takes no source, type or data (null).
+            check(unsafe {
+                mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
+            })?;
+            for m in &ns.mounts {
+                // SAFETY: this is G, in its own mount namespace, made private just above.
+                unsafe { m.apply() }?;
+            }
+        }
+        if let Some(net) = &ns.net {
+            // SAFETY: this is `G` before it clones the tool, in the network namespace it was started in; the
+            // function makes raw system calls on stack memory only.
+            unsafe { super::netproxy::listen_in_child(net) }?;
+        }
+        let shared = Shared {
+            c,
+            e,
+            t_err: std::sync::atomic::AtomicI32::new(0),
+        };
+        // SAFETY: T runs t_main on the spare stack the runner gave us while this process is suspended
+        // (CLONE_VFORK), so `shared` outlives its use. libc's clone writes errno only when it fails, and nobody
+        // reads it then.
+        let t = unsafe {
+            libc::clone(
+                t_main,
+                init.tool_stack,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&shared as *const Shared).cast_mut().cast(),
+            )
+        };
+        if t < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+        match shared.t_err.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => Ok(t),
+            code => {
+                let mut st = 0i32;
+                // SAFETY: T's status into `st`, on this frame.
+                unsafe { sys(libc::SYS_wait4, t as usize, &mut st as *mut i32 as usize, 0, 0) };
+                Err(io::Error::from_raw_os_error(code))
+            }
+        }
+    };
+    match start() {
+        Err(e) => e,
+        // SAFETY: this is G, the tool has exec'd, and `init` outlives this process (the runner's Child keeps it
+        // until it has reaped us).
+        Ok(t) => unsafe { self::init(t, init) },
+    }
+}
+
+/// `mount(2)` without data, raw.
+///
+/// # Safety
+/// `source` and `fstype` null or C strings, `target` a C string.
+unsafe fn mount(
+    source: *const libc::c_char,
+    target: *const libc::c_char,
+    flags: libc::c_ulong,
+    fstype: *const libc::c_char,
+) -> isize {
+    // SAFETY: the caller's contract; the data argument is 0.
+    unsafe {
+        sys(
+            libc::SYS_mount,
+            source as usize,
+            target as usize,
+            fstype as usize,
+            flags as usize,
+        )
+    }
+}
+
+fn exit(code: i32) -> ! {
+    // SAFETY: exit_group ends this process (its own thread group), never returns.
+    unsafe { sys(libc::SYS_exit_group, code as usize, 0, 0, 0) };
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// `T`: becomes the tool. `G` is suspended until this process execs or exits (`CLONE_VFORK`).
+extern "C" fn t_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is `G`'s `Shared`, on G's frame while G is suspended (CLONE_VFORK) until this process has
+    // exec'd or exited.
+    let s = unsafe { &*(arg as *const Shared) };
+    // SAFETY: integer arguments only.
+    unsafe {
+        sys(
+            libc::SYS_prctl,
+            libc::PR_SET_PDEATHSIG as usize,
+            libc::SIGKILL as usize,
+            0,
+            0,
+        )
+    };
+    // SAFETY: this process is to become the tool; `s.c` and `s.e` are the caller's of enter_and_exec, unchanged.
+    let e = unsafe { confine_and_exec(s.c, s.e) };
+    s.t_err.store(
+        e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    exit(127)
+}
+
+/// The kernel's struct sigaction (handler, flags, restorer, mask) with only the handler set.
+///
+/// # Safety
+/// `handler` SIG_DFL or SIG_IGN (no runner code may run here), in a process whose handler table is its own.
+unsafe fn set_handler(sig: i32, handler: usize) {
+    let act: [usize; 4] = [handler, 0, 0, 0];
+    // SAFETY: `act` is on this frame; the handler is the caller's contract.
+    unsafe { sys(libc::SYS_rt_sigaction, sig as usize, act.as_ptr() as usize, 0, 8) };
+}
+
+/// # Safety
+/// In a process whose handler table is its own (`G`).
+unsafe fn ignore_signals() {
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGPIPE,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+    ] {
+        // SAFETY: SIG_IGN, in this process's own table (the caller's contract).
+        unsafe { set_handler(sig, libc::SIG_IGN) };
+    }
+}
+
+/// G: reap everything in the namespace; when the tool exits, leave its status where the runner reads it and
+/// exit (which ends the namespace: the kernel kills what is left in it).
+///
+/// # Safety
+/// Only in `G`, once `T` has exec'd; `init` alive for as long as this process runs.
+unsafe fn init(tool: i32, init: &crate::process::Init) -> ! {
+    let ok = 0i32.to_ne_bytes();
+    // SAFETY: 4 bytes from this frame to the report pipe, open in this process's table.
+    unsafe { sys(libc::SYS_write, init.report_fd as usize, ok.as_ptr() as usize, 4, 0) };
+    // Why: G's copies of the tool's pipes and of whatever the runner had open would hide the tool's end of file.
+    // SAFETY: G's table is its own (no CLONE_FILES), and G uses no descriptor from here on.
+    unsafe { sys(libc::SYS_close_range, 0, u32::MAX as usize, 0, 0) };
+    // Why: the runner signals the whole group; the tool gets the signal itself, G must live to reap it.
+    // SAFETY: G's handler table is its own (no CLONE_SIGHAND).
+    unsafe { ignore_signals() };
+    loop {
+        let mut st = 0i32;
+        // SAFETY: a status into `st`, on this frame.
+        let r = unsafe { sys(libc::SYS_wait4, usize::MAX, &mut st as *mut i32 as usize, 0, 0) };
+        if r == tool as isize {
+            init.tool_status.store(st, std::sync::atomic::Ordering::Release);
+            exit(0);
+        }
+        if r < 0 && r != -(libc::EINTR as isize) {
+            exit(127);
+        }
+    }
+}
+
+/// Drop every capability for good. Failures are ignored: without CAP_SETPCAP there is nothing to drop.
+///
+/// # Safety
+/// Only in the process that is to become the tool: it can never regain them.
+unsafe fn drop_capabilities(last_cap: i32) {
+    const SECURE: usize = 0xff; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS(off), NO_CAP_AMBIENT_RAISE, all locked
+
+    // SAFETY: integer arguments only; this process's credentials alone (the caller's contract).
+    unsafe {
+        sys(
+            libc::SYS_prctl,
+            libc::PR_SET_SECUREBITS as usize,
+            SECURE & !(1 << 4),
+            0,
+            0,
+        )
+    };
+    for cap in 0..=last_cap {
+        // SAFETY: as above.
+        unsafe { sys(libc::SYS_prctl, libc::PR_CAPBSET_DROP as usize, cap as usize, 0, 0) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        sys(
+            libc::SYS_prctl,
+            libc::PR_CAP_AMBIENT as usize,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as usize,
+            0,
+            0,
+        )
+    };
+    let mut hdr = super::kernel::CapHeader {
+        version: super::kernel::CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [super::kernel::CapData::default(); 2];
+    // SAFETY: `hdr` and the two `data` entries (version 3's count) are on this frame.
+    unsafe {
+        sys(
+            libc::SYS_capset,
+            &mut hdr as *mut _ as usize,
+            data.as_ptr() as usize,
+            0,
+            0,
+        )
+    };
+}

@@ -1,0 +1,845 @@
+//! Host names of a `"net"` list, enforced (docs/sandbox.md): the tool runs in a network namespace of its own,
+//! which has only a loopback device, so it reaches nothing but an HTTP proxy the runner serves for it.
+//!
+//! 1. Before the fork, [`start`] makes a `socketpair` and a task that waits on the runner's end.
+//! 2. In the child, after the namespaces are made ([`listen_in_child`]): `lo` up, a TCP listener on
+//!    `127.0.0.1:`[`PORT`] inside the new namespace, its descriptor sent to the runner (`SCM_RIGHTS`) and closed.
+//!    A socket keeps the namespace it was made in, so the runner accepts on it from its own namespace.
+//! 3. The task accepts and serves `CONNECT host:port` and absolute-form `http://` requests; each target is held
+//!    to the list (host exact, case-insensitive; `*` any host; the port exact), resolved and connected by the
+//!    runner, then bytes flow both ways. A refused target gets `403`, a note on the runner's stderr and in the
+//!    audit line.
+//! 4. The tool's environment names the proxy ([`env()`]). Whatever ignores it finds no route (no DNS either).
+//!
+//! The task, its listener and every relayed connection end when the [`Proxy`] is dropped, with the plan.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+/// The proxy's port inside the tool's namespace (which is empty, so any port is free; this is squid's).
+pub const PORT: u16 = 3128;
+/// The longest request head read (request line and headers).
+const MAX_HEAD: usize = 8 * 1024;
+/// Connections relayed at once per process; more wait in the listener's backlog.
+const MAX_CONNECTIONS: usize = 32;
+/// Refused targets kept for the audit line.
+const MAX_NOTED: usize = 16;
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The proxy's address, as the tool's environment names it.
+pub fn url() -> String {
+    format!("http://127.0.0.1:{PORT}")
+}
+
+/// Variables the tool gets (both spellings: curl reads lowercase `http_proxy` only, Go and Python either).
+pub fn env() -> Vec<(String, String)> {
+    let u = url();
+    ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"]
+        .iter()
+        .flat_map(|k| [(k.to_string(), u.clone()), (k.to_lowercase(), u.clone())])
+        .collect()
+}
+
+/// Variables the tool must not get: an exemption would name hosts that have no route anyway.
+pub const UNSET: &[&str] = &["NO_PROXY", "no_proxy"];
+
+/// This kernel has network namespaces (asked once; a kernel built without them would fail every such call).
+pub fn available() -> bool {
+    static A: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *A.get_or_init(|| std::fs::symlink_metadata("/proc/self/ns/net").is_ok())
+}
+
+/// What `doctor` says of host lists, given whether calls get a PID namespace (and so a network namespace).
+pub fn doctor_line(proxy: bool) -> String {
+    if proxy {
+        format!("host names in \"net\": enforced: a call with a host list has no network but the runner's proxy (127.0.0.1:{PORT}, HTTPS_PROXY)")
+    } else {
+        "host names in \"net\": NOT enforced (no PID namespace): a host list allows its ports on any host".to_owned()
+    }
+}
+
+/// One entry of a `"net"` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    /// Lowercase, without brackets or a trailing dot; `None` for `*`.
+    host: Option<String>,
+    /// `None`: any port (the whole network of an undeclared AnimaWorks module, [`Allowed::any`]).
+    port: Option<u16>,
+}
+
+impl Allowed {
+    /// `"host:port"` (already validated by the plan); `None` when it is not one.
+    pub fn parse(e: &str) -> Option<Allowed> {
+        let (host, port) = split_authority(e)?;
+        Some(Allowed {
+            host: (host != "*").then_some(host),
+            port: Some(port),
+        })
+    }
+
+    /// Any host, any port (public addresses only, as every entry: [`Targets`]).
+    pub fn any() -> Allowed {
+        Allowed { host: None, port: None }
+    }
+
+    fn permits(&self, host: &str, port: u16) -> bool {
+        self.port.is_none_or(|p| p == port) && self.host.as_deref().is_none_or(|h| h == host)
+    }
+}
+
+/// `host:port` to a normalized host and the port; `None` for anything else (no port, port 0, bad characters).
+fn split_authority(a: &str) -> Option<(String, u16)> {
+    let (host, port) = a.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
+    Some((normal_host(host)?, port))
+}
+
+/// A host as written in an authority: a name or IPv4 address, or an IPv6 address in brackets (a `:` is only
+/// accepted there, so `::1:443` is refused rather than read one way or another; and brackets hold an IPv6 address
+/// only, so `[h.test]` is not a second spelling of `h.test`).
+fn normal_host(h: &str) -> Option<String> {
+    if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|_| inner.to_ascii_lowercase());
+    }
+    let h = h.strip_suffix('.').unwrap_or(h);
+    let ok = !h.is_empty()
+        && h.len() <= 253
+        && (h == "*" || h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
+    ok.then(|| h.to_ascii_lowercase())
+}
+
+/// What the proxy did, for the audit line.
+#[derive(Debug, Default)]
+pub struct Log {
+    pub relayed: u64,
+    pub refused: u64,
+    /// The first refused targets, as asked.
+    pub refused_targets: Vec<String>,
+}
+
+/// The runner's side: a task serving the proxy, stopped when this is dropped.
+pub struct Proxy {
+    task: tokio::task::AbortHandle,
+    log: Arc<Mutex<Log>>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").field("log", &self.log).finish()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        // Synchronous: the task, its listener and its connections are dropped by the runtime, nothing new starts.
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// What it did so far: (relayed, refused, the first refused targets).
+    pub fn log(&self) -> serde_json::Value {
+        let l = self.log.lock().expect("proxy log lock");
+        serde_json::json!({"relayed": l.relayed, "refused": l.refused, "refused_targets": l.refused_targets})
+    }
+}
+
+/// The child's side: its end of the socketpair.
+pub struct ChildNet {
+    sock: OwnedFd,
+}
+
+/// Make the socketpair and start the task serving `allowed` on the listener the child will send. Needs a tokio
+/// runtime (every spawn of a call or worker happens on one).
+pub fn start(allowed: Vec<Allowed>, private: Vec<Allowed>) -> io::Result<(Proxy, ChildNet)> {
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    let log = Arc::new(Mutex::new(Log::default()));
+    let _in_rt = rt.enter();
+    let ctl = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours))?;
+    let targets = Arc::new(Targets { allowed, private });
+    let task = rt.spawn(serve(ctl, targets, log.clone())).abort_handle();
+    Ok((Proxy { task, log }, ChildNet { sock: theirs }))
+}
+
+/// The next listener the child sends: `Ok(None)` once every child-side copy of the socketpair is closed.
+async fn next_listener(ctl: &UnixStream) -> io::Result<Option<TcpListener>> {
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    loop {
+        ctl.readable().await?;
+        let got = ctl.try_io(tokio::io::Interest::READABLE, || {
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+            let mut byte = [0u8; 1];
+            let r = recvmsg(
+                ctl,
+                &mut [io::IoSliceMut::new(&mut byte)],
+                &mut cmsg,
+                RecvFlags::CMSG_CLOEXEC,
+            )?;
+            let mut got: Option<OwnedFd> = None;
+            for m in cmsg.drain() {
+                if let RecvAncillaryMessage::ScmRights(fds) = m {
+                    for f in fds {
+                        got = Some(f);
+                    }
+                }
+            }
+            Ok((r.bytes, got))
+        });
+        match got {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+            Ok((0, None)) => return Ok(None),
+            Ok((_, None)) => continue,
+            Ok((_, Some(fd))) => {
+                let l = std::net::TcpListener::from(fd);
+                l.set_nonblocking(true)?;
+                return TcpListener::from_std(l).map(Some);
+            }
+        }
+    }
+}
+
+/// What the proxy relays: the allowed targets, and among the addresses they resolve to, the non-public ones
+/// (loopback, private ranges, link-local and the cloud metadata address, [`is_public`]) only for a target an
+/// anima's grant names (`permissions.json` `"sandbox": {"net": ["127.0.0.1:5432"]}`).
+pub struct Targets {
+    pub allowed: Vec<Allowed>,
+    pub private: Vec<Allowed>,
+}
+
+/// An address a tool may reach without a grant naming it: not loopback, private (RFC 1918, IPv6 ULA), link-local
+/// (the cloud metadata address 169.254.169.254 among them), shared (CGNAT), unspecified, multicast or broadcast.
+pub fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            !(a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64))
+        }
+        IpAddr::V6(a) => {
+            if let Some(v4) = a.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = a.segments();
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>) {
+    let Ok(Some(mut listener)) = next_listener(&ctl).await else {
+        return; // the child never got as far (the spawn failed)
+    };
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = tokio::task::JoinSet::new();
+    let mut ctl_open = true;
+    loop {
+        // Why watch the socketpair on: a start retried after ETXTBSY sends a listener of its own; the last wins.
+        let replaced = tokio::select! {
+            got = async {
+                let p = permits.clone().acquire_owned().await.expect("never closed");
+                (p, listener.accept().await)
+            } => {
+                let (permit, r) = got;
+                if let Ok((conn, _)) = r {
+                    let (allowed, log) = (allowed.clone(), log.clone());
+                    conns.spawn(async move {
+                        handle(conn, &allowed, &log).await;
+                        drop(permit);
+                    });
+                }
+                None
+            }
+            next = next_listener(&ctl), if ctl_open => match next {
+                Ok(Some(l)) => Some(l),
+                _ => { ctl_open = false; None }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => None,
+        };
+        if let Some(l) = replaced {
+            listener = l;
+        }
+    }
+}
+
+/// What a request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Ask {
+    /// `CONNECT host:port`: a tunnel.
+    Tunnel { host: String, port: u16 },
+    /// An absolute-form `http://` request: forwarded with this head (origin-form, `Connection: close`).
+    Forward { host: String, port: u16, head: Vec<u8> },
+}
+
+/// Parse a request head (without its final blank line); `Err` is the status line to answer.
+fn parse(head: &[u8]) -> Result<Ask, &'static str> {
+    const BAD: &str = "400 Bad Request";
+    let text = std::str::from_utf8(head).map_err(|_| BAD)?;
+    // Why: a bare line feed (or any other control byte) would let the tool slip headers past the rewrite below.
+    if text
+        .split("\r\n")
+        .any(|l| l.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f))
+    {
+        return Err(BAD);
+    }
+    let mut lines = text.split("\r\n");
+    let line = lines.next().ok_or(BAD)?;
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(BAD);
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(BAD);
+    }
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = split_authority(target).filter(|(h, _)| h != "*").ok_or(BAD)?;
+        return Ok(Ask::Tunnel { host, port });
+    }
+    let rest = target
+        .get(..7)
+        .filter(|s| s.eq_ignore_ascii_case("http://"))
+        .map(|_| &target[7..])
+        .ok_or("501 Not Implemented")?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    if authority.contains('@') {
+        return Err(BAD);
+    }
+    // The default port only when the authority names none (a `:` outside brackets); a bad one is refused.
+    let names_port = authority
+        .rsplit_once(']')
+        .map_or(authority, |(_, after)| after)
+        .contains(':');
+    let (host, port) = if names_port {
+        split_authority(authority).ok_or(BAD)?
+    } else {
+        (normal_host(authority).ok_or(BAD)?, 80)
+    };
+    if host == "*" {
+        return Err(BAD);
+    }
+    // Why Host from the target: the allow-list judged the target, so the server must be asked for that host,
+    // not for whatever other site on the same address the tool's own Host line names.
+    let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
+    for h in lines {
+        let name = h.split(':').next().unwrap_or("").trim();
+        if [
+            "host",
+            "proxy-connection",
+            "proxy-authorization",
+            "connection",
+            "keep-alive",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        out.push_str(h);
+        out.push_str("\r\n");
+    }
+    // Why close: a second request on the same connection could name another host.
+    out.push_str("Connection: close\r\n\r\n");
+    Ok(Ask::Forward {
+        host,
+        port,
+        head: out.into_bytes(),
+    })
+}
+
+async fn answer(c: &mut TcpStream, status: &str, why: &str) {
+    let body = format!("animaworks-tool sandbox proxy: {why}\n");
+    let msg = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = c.write_all(msg.as_bytes()).await;
+    let _ = c.shutdown().await;
+}
+
+/// Read the request head: (head without its blank line, bytes read past it); `None` past [`MAX_HEAD`] or on EOF.
+async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let room = (MAX_HEAD + 4 - buf.len()).min(chunk.len());
+        if room == 0 {
+            return None;
+        }
+        let n = c.read(&mut chunk[..room]).await.ok().filter(|n| *n > 0)?;
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
+            let end = from + i;
+            let rest = buf.split_off(end + 4);
+            buf.truncate(end);
+            return Some((buf, rest));
+        }
+    }
+}
+
+fn note_refused(log: &Mutex<Log>, target: &str) {
+    let mut l = log.lock().expect("proxy log lock");
+    l.refused += 1;
+    if l.refused_targets.len() < MAX_NOTED && !l.refused_targets.iter().any(|t| t == target) {
+        l.refused_targets.push(target.to_owned());
+    }
+}
+
+/// The first address of `host:port` the tool may reach, resolved by the runner (so that the name checked is the
+/// address connected: no second lookup can answer otherwise); `Err` with the status and text to answer.
+async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketAddr, (&'static str, String)> {
+    let addrs: Vec<std::net::SocketAddr> = match tokio::net::lookup_host((host, port)).await {
+        Ok(a) => a.collect(),
+        Err(e) => return Err(("502 Bad Gateway", format!("cannot resolve {host}: {e}"))),
+    };
+    let granted = t.private.iter().any(|a| a.permits(host, port));
+    addrs
+        .iter()
+        .find(|a| {
+            granted
+                || is_public(a.ip())
+                || t.private.iter().any(|g| g.permits(&a.ip().to_string(), port))
+        })
+        .copied()
+        .ok_or_else(|| {
+            (
+                "403 Forbidden",
+                format!(
+                    "{host}:{port} is a loopback, private or link-local address; a sandboxed tool reaches one only when \
+                     the anima's permissions.json names it: \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
+                ),
+            )
+        })
+}
+
+async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
+    let Some((head, rest)) = read_head(&mut c).await else {
+        return answer(&mut c, "400 Bad Request", "no request head within 8 KiB").await;
+    };
+    let ask = match parse(&head) {
+        Ok(a) => a,
+        Err(status) => {
+            return answer(
+                &mut c,
+                status,
+                "only CONNECT host:port and absolute-form http:// requests are served",
+            )
+            .await
+        }
+    };
+    let (host, port) = match &ask {
+        Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
+    };
+    if !allowed.allowed.iter().any(|a| a.permits(&host, port)) {
+        let target = format!("{host}:{port}");
+        tracing::warn!("sandbox proxy: refused {target}: not in the action's sandbox \"net\" list");
+        note_refused(log, &target);
+        return answer(
+            &mut c,
+            "403 Forbidden",
+            &format!("{target} is not in this action's sandbox \"net\" list"),
+        )
+        .await;
+    }
+    let addr = match tokio::time::timeout(CONNECT_TIMEOUT, resolve(&host, port, allowed)).await {
+        Ok(Ok(a)) => a,
+        Ok(Err((status, text))) => {
+            if status.starts_with("403") {
+                tracing::warn!("sandbox proxy: refused {host}:{port}: not a public address");
+                note_refused(log, &format!("{host}:{port}"));
+            }
+            return answer(&mut c, status, &text).await;
+        }
+        Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
+    };
+    let up = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
+    let mut up = match up {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return answer(
+                &mut c,
+                "502 Bad Gateway",
+                &format!("cannot connect to {host}:{port}: {e}"),
+            )
+            .await
+        }
+        Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host}:{port} did not answer")).await,
+    };
+    log.lock().expect("proxy log lock").relayed += 1;
+    let sent = match &ask {
+        Ask::Tunnel { .. } => c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await,
+        Ask::Forward { head, .. } => up.write_all(head).await,
+    };
+    if sent.is_err() || up.write_all(&rest).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut c, &mut up).await;
+}
+
+/// In the namespace's init `G`, inside its new network namespace and with the capabilities of that namespace's
+/// owner: bring `lo` up, listen on `127.0.0.1:`[`PORT`], send the listener to the runner, close it here.
+///
+/// # Safety
+/// Only in `G` before it clones the tool: it shares the runner's memory (and the thread-local errno of the thread
+/// that started it), so raw system calls only (`crate::syscall`), on stack memory, no allocation.
+pub unsafe fn listen_in_child(n: &ChildNet) -> io::Result<()> {
+    use crate::syscall::{call as sys, check};
+    // SAFETY: integer arguments only.
+    let s = check(unsafe {
+        sys(
+            libc::SYS_socket,
+            libc::AF_INET as usize,
+            (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as usize,
+            0,
+            0,
+        )
+    })? as usize;
+    // SAFETY: an all-zero ifreq is a valid value of the plain C struct.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    ifr.ifr_name[0] = b'l' as libc::c_char;
+    ifr.ifr_name[1] = b'o' as libc::c_char;
+    let ifr_ptr = &mut ifr as *mut libc::ifreq as usize;
+    // SAFETY: the ioctls read and write the ifreq on this frame, naming `lo`.
+    let up = check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCGIFFLAGS as usize, ifr_ptr, 0) }).and_then(|_| {
+        // SAFETY: the kernel filled the ifreq's flags (a union member of the struct on this frame).
+        unsafe { ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+        // SAFETY: as above.
+        check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCSIFFLAGS as usize, ifr_ptr, 0) })
+    });
+    // SAFETY: the socket made above, used by nothing else.
+    unsafe { sys(libc::SYS_close, s, 0, 0, 0) };
+    up?;
+    // SAFETY: integer arguments only.
+    let l = check(unsafe {
+        sys(
+            libc::SYS_socket,
+            libc::AF_INET as usize,
+            (libc::SOCK_STREAM | libc::SOCK_CLOEXEC) as usize,
+            0,
+            0,
+        )
+    })? as RawFd;
+    // SAFETY: `l` is the fresh TCP socket, the socketpair's end is the child's; stack memory only.
+    let r = unsafe { bind_listen_send(l, n.sock.as_raw_fd()) };
+    // SAFETY: the listener made above; the runner holds its own copy once sent.
+    unsafe { sys(libc::SYS_close, l as usize, 0, 0, 0) };
+    r
+}
+
+/// # Safety
+/// As [`listen_in_child`]: `l` a fresh TCP socket, `to` the child's end of the socketpair; stack memory only.
+unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
+    use crate::syscall::{call as sys, check};
+    // SAFETY: an all-zero sockaddr_in is a valid value of the plain C struct.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = PORT.to_be();
+    addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+    // SAFETY: `addr` lives on this frame for the call; its size is passed.
+    check(unsafe {
+        sys(
+            libc::SYS_bind,
+            l as usize,
+            &addr as *const libc::sockaddr_in as usize,
+            std::mem::size_of::<libc::sockaddr_in>(),
+            0,
+        )
+    })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { sys(libc::SYS_listen, l as usize, 64, 0, 0) })?;
+    #[repr(C, align(8))]
+    struct Space([u8; 64]);
+    let mut space = Space([0; 64]);
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: an all-zero msghdr is a valid value of the plain C struct.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: the control header is the first of a buffer CMSG_SPACE-sized for one descriptor, on this frame,
+    // 8-byte aligned; CMSG_* only compute addresses and lengths (no errno, no allocation).
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), l);
+    }
+    // SAFETY: `msg`, its iovec, byte and control space live on this frame for the call.
+    let sent = check(unsafe {
+        sys(
+            libc::SYS_sendmsg,
+            to as usize,
+            &msg as *const libc::msghdr as usize,
+            libc::MSG_NOSIGNAL as usize,
+            0,
+        )
+    })?;
+    if sent != 1 {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_match_host_and_port_exactly() {
+        let list: Vec<Allowed> = ["api.Example.com:443", "*:8443", "[::1]:80"]
+            .iter()
+            .map(|e| Allowed::parse(e).unwrap())
+            .collect();
+        let ok = |h: &str, p| list.iter().any(|a| a.permits(&normal_host(h).unwrap(), p));
+        assert!(ok("API.example.COM", 443));
+        assert!(ok("api.example.com.", 443));
+        assert!(!ok("api.example.com", 80));
+        assert!(!ok("evil.api.example.com", 443));
+        assert!(ok("anything.at.all", 8443));
+        assert!(ok("[::1]", 80));
+        assert!(Allowed::parse("nohost").is_none());
+        assert!(normal_host("a b").is_none());
+        // Brackets hold an IPv6 address, nothing else.
+        assert!(normal_host("[h.test]").is_none());
+        assert!(normal_host("[*]").is_none());
+        assert_eq!(normal_host("[::1]").as_deref(), Some("::1"));
+        assert_eq!(normal_host("[FE80::1]").as_deref(), Some("fe80::1"));
+    }
+
+    #[test]
+    fn requests_are_parsed_and_rewritten() {
+        assert_eq!(
+            parse(b"CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443"),
+            Ok(Ask::Tunnel {
+                host: "example.com".into(),
+                port: 443
+            })
+        );
+        let Ok(Ask::Forward { host, port, head }) =
+            parse(b"GET http://h.test:8080/x?y HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive")
+        else {
+            panic!()
+        };
+        assert_eq!((host.as_str(), port), ("h.test", 8080));
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET /x?y HTTP/1.1\r\nHost: h.test:8080\r\nConnection: close\r\n\r\n"
+        );
+        let Ok(Ask::Forward { port, .. }) = parse(b"GET http://h.test HTTP/1.0") else {
+            panic!()
+        };
+        assert_eq!(port, 80);
+        assert!(parse(b"GET https://h.test/ HTTP/1.1").is_err());
+        assert!(parse(b"GET /relative HTTP/1.1").is_err());
+        assert!(parse(b"GET http://u@h.test/ HTTP/1.1").is_err());
+        assert!(parse(b"CONNECT h.test HTTP/1.1").is_err());
+        assert!(parse(b"CONNECT *:443 HTTP/1.1").is_err());
+        assert!(parse(b"CONNECT a*b:443 HTTP/1.1").is_err());
+        // The tool's Host is replaced by the target's; bare line feeds and other control bytes are refused.
+        let Ok(Ask::Forward { head, .. }) = parse(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
+            panic!()
+        };
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: h.test\r\nX-A: b\r\nConnection: close\r\n\r\n"
+        );
+        assert!(parse(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
+        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
+        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
+        // A port that is named must be one; a colon in a host only in brackets.
+        for bad in [
+            "http://h.test:0/",
+            "http://h.test:99999/",
+            "http://h.test:abc/",
+            "http://h.test:/",
+        ] {
+            assert!(parse(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
+        }
+        assert!(parse(b"CONNECT ::1:443 HTTP/1.1").is_err());
+        assert_eq!(
+            parse(b"CONNECT [::1]:443 HTTP/1.1"),
+            Ok(Ask::Tunnel {
+                host: "::1".into(),
+                port: 443
+            })
+        );
+        let Ok(Ask::Forward { host, port, .. }) = parse(b"GET http://[::1]/ HTTP/1.1") else {
+            panic!()
+        };
+        assert_eq!((host.as_str(), port), ("::1", 80));
+        assert_eq!(Allowed::parse("[::1]:443").map(|a| a.permits("::1", 443)), Some(true));
+    }
+
+    /// Any host, but a loopback address only where a grant names it (issue 20: the task database on 127.0.0.1).
+    #[tokio::test]
+    async fn loopback_is_refused_unless_a_grant_names_it() {
+        use std::io::{Read, Write};
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let granted = Allowed::parse(&format!("localhost:{up_port}")).unwrap();
+        let (proxy, child) = start(vec![Allowed::any()], vec![granted]).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        {
+            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+            use std::os::fd::AsFd;
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut cmsg = SendAncillaryBuffer::new(&mut space);
+            let fds = [l.as_fd()];
+            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
+            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
+        }
+        drop(l);
+        drop(child);
+        let ask = move |req: String| {
+            tokio::task::spawn_blocking(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(req.as_bytes()).unwrap();
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                out
+            })
+        };
+        let no = ask(format!("CONNECT 127.0.0.1:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(
+            no.starts_with("HTTP/1.1 403") && no.contains("\"sandbox\": {\"net\""),
+            "{no}"
+        );
+        let no = ask(format!("GET http://[::ffff:127.0.0.1]:{up_port}/ HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(no.starts_with("HTTP/1.1 403"), "{no}");
+        let ok = ask(format!("CONNECT localhost:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200") && ok.ends_with("hello\n"), "{ok}");
+        assert_eq!(proxy.log()["refused"], 2);
+    }
+
+    #[test]
+    fn public_addresses() {
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "100.128.0.1"] {
+            assert!(is_public(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    /// The listener a child would send, made here in the runner's own namespace: targets are held to the list,
+    /// and dropping the proxy closes the listener.
+    #[tokio::test]
+    async fn serves_the_list_and_closes_when_dropped() {
+        use std::io::{Read, Write};
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let target = Allowed::parse(&format!("LocalHost:{up_port}")).unwrap();
+        let (proxy, child) = start(vec![target.clone()], vec![target]).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        {
+            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+            use std::os::fd::AsFd;
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut cmsg = SendAncillaryBuffer::new(&mut space);
+            let fds = [l.as_fd()];
+            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
+            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
+        }
+        drop(l);
+        drop(child);
+        let ask = move |req: String| {
+            tokio::task::spawn_blocking(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(req.as_bytes()).unwrap();
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                out
+            })
+        };
+        let ok = ask(format!("CONNECT localhost:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200") && ok.ends_with("hello\n"), "{ok}");
+        let no = ask(format!("CONNECT 127.0.0.1:{up_port} HTTP/1.1\r\n\r\n"))
+            .await
+            .unwrap();
+        assert!(no.starts_with("HTTP/1.1 403"), "{no}");
+        assert_eq!(
+            proxy.log()["refused_targets"],
+            serde_json::json!([format!("127.0.0.1:{up_port}")])
+        );
+        drop(proxy);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_ok() {
+            assert!(std::time::Instant::now() < deadline, "the listener outlived its proxy");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+}

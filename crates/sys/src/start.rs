@@ -1,0 +1,176 @@
+//! The start of a tool's process, prepared before the clone (nothing is allocated after it): in the child, a
+//! new session, the death signal, the guardian's registration, the cgroup and rlimits, the confinement, the
+//! exec ([`start`]). What to start, and whether it may be started at all, is decided above (`awt_core::spawn`).
+
+use crate::confine::child::Confined;
+use crate::process::{Child, Handover, Io};
+use crate::rlimit::ChildLimits;
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// A tool's start, prepared before the clone: nothing is allocated after it.
+pub struct Prepared<'h> {
+    pub exec: DirectExec,
+    pub confined: Option<Confined>,
+    pub limits: Option<ChildLimits>,
+    pub io: [Io; 3],
+    pub cwd: Option<CString>,
+    pub handover: &'h [Handover<'h>],
+}
+
+impl Prepared<'_> {
+    /// Whether the start waits for the child's report (a PID namespace: about 2 ms until the tool has exec'd).
+    pub fn waits(&self) -> bool {
+        self.confined.as_ref().is_some_and(|c| c.pid_ns.is_some())
+    }
+}
+
+/// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
+/// the sandbox, the exec. Returns only the error that stopped it. `init`: the child is process 1 of new
+/// namespaces ([`crate::process::Start::Init`]).
+fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error {
+    use crate::syscall::{call as sys, check};
+    let d = &p.exec;
+    // First, so that nothing this process becomes or starts is outside the call's cgroup and rlimits.
+    if let Some(l) = &p.limits {
+        // SAFETY: in the child before its exec; `l` was prepared before the start.
+        if let Err(e) = unsafe { l.apply() } {
+            return e;
+        }
+    }
+    // A new session: the tool leads its own process group and has no controlling terminal.
+    // SAFETY: no arguments; this process's session alone. Raw calls throughout: this process shares the runner's
+    // memory, errno included.
+    if let Err(e) = check(unsafe { sys(libc::SYS_setsid, 0, 0, 0, 0) }) {
+        return e;
+    }
+    // SAFETY: integer arguments only.
+    unsafe {
+        sys(
+            libc::SYS_prctl,
+            libc::PR_SET_PDEATHSIG as usize,
+            libc::SIGKILL as usize,
+            0,
+            0,
+        )
+    };
+    let group = match init {
+        // Inside its PID namespace an init child is process 1; its group is named by its pid outside.
+        Some(i) => i.pid.load(std::sync::atomic::Ordering::SeqCst),
+        // SAFETY: no arguments.
+        None => unsafe { sys(libc::SYS_getpid, 0, 0, 0, 0) as i32 },
+    };
+    // SAFETY: after the setsid, before the exec; the runner's guardian pipe stays open while it spawns.
+    unsafe { crate::guardian::register(group) };
+    let e = match p.confined.as_ref() {
+        Some(c) => {
+            let exec = crate::confine::child::Exec {
+                path: d.path.as_ptr(),
+                argv: d.argv.as_ptr(),
+                envp: d.envp.as_ptr(),
+                handover: p.handover,
+            };
+            // SAFETY: in the child before its exec, with `c` and `exec` prepared before the clone; `init` is the
+            // one this child was started with, which a plan with a PID namespace needs (`start`).
+            unsafe { crate::confine::child::enter_and_exec(c, &exec, init) }
+        }
+        None => {
+            // SAFETY: right before the exec, in the child's own table (cloexec_from_3 ran in child_main).
+            if let Err(e) = unsafe { crate::process::place_handovers(p.handover) } {
+                crate::guardian::unregister(group);
+                return e;
+            }
+            // SAFETY: path, argv and envp are NUL-terminated and prepared before the clone.
+            let r = unsafe {
+                sys(
+                    libc::SYS_execve,
+                    d.path.as_ptr() as usize,
+                    d.argv.as_ptr() as usize,
+                    d.envp.as_ptr() as usize,
+                    0,
+                )
+            };
+            io::Error::from_raw_os_error(-r as i32)
+        }
+    };
+    // The process never became the tool: the guardian must not remember its group.
+    crate::guardian::unregister(group);
+    e
+}
+
+/// Every tool is exec'd with `execve` in the child (`pre_exec`), prepared before the clone (no allocation after it). Why not std's exec: it uses `execvp`, which runs a file the kernel refuses with ENOEXEC (no `#!` line,
+/// not a binary for this machine, a `#!` interpreter that is itself neither) as a `/bin/sh` script, so a data file
+/// with an exec bit or a tool with a broken interpreter would silently run as shell. `execve` reports it instead.
+pub struct DirectExec {
+    path: CString,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    _owned: Vec<CString>,
+}
+
+// SAFETY: the pointers point into `_owned`, which the struct owns and never changes.
+unsafe impl Send for DirectExec {}
+// SAFETY: as for Send: nothing mutates the pointed-to strings.
+unsafe impl Sync for DirectExec {}
+
+impl DirectExec {
+    pub fn new(path: &Path, args: &[OsString], env: &[(OsString, OsString)]) -> io::Result<DirectExec> {
+        let c = |b: Vec<u8>| {
+            CString::new(b).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a NUL byte in an argument or the environment",
+                )
+            })
+        };
+        let path_c = c(path.as_os_str().as_bytes().to_vec())?;
+        let mut owned = vec![path_c.clone()];
+        for a in args {
+            owned.push(c(a.as_bytes().to_vec())?);
+        }
+        let argc = owned.len();
+        for (k, v) in env {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            owned.push(c(kv)?);
+        }
+        let mut argv: Vec<*const libc::c_char> = owned[..argc].iter().map(|s| s.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const libc::c_char> = owned[argc..].iter().map(|s| s.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        Ok(DirectExec {
+            path: path_c,
+            argv,
+            envp,
+            _owned: owned,
+        })
+    }
+}
+
+/// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
+pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
+    let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
+    let how = match p.confined.as_ref().and_then(|c| c.pid_ns.as_ref()) {
+        Some(ns) => crate::process::Start::Init(ns.clone_flags()),
+        None => crate::process::Start::Vfork,
+    };
+    // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
+    // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
+    // Each attempt is its own owned start: the pause between two is not spent holding off `reap_orphans`.
+    let mut tries = 0;
+    loop {
+        // SAFETY: `pre_exec` makes raw system calls only, on `p` (prepared before, alive across the call), and
+        // ends in an exec or returns its error.
+        let attempt = || unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) };
+        match crate::reap::start_owned(attempt, Child::id) {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5 * tries));
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! The file store: one JSON file per task in `<anima dir>/state/background_tasks/<task_id>.json`, written by
+//! rename from a temporary file in the same folder (a reader sees the old file or the new one, never half), and
+//! an `flock`ed `.lock` file for every read-modify-write (claims, updates, lost marking). Readers never lock.
+//!
+//! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `.private/<id>.args` (unmasked arguments,
+//! mode 0600 in a 0700 folder the sandbox hides, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`, `.index/`.
+//!
+//! The index (`.index/active`): the ids of the tasks not yet finished, and the folder's modification time when
+//! it was written. Submit, claim and the concurrency limit read only those tasks' files, so they cost the same
+//! with 0 or 10,000 finished tasks stored. Every change to the folder is made under the lock and ends by writing
+//! the index with the folder's new time; a folder whose time differs (a file put there by hand, or by a runner
+//! without the index) and a missing or unreadable index make the next look read every task file once and write
+//! the index again. Crash-safe: a new task's id goes into the index before its file is written, a finished
+//! task's id leaves it after, and an id without a pending or running file is dropped at the next look.
+
+use super::{Census, ProcessId, Status, Task, TaskStore};
+use serde_json::Value;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    pub dir: PathBuf,
+    pub notify_dir: PathBuf,
+    /// The language of the notifications (`config.json` `locale`; see [`awt_core::locale`]).
+    pub locale: awt_core::locale::Locale,
+}
+
+/// The index: the unfinished tasks' ids in submit order, and how many task files the folder holds.
+#[derive(Debug, Clone, PartialEq)]
+struct Index {
+    ids: Vec<String>,
+    files: usize,
+}
+
+/// An index written less than this after the folder's last change may not have seen a later change (see
+/// [`FileStore::read_index`]): more than a clock tick at any `HZ`.
+const RACY_NS: i128 = 50_000_000;
+
+pub use awt_core::dirs::TASKS_PRIVATE_DIR as PRIVATE_DIR;
+
+fn is_task_file(name: &str) -> bool {
+    !name.starts_with('.') && name.ends_with(".json")
+}
+
+/// Held while the store is locked; dropping it unlocks.
+struct Lock(File);
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".part")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+impl FileStore {
+    pub fn for_anima(anima_dir: &Path) -> FileStore {
+        let state = anima_dir.join("state");
+        FileStore {
+            dir: state.join("background_tasks"),
+            notify_dir: state.join("background_notifications"),
+            locale: Default::default(),
+        }
+    }
+
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    fn side(&self, id: &str, ext: &str) -> PathBuf {
+        if ext == "args" {
+            return self.dir.join(PRIVATE_DIR).join(format!("{id}.args"));
+        }
+        self.dir.join(format!("{id}.{ext}"))
+    }
+
+    /// Where a runner before the private folder wrote a task's unmasked arguments (still read, and removed).
+    fn old_args(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.args"))
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("worker.log")
+    }
+
+    fn lock(&self) -> io::Result<Lock> {
+        fs::create_dir_all(&self.dir)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(self.dir.join(".lock"))?;
+        loop {
+            let e = match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(Lock(f)),
+                Err(e) => io::Error::from(e),
+            };
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.dir.join(".index").join("active")
+    }
+
+    /// The folder's modification time, in nanoseconds.
+    fn stamp(&self) -> io::Result<i128> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(&self.dir)?;
+        Ok(i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()))
+    }
+
+    /// The index as written, when it matches the folder as it is now.
+    fn read_index(&self) -> Option<Index> {
+        let bytes = awt_core::fsread::read(&self.index_path(), awt_core::fsread::TASK).ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let mut lines = text.lines();
+        let mut head = lines.next()?.strip_prefix("v1 ")?.split(' ');
+        let mut num = || -> Option<i128> { head.next()?.parse().ok() };
+        let (stamp, files, written) = (num()?, usize::try_from(num()?).ok()?, num()?);
+        if self.stamp().ok()? != stamp {
+            return None;
+        }
+        // Why count: the folder's time moves in clock ticks (milliseconds), so a file added within the tick of
+        // the index's last write leaves it unchanged; then the names are counted (no file is read).
+        if written - stamp < RACY_NS && self.count_files().ok()? != files {
+            return None;
+        }
+        // A forged line is no id: it is dropped, never joined into a path.
+        let ids = lines.filter(|l| super::valid_task_id(l)).map(str::to_owned).collect();
+        Some(Index { ids, files })
+    }
+
+    /// How many task files (`*.json`) the folder holds, by name.
+    fn count_files(&self) -> io::Result<usize> {
+        Ok(fs::read_dir(&self.dir)?
+            .flatten()
+            .filter(|e| is_task_file(&e.file_name().to_string_lossy()))
+            .count())
+    }
+
+    /// Run `f` under the lock with the index (the unfinished tasks' ids, which it may change, and the count of
+    /// task files, which it keeps true); then write the index for the folder as `f` left it.
+    fn locked<T>(&self, f: impl FnOnce(&mut Index) -> io::Result<T>) -> io::Result<T> {
+        let _lock = self.lock()?;
+        fs::create_dir_all(self.dir.join(".index"))?;
+        let before = self.read_index();
+        let mut index = match &before {
+            Some(i) => i.clone(),
+            None => {
+                let all = self.list()?;
+                Index {
+                    files: self.count_files()?,
+                    ids: all
+                        .into_iter()
+                        .filter(|t| !t.status.is_final())
+                        .map(|t| t.task_id)
+                        .collect(),
+                }
+            }
+        };
+        let out = f(&mut index);
+        // Written even when `f` failed half-way: what it did write is in the folder.
+        let stamp = self.stamp()?;
+        if before.as_ref() != Some(&index) || self.read_index().is_none() {
+            let written = i128::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0),
+            )
+            .unwrap_or(0);
+            let mut text = format!("v1 {stamp} {} {written}\n", index.files);
+            for id in &index.ids {
+                text.push_str(id);
+                text.push('\n');
+            }
+            write_atomic(&self.index_path(), text.as_bytes())?;
+        }
+        out
+    }
+
+    fn save(&self, t: &Task) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(t).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&self.path(&t.task_id), &bytes)
+    }
+
+    fn read(path: &Path) -> io::Result<Option<Task>> {
+        match awt_core::fsread::read(path, awt_core::fsread::TASK) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The unfinished tasks of `ids`, in submit order; ids without such a task are dropped.
+    fn active_tasks(&self, ids: &mut Vec<String>) -> Vec<Task> {
+        let mut tasks: Vec<Task> = Vec::with_capacity(ids.len());
+        ids.retain(|id| match self.get(id) {
+            Ok(Some(t)) if !t.status.is_final() && t.task_id == *id => {
+                tasks.push(t);
+                true
+            }
+            _ => false,
+        });
+        sort_in_submit_order(&mut tasks);
+        tasks
+    }
+
+    /// Mark dead running tasks lost; the caller holds the lock and gives the index's ids, from which the lost go.
+    fn census_locked(&self, index: &mut Index) -> io::Result<(Census, Vec<Task>)> {
+        let mut census = Census::default();
+        let mut tasks = self.active_tasks(&mut index.ids);
+        for t in tasks.iter_mut() {
+            match t.status {
+                Status::Pending => {
+                    census.pending += 1;
+                    if super::now_s() - t.updated_at >= super::queue::KICK_GRACE.as_secs_f64() {
+                        census.stale_pending += 1;
+                    }
+                }
+                Status::Running => {
+                    if ProcessId::of_task(t).is_some_and(|p| p.alive()) {
+                        census.running += 1;
+                    } else {
+                        mark_lost(t);
+                        self.save(t)?;
+                        index.ids.retain(|i| *i != t.task_id);
+                        self.release_locked(&t.task_id);
+                        let _ = self.notify(t);
+                        census.lost.push(t.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        tasks.retain(|t| !t.status.is_final());
+        Ok((census, tasks))
+    }
+
+    fn release_locked(&self, id: &str) {
+        let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.old_args(id));
+        let _ = fs::remove_file(self.side(id, "cancel"));
+    }
+}
+
+fn sort_in_submit_order(tasks: &mut [Task]) {
+    tasks.sort_by(|a, b| {
+        a.created_at
+            .total_cmp(&b.created_at)
+            .then_with(|| a.task_id.cmp(&b.task_id))
+    });
+}
+
+fn mark_lost(t: &mut Task) {
+    let who = t.pid.map(|p| format!("(pid {p}) ")).unwrap_or_default();
+    t.finish(Status::Lost);
+    t.error_code = Some("lost".into());
+    t.error = Some(format!(
+        "lost: the worker {who}running this task is gone (killed, or the machine restarted)"
+    ));
+    t.error_detail = Some(serde_json::json!({
+        "code": "lost",
+        "message": t.error.clone(),
+        "hint": "submit the task again; `animaworks-tool jobs show` has what was recorded",
+        "tool": t.tool, "action": t.action,
+    }));
+}
+
+impl FileStore {
+    /// Move a task file that must never run aside (`<id>.json.refused`, which no listing reads), with its private
+    /// arguments and cancel request gone.
+    pub fn move_aside(&self, id: &str) -> io::Result<()> {
+        let _lock = self.lock()?;
+        let mut to = self.path(id).into_os_string();
+        to.push(".refused");
+        fs::rename(self.path(id), to)?;
+        let _ = fs::remove_file(self.side(id, "args"));
+        let _ = fs::remove_file(self.old_args(id));
+        let _ = fs::remove_file(self.side(id, "cancel"));
+        Ok(())
+    }
+}
+
+impl TaskStore for FileStore {
+    fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        self.locked(|index| {
+            if let Some(args) = private_args {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(self.dir.join(PRIVATE_DIR))?;
+                let mut f = OpenOptions::new()
+                    .create_new(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(self.side(&task.task_id, "args"))?;
+                f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
+            }
+            if self.path(&task.task_id).exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("task {} exists", task.task_id),
+                ));
+            }
+            if !task.status.is_final() && !index.ids.contains(&task.task_id) {
+                index.ids.push(task.task_id.clone());
+            }
+            index.files += 1;
+            self.save(task)
+        })
+    }
+
+    fn get(&self, id: &str) -> io::Result<Option<Task>> {
+        if !super::valid_task_id(id) {
+            return Ok(None);
+        }
+        Self::read(&self.path(id))
+    }
+
+    fn list(&self) -> io::Result<Vec<Task>> {
+        let rd = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !is_task_file(&name) {
+                continue;
+            }
+            if let Ok(Some(t)) = Self::read(&e.path()) {
+                out.push(t);
+            }
+        }
+        sort_in_submit_order(&mut out);
+        Ok(out)
+    }
+
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        // Unlocked, as every reader: the index is replaced whole, and a stale one is read around.
+        let Some(mut index) = self.read_index() else {
+            return Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect());
+        };
+        Ok(self.active_tasks(&mut index.ids))
+    }
+
+    fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>> {
+        self.locked(|index| {
+            let Some(mut t) = self.get(id)? else { return Ok(None) };
+            if f(&mut t) {
+                self.save(&t)?;
+                if t.status.is_final() {
+                    index.ids.retain(|i| i != id);
+                }
+            }
+            Ok(Some(t))
+        })
+    }
+
+    fn census(&self) -> io::Result<Census> {
+        self.locked(|index| Ok(self.census_locked(index)?.0))
+    }
+
+    fn claim(&self, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>> {
+        self.locked(|index| {
+            let (census, tasks) = self.census_locked(index)?;
+            if census.running >= limit {
+                return Ok(None);
+            }
+            // The unfinished tasks are in submit order.
+            let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
+                return Ok(None);
+            };
+            let now = super::now_s();
+            t.status = Status::Running;
+            t.started_at = Some(now);
+            t.updated_at = now;
+            t.pid = Some(owner.pid);
+            t.pid_start_time = Some(owner.start_time);
+            t.boot_id = Some(owner.boot_id.clone());
+            t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
+            self.save(&t)?;
+            Ok(Some(t))
+        })
+    }
+
+    fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
+        let mut path = self.side(id, "args");
+        if !path.exists() && self.old_args(id).exists() {
+            path = self.old_args(id);
+        }
+        match awt_core::fsread::read(&path, awt_core::fsread::TASK) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn request_cancel(&self, id: &str) -> io::Result<()> {
+        self.locked(|_| write_atomic(&self.side(id, "cancel"), b""))
+    }
+
+    fn cancel_requested(&self, id: &str) -> bool {
+        self.side(id, "cancel").exists()
+    }
+
+    fn release(&self, id: &str) {
+        let (args, cancel) = (self.side(id, "args"), self.side(id, "cancel"));
+        // Under the lock only when there is something to remove: removing changes the folder (see the index).
+        if args.exists() || cancel.exists() {
+            let _ = self.locked(|_| {
+                self.release_locked(id);
+                Ok(())
+            });
+        }
+    }
+
+    fn notify(&self, t: &Task) -> io::Result<()> {
+        fs::create_dir_all(&self.notify_dir)?;
+        let text = t.notification(self.locale);
+        write_atomic(&self.notify_dir.join(format!("{}.md", t.task_id)), text.as_bytes())
+    }
+
+    fn remove(&self, id: &str) -> io::Result<()> {
+        self.locked(|index| {
+            self.release_locked(id);
+            index.ids.retain(|i| i != id);
+            match fs::remove_file(self.path(id)) {
+                Ok(()) => {
+                    index.files = index.files.saturating_sub(1);
+                    Ok(())
+                }
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                Err(_) => Ok(()),
+            }
+        })
+    }
+
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn worker_alive(&self, t: &Task) -> bool {
+        ProcessId::of_task(t).is_some_and(|p| p.alive())
+    }
+
+    fn kill_worker(&self, t: &Task) -> String {
+        // Only when it is provably this task's worker (a task file may be forged to name any process).
+        match super::identity::proves_worker(t) {
+            Ok(pid) => {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                "its worker did not stop in time and was killed".to_owned()
+            }
+            Err(why) => {
+                tracing::warn!("task {}: the worker was not signalled: {why}", t.task_id);
+                format!("its worker did not answer and was not signalled ({why})")
+            }
+        }
+    }
+
+    fn kick(&self, dirs: &awt_core::dirs::Dirs) -> io::Result<()> {
+        let limit = awt_core::settings::Settings::load(&dirs.data)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
+            .max_running_tasks;
+        // Tasks that waited past KICK_GRACE with a slot free: a worker that died before claiming must not leave
+        // them pending for ever.
+        let c = self.census()?;
+        if c.stale_pending > 0 && c.running < limit {
+            self.start_worker(dirs)?;
+        }
+        Ok(())
+    }
+
+    fn start_worker(&self, dirs: &awt_core::dirs::Dirs) -> io::Result<()> {
+        super::queue::spawn_worker(dirs, &self.log_path())
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, status: &str, created_at: f64) -> Task {
+        serde_json::from_value(
+            serde_json::json!({"task_id": id, "anima_name": "alice", "tool_name": "echo:say",
+            "tool_args": {}, "status": status, "created_at": created_at, "completed_at": null, "result": null,
+            "error": null, "tool": "echo", "action": "say", "kind": "action", "updated_at": created_at}),
+        )
+        .unwrap()
+    }
+
+    fn me() -> ProcessId {
+        ProcessId::of_self()
+    }
+
+    #[test]
+    fn private_arguments_go_into_the_private_folder_and_are_read_from_there() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store
+            .create(
+                &task("00000000000c", "pending", 0.0),
+                Some(&serde_json::json!({"k": "v"})),
+            )
+            .unwrap();
+        let dir = d.path().join("state/background_tasks");
+        assert!(dir.join(".private/00000000000c.args").is_file());
+        assert!(!dir.join("00000000000c.args").exists());
+        let mode = fs::metadata(dir.join(PRIVATE_DIR)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert_eq!(
+            store.private_args("00000000000c").unwrap(),
+            Some(serde_json::json!({"k": "v"}))
+        );
+        // A task queued by a runner before the private folder keeps its arguments.
+        fs::write(dir.join("00000000000d.args"), br#"{"old": 1}"#).unwrap();
+        assert_eq!(
+            store.private_args("00000000000d").unwrap(),
+            Some(serde_json::json!({"old": 1}))
+        );
+    }
+
+    #[test]
+    fn a_claim_reads_only_the_unfinished_tasks() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        for (i, id) in ["00000000000a", "00000000000b"].iter().enumerate() {
+            store.create(&task(id, "pending", i as f64), None).unwrap();
+        }
+        store
+            .update("00000000000a", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        // Rewritten in place (the folder's time does not move): a store that read every file would now take this
+        // older "pending" task first; the index knows it finished.
+        let mut forged = serde_json::to_vec(&task("00000000000a", "pending", 0.0)).unwrap();
+        forged.push(b'\n');
+        fs::write(store.path("00000000000a"), forged).unwrap();
+        let claimed = store.claim(&me(), 4).unwrap().expect("a pending task");
+        assert_eq!(claimed.task_id, "00000000000b");
+        assert!(store.claim(&me(), 4).unwrap().is_none());
+        let active: Vec<String> = store.list_active().unwrap().into_iter().map(|t| t.task_id).collect();
+        assert_eq!(active, ["00000000000b"]);
+    }
+
+    #[test]
+    fn a_task_file_put_there_by_hand_is_seen_at_the_next_look() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "completed", 1.0), None).unwrap();
+        assert_eq!(store.census().unwrap().pending, 0);
+        // At once (within the folder clock's tick of the index's write) and a while later.
+        write_atomic(
+            &store.path("00000000000b"),
+            &serde_json::to_vec(&task("00000000000b", "pending", 2.0)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(store.census().unwrap().pending, 1);
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        write_atomic(
+            &store.path("00000000000c"),
+            &serde_json::to_vec(&task("00000000000c", "pending", 3.0)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(store.census().unwrap().pending, 2);
+        assert_eq!(store.claim(&me(), 4).unwrap().unwrap().task_id, "00000000000b");
+    }
+
+    #[test]
+    fn a_lost_or_forged_index_is_rebuilt_from_the_task_files() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "pending", 1.0), None).unwrap();
+        fs::remove_file(store.index_path()).unwrap();
+        assert_eq!(store.census().unwrap().pending, 1);
+        // A forged index naming a path outside the folder and a task that does not exist: neither is read.
+        let stamp = store.stamp().unwrap();
+        fs::write(
+            store.index_path(),
+            format!("v1 {stamp} 1 0\n../../../etc/passwd\n0000000000ff\n"),
+        )
+        .unwrap();
+        // Believed as far as it names tasks (it can hide one, as a forged task file can fake one).
+        assert_eq!(store.census().unwrap().pending, 0);
+        let index = fs::read_to_string(store.index_path()).unwrap();
+        assert!(!index.contains("passwd") && !index.contains("0000000000ff"), "{index}");
+    }
+}

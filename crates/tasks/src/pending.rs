@@ -1,0 +1,185 @@
+//! AnimaWorks' own queue: `<anima dir>/state/background_tasks/pending/<id>.json`, written by the original
+//! `submit` (`{"task_id", "tool_name", "subcommand", "raw_args", "anima_name", "anima_dir", "submitted_at",
+//! "status"}`). `jobs run-pending` takes each over as one of our tasks with the same id (so the id the original
+//! printed is the id of the result file), in submit order. A taken descriptor moves to `pending/done/`; one that
+//! cannot run moves to `pending/invalid/` beside a `<name>.reason.txt` — never deleted.
+
+use super::files::write_atomic;
+use super::submit;
+use super::TaskStore;
+use awt_core::call::Runner;
+use serde_json::Value;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What `run-pending` did.
+#[derive(Debug, Default)]
+pub struct Takeover {
+    /// Receipts of the tasks queued.
+    pub queued: Vec<Value>,
+    /// Each descriptor set aside: its file, why, and the runner's error object when a check refused it.
+    pub invalid: Vec<(PathBuf, String, Option<serde_json::Value>)>,
+}
+
+pub struct Descriptor {
+    pub task_id: String,
+    pub tool: String,
+    pub words: Vec<String>,
+    pub submitted_at: f64,
+}
+
+/// Why a descriptor cannot be taken over; written beside it as `<name>.reason.txt`.
+#[derive(Debug, thiserror::Error)]
+pub enum BadDescriptor {
+    #[error("cannot read it: {0}")]
+    Unreadable(io::Error),
+    #[error("not valid JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not a JSON object")]
+    NotObject,
+    #[error("no \"task_id\" string")]
+    NoTaskId,
+    #[error("\"task_id\" {0:?} is not a task id (letters, digits, - and _)")]
+    BadTaskId(String),
+    #[error("no \"tool_name\" string")]
+    NoToolName,
+    #[error("\"raw_args\" holds something that is not a string")]
+    ArgNotString,
+    #[error("\"raw_args\" is not a list of strings")]
+    ArgsNotList,
+}
+
+pub fn parse(text: &[u8]) -> Result<Descriptor, BadDescriptor> {
+    let v: Value = serde_json::from_slice(text).map_err(BadDescriptor::NotJson)?;
+    let obj = v.as_object().ok_or(BadDescriptor::NotObject)?;
+    let task_id = obj
+        .get("task_id")
+        .and_then(Value::as_str)
+        .ok_or(BadDescriptor::NoTaskId)?
+        .to_owned();
+    if !super::valid_task_id(&task_id) {
+        return Err(BadDescriptor::BadTaskId(task_id));
+    }
+    let tool = obj
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or(BadDescriptor::NoToolName)?;
+    let mut words: Vec<String> = match obj.get("raw_args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|w| w.as_str().map(str::to_owned).ok_or(BadDescriptor::ArgNotString))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(BadDescriptor::ArgsNotList),
+    };
+    if let Some(sub) = obj.get("subcommand").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if words.first().map(String::as_str) != Some(sub) {
+            words.insert(0, sub.to_owned());
+        }
+    }
+    let submitted_at = obj.get("submitted_at").and_then(Value::as_f64).unwrap_or(0.0);
+    Ok(Descriptor {
+        task_id,
+        tool: tool.to_owned(),
+        words,
+        submitted_at,
+    })
+}
+
+fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
+    let dir = pending.join("invalid");
+    fs::create_dir_all(&dir)?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "descriptor.json".into());
+    write_atomic(
+        &dir.join(format!("{name}.reason.txt")),
+        format!("{reason}\n").as_bytes(),
+    )?;
+    fs::rename(file, dir.join(name))
+}
+
+/// Take every descriptor in `pending/` over as a task of `store`.
+pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Takeover> {
+    let pending = pending.to_path_buf();
+    let mut report = Takeover::default();
+    let rd = match fs::read_dir(&pending) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<(f64, PathBuf)> = Vec::new();
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_file() && p.extension().is_some_and(|x| x == "json") {
+            let at = awt_core::fsread::read(&p, awt_core::fsread::SMALL)
+                .ok()
+                .and_then(|b| parse(&b).ok())
+                .map(|d| d.submitted_at)
+                .unwrap_or(0.0);
+            files.push((at, p));
+        }
+    }
+    files.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let taking = pending.join(".taking");
+    fs::create_dir_all(&taking)?;
+    for (_, file) in files {
+        let Some(name) = file.file_name().map(|n| n.to_owned()) else {
+            continue;
+        };
+        // The rename is the claim: two run-pending at once never take one descriptor twice.
+        let mine = taking.join(&name);
+        if fs::rename(&file, &mine).is_err() {
+            continue;
+        }
+        let outcome = match awt_core::fsread::read(&mine, awt_core::fsread::SMALL)
+            .map_err(BadDescriptor::Unreadable)
+            .and_then(|b| parse(&b))
+        {
+            Err(reason) => Err((reason.to_string(), None)),
+            Ok(d) => {
+                if store.get(&d.task_id).ok().flatten().is_some() {
+                    Err((format!("a task {} exists already", d.task_id), None))
+                } else {
+                    match submit::check(runner, &d.tool, &d.words, false, Some(d.task_id.clone())).await {
+                        Err(e) => Err((
+                            format!(
+                                "{}: {}{}",
+                                e.code,
+                                e.message,
+                                e.hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default()
+                            ),
+                            e.to_json().get("error").cloned(),
+                        )),
+                        Ok(mut c) => {
+                            c.task.source = Some("animaworks-pending".into());
+                            if d.submitted_at > 0.0 {
+                                c.task.created_at = d.submitted_at;
+                            }
+                            submit::enqueue(store, &c)
+                                .map(|_| c.task.receipt())
+                                .map_err(|e| (e.message.clone(), e.to_json().get("error").cloned()))
+                        }
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(receipt) => {
+                let done = pending.join("done");
+                fs::create_dir_all(&done)?;
+                fs::rename(&mine, done.join(&name))?;
+                report.queued.push(receipt);
+            }
+            Err((reason, error)) => {
+                let original = pending.join(&name);
+                move_aside(&mine, &pending, &reason)?;
+                report.invalid.push((original, reason, error));
+            }
+        }
+    }
+    Ok(report)
+}
