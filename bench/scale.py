@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Issue 24's scale suite: each measure side by side with its baseline in the same loop, and the ratio against
-the issue's target. Usage: bench/run scale [NAME ...] (names: cold warm mcp submit burst pg stream; default all).
+the issue's target. Usage: bench/run scale [NAME ...] (names: cold warm mcp serve submit burst pg stream; default all).
 
 Sizes (environment, the issue's by default; smaller ones give a quick look on a busy machine):
 SCALE_COLD_TOOLS (1000), SCALE_WARM_TOOLS (10000), SCALE_STORED (2500), SCALE_SUBMITS (500), SCALE_PG_TASKS
-(500), SCALE_STREAM_BYTES (1 GiB), SCALE_MCP_CALLS (400), SCALE_RUNS (5: interleaved runs of the short
+(500), SCALE_STREAM_BYTES (1 GiB), SCALE_MCP_CALLS (400), SCALE_SERVE_CALLS (1000; a tenth for the 10 ms tool), SCALE_RUNS (5: interleaved runs of the short
 measures; the cold listing and the stream run SCALE_LONG_RUNS, 2). SCALE_BEFORE: another build of the runner
 (e.g. main's), timed in the same loops where a measure allows it.
 """
@@ -156,14 +156,83 @@ def mcp() -> None:
         tiny(w.personal / "tiny")
         worlds[label] = w.env()
         listed(worlds[label], 1)
-    rates: dict[str, list[float]] = {"sandboxed": [], "unconfined": []}
+    builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
+    rates: dict[str, list[float]] = {f"{b} {k}": [] for b, _ in builds for k in worlds}
     for _ in range(max(1, RUNS // 2)):  # interleaved
-        for label, env in worlds.items():
-            rates[label].append(mcp_rate(env, "tiny_go", calls, 4))
+        for b, argv0 in builds:
+            for label, env in worlds.items():
+                rates[f"{b} {label}"].append(mcp_rate(env, "tiny_go", calls, 4, argv0))
     med = {k: statistics.median(v) for k, v in rates.items()}
     bench.log(f"mcp calls/s: {rates}")
-    ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)", med["sandboxed"], med["unconfined"], "calls/s",
-              "higher", 0.7, f"{calls} calls a run")
+    for b, _ in builds:
+        ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)"
+                  + ("" if b == "ours" else ", the SCALE_BEFORE build"), med[f"{b} sandboxed"],
+                  med[f"{b} unconfined"], "calls/s", "higher", 0.7, f"{calls} calls a run")
+
+
+def serve_rate(env: dict, tool: str, calls: int, in_flight: int, argv0: str = AWT) -> float:
+    """`use-tool --serve` requests of the legacy `tool` (action `tool` less `_tool`), `in_flight` outstanding at all
+    times: calls/s."""
+    p = subprocess.Popen([argv0, "use-tool", "--serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    action = tool.removesuffix("_tool")
+
+    def send(i: int) -> None:
+        req = {"tool_name": tool, "action": action, "args": {}, "id": i}
+        p.stdin.write((json.dumps(req) + "\n").encode())
+        p.stdin.flush()
+
+    def answer() -> None:
+        m = json.loads(p.stdout.readline())
+        assert m.get("status") == "ok", m
+
+    # Warm-up: as many workers as will be in flight.
+    for _ in range(3):
+        for i in range(in_flight):
+            send(-1 - i)
+        for _ in range(in_flight):
+            answer()
+    sent = 0
+    t0 = time.perf_counter()
+    for _ in range(in_flight):
+        send(sent)
+        sent += 1
+    done = 0
+    while done < calls:
+        answer()
+        done += 1
+        if sent < calls:
+            send(sent)
+            sent += 1
+    rate = calls / (time.perf_counter() - t0)
+    p.stdin.close()
+    p.wait(timeout=30)
+    return rate
+
+
+def serve() -> None:
+    """Two legacy Python tools: a trivial one (the runner's own cost) and one whose call waits 10 ms (a service)."""
+    calls = size("SCALE_SERVE_CALLS", 1000)
+    w = bench.World(bench.new_root("scale-serve"))
+    (w.personal / "ping_tool.py").write_text(bench.TRIVIAL_LEGACY)
+    (w.personal / "work_tool.py").write_text(bench.WORK_LEGACY)
+    env = w.env(ANIMAWORKS_PYTHON=bench.PYTHON)
+    listed(env, 2)
+    builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
+    tools = {"ping_tool": ("trivial legacy Python tool", calls), "work_tool": ("legacy Python tool waiting 10 ms a call", max(100, calls // 10))}
+    rates: dict[str, list[float]] = {f"{b} {t} {k}": [] for b, _ in builds for t in tools for k in (1, 4)}
+    for _ in range(max(1, RUNS // 2)):  # interleaved
+        for b, argv0 in builds:
+            for t, (_, n) in tools.items():
+                for k in (1, 4):
+                    rates[f"{b} {t} {k}"].append(serve_rate(env, t, n, k, argv0))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    bench.log(f"serve calls/s: {rates}")
+    for b, _ in builds:
+        for t, (what, n) in tools.items():
+            ratio_row(f"`use-tool --serve`, {what}, 4 in flight vs 1 (calls/s)"
+                      + ("" if b == "ours" else ", the SCALE_BEFORE build"), med[f"{b} {t} 4"], med[f"{b} {t} 1"],
+                      "calls/s", "higher", 1.5, f"{n} calls a run")
 
 
 def forge_finished(folder: Path, n: int) -> None:
@@ -180,16 +249,19 @@ def forge_finished(folder: Path, n: int) -> None:
 
 def submit() -> None:
     stored = size("SCALE_STORED", 2500)
-    envs = {}
-    for label, n in (("none stored", 0), (f"{stored} finished stored", stored)):
-        w = bench.World(bench.new_root("scale-submit"))
-        tiny(w.personal / "tiny", background=True)
-        forge_finished(w.anima / "state" / "background_tasks", n)
-        envs[label] = w.env()
-    cases = [bench.Case(label, [AWT, "submit", "tiny", "go", "--json", "{}"], env) for label, env in envs.items()]
+    cases = []
+    # Each build its own worlds: one build's submits would change the folder behind the other's index.
+    for b, argv0 in [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else []):
+        for label, n in (("none stored", 0), (f"{stored} finished stored", stored)):
+            w = bench.World(bench.new_root("scale-submit"))
+            tiny(w.personal / "tiny", background=True)
+            forge_finished(w.anima / "state" / "background_tasks", n)
+            cases.append(bench.Case(f"{b} {label}", [argv0, "submit", "tiny", "go", "--json", "{}"], w.env()))
     m = bench.time_cases(cases, max(RUNS * 4, 10), 2, "python")
-    ratio_row(f"file-store submit, {stored} finished tasks stored vs none", m[f"{stored} finished stored"],
-              m["none stored"], "ms", "lower", 1.2, f"{stored} stored")
+    for b in ["ours"] + (["before"] if BEFORE else []):
+        ratio_row(f"file-store submit, {stored} finished tasks stored vs none"
+                  + ("" if b == "ours" else ", the SCALE_BEFORE build"), m[f"{b} {stored} finished stored"],
+                  m[f"{b} none stored"], "ms", "lower", 1.2, f"{stored} stored")
 
 
 def all_final(folder: Path, n: int, timeout: float = 900) -> float:
@@ -221,8 +293,8 @@ def direct(tool: Path, n: int, width: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def burst() -> None:
-    n = size("SCALE_SUBMITS", 500)
+def burst_rate(argv0: str, n: int) -> tuple[float, float]:
+    """(tasks/s of `n` submits back to back until all have finished, direct spawns/s of the same tool)."""
     w = bench.World(bench.new_root("scale-burst"))
     tiny(w.personal / "tiny", background=True)
     env = w.env()
@@ -230,12 +302,22 @@ def burst() -> None:
     base = direct(w.personal / "tiny", n, 1)
     t0 = time.perf_counter()
     for _ in range(n):
-        subprocess.run([AWT, "submit", "tiny", "go", "--json", "{}"], env=env, stdout=subprocess.DEVNULL, check=True)
-    ours = n / (all_final(folder, n) - t0)
+        subprocess.run([argv0, "submit", "tiny", "go", "--json", "{}"], env=env, stdout=subprocess.DEVNULL,
+                       check=True)
+    rate = n / (all_final(folder, n) - t0)
     failed = sum(json.loads(f.read_text())["status"] != "completed" for f in folder.glob("*.json"))
     assert failed == 0, f"{failed} of {n} tasks did not complete"
-    ratio_row(f"{n} submits back to back, file store, end to end (tasks/s)", ours, base, "tasks/s", "higher", 0.25,
-              f"{n} tasks; baseline: {n} direct spawns one after another")
+    return rate, base
+
+
+def burst() -> None:
+    n = size("SCALE_SUBMITS", 500)
+    builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
+    for b, argv0 in builds:
+        rate, base = burst_rate(argv0, n)
+        ratio_row(f"{n} submits back to back, file store, end to end (tasks/s)"
+                  + ("" if b == "ours" else ", the SCALE_BEFORE build"), rate, base, "tasks/s", "higher", 0.25,
+                  f"{n} tasks; baseline: {n} direct spawns one after another")
 
 
 def pg() -> None:
@@ -304,7 +386,7 @@ def stream() -> None:
                   "MiB/s", "higher", 0.6, f"{mib:.0f} MiB")
 
 
-MEASURES = {"cold": cold, "warm": warm, "mcp": mcp, "submit": submit, "burst": burst, "pg": pg, "stream": stream}
+MEASURES = {"cold": cold, "warm": warm, "mcp": mcp, "serve": serve, "submit": submit, "burst": burst, "pg": pg, "stream": stream}
 
 
 def main() -> None:
@@ -329,7 +411,6 @@ def main() -> None:
         met = {True: "yes", False: "NO", None: "-"}[r.get("met")]
         print(f"| {r['what']} | {r['value']} | {r['baseline']} | {r['ratio']} | {r['target']} | {met} | "
               f"{r.get('sizes', '')} |")
-    print("not measured here: `use-tool --serve`, 4 in flight vs 1 (issue 24 item 2, another branch)")
 
 
 if __name__ == "__main__":

@@ -55,15 +55,17 @@ pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)?;
     // Why again on the open file: the path may have been swapped between the stat and the open.
-    let t = f.metadata()?.file_type();
-    if !t.is_file() {
-        return Err(not_regular(t));
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(not_regular(m.file_type()));
     }
-    read_capped(f, max)
+    read_capped(f, max, m.len())
 }
 
-fn read_capped(f: File, max: u64) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
+/// `len`: the size the file says it has, a hint only (bounded by `max`): a buffer of that size reads a small file
+/// in one read instead of a read per doubling from 32 bytes (a warm listing of 10,000 tools made 70,000).
+fn read_capped(f: File, max: u64, len: u64) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len.min(max).saturating_add(1) as usize);
     f.take(max.saturating_add(1)).read_to_end(&mut out)?;
     if out.len() as u64 > max {
         return Err(io::Error::new(

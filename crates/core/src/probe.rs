@@ -114,7 +114,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
             }
             Err(e) => failed(e.to_string(), tail),
         },
-        (_, Stdout::Bad(why)) => failed(format!("--schemas: {why}"), tail),
+        (_, Stdout::Bad(why) | Stdout::Cut(why)) => failed(format!("--schemas: {why}"), tail),
         (_, Stdout::Events { .. }) => failed("--schemas was read as an event stream".into(), tail),
     }
 }

@@ -60,8 +60,8 @@ pub(crate) fn start_tool_with(
 }
 
 /// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
-/// namespace: about 2 ms until the tool has exec'd) waits on a blocking thread, so the runtime's thread goes on
-/// with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
+/// namespace: about 2 ms until the tool has exec'd) waits on one of the runner's starter threads ([`starters`]),
+/// so the runtime's thread goes on with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
 /// kills it.
 pub(crate) async fn start_tool_async(
     file: &ToolFile,
@@ -98,7 +98,7 @@ pub(crate) async fn start_tool_async_with(
         .map(|h| h.fd.try_clone_to_owned().map(|o| (o, h.at)))
         .collect::<io::Result<_>>()
         .map_err(explain)?;
-    let child = tokio::task::spawn_blocking(move || {
+    let child = starters::run(move || {
         use std::os::fd::AsFd as _;
         let hs: Vec<Handover<'_>> = owned
             .iter()
@@ -111,8 +111,96 @@ pub(crate) async fn start_tool_async_with(
         start(&p)
     })
     .await
-    .unwrap_or_else(|e| Err(io::Error::other(format!("the start's thread failed: {e}"))));
+    .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
     started(file, child.map_err(explain)?)
+}
+
+/// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's
+/// `PR_SET_PDEATHSIG` fires when the *thread* that cloned it ends (prctl(2)), not the process, and that pool ends
+/// a thread idle for 10 s, which killed every sandboxed call that ran longer. These threads never end; there are
+/// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
+mod starters {
+    use std::collections::VecDeque;
+    use std::sync::{Condvar, Mutex, MutexGuard};
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    struct Pool {
+        jobs: VecDeque<Job>,
+        idle: usize,
+        threads: usize,
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        jobs: VecDeque::new(),
+        idle: 0,
+        threads: 0,
+    });
+    static WORK: Condvar = Condvar::new();
+
+    fn pool() -> MutexGuard<'static, Pool> {
+        POOL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// As many starts at once as cold probes run (`probe::manifests`): `2 × cores`, at least 4.
+    pub(super) fn width() -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get() * 2)
+            .unwrap_or(4)
+            .max(4)
+    }
+
+    /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
+    /// panicked).
+    pub(super) fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio::sync::oneshot::Receiver<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // The child's pipes are registered with the caller's runtime.
+        let rt = tokio::runtime::Handle::current();
+        // A receiver dropped mid-start drops what `f` made (a child dropped is killed).
+        let job: Job = Box::new(move || {
+            let _in_rt = rt.enter();
+            let _ = tx.send(f());
+        });
+        let mut p = pool();
+        if p.jobs.len() >= p.idle && p.threads < width() {
+            let made = std::thread::Builder::new().name("start".into()).spawn(serve);
+            match made {
+                Ok(_) => p.threads += 1,
+                Err(e) if p.threads == 0 => {
+                    // No thread at all: start here, on the caller's thread, which the child outlives no more
+                    // than it outlives the runtime.
+                    tracing::warn!("no thread to start tools on, starting on the runtime's: {e}");
+                    drop(p);
+                    job();
+                    return rx;
+                }
+                Err(_) => {}
+            }
+        }
+        p.jobs.push_back(job);
+        drop(p);
+        WORK.notify_one();
+        rx
+    }
+
+    fn serve() {
+        let mut p = pool();
+        loop {
+            match p.jobs.pop_front() {
+                Some(job) => {
+                    drop(p);
+                    // A panic ends the job, never the thread (its other children would get its death signal).
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    p = pool();
+                }
+                None => {
+                    p.idle += 1;
+                    p = WORK.wait(p).unwrap_or_else(|e| e.into_inner());
+                    p.idle -= 1;
+                }
+            }
+        }
+    }
 }
 
 fn spawn_failed(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> CallError {
@@ -287,10 +375,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
-    /// start returns only if the start gave the thread back while it waited for its child's report.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_sandboxed_start_gives_the_runtime_thread_back_while_it_waits() {
+    /// A world whose personal tier holds one sandboxed tool `t` with `script` as its body: the world (to keep),
+    /// its dirs, the tool, its probe's sandbox plan and environment.
+    fn one_tool(script: &str) -> (tempfile::TempDir, Dirs, ToolFile, crate::sandbox::Plan, crate::tool_env::ProbeEnv) {
         let world = tempfile::tempdir().unwrap();
         let dirs = Dirs::resolve(&DirOptions {
             core_dirs: vec![world.path().join("core")],
@@ -303,11 +390,7 @@ mod tests {
         std::fs::create_dir_all(&tools).unwrap();
         std::fs::create_dir_all(&dirs.data).unwrap();
         let path = tools.join("t");
-        std::fs::write(
-            &path,
-            "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
-        )
-        .unwrap();
+        std::fs::write(&path, script).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let file = ToolFile {
             name: "t".into(),
@@ -318,6 +401,26 @@ mod tests {
         };
         let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
         let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();
+        (world, dirs, file, plan, env)
+    }
+
+    /// Why the start would not wait on this machine, if it would not.
+    fn no_wait(plan: &crate::sandbox::Plan, file: &ToolFile) -> Option<&'static str> {
+        match plan.confine(&file.path).unwrap() {
+            None => Some("skipped: no sandbox on this machine (the start is unconfined and never waits)"),
+            Some(c) if c.pid_ns.is_none() => {
+                Some("skipped: no PID namespace on this machine (the start never waits for a report)")
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
+    /// start returns only if the start gave the thread back while it waited for its child's report.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sandboxed_start_gives_the_runtime_thread_back_while_it_waits() {
+        let (_world, dirs, file, plan, env) =
+            one_tool("#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n");
         let ran = Arc::new(AtomicBool::new(false));
         let r = ran.clone();
         tokio::spawn(async move { r.store(true, Ordering::SeqCst) });
@@ -327,17 +430,40 @@ mod tests {
         let waited = ran.load(Ordering::SeqCst);
         let mut child = started.child;
         let _ = awt_sys::reap::wait(&mut child).await;
-        let Some(c) = plan.confine(&file.path).unwrap() else {
-            eprintln!("skipped: no sandbox on this machine (the start is unconfined and never waits)");
-            return;
-        };
-        if c.pid_ns.is_none() {
-            eprintln!("skipped: no PID namespace on this machine (the start never waits for a report)");
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
             return;
         }
         assert!(
             waited,
             "the start held the runtime's thread until its child had reported"
         );
+    }
+
+    /// A sandboxed tool outlives the thread its start waited on. Its init's `PR_SET_PDEATHSIG` fires when the
+    /// thread that cloned it ends, and tokio's blocking pool ends a thread idle for 10 s (here 20 ms): every
+    /// sandboxed call that ran longer was killed (a 1 GiB event stream cut mid-line, seen as bad_output).
+    #[test]
+    fn a_sandboxed_tool_outlives_the_thread_that_started_it() {
+        let (_world, dirs, file, plan, env) = one_tool(
+            "#!/bin/sh\nsleep 0.5\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
+        );
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
+            return;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_keep_alive(std::time::Duration::from_millis(20))
+            .build()
+            .unwrap();
+        let status = rt.block_on(async {
+            let started = start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan))
+                .await
+                .unwrap();
+            let mut child = started.child;
+            awt_sys::reap::wait(&mut child).await.unwrap()
+        });
+        assert!(status.success(), "the tool ended with {status:?} when its start's thread ended");
     }
 }

@@ -187,6 +187,25 @@ fn a_tool_killed_by_a_signal_is_a_crash_naming_it() {
     assert!(e.get("exit_code").is_none(), "{e}");
 }
 
+/// A tool killed while writing an event line is a crash naming its signal, not `bad_output` over the half line it
+/// left (a limit or the OOM killer ends a tool mid-write); the same half line from a tool that exits 0 is
+/// `bad_output`.
+#[test]
+fn a_tool_killed_in_the_middle_of_an_event_line_is_a_crash() {
+    let w = World::new();
+    let half = "printf '{\"type\":\"progress\",\"progress\":1}\\n{\"type\":\"progr'";
+    events_tool(&w, "halfkill", &format!("{half}\nkill -KILL $$"));
+    let (code, e) = err(&w, "halfkill", &[]);
+    assert_eq!(code, 11, "{e}");
+    assert_eq!(e["code"], "crashed", "{e}");
+    assert_eq!(e["signal"], libc::SIGKILL, "{e}");
+    assert!(msg(&e).contains("SIGKILL") && msg(&e).contains("in the middle of a line"), "{e}");
+    events_tool(&w, "halfexit", half);
+    let (_, e) = err(&w, "halfexit", &[]);
+    assert_eq!(e["code"], "bad_output", "{e}");
+    assert!(msg(&e).contains("progr"), "{e}");
+}
+
 #[test]
 fn value_mode_errors_are_tool_errors_or_crashes() {
     let w = World::new();

@@ -42,6 +42,9 @@ pub enum Stdout {
         full: bool,
     },
     Bad(String),
+    /// The stream ended inside a line, which is not protocol: why (as for `Bad`). A tool killed while writing
+    /// leaves such a line; [`super::interpret`] tells the two apart by how the tool ended.
+    Cut(String),
 }
 
 /// Reads stdout as the protocol says, keeping at most `max` bytes in memory.
@@ -255,7 +258,11 @@ impl<'a> StdoutState<'a> {
                 self.finish_spilled_line(&[]);
             } else if !self.line.is_empty() {
                 let line = std::mem::take(&mut self.line);
+                let earlier = self.bad.is_some();
                 self.handle_line(&line, obs);
+                if let Some(b) = self.bad.take().filter(|_| !earlier) {
+                    return Stdout::Cut(b);
+                }
             }
             if let Some(b) = self.bad {
                 return Stdout::Bad(b);

@@ -86,7 +86,10 @@ pub fn interpret(
         _ => "ended".to_owned(),
     };
     match f.stdout {
-        Stdout::Bad(why) => Err(decorate(
+        // Why not bad_output: a tool killed (by a limit, the OOM killer, a signal) while writing a line leaves
+        // half of it, and that is not what went wrong.
+        Stdout::Cut(_) if !status.success() => Err(crashed(format!("{how} in the middle of a line of its output"))),
+        Stdout::Bad(why) | Stdout::Cut(why) => Err(decorate(
             CallError::new(ErrorCode::BadOutput, format!("{who}: {why}"))
                 .hint("stdout belongs to the protocol: print logs to stderr (protocol.md §5)"),
         )),
