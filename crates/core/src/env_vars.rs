@@ -123,7 +123,7 @@ pub const CLI_REFUSE: Var = Var {
     meaning: "the gated `cli_main` subcommands this anima may not run (a JSON list), for the Python shim",
     default: "",
     reader: Reader::Tool,
-    read_by: "awt_core::policy::cli_alias",
+    read_by: "awt_core::call::cli_alias",
 };
 pub const BROKER_FD: Var = Var {
     name: "ANIMAWORKS_TOOL_BROKER_FD",

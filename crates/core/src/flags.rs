@@ -199,12 +199,12 @@ pub fn parse(action: &ActionSpec, words: &[String]) -> Result<(Map<String, Value
                 let n = v
                     .parse::<u64>()
                     .ok()
-                    .filter(|n| *n <= crate::call::MAX_OUTPUT_CEILING)
+                    .filter(|n| *n <= crate::limits::MAX_OUTPUT_CEILING)
                     .ok_or_else(|| {
                         usage(
                             format!(
                                 "--max-output expects a number of bytes from 0 to {} (1 GiB), got {v:?}",
-                                crate::call::MAX_OUTPUT_CEILING
+                                crate::limits::MAX_OUTPUT_CEILING
                             ),
                             "e.g. --max-output 1048576".into(),
                         )

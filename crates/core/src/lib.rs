@@ -54,7 +54,6 @@ pub mod spill;
 pub mod stream;
 pub mod suggest;
 pub mod tier;
-pub mod tool_env;
 pub mod validate;
 
 pub use call::{CallOptions, Resolved, Runner};

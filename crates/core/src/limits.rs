@@ -53,3 +53,11 @@ mod tests {
             .contains("--timeout"));
     }
 }
+
+/// The environment variable that sets the runner's output cap.
+pub const MAX_OUTPUT_ENV: &str = crate::env_vars::MAX_OUTPUT.name;
+/// Default output cap: 8 MiB (protocol.md §5.3).
+pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+/// The highest output cap a call may set (`--max-output`, `ANIMAWORKS_TOOL_MAX_OUTPUT`, a request's
+/// `max_output`): 1 GiB. Output up to the cap is held in memory; past it, it goes to a file (protocol.md §5.3).
+pub const MAX_OUTPUT_CEILING: u64 = 1 << 30;

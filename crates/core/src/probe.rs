@@ -3,12 +3,33 @@
 
 use crate::cache::{self, FileKey, Probed};
 use crate::dirs::Dirs;
-use crate::discover::ToolFile;
+use crate::discover::{Launch, ToolFile};
+use crate::policy::env;
 use crate::spawn::{self, Purpose};
 use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
-use crate::tool_env::ProbeEnv;
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The two environments a probe may get.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeEnv {
+    /// For tools on the new protocol.
+    pub clean: Vec<(OsString, OsString)>,
+    /// For `.py` files that do not import tool-sdk-py (AnimaWorks modules): `legacy_env` decides.
+    pub legacy: Vec<(OsString, OsString)>,
+}
+
+impl ProbeEnv {
+    /// The environment of `file`'s `--schemas`.
+    pub fn for_file(&self, file: &ToolFile) -> &[(OsString, OsString)] {
+        if file.launch == Launch::Python && !env::imports_sdk(&file.path) {
+            &self.legacy
+        } else {
+            &self.clean
+        }
+    }
+}
 
 /// How long `--schemas` may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);

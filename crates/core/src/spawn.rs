@@ -377,7 +377,15 @@ mod tests {
 
     /// A world whose personal tier holds one sandboxed tool `t` with `script` as its body: the world (to keep),
     /// its dirs, the tool, its probe's sandbox plan and environment.
-    fn one_tool(script: &str) -> (tempfile::TempDir, Dirs, ToolFile, crate::sandbox::Plan, crate::tool_env::ProbeEnv) {
+    fn one_tool(
+        script: &str,
+    ) -> (
+        tempfile::TempDir,
+        Dirs,
+        ToolFile,
+        crate::sandbox::Plan,
+        crate::probe::ProbeEnv,
+    ) {
         let world = tempfile::tempdir().unwrap();
         let dirs = Dirs::resolve(&DirOptions {
             core_dirs: vec![world.path().join("core")],
@@ -445,9 +453,8 @@ mod tests {
     /// sandboxed call that ran longer was killed (a 1 GiB event stream cut mid-line, seen as bad_output).
     #[test]
     fn a_sandboxed_tool_outlives_the_thread_that_started_it() {
-        let (_world, dirs, file, plan, env) = one_tool(
-            "#!/bin/sh\nsleep 0.5\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
-        );
+        let (_world, dirs, file, plan, env) =
+            one_tool("#!/bin/sh\nsleep 0.5\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n");
         if let Some(why) = no_wait(&plan, &file) {
             eprintln!("{why}");
             return;
@@ -464,6 +471,9 @@ mod tests {
             let mut child = started.child;
             awt_sys::reap::wait(&mut child).await.unwrap()
         });
-        assert!(status.success(), "the tool ended with {status:?} when its start's thread ended");
+        assert!(
+            status.success(),
+            "the tool ended with {status:?} when its start's thread ended"
+        );
     }
 }

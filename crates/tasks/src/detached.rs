@@ -19,7 +19,7 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// Run tasks until none is pending or no slot is free. Returns the exit code.
 pub async fn run(runner: &Runner) -> i32 {
-    let store = match super::submit::store_of(runner) {
+    let store = match super::files::store_of(runner) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("animaworks-tool jobs worker: {e}");

@@ -508,6 +508,24 @@ impl TaskStore for FileStore {
     }
 }
 
+/// The store of the runner's anima; a runner without an anima dir cannot keep tasks.
+pub fn store_of(runner: &awt_core::Runner) -> Result<FileStore, awt_core::CallError> {
+    match &runner.dirs.anima {
+        Some(a) => Ok(FileStore {
+            locale: awt_core::locale::Locale::of_data_dir(&runner.dirs.data),
+            ..FileStore::for_anima(a)
+        }),
+        None => Err(awt_core::CallError::new(
+            awt_core::ErrorCode::Usage,
+            "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
+        )
+        .hint(format!(
+            "pass --anima-dir DIR or set {}",
+            awt_core::env_vars::ANIMA_DIR.name
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

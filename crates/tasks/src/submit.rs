@@ -1,7 +1,6 @@
 //! Everything a submit checks before anything is written: the tool exists, the arguments validate, permissions
 //! and gates allow the call, required credentials resolve. Then one `pending` task is stored.
 
-use super::files::FileStore;
 use super::{now_s, Kind, Status, Task, TaskStore};
 use awt_core::call::{CallOptions, Runner};
 use awt_core::error::{CallError, Detail, ErrorCode};
@@ -17,23 +16,7 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
-/// The store of the runner's anima; a runner without an anima dir cannot keep tasks.
-pub fn store_of(runner: &Runner) -> Result<FileStore, CallError> {
-    match &runner.dirs.anima {
-        Some(a) => Ok(FileStore {
-            locale: awt_core::locale::Locale::of_data_dir(&runner.dirs.data),
-            ..FileStore::for_anima(a)
-        }),
-        None => Err(CallError::new(
-            ErrorCode::Usage,
-            "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",
-        )
-        .hint(format!(
-            "pass --anima-dir DIR or set {}",
-            awt_core::env_vars::ANIMA_DIR.name
-        ))),
-    }
-}
+pub use super::files::store_of;
 
 /// Check `submit <tool> <words…>`: `<action> [flags]`, or the argv of a legacy `cli_main` module.
 pub async fn check(

@@ -199,7 +199,10 @@ fn a_tool_killed_in_the_middle_of_an_event_line_is_a_crash() {
     assert_eq!(code, 11, "{e}");
     assert_eq!(e["code"], "crashed", "{e}");
     assert_eq!(e["signal"], libc::SIGKILL, "{e}");
-    assert!(msg(&e).contains("SIGKILL") && msg(&e).contains("in the middle of a line"), "{e}");
+    assert!(
+        msg(&e).contains("SIGKILL") && msg(&e).contains("in the middle of a line"),
+        "{e}"
+    );
     events_tool(&w, "halfexit", half);
     let (_, e) = err(&w, "halfexit", &[]);
     assert_eq!(e["code"], "bad_output", "{e}");

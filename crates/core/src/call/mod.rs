@@ -34,10 +34,12 @@
 //! ```
 
 mod audit;
+pub mod cli_alias;
 mod masking;
 mod prepare;
 mod run;
 mod target;
+pub mod tool_env;
 
 pub use prepare::{gate_of, PreparedCall, PreparedCli};
 pub use target::{OpenTool, Target};
@@ -56,13 +58,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The environment variable that sets the runner's output cap.
-pub const MAX_OUTPUT_ENV: &str = crate::env_vars::MAX_OUTPUT.name;
-/// Default output cap: 8 MiB (protocol.md §5.3).
-pub const DEFAULT_MAX_OUTPUT: u64 = 8 * 1024 * 1024;
-/// The highest output cap a call may set (`--max-output`, `ANIMAWORKS_TOOL_MAX_OUTPUT`, a request's
-/// `max_output`): 1 GiB. Output up to the cap is held in memory; past it, it goes to a file (protocol.md §5.3).
-pub const MAX_OUTPUT_CEILING: u64 = 1 << 30;
+pub use crate::limits::{DEFAULT_MAX_OUTPUT, MAX_OUTPUT_CEILING, MAX_OUTPUT_ENV};
 
 /// `n` as an output cap, when at most [`MAX_OUTPUT_CEILING`]; `from` names where it came from.
 pub fn check_max_output(n: u64, from: &str) -> Result<u64, CallError> {

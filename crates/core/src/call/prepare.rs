@@ -282,7 +282,7 @@ impl<'r> OpenTool<'r> {
             Err(e) => return fail(&attempt, e, &masker),
         };
         // The gated subcommands this anima may not run, for the shim to refuse under any other name.
-        env.extend(crate::policy::cli_alias::env_for(&perms, &resolved));
+        env.extend(crate::call::cli_alias::env_for(&perms, &resolved));
         let max_output = match runner.max_output_for(opts) {
             Ok(n) => n,
             Err(e) => return fail(&attempt, e, &masker),

@@ -282,11 +282,11 @@ fn cli_refusal(f: &stream::Finished, r: &crate::call::Resolved) -> Option<CallEr
         .stderr_tail
         .lines()
         .rev()
-        .find(|l| l.starts_with(crate::policy::cli_alias::REFUSAL_MARK))?;
+        .find(|l| l.starts_with(crate::call::cli_alias::REFUSAL_MARK))?;
     refused.then(|| {
         CallError::new(
             ErrorCode::PermissionDenied,
-            line[crate::policy::cli_alias::REFUSAL_MARK.len()..].trim().to_owned(),
+            line[crate::call::cli_alias::REFUSAL_MARK.len()..].trim().to_owned(),
         )
         .hint("add the grant named to external_tools.allow in permissions.json")
         .with(Detail::Tool, r.file.name.clone())

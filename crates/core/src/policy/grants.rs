@@ -137,7 +137,7 @@ pub fn untiered_grants(p: &Permissions, tool: &str) -> Vec<String> {
             .filter(|k| k.starts_with(&prefix))
             .map(|k| format!("external_tools.allow \"{k}\"")),
     );
-    if let Some(crate::sandbox::grants::NetGrant::Tools(t)) = &p.sandbox.net {
+    if let Some(crate::policy::sandbox_grants::NetGrant::Tools(t)) = &p.sandbox.net {
         if t.iter().any(|x| x == tool) {
             out.push(format!("sandbox.net \"{tool}\""));
         }

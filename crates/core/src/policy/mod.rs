@@ -15,14 +15,15 @@
 //!    that holds every resolved secret.
 
 pub mod audit;
-pub mod cli_alias;
 pub mod credentials;
 pub mod env;
 pub mod gate;
 pub mod grants;
 pub mod lax;
+pub mod limit_grants;
 pub mod mask;
 pub mod permissions;
+pub mod sandbox_grants;
 pub mod vault;
 
 pub use crate::tier::Tier;

@@ -44,8 +44,8 @@ pub struct Permissions {
     #[serde(deserialize_with = "map_only")]
     pub tool_creation: ToolCreation,
     /// Runner extension: the anima's sandbox grants and per-tier modes (docs/sandbox.md).
-    #[serde(skip_serializing_if = "crate::sandbox::grants::Grants::is_default")]
-    pub sandbox: crate::sandbox::grants::Grants,
+    #[serde(skip_serializing_if = "crate::policy::sandbox_grants::Grants::is_default")]
+    pub sandbox: crate::policy::sandbox_grants::Grants,
     /// Runner extension: which credentials each tool may receive, `{"<tool>": ["<credential>", …]}`; a key may
     /// name the tier (`"personal:<tool>"`), and `"*"` grants every shared credential (docs/credentials.md).
     #[serde(
@@ -54,8 +54,8 @@ pub struct Permissions {
     )]
     pub credentials: std::collections::BTreeMap<String, Vec<String>>,
     /// Runner extension: the anima's resource limits, which only lower the tier's (docs/sandbox.md).
-    #[serde(skip_serializing_if = "crate::resources::amounts::Lower::is_default")]
-    pub limits: crate::resources::amounts::Lower,
+    #[serde(skip_serializing_if = "crate::policy::limit_grants::Lower::is_default")]
+    pub limits: crate::policy::limit_grants::Lower,
 }
 
 impl Default for Permissions {

@@ -7,9 +7,7 @@
 //! `RLIMIT_DATA` (per process; not `RLIMIT_AS`, which breaks runtimes that reserve large address spaces, Node's
 //! V8 first) and processes not at all; open files, file size and CPU time by rlimits (per process).
 
-pub mod amounts;
-
-pub use amounts::{Amounts, Key, Lower};
+pub use crate::policy::limit_grants::{self as amounts, Amounts, Key, Lower};
 pub use awt_sys::cgroup;
 
 use crate::error::{CallError, Detail, ErrorCode};

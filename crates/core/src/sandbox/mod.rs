@@ -14,13 +14,12 @@
 //! settings (never written).
 
 mod declared;
-pub mod grants;
 mod places;
 
+pub use crate::policy::sandbox_grants::{self as grants, Grants, NetGrant};
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
 use declared::declared_net;
 pub use declared::validate;
-pub use grants::{Grants, NetGrant};
 use places::Places;
 
 use crate::dirs::Dirs;

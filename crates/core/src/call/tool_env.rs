@@ -1,31 +1,11 @@
 //! Which environment policy a tool gets (protocol.md §8, [`crate::policy::env`]), and the environments of
 //! `--schemas` probes, which run before the shim has said which convention a `.py` module follows.
 
-use crate::call::{Resolved, Runner};
-use crate::discover::{Launch, ToolFile};
+use super::{Resolved, Runner};
+use crate::discover::Launch;
 use crate::error::CallError;
 use crate::policy::env::{self, EnvPolicy, EnvSettings};
-use std::ffi::OsString;
-
-/// The two environments a probe may get.
-#[derive(Debug, Clone, Default)]
-pub struct ProbeEnv {
-    /// For tools on the new protocol.
-    pub clean: Vec<(OsString, OsString)>,
-    /// For `.py` files that do not import tool-sdk-py (AnimaWorks modules): `legacy_env` decides.
-    pub legacy: Vec<(OsString, OsString)>,
-}
-
-impl ProbeEnv {
-    /// The environment of `file`'s `--schemas`.
-    pub fn for_file(&self, file: &ToolFile) -> &[(OsString, OsString)] {
-        if file.launch == Launch::Python && !env::imports_sdk(&file.path) {
-            &self.legacy
-        } else {
-            &self.clean
-        }
-    }
-}
+use crate::probe::ProbeEnv;
 
 impl Runner {
     /// `<data dir>/animaworks-tool.json`'s environment settings; an unusable file is an error naming it.

@@ -27,7 +27,7 @@ impl Key {
         }
     }
 
-    pub(super) fn what(self) -> &'static str {
+    pub(crate) fn what(self) -> &'static str {
         match self {
             Key::Memory => "memory limit",
             Key::Processes => "process limit",
@@ -37,7 +37,7 @@ impl Key {
         }
     }
 
-    pub(super) fn amount(self, v: u64) -> String {
+    pub(crate) fn amount(self, v: u64) -> String {
         match self {
             Key::Memory | Key::FileSize => format!("{v} MiB"),
             Key::Processes => format!("{v} processes"),
@@ -46,7 +46,7 @@ impl Key {
         }
     }
 
-    pub(super) fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -86,7 +86,7 @@ impl Lower {
         *self == Lower::default()
     }
 
-    pub(super) fn get(&self, k: Key) -> Option<u64> {
+    pub(crate) fn get(&self, k: Key) -> Option<u64> {
         match k {
             Key::Memory => self.memory_mib,
             Key::Processes => self.processes,

@@ -5,9 +5,9 @@
 //! itself, an alias, an abbreviation) when one of them is refused, printing [`REFUSAL_MARK`] on stderr and exiting
 //! with the runner's own `permission_denied` code (6).
 
-use super::permissions::{LoadedPermissions, PermissionsError};
-use crate::call::Resolved;
+use super::Resolved;
 use crate::discover::Launch;
+use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use std::ffi::OsString;
 
 /// The environment variable that carries the refused keys to the shim.
@@ -22,7 +22,7 @@ pub fn env_for(perms: &Result<LoadedPermissions, PermissionsError>, r: &Resolved
         return None;
     }
     let profile = r.manifest.legacy_profile.as_ref()?;
-    let keys = super::gate::refused_cli_keys(perms, &r.file.name, r.file.tier, profile);
+    let keys = crate::policy::gate::refused_cli_keys(perms, &r.file.name, r.file.tier, profile);
     if keys.is_empty() {
         return None;
     }

@@ -1,4 +1,4 @@
-//! The grant schema: `permissions.json` `"sandbox"`, what an anima allows its tools beyond the tier's default.
+//! The sandbox's grant schema: `permissions.json` `"sandbox"`, what an anima allows its tools beyond the tier's default.
 
 use crate::settings::sandbox::Mode;
 use crate::tier::Tier;
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Grants {
-    /// Per-tier overrides of the operator's [`super::Settings`].
+    /// Per-tier overrides of the operator's [`crate::sandbox::SandboxSettings`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core: Option<Mode>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,7 +42,7 @@ impl Grants {
         *self == Grants::default()
     }
 
-    pub(super) fn mode(&self, tier: Tier) -> Option<Mode> {
+    pub(crate) fn mode(&self, tier: Tier) -> Option<Mode> {
         match tier {
             Tier::Core => self.core,
             Tier::Common => self.common,
@@ -50,7 +50,7 @@ impl Grants {
         }
     }
 
-    pub(super) fn net_for(&self, tool: &str) -> bool {
+    pub(crate) fn net_for(&self, tool: &str) -> bool {
         match &self.net {
             Some(NetGrant::All(b)) => *b,
             // `[]` is nobody; a list of targets only keeps the default (every tool).
@@ -64,7 +64,7 @@ impl Grants {
     }
 
     /// The non-public targets the grants name (`"host:port"` entries of `"net"`), for the proxy.
-    pub(super) fn private_targets(&self) -> Vec<String> {
+    pub(crate) fn private_targets(&self) -> Vec<String> {
         match &self.net {
             Some(NetGrant::Tools(t)) => t.iter().filter(|x| is_target(x)).cloned().collect(),
             _ => Vec::new(),
