@@ -179,6 +179,7 @@ pub(crate) fn install_from_environment() {
     let _ = broker();
 }
 
+#[allow(unsafe_code)]
 fn take_from_environment() -> Option<Mutex<std::os::unix::net::UnixStream>> {
     use std::os::fd::{FromRawFd, OwnedFd};
 

@@ -14,6 +14,10 @@
     doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
 )]
 
+// Why not `forbid`: adopting the broker's inherited descriptor (credential.rs) is the one unsafe operation an
+// SDK cannot avoid (a number from the environment becomes an owned descriptor); nothing else is unsafe.
+#![deny(unsafe_code)]
+
 /// The wire types (the `animaworks-tool-protocol` crate, which the runner uses too).
 pub use awt_protocol as protocol;
 pub use awt_protocol::names;

@@ -232,16 +232,13 @@ fn with_env(mut request: Request) -> Request {
 fn protocol_stdout() -> Box<dyn Write> {
     use std::os::fd::AsFd;
 
-    unsafe extern "C" {
-        fn dup2(oldfd: std::ffi::c_int, newfd: std::ffi::c_int) -> std::ffi::c_int;
-    }
     let _ = io::stdout().flush();
     // try_clone_to_owned duplicates with F_DUPFD_CLOEXEC, so child processes do not inherit the pipe.
     let Ok(private) = io::stdout().as_fd().try_clone_to_owned() else {
         return Box::new(io::stdout());
     };
-    // SAFETY: dup2 on two open descriptors of this process; it replaces fd 1 atomically and touches no memory.
-    if unsafe { dup2(2, 1) } < 0 {
+    // dup2(2, 1): fd 1 replaced atomically by stderr.
+    if rustix::stdio::dup2_stdout(io::stderr()).is_err() {
         return Box::new(io::stdout());
     }
     Box::new(std::fs::File::from(private))

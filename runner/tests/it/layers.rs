@@ -14,6 +14,9 @@ const LAYERS: &[(&str, &str)] = &[
     ("animaworks-tool", "runner"),
 ];
 
+/// Crates beside the layers (for tool authors): unsafe code denied, allowed item by item where it cannot be avoided.
+const BESIDE: &[&str] = &["tool-sdk-rs"];
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -77,5 +80,12 @@ fn only_the_sys_crate_may_hold_unsafe_code() {
         } else {
             assert!(forbids, "{dir}/src/lib.rs must say #![forbid(unsafe_code)]");
         }
+    }
+    for dir in BESIDE {
+        let lib = std::fs::read_to_string(root().join(dir).join("src/lib.rs")).unwrap();
+        assert!(
+            lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"),
+            "{dir}/src/lib.rs must say #![deny(unsafe_code)]"
+        );
     }
 }
