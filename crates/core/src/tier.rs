@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where a tool was found. The permission rules differ by tier (see [`gate::decide`]), so every call path
+/// Where a tool was found. The permission rules differ by tier (see [`crate::policy::gate::decide`]), so every call path
 /// states it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -194,7 +194,7 @@ pub struct CallGroup {
     pids: Option<PathBuf>,
 }
 
-/// The join file ([`join_file`]) of each of a call group's directories, opened before the start: the child writes `0`
+/// The join file (`join_file`) of each of a call group's directories, opened before the start: the child writes `0`
 /// (itself) to each before its exec, so that nothing it starts is ever outside the group.
 pub struct Join(pub Vec<OwnedFd>);
 
