@@ -13,7 +13,6 @@
     not(feature = "sdk"),
     doc = "The wire types of the animaworks-tool protocol, in [`protocol`]. Enable the `sdk` feature for the tool SDK."
 )]
-
 // Why not `forbid`: adopting the broker's inherited descriptor (credential.rs) is the one unsafe operation an
 // SDK cannot avoid (a number from the environment becomes an owned descriptor); nothing else is unsafe.
 #![deny(unsafe_code)]

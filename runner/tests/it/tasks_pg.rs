@@ -5,6 +5,7 @@
 use crate::need_postgres;
 use crate::pg_cluster::{self, scalar};
 use crate::support::*;
+use animaworks_tool::tasks::pg::schema::VERSION;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -573,9 +574,9 @@ fn pg_submit_without_the_schema_names_the_migrate_command_and_workers_migrate_on
         &url,
         "SELECT count(*) FROM awt_schema"
     )
-    .is_ok_and(|r| r[0][0].as_deref() == Some("2"))));
+    .is_ok_and(|r| r[0][0].as_deref() == Some(VERSION.to_string().as_str()))));
     let o = e.run(&["jobs", "migrate"]);
-    assert_eq!(json(&o), json!({"applied": [], "version": 2}));
+    assert_eq!(json(&o), json!({"applied": [], "version": VERSION}));
     let id = e.submit(&["bg", "quick", "--n", "2"]);
     e.status_becomes(&id, "completed", 60);
 }
@@ -792,6 +793,52 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     assert_eq!(notes(), total);
 }
 
+/// A worker killed between committing a task's final row and writing its notification file used to lose the file
+/// for good: the row now owes it (`notify_after`) until it is written, and another worker writes it.
+#[test]
+fn pg_a_notification_owed_by_a_killed_worker_is_written_by_another() {
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({}));
+    let first = e.start_worker(1, 4);
+    let o = e.run_as("dora", &["submit", "bg", "quick", "--n", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let note = e
+        .animas()
+        .join("dora/state/background_notifications")
+        .join(format!("{id}.md"));
+    assert!(eventually(60, || note.exists()), "{}", e.all_worker_logs());
+    let url = e.url.clone().unwrap();
+    let owed = |id: &str| {
+        scalar(
+            &url,
+            &format!("SELECT count(*) FROM awt_tasks WHERE id = '{id}' AND notify_after IS NOT NULL"),
+        )
+    };
+    assert!(
+        eventually(30, || owed(&id) == "0"),
+        "the written notification is still owed\n{}",
+        e.all_worker_logs()
+    );
+    // The state a kill right after the commit leaves: the row final and owing its file, the file not written.
+    // SAFETY: kill of our own child.
+    unsafe { libc::kill(e.worker_pid(first), libc::SIGKILL) };
+    std::fs::remove_file(&note).unwrap();
+    pg_cluster::query(
+        &url,
+        &format!("UPDATE awt_tasks SET notify_after = now() - interval '1 second' WHERE id = '{id}'"),
+    )
+    .unwrap();
+    e.start_worker(2, 4);
+    assert!(
+        eventually(60, || note.exists()),
+        "no worker wrote the owed notification\n{}",
+        e.all_worker_logs()
+    );
+    assert!(std::fs::read_to_string(&note).unwrap().contains(&id));
+    assert!(eventually(30, || owed(&id) == "0"), "{}", e.all_worker_logs());
+}
+
 #[test]
 fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
     need_postgres!();
@@ -802,7 +849,7 @@ fn pg_postgres_restarted_mid_run_loses_nothing_and_runs_nothing_twice() {
     e.url = Some(url.clone());
     e.settings = json!({"tasks": {"lease_s": 20}});
     e.write_settings(&e.w.data.clone());
-    assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], 2);
+    assert_eq!(json(&e.run(&["jobs", "migrate"]))["version"], VERSION);
     e.start_worker(1, 4);
     e.start_worker(2, 4);
     let ids: Vec<String> = (0..8)

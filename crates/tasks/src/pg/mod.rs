@@ -14,6 +14,9 @@
 //!   kills its tools; the rescuer only acts after the whole lease.
 //! - **Notifications.** A trigger sends `awt_pending` (work to claim), `awt_cancel` (a cancel request) and
 //!   `awt_task` (any change, for `jobs wait`).
+//! - **Notification files.** Whoever ends a task commits the final row with `notify_after` set, writes the anima's
+//!   notification file, then clears it ([`notified`]). A row still owing its file past `notify_after` (one lease: its writer
+//!   was killed in between) is written by any worker's rescuer ([`owed`]); the file is the same whoever writes it.
 //!
 //! The command-line side ([`PgStore`]) implements the synchronous [`TaskStore`] on a small runtime of its own (the
 //! callers run inside a single-threaded runtime that must not block on itself).
@@ -226,7 +229,7 @@ pub fn rescued(t: &mut Task, cancel_requested: bool, max_attempts: u32) {
 }
 
 /// Rescue the running tasks whose lease ended; returns those that reached a final state (for notifications).
-pub async fn rescue(pool: &Pool, max_attempts: u32) -> io::Result<Vec<Task>> {
+pub async fn rescue(pool: &Pool, max_attempts: u32, lease_s: f64) -> io::Result<Vec<Task>> {
     let mut c = pool.get().await.map_err(pool_err)?;
     let tx = c.transaction().await.map_err(db)?;
     let rows = tx
@@ -261,8 +264,16 @@ pub async fn rescue(pool: &Pool, max_attempts: u32) -> io::Result<Vec<Task>> {
         let lease: Option<f64> = None;
         tx.execute(
             "UPDATE awt_tasks SET status = $2, record = $3, lease_until = to_timestamp($4), \
-             worker = CASE WHEN $2 = 'pending' THEN NULL ELSE worker END WHERE id = $1",
-            &[&id, &t.status.as_str(), &record_of(&t), &lease],
+             worker = CASE WHEN $2 = 'pending' THEN NULL ELSE worker END, \
+             notify_after = CASE WHEN $5 THEN now() + make_interval(secs => $6) END WHERE id = $1",
+            &[
+                &id,
+                &t.status.as_str(),
+                &record_of(&t),
+                &lease,
+                &t.status.is_final(),
+                &lease_s,
+            ],
         )
         .await
         .map_err(db)?;
@@ -272,6 +283,36 @@ pub async fn rescue(pool: &Pool, max_attempts: u32) -> io::Result<Vec<Task>> {
     }
     tx.commit().await.map_err(db)?;
     Ok(finals)
+}
+
+/// Take the final rows whose notification file is overdue (their writer is gone): each is given another grace, so
+/// that two rescuers do not write the same file at once, and is cleared by [`notified`] once written.
+pub async fn owed(pool: &Pool, lease_s: f64) -> io::Result<Vec<Task>> {
+    let c = pool.get().await.map_err(pool_err)?;
+    let rows = c
+        .query(
+            &format!(
+                "UPDATE awt_tasks SET notify_after = now() + make_interval(secs => $1) WHERE id IN \
+                 (SELECT id FROM awt_tasks WHERE notify_after < now() ORDER BY notify_after LIMIT 200 \
+                 FOR UPDATE SKIP LOCKED) RETURNING {COLUMNS}"
+            ),
+            &[&lease_s],
+        )
+        .await
+        .map_err(db)?;
+    Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
+}
+
+/// The notification files of `ids` are written: their rows owe nothing more.
+pub async fn notified(pool: &Pool, ids: &[String]) -> io::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let c = pool.get().await.map_err(pool_err)?;
+    c.execute("UPDATE awt_tasks SET notify_after = NULL WHERE id = ANY($1)", &[&ids])
+        .await
+        .map_err(db)?;
+    Ok(())
 }
 
 /// Read one task (of `anima` when given).
@@ -314,6 +355,8 @@ pub struct PgStore {
     /// Only this anima's tasks are seen (an anima never sees another's).
     anima: Option<String>,
     max_attempts: u32,
+    /// The lease, in seconds: also how long this command has to write a notification file it owes.
+    lease_s: f64,
     listener: Mutex<Option<Listener>>,
 }
 
@@ -355,6 +398,7 @@ impl PgStore {
             anima: dirs.anima_name(),
             dirs: dirs.clone(),
             max_attempts: cfg.max_attempts,
+            lease_s: cfg.lease.as_secs_f64(),
             listener: Mutex::new(None),
         })
     }
@@ -379,11 +423,16 @@ impl PgStore {
     }
 
     fn notify_finals(&self, finals: &[Task]) {
+        let mut written = Vec::new();
         for t in finals {
-            if let Err(e) = write_notification(&self.dirs, &self.animas, t) {
-                tracing::warn!("cannot write the notification of task {}: {e}", t.task_id);
+            match write_notification(&self.dirs, &self.animas, t) {
+                Ok(()) => written.push(t.task_id.clone()),
+                Err(e) => tracing::warn!("cannot write the notification of task {}: {e}", t.task_id),
             }
         }
+        let pool = self.pool.clone();
+        // Not cleared (the database went away): a worker writes the same file again later.
+        let _ = self.block(async move { notified(&pool, &written).await });
     }
 }
 
@@ -468,7 +517,7 @@ impl TaskStore for PgStore {
         }
         // The closure is not Send: read under a row lock, change here, write back in the same transaction.
         let rt = self.rt.as_ref().expect("runtime");
-        let (pool, idc, anima) = (self.pool.clone(), id.to_owned(), self.scoped());
+        let (pool, idc, anima, lease_s) = (self.pool.clone(), id.to_owned(), self.scoped(), self.lease_s);
         let (to_worker, from_here) = tokio::sync::oneshot::channel::<Option<Task>>();
         let (to_here, from_worker) = std::sync::mpsc::channel::<io::Result<Option<Task>>>();
         let to_here2 = to_here.clone();
@@ -492,8 +541,9 @@ impl TaskStore for PgStore {
                 };
                 tx.execute(
                     "UPDATE awt_tasks SET status = $2, record = $3, \
-                     lease_until = CASE WHEN $2 = 'running' THEN lease_until ELSE NULL END WHERE id = $1",
-                    &[&idc, &changed.status.as_str(), &record_of(&changed)],
+                     lease_until = CASE WHEN $2 = 'running' THEN lease_until ELSE NULL END, \
+                     notify_after = CASE WHEN $4 THEN now() + make_interval(secs => $5) END WHERE id = $1",
+                    &[&idc, &changed.status.as_str(), &record_of(&changed), &changed.status.is_final(), &lease_s],
                 )
                 .await
                 .map_err(db)?;
@@ -521,9 +571,9 @@ impl TaskStore for PgStore {
     }
 
     fn census(&self) -> io::Result<Census> {
-        let (pool, anima, max) = (self.pool.clone(), self.scoped(), self.max_attempts);
+        let (pool, anima, max, lease_s) = (self.pool.clone(), self.scoped(), self.max_attempts, self.lease_s);
         let (finals, pending, running) = self.block(async move {
-            let finals = rescue(&pool, max).await?;
+            let finals = rescue(&pool, max, lease_s).await?;
             let c = pool.get().await.map_err(pool_err)?;
             let row = c
                 .query_one(
@@ -587,7 +637,10 @@ impl TaskStore for PgStore {
     fn release(&self, _id: &str) {}
 
     fn notify(&self, t: &Task) -> io::Result<()> {
-        write_notification(&self.dirs, &self.animas, t)
+        write_notification(&self.dirs, &self.animas, t)?;
+        let (pool, ids) = (self.pool.clone(), vec![t.task_id.clone()]);
+        let _ = self.block(async move { notified(&pool, &ids).await });
+        Ok(())
     }
 
     fn remove(&self, id: &str) -> io::Result<()> {

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 /// The schema version this build needs.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// `pg_advisory_xact_lock` key of migrations (any constant that no other application is likely to use).
 const MIGRATION_LOCK: i64 = 0x6177_745f_6d69_6701;
@@ -67,6 +67,15 @@ CREATE TABLE awt_tasks_refused (
     reason     text NOT NULL,
     task       jsonb NOT NULL
 );
+"#,
+    ),
+    (
+        3,
+        // A final row owes its anima a notification file until the one who ended it has written it (pg/mod.rs,
+        // `owed`): a worker killed between the commit and the file no longer loses it.
+        r#"
+ALTER TABLE awt_tasks ADD COLUMN notify_after timestamptz;
+CREATE INDEX awt_tasks_notify_owed ON awt_tasks (notify_after) WHERE notify_after IS NOT NULL;
 "#,
     ),
 ];

@@ -74,6 +74,8 @@ struct Worker {
     /// Outcomes waiting for the write under way ([`finish`]), and whether one is.
     outcomes: RefCell<Vec<Outcome>>,
     writing: Cell<bool>,
+    /// Tasks whose notification file this worker wrote: their rows are cleared in one write ([`flush_notified`]).
+    notified: RefCell<Vec<String>>,
 }
 
 fn say(msg: impl AsRef<str>) {
@@ -161,6 +163,7 @@ pub async fn run(runner: &Runner, opts: WorkerOptions) -> i32 {
         watchdog: RefCell::new(None),
         outcomes: RefCell::new(Vec::new()),
         writing: Cell::new(false),
+        notified: RefCell::new(Vec::new()),
     });
     say(format!(
         "{} serving {} with {concurrency} slots (per-anima limit {limit}, lease {} s)",
@@ -262,6 +265,7 @@ async fn serve(w: Rc<Worker>, concurrency: usize) -> i32 {
     while !w.running.borrow().is_empty() {
         w.done.notified().await;
     }
+    flush_notified(&w).await;
     say("stopped");
     0
 }
@@ -624,9 +628,7 @@ async fn finish(w: &Rc<Worker>, t: &Task, attempt: i32) {
     match result.await {
         Ok(Ok(true)) => {
             if t.status.is_final() {
-                if let Err(e) = super::write_notification(&w.dirs, &w.animas, t) {
-                    say(format!("cannot write the notification of {}: {e}", t.task_id));
-                }
+                write_notifications(w, std::slice::from_ref(t));
             }
         }
         Ok(Ok(false)) => say(format!(
@@ -658,15 +660,17 @@ async fn write_outcomes(w: Rc<Worker>) {
         let attempts: Vec<i32> = batch.iter().map(|o| o.attempt).collect();
         let statuses: Vec<&str> = batch.iter().map(|o| o.task.status.as_str()).collect();
         let records: Vec<Value> = batch.iter().map(|o| record_of(&o.task)).collect();
+        let finals: Vec<bool> = batch.iter().map(|o| o.task.status.is_final()).collect();
         let res = async {
             let c = w.pool.get().await.map_err(pool_err)?;
             c.query(
                 "UPDATE awt_tasks AS a SET status = u.status, record = u.rec, lease_until = NULL, \
-                 worker = CASE WHEN u.status = 'pending' THEN NULL ELSE a.worker END \
-                 FROM unnest($1::text[], $3::int4[], $4::text[], $5::jsonb[]) AS u(id, attempt, status, rec) \
+                 worker = CASE WHEN u.status = 'pending' THEN NULL ELSE a.worker END, \
+                 notify_after = CASE WHEN u.fin THEN now() + make_interval(secs => $7) END \
+                 FROM unnest($1::text[], $3::int4[], $4::text[], $5::jsonb[], $6::bool[]) AS u(id, attempt, status, rec, fin) \
                  WHERE a.id = u.id AND a.status = 'running' AND a.worker = $2 AND a.attempt = u.attempt \
                  RETURNING a.id",
-                &[&ids, &w.me, &attempts, &statuses, &records],
+                &[&ids, &w.me, &attempts, &statuses, &records, &finals, &w.cfg.lease.as_secs_f64()],
             )
             .await
             .map_err(super::db)
@@ -773,16 +777,34 @@ async fn rescue_loop(w: Rc<Worker>) {
         // Why the jitter: workers started together should not all rescue at the same instant.
         let jitter = Duration::from_millis(u64::from(std::process::id() % 250));
         tokio::time::sleep(every + jitter).await;
-        match super::rescue(&w.pool, w.cfg.max_attempts).await {
-            Ok(finals) => {
-                for t in &finals {
-                    if let Err(e) = super::write_notification(&w.dirs, &w.animas, t) {
-                        say(format!("cannot write the notification of {}: {e}", t.task_id));
-                    }
-                }
-            }
+        match super::rescue(&w.pool, w.cfg.max_attempts, w.cfg.lease.as_secs_f64()).await {
+            Ok(finals) => write_notifications(&w, &finals),
             Err(e) => tracing::debug!("rescue: {e}"),
         }
+        match super::owed(&w.pool, w.cfg.lease.as_secs_f64()).await {
+            Ok(owed) => write_notifications(&w, &owed),
+            Err(e) => tracing::debug!("owed notifications: {e}"),
+        }
+        flush_notified(&w).await;
+    }
+}
+
+/// Write the notification files of tasks that ended; their rows are cleared at the next [`flush_notified`].
+fn write_notifications(w: &Worker, finals: &[Task]) {
+    for t in finals {
+        match super::write_notification(&w.dirs, &w.animas, t) {
+            Ok(()) => w.notified.borrow_mut().push(t.task_id.clone()),
+            Err(e) => say(format!("cannot write the notification of {}: {e}", t.task_id)),
+        }
+    }
+}
+
+/// Clear the rows whose notification files were written (kept for the next try when the database is away).
+async fn flush_notified(w: &Worker) {
+    let ids = std::mem::take(&mut *w.notified.borrow_mut());
+    if let Err(e) = super::notified(&w.pool, &ids).await {
+        tracing::debug!("cannot clear {} notified task(s) yet: {e}", ids.len());
+        w.notified.borrow_mut().extend(ids);
     }
 }
 
