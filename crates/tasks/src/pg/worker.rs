@@ -339,7 +339,8 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
 /// workers' claims never wait on each other in a circle). [`CLAIM_TAKE`] is a statement of its own after it, so that its snapshot is
 /// taken once the locks are held (READ COMMITTED): it counts each anima's running tasks as the last claim of that
 /// anima committed them, and takes a row only while its rank within its anima is within the room left.
-const CLAIM_SELECT: &str = "SELECT {COLUMNS}, id, anima FROM awt_tasks WHERE status = 'pending' \
+const CLAIM_SELECT: &str = "SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
+     WHERE r.anima = awt_tasks.anima AND r.status = 'running') FROM awt_tasks WHERE status = 'pending' \
      AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
      ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED";
 const CLAIM_LOCK: &str = "SELECT count(pg_advisory_xact_lock(hashtextextended('awt-anima:' || a, 0))) \
@@ -416,6 +417,16 @@ async fn claim_once(
     let mut noted = false;
     for row in &rows {
         let id: String = row.get(6);
+        // An anima already at its limit as this snapshot saw it is not locked for: when the workers woken by one
+        // freed slot all claim, only those that can take a row queue on the lock. A slot freed after this
+        // snapshot sends its wake after it, so the next claim looks again.
+        if row.get::<_, i64>(8) >= w.limit {
+            let anima: String = row.get(7);
+            if !full.contains(&anima) {
+                full.push(anima);
+            }
+            continue;
+        }
         // A row whose MAC is not the runner's is moved aside, never run (a tool that reached the database
         // cannot make a worker act as another anima).
         if let Ok(t) = task_of(row) {
@@ -443,7 +454,9 @@ async fn claim_once(
     }
     if runnable.is_empty() {
         c.batch_execute("COMMIT").await.map_err(super::db)?;
-        return Ok(if noted { None } else { Some(Vec::new()) });
+        // Fewer rows than asked for: no other pending row was free to take, however many animas were full.
+        let all_seen = (rows.len() as i64) < limit;
+        return Ok(if noted || (!full.is_empty() && !all_seen) { None } else { Some(Vec::new()) });
     }
     let mut animas: Vec<String> = runnable.iter().map(|(a, _)| a.clone()).collect();
     animas.sort_unstable();
