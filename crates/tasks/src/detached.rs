@@ -213,12 +213,10 @@ async fn run_one(
         record(t, &outcome, stopped);
         true
     });
+    // The update wrote the notification of a task it ended.
     if let Ok(Some(t)) = finished {
         if t.status.is_final() {
             store.release(&id);
-            if let Err(e) = store.notify(&t) {
-                eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
-            }
         }
     }
 }

@@ -372,6 +372,11 @@ impl TaskStore for FileStore {
         self.locked(|index| {
             let Some(mut t) = self.get(id)? else { return Ok(None) };
             if f(&mut t) {
+                if t.status.is_final() {
+                    if let Err(e) = self.notify(&t) {
+                        tracing::warn!("cannot write the notification of task {id}: {e}");
+                    }
+                }
                 self.save(&t)?;
                 if t.status.is_final() {
                     index.ids.retain(|i| i != id);
@@ -569,6 +574,31 @@ mod tests {
             store.private_args("00000000000d").unwrap(),
             Some(serde_json::json!({"old": 1}))
         );
+    }
+
+    /// The notification used to be the caller's second step after the update, so a worker killed between the two
+    /// left a finished task that no anima was ever told of. The update that ends a task writes it, first.
+    #[test]
+    fn the_update_that_ends_a_task_writes_its_notification() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "running", 0.0), None).unwrap();
+        let note = d.path().join("state/background_notifications/00000000000a.md");
+        store
+            .update("00000000000a", &mut |t| {
+                t.progress = None;
+                true
+            })
+            .unwrap();
+        assert!(!note.exists(), "a task still running has no notification");
+        store
+            .update("00000000000a", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        assert!(note.is_file(), "the ended task's notification was not written");
+        assert!(fs::read_to_string(&note).unwrap().contains("00000000000a"));
     }
 
     #[test]

@@ -259,7 +259,7 @@ pub fn plan(
 ) -> Result<Plan, CallError> {
     let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?;
     Ok(p)
 }
 
@@ -273,7 +273,7 @@ pub fn for_call(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(all, file.tier, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
