@@ -152,7 +152,10 @@ fn make() -> std::io::Result<Made> {
         .keep();
     let opened = rustix::fs::open(
         &path,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
     .and_then(|fd| Ok((rustix::fs::fstat(&fd)?, fd)));
@@ -192,7 +195,9 @@ fn pristine(m: &Made) -> bool {
 }
 
 fn empty(fd: &OwnedFd) -> bool {
-    let Ok(mut d) = rustix::fs::Dir::read_from(fd) else { return false };
+    let Ok(mut d) = rustix::fs::Dir::read_from(fd) else {
+        return false;
+    };
     loop {
         match d.read() {
             None => return true,
@@ -241,8 +246,12 @@ mod tests {
         child.wait().unwrap();
 
         let cases: [(&str, fn(&CallTmp)); 5] = [
-            ("a file left in it", |t| std::fs::write(t.path().join("x"), "x").unwrap()),
-            ("a folder left in it", |t| std::fs::create_dir(t.path().join("d")).unwrap()),
+            ("a file left in it", |t| {
+                std::fs::write(t.path().join("x"), "x").unwrap()
+            }),
+            ("a folder left in it", |t| {
+                std::fs::create_dir(t.path().join("d")).unwrap()
+            }),
             ("its mode changed", |t| {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap()

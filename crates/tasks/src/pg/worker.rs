@@ -456,7 +456,11 @@ async fn claim_once(
         c.batch_execute("COMMIT").await.map_err(super::db)?;
         // Fewer rows than asked for: no other pending row was free to take, however many animas were full.
         let all_seen = (rows.len() as i64) < limit;
-        return Ok(if noted || (!full.is_empty() && !all_seen) { None } else { Some(Vec::new()) });
+        return Ok(if noted || (!full.is_empty() && !all_seen) {
+            None
+        } else {
+            Some(Vec::new())
+        });
     }
     let mut animas: Vec<String> = runnable.iter().map(|(a, _)| a.clone()).collect();
     animas.sort_unstable();
