@@ -392,6 +392,13 @@ pub trait TaskStore: Send + Sync {
     /// Store a new task. `private_args` are the unmasked arguments when masking changed them; only the worker
     /// reads them, and they are removed when the task ends.
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()>;
+    /// [`TaskStore::create`], then make sure something will run the task ([`TaskStore::start_worker`], which
+    /// the file store skips when a worker that will claim again is free for it). The inner error: stored, but
+    /// nothing could be started.
+    fn create_and_start(&self, task: &Task, private_args: Option<&Value>, dirs: &Dirs) -> io::Result<io::Result<()>> {
+        self.create(task, private_args)?;
+        Ok(self.start_worker(dirs))
+    }
     fn get(&self, id: &str) -> io::Result<Option<Task>>;
     /// Every readable task (a file that cannot be read is skipped, never fatal to the listing).
     fn list(&self) -> io::Result<Vec<Task>>;
