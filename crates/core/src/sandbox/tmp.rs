@@ -270,7 +270,8 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
 
-        let cases: [(&str, fn(&CallTmp)); 5] = [
+        type Change = fn(&CallTmp);
+        let cases: [(&str, Change); 5] = [
             ("a file left in it", |t| {
                 std::fs::write(t.path().join("x"), "x").unwrap()
             }),
