@@ -145,9 +145,15 @@ impl Drop for CallTmp {
 
 /// Remove the dirs kept for later calls (at the runner's exit).
 pub fn release_spares() {
-    let v = std::mem::take(&mut *SPARES.0.lock().unwrap_or_else(|e| e.into_inner()));
-    for m in v {
-        let _ = std::fs::remove_dir(&m.path);
+    SPARES.release();
+}
+
+impl Spares {
+    fn release(&self) {
+        let v = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for m in v.into_iter().filter(still_named) {
+            let _ = std::fs::remove_dir(&m.path);
+        }
     }
 }
 
@@ -297,6 +303,7 @@ mod tests {
             let next = CallTmp::new_in(pool).unwrap();
             assert_ne!(next.path(), p, "{what}: not handed on");
         }
+        pool.release();
     }
 
     /// An extended attribute (an ACL is one, and a default ACL would give the next call's files to others).
@@ -307,6 +314,8 @@ mod tests {
         let p = t.path().to_path_buf();
         if rustix::fs::setxattr(&p, "user.awt", b"1", rustix::fs::XattrFlags::empty()).is_err() {
             eprintln!("skipped: this file system takes no user extended attributes");
+            drop(t);
+            pool.release();
             return;
         }
         drop(t);
@@ -325,6 +334,8 @@ mod tests {
         std::fs::create_dir(&p).unwrap();
         let next = CallTmp::new_in(pool).unwrap();
         assert_ne!(next.path(), p);
+        drop(next);
+        pool.release();
         let _ = std::fs::remove_dir(&moved);
         let _ = std::fs::remove_dir(&p);
     }
