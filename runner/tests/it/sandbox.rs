@@ -1293,6 +1293,43 @@ printf '{"dirs":%d,"files":%d,"listed":%d,"written":%d,"opened":%d}\n' $dirs $fi
     assert!(audit["sandbox"]["hidden"].as_u64().unwrap_or(0) >= 8, "{audit}");
 }
 
+/// Another call's temp dir (`$TMP` of a concurrent call, or one a long-lived runner keeps) sat beside this call's
+/// own, readable by the runner's user and so by Landlock's read of the whole file system (found by a review).
+#[test]
+fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        return;
+    }
+    let w = World::sandboxed();
+    let other = tempfile::Builder::new().prefix("animaworks-tool-").tempdir().unwrap();
+    std::fs::write(other.path().join("token"), "OTHER CALL'S SECRET").unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    let body = r#"
+seen=$(cat "$BAIT_FILE" 2>/dev/null || true)
+echo mine > "$TMPDIR/own" && own=$(cat "$TMPDIR/own")
+printf '{"seen":"%s","own":"%s"}\n' "$seen" "$own"
+"#;
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, body),
+    );
+    let o = w
+        .cmd()
+        .env("BAIT_FILE", other.path().join("token"))
+        .args(["call", "peek", "tmp"])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    assert_eq!(r["own"], "mine", "the call's own temp dir: {r} {}", stderr(&o));
+    assert_eq!(r["seen"], "", "another call's temp dir was read: {r}");
+}
+
 // ---------------------------------------------------------------- what confined tools never read
 
 /// A task's unmasked arguments (`.private/<id>.args`) are hidden from every confined tool, the anima's own too

@@ -215,6 +215,8 @@ pub enum MountKind {
     ReadOnly,
     /// On the deny list: an empty read-only folder or an unopenable file over it.
     Hide { dir: bool },
+    /// Another call's temp dir, hidden as a folder of the deny list unless it is gone by the time of the mount.
+    HideOther,
 }
 
 /// What a confined process may use beyond the system's places ([`Plan::given`]).
@@ -549,7 +551,9 @@ fn plan_with(
         let mut writable = write.clone();
         writable.push(tmp_path.clone());
         let python = file.launch == crate::discover::Launch::Python;
-        mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write)
+        let mut m = mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write);
+        hide_other_call_tmps(&mut m, &tmp_path);
+        m
     } else {
         Vec::new()
     };
@@ -764,6 +768,29 @@ fn mounts(
         .paths
         .retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
     out
+}
+
+/// Other calls' temp dirs beside this call's own (`animaworks-tool-*` in the same folder, the kept ones of a
+/// long-lived runner included): the runner's user may read them, so Landlock's read of the whole file system would
+/// let one call read what another, of another anima, keeps there. Hidden as they are when the plan is made; a
+/// call started later makes its dir after this one's mounts.
+fn hide_other_call_tmps(out: &mut Vec<PlannedMount>, own: &Path) {
+    let Some(parent) = own.parent() else { return };
+    let Ok(rd) = std::fs::read_dir(parent) else { return };
+    let prefix = tmp::PREFIX.as_bytes();
+    for e in rd
+        .flatten()
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(prefix))
+        .take(MAX_HIDDEN)
+    {
+        let p = parent.join(e.file_name());
+        if p != own && e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push(PlannedMount {
+                path: p,
+                kind: MountKind::HideOther,
+            });
+        }
+    }
 }
 
 /// Hide every entry of `dir` but the way down to `keep` (the Python shim inside the runner's cache).
@@ -1094,7 +1121,7 @@ impl Plan {
                     "files": s.landlock_fs(),
                     "net": match &i.proxy_hosts { Some(h) if i.net != NetPlan::All => json!(h), _ => i.net.to_json() },
                     "reads": i.reads.as_str(),
-                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. })).count(),
+                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideOther)).count(),
                     "writes": i.write,
                     "noexec": if i.reads == Reads::DenyList { "mounts" } else { "landlock" },
                     "memfd": if s.seccomp { "noexec_seal" } else { "unconfined" },
@@ -1162,6 +1189,12 @@ impl Plan {
                 MountKind::NoExec => child::Mount::no_exec(&m.path),
                 MountKind::Exec => child::Mount::as_outside(&m.path),
                 MountKind::ReadOnly => child::Mount::read_only(&m.path),
+                // Never the first of its kind: a mount that may be skipped is no source for the others' binds.
+                MountKind::HideOther => match first_dir {
+                    Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),
+                    None => child::Mount::hide(&m.path, true),
+                }
+                .map(child::Mount::if_there),
                 MountKind::Hide { dir } => {
                     let first = if dir { &mut first_dir } else { &mut first_file };
                     match *first {

@@ -157,11 +157,14 @@ impl Spares {
     }
 }
 
+/// How the name of every call's temp dir begins (the sandbox hides the others' from each call).
+pub(crate) const PREFIX: &str = "animaworks-tool-";
+
 fn make() -> std::io::Result<Made> {
     use std::os::unix::fs::PermissionsExt;
     // The runner's alone (a plain tempdir would be 0755 under the usual umask).
     let path = tempfile::Builder::new()
-        .prefix("animaworks-tool-")
+        .prefix(PREFIX)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()?
         .keep();

@@ -39,6 +39,8 @@ pub struct Mount {
     /// The flags of the final remount: the locked flags of the mount the target is on (a remount inside a user
     /// namespace must keep them) and what this mount adds.
     flags: libc::c_ulong,
+    /// A target that is gone by the time of the mount is nothing to hide (another call's temp dir, removed).
+    if_there: bool,
 }
 
 enum MountKind {
@@ -95,6 +97,7 @@ impl Mount {
             kind: MountKind::BindSelf,
             target,
             flags,
+            if_there: false,
         })
     }
 
@@ -107,6 +110,7 @@ impl Mount {
             kind: MountKind::BindSelf,
             target,
             flags,
+            if_there: false,
         })
     }
 
@@ -118,6 +122,7 @@ impl Mount {
             kind: MountKind::BindSelf,
             target,
             flags,
+            if_there: false,
         })
     }
 
@@ -133,7 +138,12 @@ impl Mount {
             MountKind::EmptyDir => libc::MS_RDONLY | NO_DEV_SUID_EXEC,
             _ => kept_flags(c"/dev/null")? | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | NO_DEV_SUID_EXEC,
         };
-        Some(Mount { kind, target, flags })
+        Some(Mount {
+            kind,
+            target,
+            flags,
+            if_there: false,
+        })
     }
 
     /// `p` hidden as `first` was: the same empty folder or unopenable file, bound from `first`'s mount, which
@@ -146,7 +156,14 @@ impl Mount {
             kind: MountKind::Again(first.target.clone()),
             target: c_path(p)?,
             flags: 0,
+            if_there: false,
         })
+    }
+
+    /// The same mount, skipped when its target no longer exists.
+    pub fn if_there(mut self) -> Mount {
+        self.if_there = true;
+        self
     }
 
     /// Make it, in `G`'s mount namespace (raw system calls only).
@@ -320,7 +337,10 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::pro
             })?;
             for m in &ns.mounts {
                 // SAFETY: this is G, in its own mount namespace, made private just above.
-                unsafe { m.apply() }?;
+                match unsafe { m.apply() } {
+                    Err(e) if m.if_there && e.raw_os_error() == Some(libc::ENOENT) => {}
+                    r => r?,
+                }
             }
         }
         if let Some(net) = &ns.net {
