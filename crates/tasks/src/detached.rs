@@ -3,7 +3,7 @@
 //! a time, so the task's `pid` is its worker: if the worker dies, the guardian kills the tool's group and the task
 //! is found `lost`.
 
-use super::files::FileStore;
+use super::files::{FileStore, LINGER};
 use super::{now_s, Kind, ProcessId, Progress, Status, Task, TaskStore};
 use awt_core::call::{CallOptions, Runner};
 use awt_core::error::{CallError, Detail, ErrorCode};
@@ -41,15 +41,17 @@ pub async fn run(runner: &Runner) -> i32 {
         }
     };
     let me = ProcessId::of_self();
-    let stop = stop_on_sigterm();
+    let mut stop = stop_on_sigterm();
     loop {
         if *stop.borrow() {
+            store.leave(&me);
             return 0;
         }
-        let task = match store.claim(&me, limit) {
+        let task = match next_task(&store, &me, limit, &mut stop).await {
             Ok(Some(t)) => t,
             Ok(None) => return 0,
             Err(e) => {
+                store.leave(&me);
                 eprintln!(
                     "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
                     store.dir.display()
@@ -67,6 +69,7 @@ pub async fn run(runner: &Runner) -> i32 {
                     "animaworks-tool jobs worker: cannot move task {} aside: {e}",
                     task.task_id
                 );
+                store.leave(&me);
                 return ErrorCode::Internal.exit_code();
             }
             super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);
@@ -75,6 +78,43 @@ pub async fn run(runner: &Runner) -> i32 {
         run_one(runner, &store, &me, task, stop.clone()).await;
     }
 }
+
+/// The next task to run: claimed at once, or when one comes within [`LINGER`] (the worker stays in the index
+/// meanwhile, so a submit counts on it instead of starting another); `None`: the worker has left the index.
+async fn next_task(
+    store: &FileStore,
+    me: &ProcessId,
+    limit: usize,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<Option<Task>> {
+    if let Some(t) = store.worker_claim(me, limit, false)? {
+        return Ok(Some(t));
+    }
+    let until = Instant::now() + LINGER;
+    let mut mark = store.index_mark();
+    while Instant::now() < until {
+        tokio::select! {
+            _ = tokio::time::sleep(LOOK_EVERY) => {}
+            _ = stop.wait_for(|v| *v) => break,
+        }
+        // A submit, a finished task (a free slot) or a cancel rewrites the index; nothing else needs a look.
+        let now = store.index_mark();
+        if now != mark {
+            mark = now;
+            if let Some(t) = store.worker_claim(me, limit, false)? {
+                return Ok(Some(t));
+            }
+        }
+    }
+    if *stop.borrow() {
+        store.leave(me);
+        return Ok(None);
+    }
+    store.worker_claim(me, limit, true)
+}
+
+/// How often a lingering worker looks whether the index changed (one `stat`).
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// Why a claimed task file must not run: only the runner's submit writes task files, and signs them
 /// ([`super::mac`]); a file of the same anima's name written by anything else is refused (the anima of a file
@@ -213,12 +253,10 @@ async fn run_one(
         record(t, &outcome, stopped);
         true
     });
+    // The update wrote the notification of a task it ended.
     if let Ok(Some(t)) = finished {
         if t.status.is_final() {
             store.release(&id);
-            if let Err(e) = store.notify(&t) {
-                eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
-            }
         }
     }
 }

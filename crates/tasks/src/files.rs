@@ -5,13 +5,17 @@
 //! Side files never end in `.json` (AnimaWorks' readers glob `*.json`): `.private/<id>.args` (unmasked arguments,
 //! mode 0600 in a 0700 folder the sandbox hides, only when masking changed them), `<id>.cancel` (a cancel request), `.lock`, `worker.log`, `.index/`.
 //!
-//! The index (`.index/active`): the ids of the tasks not yet finished, and the folder's modification time when
-//! it was written. Submit, claim and the concurrency limit read only those tasks' files, so they cost the same
-//! with 0 or 10,000 finished tasks stored. Every change to the folder is made under the lock and ends by writing
-//! the index with the folder's new time; a folder whose time differs (a file put there by hand, or by a runner
-//! without the index) and a missing or unreadable index make the next look read every task file once and write
-//! the index again. Crash-safe: a new task's id goes into the index before its file is written, a finished
-//! task's id leaves it after, and an id without a pending or running file is dropped at the next look.
+//! The index (`.index/active`): the ids of the tasks not yet finished, the live workers that will claim again,
+//! and the folder's modification time when it was written. Submit, claim and the concurrency limit read only
+//! those tasks' files, so they cost the same with 0 or 10,000 finished tasks stored. Every change to the folder
+//! is made under the lock and ends by *sealing* the folder (setting its modification time to one nanosecond
+//! before the time the change gave it, a time no later change can give it again) and writing the index with that
+//! time. A folder whose time differs (a file put there by hand, or by a runner without the index) and a missing
+//! or unreadable index make the next look read every task file once and write the index again. An index that
+//! is not sealed (the file system refused the time, or an older runner wrote it) is believed only past a clock
+//! tick, or after the task files are counted. Crash-safe: a new task's id goes into the index before its file is
+//! written, a finished task's id leaves it after, and an id without a pending or running file (a worker whose
+//! process is gone) is dropped at the next look.
 
 use super::{Census, ProcessId, Status, Task, TaskStore};
 use serde_json::Value;
@@ -28,12 +32,21 @@ pub struct FileStore {
     pub locale: awt_core::locale::Locale,
 }
 
-/// The index: the unfinished tasks' ids in submit order, and how many task files the folder holds.
-#[derive(Debug, Clone, PartialEq)]
+/// The index: the unfinished tasks' ids in submit order, how many task files the folder holds, and the workers
+/// that will claim again before they exit (a running worker, or one looking for more).
+#[derive(Debug, Clone, PartialEq, Default)]
 struct Index {
     ids: Vec<String>,
     files: usize,
+    workers: Vec<ProcessId>,
 }
+
+/// How long a worker that found nothing to claim waits for a new task before it exits: a burst of submits is run
+/// by the workers already there, not by a new process each.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How a worker's line in the index starts (never a task id: older runners drop the line).
+const WORKER_LINE: &str = "worker ";
 
 /// An index written less than this after the folder's last change may not have seen a later change (see
 /// [`FileStore::read_index`]): more than a clock tick at any `HZ`.
@@ -126,25 +139,48 @@ impl FileStore {
         Ok(i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()))
     }
 
-    /// The index as written, when it matches the folder as it is now.
-    fn read_index(&self) -> Option<Index> {
+    /// The index as written, when it matches the folder as it is now, with the folder's time.
+    fn read_index(&self) -> Option<(Index, i128)> {
         let bytes = awt_core::fsread::read(&self.index_path(), awt_core::fsread::TASK).ok()?;
         let text = std::str::from_utf8(&bytes).ok()?;
         let mut lines = text.lines();
         let mut head = lines.next()?.strip_prefix("v1 ")?.split(' ');
         let mut num = || -> Option<i128> { head.next()?.parse().ok() };
         let (stamp, files, written) = (num()?, usize::try_from(num()?).ok()?, num()?);
+        let sealed = head.next() == Some("sealed");
         if self.stamp().ok()? != stamp {
             return None;
         }
         // Why count: the folder's time moves in clock ticks (milliseconds), so a file added within the tick of
-        // the index's last write leaves it unchanged; then the names are counted (no file is read).
-        if written - stamp < RACY_NS && self.count_files().ok()? != files {
+        // the index's last write leaves it unchanged; then the names are counted (no file is read). A sealed
+        // folder's time is one no change can give it, so any change since moved it.
+        if !sealed && written - stamp < RACY_NS && self.count_files().ok()? != files {
             return None;
         }
-        // A forged line is no id: it is dropped, never joined into a path.
-        let ids = lines.filter(|l| super::valid_task_id(l)).map(str::to_owned).collect();
-        Some(Index { ids, files })
+        let mut index = Index {
+            files,
+            ..Default::default()
+        };
+        for l in lines {
+            if let Some(w) = l.strip_prefix(WORKER_LINE) {
+                let mut f = w.split(' ');
+                let (Some(pid), Some(start), Some(boot)) = (f.next(), f.next(), f.next()) else {
+                    continue;
+                };
+                if let (Ok(pid), Ok(start_time)) = (pid.parse(), start.parse()) {
+                    let boot_id = boot.to_owned();
+                    index.workers.push(ProcessId {
+                        pid,
+                        start_time,
+                        boot_id,
+                    });
+                }
+            } else if super::valid_task_id(l) {
+                // A forged line is no id: it is dropped, never joined into a path.
+                index.ids.push(l.to_owned());
+            }
+        }
+        Some((index, stamp))
     }
 
     /// How many task files (`*.json`) the folder holds, by name.
@@ -156,14 +192,14 @@ impl FileStore {
     }
 
     /// Run `f` under the lock with the index (the unfinished tasks' ids, which it may change, and the count of
-    /// task files, which it keeps true); then write the index for the folder as `f` left it.
+    /// task files, which it keeps true); then seal the folder and write the index for the folder as `f` left it.
     fn locked<T>(&self, f: impl FnOnce(&mut Index) -> io::Result<T>) -> io::Result<T> {
         let _lock = self.lock()?;
-        fs::create_dir_all(self.dir.join(".index"))?;
         let before = self.read_index();
         let mut index = match &before {
-            Some(i) => i.clone(),
+            Some((i, _)) => i.clone(),
             None => {
+                fs::create_dir_all(self.dir.join(".index"))?;
                 let all = self.list()?;
                 Index {
                     files: self.count_files()?,
@@ -172,13 +208,16 @@ impl FileStore {
                         .filter(|t| !t.status.is_final())
                         .map(|t| t.task_id)
                         .collect(),
+                    workers: Vec::new(),
                 }
             }
         };
         let out = f(&mut index);
         // Written even when `f` failed half-way: what it did write is in the folder.
         let stamp = self.stamp()?;
-        if before.as_ref() != Some(&index) || self.read_index().is_none() {
+        let unchanged = before.as_ref().is_some_and(|(i, s)| *s == stamp && *i == index);
+        if !unchanged {
+            let sealed = self.seal(stamp);
             let written = i128::try_from(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -186,14 +225,44 @@ impl FileStore {
                     .unwrap_or(0),
             )
             .unwrap_or(0);
-            let mut text = format!("v1 {stamp} {} {written}\n", index.files);
+            let mut text = match sealed {
+                Some(s) => format!("v1 {s} {} {written} sealed\n", index.files),
+                None => format!("v1 {stamp} {} {written}\n", index.files),
+            };
             for id in &index.ids {
                 text.push_str(id);
                 text.push('\n');
             }
+            for w in &index.workers {
+                text.push_str(&format!("{WORKER_LINE}{} {} {}\n", w.pid, w.start_time, w.boot_id));
+            }
             write_atomic(&self.index_path(), text.as_bytes())?;
         }
         out
+    }
+
+    /// Set the folder's time to one nanosecond before `stamp` (the time its last change gave it): a time the
+    /// clock has passed, so any later change (by whoever, locked or not) gives the folder another. The time as
+    /// set, or `None` when the file system does not take it (then the index is believed as an unsealed one).
+    fn seal(&self, stamp: i128) -> Option<i128> {
+        let want = stamp - 1;
+        let secs = u64::try_from(want.div_euclid(1_000_000_000)).ok()?;
+        let nanos = u32::try_from(want.rem_euclid(1_000_000_000)).ok()?;
+        let t = std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
+        let dir = File::open(&self.dir).ok()?;
+        dir.set_times(fs::FileTimes::new().set_modified(t)).ok()?;
+        (self.stamp().ok()? == want).then_some(want)
+    }
+
+    /// What changes whenever the index is written (the file is replaced, so its inode changes): a worker waiting
+    /// for a new task looks at this, not at the tasks.
+    pub fn index_mark(&self) -> Option<(u64, i128)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(self.index_path()).ok()?;
+        Some((
+            m.ino(),
+            i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ))
     }
 
     fn save(&self, t: &Task) -> io::Result<()> {
@@ -254,6 +323,8 @@ impl FileStore {
             }
         }
         tasks.retain(|t| !t.status.is_final());
+        // A worker whose process is gone claims nothing more.
+        index.workers.retain(|w| w.alive());
         Ok((census, tasks))
     }
 
@@ -291,45 +362,123 @@ impl FileStore {
     /// Move a task file that must never run aside (`<id>.json.refused`, which no listing reads), with its private
     /// arguments and cancel request gone.
     pub fn move_aside(&self, id: &str) -> io::Result<()> {
-        let _lock = self.lock()?;
-        let mut to = self.path(id).into_os_string();
-        to.push(".refused");
-        fs::rename(self.path(id), to)?;
-        let _ = fs::remove_file(self.side(id, "args"));
-        let _ = fs::remove_file(self.old_args(id));
-        let _ = fs::remove_file(self.side(id, "cancel"));
-        Ok(())
+        self.locked(|index| {
+            let mut to = self.path(id).into_os_string();
+            to.push(".refused");
+            fs::rename(self.path(id), to)?;
+            index.ids.retain(|i| i != id);
+            index.files = index.files.saturating_sub(1);
+            self.release_locked(id);
+            Ok(())
+        })
     }
+
+    /// A worker's claim ([`TaskStore::claim`]) that also keeps the worker in the index while it will claim again:
+    /// with `leave`, a worker that gets nothing leaves the index in the same look (after which no submit counts on
+    /// it). A submit that finds enough such workers starts none ([`FileStore::create_and_start`]).
+    pub fn worker_claim(&self, owner: &ProcessId, limit: usize, leave: bool) -> io::Result<Option<Task>> {
+        self.locked(|index| {
+            let got = self.claim_locked(index, owner, limit)?;
+            index.workers.retain(|w| w != owner);
+            if got.is_some() || !leave {
+                index.workers.push(owner.clone());
+            }
+            Ok(got)
+        })
+    }
+
+    /// A worker that stops without a last claim (SIGTERM, an error) leaves the index.
+    pub fn leave(&self, owner: &ProcessId) {
+        let _ = self.locked(|index| {
+            index.workers.retain(|w| w != owner);
+            Ok(())
+        });
+    }
+
+    fn claim_locked(&self, index: &mut Index, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>> {
+        let (census, tasks) = self.census_locked(index)?;
+        if census.running >= limit {
+            return Ok(None);
+        }
+        // The unfinished tasks are in submit order.
+        let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
+            return Ok(None);
+        };
+        let now = super::now_s();
+        t.status = Status::Running;
+        t.started_at = Some(now);
+        t.updated_at = now;
+        t.pid = Some(owner.pid);
+        t.pid_start_time = Some(owner.start_time);
+        t.boot_id = Some(owner.boot_id.clone());
+        t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
+        self.save(&t)?;
+        Ok(Some(t))
+    }
+
+    fn create_locked(&self, index: &mut Index, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
+        if let Some(args) = private_args {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(self.dir.join(PRIVATE_DIR))?;
+            let mut f = OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .mode(0o600)
+                .open(self.side(&task.task_id, "args"))?;
+            f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
+        }
+        if self.path(&task.task_id).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("task {} exists", task.task_id),
+            ));
+        }
+        if !task.status.is_final() && !index.ids.contains(&task.task_id) {
+            index.ids.push(task.task_id.clone());
+        }
+        index.files += 1;
+        self.save(task)
+    }
+}
+
+/// Must a submit start a worker? Not when the workers that will claim again and hold no task (each takes one
+/// pending task, oldest first) are enough for the pending tasks, or for the free slots.
+fn worker_needed(index: &Index, census: &Census, active: &[Task], limit: usize) -> bool {
+    let busy: Vec<i32> = active
+        .iter()
+        .filter(|t| t.status == Status::Running)
+        .filter_map(|t| t.pid)
+        .collect();
+    let idle = index.workers.iter().filter(|w| !busy.contains(&w.pid)).count();
+    idle < census.pending && census.running + idle < limit
 }
 
 impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        self.locked(|index| {
-            if let Some(args) = private_args {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(self.dir.join(PRIVATE_DIR))?;
-                let mut f = OpenOptions::new()
-                    .create_new(true)
-                    .write(true)
-                    .mode(0o600)
-                    .open(self.side(&task.task_id, "args"))?;
-                f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
-            }
-            if self.path(&task.task_id).exists() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("task {} exists", task.task_id),
-                ));
-            }
-            if !task.status.is_final() && !index.ids.contains(&task.task_id) {
-                index.ids.push(task.task_id.clone());
-            }
-            index.files += 1;
-            self.save(task)
-        })
+        self.locked(|index| self.create_locked(index, task, private_args))
+    }
+
+    fn create_and_start(
+        &self,
+        task: &Task,
+        private_args: Option<&Value>,
+        dirs: &awt_core::dirs::Dirs,
+    ) -> io::Result<io::Result<()>> {
+        let limit = awt_core::settings::Settings::load(&dirs.data)
+            .map(|s| s.max_running_tasks)
+            .unwrap_or(super::queue::DEFAULT_MAX_RUNNING);
+        fs::create_dir_all(&self.dir)?;
+        // One look: store the task, mark the tasks of dead workers lost (as every task command does), and see
+        // whether a worker that will claim again is free for it.
+        let needed = self.locked(|index| {
+            self.create_locked(index, task, private_args)?;
+            let (census, active) = self.census_locked(index)?;
+            Ok(worker_needed(index, &census, &active, limit))
+        })?;
+        Ok(if needed { self.start_worker(dirs) } else { Ok(()) })
     }
 
     fn get(&self, id: &str) -> io::Result<Option<Task>> {
@@ -362,7 +511,7 @@ impl TaskStore for FileStore {
 
     fn list_active(&self) -> io::Result<Vec<Task>> {
         // Unlocked, as every reader: the index is replaced whole, and a stale one is read around.
-        let Some(mut index) = self.read_index() else {
+        let Some((mut index, _)) = self.read_index() else {
             return Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect());
         };
         Ok(self.active_tasks(&mut index.ids))
@@ -372,6 +521,11 @@ impl TaskStore for FileStore {
         self.locked(|index| {
             let Some(mut t) = self.get(id)? else { return Ok(None) };
             if f(&mut t) {
+                if t.status.is_final() {
+                    if let Err(e) = self.notify(&t) {
+                        tracing::warn!("cannot write the notification of task {id}: {e}");
+                    }
+                }
                 self.save(&t)?;
                 if t.status.is_final() {
                     index.ids.retain(|i| i != id);
@@ -386,26 +540,7 @@ impl TaskStore for FileStore {
     }
 
     fn claim(&self, owner: &ProcessId, limit: usize) -> io::Result<Option<Task>> {
-        self.locked(|index| {
-            let (census, tasks) = self.census_locked(index)?;
-            if census.running >= limit {
-                return Ok(None);
-            }
-            // The unfinished tasks are in submit order.
-            let Some(mut t) = tasks.into_iter().find(|t| t.status == Status::Pending) else {
-                return Ok(None);
-            };
-            let now = super::now_s();
-            t.status = Status::Running;
-            t.started_at = Some(now);
-            t.updated_at = now;
-            t.pid = Some(owner.pid);
-            t.pid_start_time = Some(owner.start_time);
-            t.boot_id = Some(owner.boot_id.clone());
-            t.worker_token = super::identity::own_secret().map(|s| super::identity::token(&s, &t.task_id));
-            self.save(&t)?;
-            Ok(Some(t))
-        })
+        self.locked(|index| self.claim_locked(index, owner, limit))
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
@@ -569,6 +704,31 @@ mod tests {
             store.private_args("00000000000d").unwrap(),
             Some(serde_json::json!({"old": 1}))
         );
+    }
+
+    /// The notification used to be the caller's second step after the update, so a worker killed between the two
+    /// left a finished task that no anima was ever told of. The update that ends a task writes it, first.
+    #[test]
+    fn the_update_that_ends_a_task_writes_its_notification() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "running", 0.0), None).unwrap();
+        let note = d.path().join("state/background_notifications/00000000000a.md");
+        store
+            .update("00000000000a", &mut |t| {
+                t.progress = None;
+                true
+            })
+            .unwrap();
+        assert!(!note.exists(), "a task still running has no notification");
+        store
+            .update("00000000000a", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        assert!(note.is_file(), "the ended task's notification was not written");
+        assert!(fs::read_to_string(&note).unwrap().contains("00000000000a"));
     }
 
     #[test]

@@ -392,6 +392,13 @@ pub trait TaskStore: Send + Sync {
     /// Store a new task. `private_args` are the unmasked arguments when masking changed them; only the worker
     /// reads them, and they are removed when the task ends.
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()>;
+    /// [`TaskStore::create`], then make sure something will run the task ([`TaskStore::start_worker`], which
+    /// the file store skips when a worker that will claim again is free for it). The inner error: stored, but
+    /// nothing could be started.
+    fn create_and_start(&self, task: &Task, private_args: Option<&Value>, dirs: &Dirs) -> io::Result<io::Result<()>> {
+        self.create(task, private_args)?;
+        Ok(self.start_worker(dirs))
+    }
     fn get(&self, id: &str) -> io::Result<Option<Task>>;
     /// Every readable task (a file that cannot be read is skipped, never fatal to the listing).
     fn list(&self) -> io::Result<Vec<Task>>;
@@ -400,6 +407,9 @@ pub trait TaskStore: Send + Sync {
         Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect())
     }
     /// Change a task under the store's lock; `f` returns false to leave it unchanged. `None`: no such task.
+    /// A change that ends the task writes its notification too, so that no kill in between can lose it: the file
+    /// store writes it before the task file (a kill between the two leaves a running task whose process is gone,
+    /// which the next look marks lost and notifies again); the Postgres row owes it until it is written.
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>>;
     /// Mark running tasks whose worker is gone `lost` (writing their notifications) and count the rest.
     fn census(&self) -> io::Result<Census>;

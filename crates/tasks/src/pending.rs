@@ -159,7 +159,7 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
                             if d.submitted_at > 0.0 {
                                 c.task.created_at = d.submitted_at;
                             }
-                            submit::enqueue(store, &c)
+                            submit::enqueue(store, &mut c)
                                 .map(|_| c.task.receipt())
                                 .map_err(|e| (e.message.clone(), e.to_json().get("error").cloned()))
                         }

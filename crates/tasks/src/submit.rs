@@ -14,6 +14,8 @@ pub struct Checked {
     pub private_args: Option<Value>,
     /// Said on stderr, e.g. an action not marked background-eligible.
     pub warnings: Vec<String>,
+    /// The tool file checked against: a shared queue records its digest ([`enqueue`]).
+    pub tool_file: awt_core::discover::ToolFile,
 }
 
 pub use super::files::store_of;
@@ -164,7 +166,7 @@ pub async fn check(
             ..Default::default()
         },
     };
-    super::tool_version::stamp(&mut task, &tool_file, idempotent);
+    super::tool_version::stamp(&mut task, &tool_file, idempotent, false);
     let key = super::mac::key(&runner.dirs.data).map_err(|e| {
         CallError::new(ErrorCode::Internal, format!("cannot sign the task: {e}")).hint(
             "the runner keeps its task key in <data dir>/state/animaworks-tool/tasks.key (docs/background-tasks.md)",
@@ -175,6 +177,7 @@ pub async fn check(
         task,
         private_args,
         warnings,
+        tool_file,
     })
 }
 
@@ -195,19 +198,27 @@ pub async fn submit_with(
     let store = super::open(runner)?;
     let mut checked = check(runner, tool, words, strict, None).await?;
     mark(&mut checked.task);
-    enqueue(store.as_ref(), &checked)?;
-    // Marks tasks of dead workers lost, as every task command does (on a shared queue the workers' rescuers do).
-    if store.is_local() {
-        let _ = store.census();
-    }
-    if let Err(e) = store.start_worker(&runner.dirs) {
-        let mut checked = checked;
+    digest_for(store.as_ref(), &mut checked);
+    // The file store also marks tasks of dead workers lost here, as every task command does (on a shared queue
+    // the workers' rescuers do).
+    let started = store
+        .create_and_start(&checked.task, checked.private_args.as_ref(), &runner.dirs)
+        .map_err(|e| store_error(store.as_ref(), &checked, e))?;
+    if let Err(e) = started {
         checked.warnings.push(format!(
             "cannot start a worker ({e}); the task stays pending until the next `animaworks-tool jobs` command starts one"
         ));
-        return Ok(checked);
     }
     Ok(checked)
+}
+
+/// Why a shared queue needs the tool file's digest and the file store does not: a worker on another machine
+/// runs a task only with the same file; the file store's worker finds the same file the submit did. Reading a
+/// large native tool whole costs a submit milliseconds, so only a shared queue pays it.
+fn digest_for(store: &dyn TaskStore, c: &mut Checked) {
+    if !store.is_local() && c.task.queue.tool_sha256.is_none() {
+        c.task.queue.tool_sha256 = super::tool_version::file_sha256(&c.tool_file).ok();
+    }
 }
 
 /// A task as stored, after marking lost the tasks whose worker is gone.
@@ -228,15 +239,20 @@ pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
 }
 
 /// Store a checked task.
-pub fn enqueue(store: &dyn TaskStore, c: &Checked) -> Result<(), CallError> {
-    store.create(&c.task, c.private_args.as_ref()).map_err(|e| {
-        if let Some(pg) = super::pg::StoreError::of(&e) {
-            return pg.to_call_error();
-        }
-        CallError::new(
-            ErrorCode::Internal,
-            format!("cannot write task {} in {}: {e}", c.task.task_id, store.location()),
-        )
-        .hint("check that the anima dir's state/background_tasks folder is writable")
-    })
+pub fn enqueue(store: &dyn TaskStore, c: &mut Checked) -> Result<(), CallError> {
+    digest_for(store, c);
+    store
+        .create(&c.task, c.private_args.as_ref())
+        .map_err(|e| store_error(store, c, e))
+}
+
+fn store_error(store: &dyn TaskStore, c: &Checked, e: std::io::Error) -> CallError {
+    if let Some(pg) = super::pg::StoreError::of(&e) {
+        return pg.to_call_error();
+    }
+    CallError::new(
+        ErrorCode::Internal,
+        format!("cannot write task {} in {}: {e}", c.task.task_id, store.location()),
+    )
+    .hint("check that the anima dir's state/background_tasks folder is writable")
 }

@@ -57,10 +57,11 @@ pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
     Ok(hex)
 }
 
-/// Record the tool file a task was checked against, and whether its action may run again.
-pub fn stamp(task: &mut Task, file: &ToolFile, idempotent: bool) {
+/// Record the tool file a task was checked against, and whether its action may run again; `digest`: its
+/// SHA-256 too (a shared queue's; see `submit::enqueue`).
+pub fn stamp(task: &mut Task, file: &ToolFile, idempotent: bool, digest: bool) {
     task.queue.tool_tier = Some(file.tier.as_str().to_owned());
-    task.queue.tool_sha256 = file_sha256(file).ok();
+    task.queue.tool_sha256 = if digest { file_sha256(file).ok() } else { None };
     task.queue.idempotent = idempotent;
 }
 
