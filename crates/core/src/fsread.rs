@@ -65,7 +65,11 @@ pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 /// The folder at `path` (symlinks followed), open for [`read_at`].
 pub fn open_dir(path: &Path) -> io::Result<File> {
     use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     Ok(File::from(fd))
 }
 
@@ -102,7 +106,10 @@ fn not_regular_kind(kind: rustix::fs::FileType) -> io::Error {
         FileType::Socket => "a socket",
         _ => "not a regular file",
     };
-    io::Error::new(io::ErrorKind::InvalidInput, format!("{what} is not a regular file; refused"))
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} is not a regular file; refused"),
+    )
 }
 
 /// `len`: the size the file says it has, a hint only (bounded by `max`): a buffer of that size reads a small file
@@ -177,10 +184,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let dir = open_dir(d.path()).unwrap();
         let at = |n: &str, max| read_at(&dir, Path::new(n), max);
-        assert!(std::process::Command::new("mkfifo").arg(d.path().join("f.json")).status().unwrap().success());
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.path().join("f.json"))
+            .status()
+            .unwrap()
+            .success());
         assert!(at("f.json", SMALL).unwrap_err().to_string().contains("FIFO"));
         std::os::unix::fs::symlink("/dev/zero", d.path().join("z.json")).unwrap();
-        assert!(at("z.json", SMALL).unwrap_err().to_string().contains("character device"));
+        assert!(at("z.json", SMALL)
+            .unwrap_err()
+            .to_string()
+            .contains("character device"));
         std::fs::create_dir(d.path().join("sub")).unwrap();
         assert!(at("sub", SMALL).unwrap_err().to_string().contains("directory"));
         std::fs::write(d.path().join("big"), vec![b'x'; 11]).unwrap();

@@ -288,7 +288,10 @@ fn a_listing_refuses_forged_cache_entries() {
     std::os::unix::fs::symlink("/dev/zero", &a).unwrap();
     listed(&w);
     assert_eq!(probes(&counter), 4, "a device behind an entry is a miss");
-    assert!(std::fs::symlink_metadata(&a).unwrap().file_type().is_file(), "the entry was rebuilt");
+    assert!(
+        std::fs::symlink_metadata(&a).unwrap().file_type().is_file(),
+        "the entry was rebuilt"
+    );
 
     // b's whole, well-formed entry in a's place: it names another file, so it is not a's.
     std::fs::copy(&b, &a).unwrap();
