@@ -174,6 +174,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         path: abs,
         launch,
         mcp: None,
+        stat: None,
     };
     let env = match runner.probe_env() {
         Ok(e) => e,

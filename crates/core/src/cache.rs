@@ -7,10 +7,10 @@
 //! a whole file, and a corrupt or foreign file is only a cache miss.
 
 use crate::dirs::Dirs;
-use crate::discover::{Launch, ToolFile};
+use crate::discover::{FileStat, Launch, ToolFile};
 use crate::manifest::Manifest;
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the cached shape or the shim changes meaning.
@@ -29,14 +29,28 @@ pub struct FileKey {
 }
 
 impl FileKey {
+    /// The file's identity now (a `stat` of it).
     pub fn of(file: &ToolFile, dirs: &Dirs) -> std::io::Result<FileKey> {
         let m = std::fs::metadata(&file.path)?;
-        Ok(FileKey {
-            size: m.size(),
-            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
-            ino: m.ino(),
-            dev: m.dev(),
+        Ok(FileKey::with(file, dirs, FileStat::of(&m)))
+    }
+
+    /// The identity the scan that found `file` saw (one `stat` of this invocation, as [`FileKey::of`] is), or a
+    /// fresh one for a file that was not found by a scan.
+    pub fn as_scanned(file: &ToolFile, dirs: &Dirs) -> std::io::Result<FileKey> {
+        match file.stat {
+            Some(s) => Ok(FileKey::with(file, dirs, s)),
+            None => FileKey::of(file, dirs),
+        }
+    }
+
+    fn with(file: &ToolFile, dirs: &Dirs, s: FileStat) -> FileKey {
+        FileKey {
+            size: s.size,
+            mtime_ns: s.mtime_ns,
+            ctime_ns: s.ctime_ns,
+            ino: s.ino,
+            dev: s.dev,
             interpreter: match &file.mcp {
                 Some(decl) => Some(decl.digest()),
                 None => (file.launch == Launch::Python).then(|| {
@@ -48,7 +62,7 @@ impl FileKey {
                 }),
             },
             runner: format!("{}/{}", env!("CARGO_PKG_VERSION"), CACHE_FORMAT),
-        })
+        }
     }
 }
 
@@ -98,20 +112,24 @@ fn folder_hash(file: &ToolFile) -> u64 {
 }
 
 fn entry_path_in(dirs: &Dirs, file: &ToolFile, folder: u64) -> PathBuf {
+    entries_dir(dirs, folder).join(entry_name(file))
+}
+
+fn entries_dir(dirs: &Dirs, folder: u64) -> PathBuf {
+    dirs.cache.join("schemas").join(format!("{folder:016x}"))
+}
+
+fn entry_name(file: &ToolFile) -> String {
     let name = file
         .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // One declaring file holds many servers: each has its own entry.
-    let name = match file.launch {
-        Launch::Mcp => format!("{name}.mcp.{}", file.name),
-        _ => name,
-    };
-    dirs.cache
-        .join("schemas")
-        .join(format!("{folder:016x}"))
-        .join(format!("{name}.json"))
+    match file.launch {
+        Launch::Mcp => format!("{name}.mcp.{}.json", file.name),
+        _ => format!("{name}.json"),
+    }
 }
 
 /// The cache dir is this user's own and writable by nobody else ([`crate::owned`]); else nothing in it is
@@ -132,13 +150,15 @@ pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
     Lookup::new(dirs).load(file, key)
 }
 
-/// Many [`load`]s of one listing: the cache dir's trust is checked once, and each tier folder is resolved once
-/// (both were done per tool: a third of a warm listing's system calls). Each entry is still read and checked
-/// against its file's identity as [`load`] does.
+/// Many [`load`]s of one listing: the cache dir's trust is checked once, each tier folder is resolved once
+/// and its entries' folder opened once (all three were done per tool: a third of a warm listing's system
+/// calls, and a path walk of the whole cache path for each `stat` and `open`). Each entry is still read as
+/// [`crate::fsread::read`] reads (a regular file, bounded) and checked against its file's identity.
 pub struct Lookup<'a> {
     dirs: &'a Dirs,
     trusted: bool,
-    folders: std::collections::HashMap<PathBuf, u64>,
+    /// Tier folder → its entries' folder, open (`None`: there is none, every entry is a miss).
+    folders: std::collections::HashMap<PathBuf, Option<std::fs::File>>,
 }
 
 impl<'a> Lookup<'a> {
@@ -156,16 +176,12 @@ impl<'a> Lookup<'a> {
             return None;
         }
         let parent = file.path.parent().unwrap_or(Path::new("/"));
-        let folder = match self.folders.get(parent) {
-            Some(h) => *h,
-            None => {
-                let h = folder_hash(file);
-                self.folders.insert(parent.to_path_buf(), h);
-                h
-            }
-        };
-        let path = entry_path_in(self.dirs, file, folder);
-        let bytes = crate::fsread::read(&path, crate::fsread::CACHE_ENTRY).ok()?;
+        if !self.folders.contains_key(parent) {
+            let dir = crate::fsread::open_dir(&entries_dir(self.dirs, folder_hash(file))).ok();
+            self.folders.insert(parent.to_path_buf(), dir);
+        }
+        let dir = self.folders.get(parent)?.as_ref()?;
+        let bytes = crate::fsread::read_at(dir, Path::new(&entry_name(file)), crate::fsread::CACHE_ENTRY).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         (entry.key == *key && entry.path == file.path).then_some(entry.probed)
     }

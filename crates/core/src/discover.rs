@@ -62,6 +62,33 @@ pub struct ToolFile {
     /// For [`Launch::Mcp`]: the server's declaration (`path` is the file that declares it).
     #[serde(skip)]
     pub mcp: Option<std::sync::Arc<crate::mcp_servers::Declared>>,
+    /// What `stat` said of the file when the tier was scanned; a listing checks the schema cache against it
+    /// rather than stat the file a second time ([`crate::cache::FileKey::as_scanned`]).
+    #[serde(skip)]
+    pub stat: Option<FileStat>,
+}
+
+/// A file's identity as `stat` gives it (following symlinks): what the schema cache compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub dev: u64,
+}
+
+impl FileStat {
+    pub fn of(m: &std::fs::Metadata) -> FileStat {
+        use std::os::unix::fs::MetadataExt;
+        FileStat {
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+            ino: m.ino(),
+            dev: m.dev(),
+        }
+    }
 }
 
 /// Something wrong with a file in a tier; `list` and `doctor` show these.
@@ -151,6 +178,7 @@ fn mcp_servers(dirs: &Dirs, tier: Tier, problems: &mut Vec<Problem>, only: Optio
             path: d.file.clone(),
             launch: Launch::Mcp,
             mcp: Some(std::sync::Arc::new(d)),
+            stat: None,
         });
     }
     out
@@ -311,6 +339,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             path,
             launch,
             mcp: None,
+            stat: Some(FileStat::of(&meta)),
         });
     }
     out

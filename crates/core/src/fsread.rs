@@ -62,6 +62,56 @@ pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     read_capped(f, max, m.len())
 }
 
+/// The folder at `path` (symlinks followed), open for [`read_at`].
+pub fn open_dir(path: &Path) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
+}
+
+/// [`read`] of `name` in the open folder `dir`, with the same checks: a path walk from the folder, not from `/`
+/// (a warm listing reads one cache entry per tool).
+pub fn read_at(dir: &File, name: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let st = rustix::fs::statat(dir, name, AtFlags::empty())?;
+    let kind = FileType::from_raw_mode(st.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(not_regular_kind(kind));
+    }
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let f = File::from(fd);
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(not_regular(m.file_type()));
+    }
+    read_capped(f, max, m.len())
+}
+
+fn not_regular_kind(kind: rustix::fs::FileType) -> io::Error {
+    use rustix::fs::FileType;
+    let what = match kind {
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Socket => "a socket",
+        _ => "not a regular file",
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} is not a regular file; refused"),
+    )
+}
+
 /// `len`: the size the file says it has, a hint only (bounded by `max`): a buffer of that size reads a small file
 /// in one read instead of a read per doubling from 32 bytes (a warm listing of 10,000 tools made 70,000).
 fn read_capped(f: File, max: u64, len: u64) -> io::Result<Vec<u8>> {
@@ -127,5 +177,32 @@ mod tests {
         let dangling = d.path().join("dangling");
         std::os::unix::fs::symlink(d.path().join("nowhere"), &dangling).unwrap();
         assert!(read_if_present(&dangling, 10).is_err());
+    }
+
+    #[test]
+    fn read_at_refuses_what_read_refuses() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = open_dir(d.path()).unwrap();
+        let at = |n: &str, max| read_at(&dir, Path::new(n), max);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.path().join("f.json"))
+            .status()
+            .unwrap()
+            .success());
+        assert!(at("f.json", SMALL).unwrap_err().to_string().contains("FIFO"));
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("z.json")).unwrap();
+        assert!(at("z.json", SMALL)
+            .unwrap_err()
+            .to_string()
+            .contains("character device"));
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        assert!(at("sub", SMALL).unwrap_err().to_string().contains("directory"));
+        std::fs::write(d.path().join("big"), vec![b'x'; 11]).unwrap();
+        assert!(at("big", 10).unwrap_err().to_string().contains("larger than 10"));
+        assert_eq!(at("big", 11).unwrap().len(), 11);
+        std::os::unix::fs::symlink(d.path().join("big"), d.path().join("link")).unwrap();
+        assert_eq!(at("link", 11).unwrap().len(), 11);
+        assert_eq!(at("none", 10).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(open_dir(&d.path().join("big")).is_err());
     }
 }

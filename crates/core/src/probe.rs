@@ -209,7 +209,9 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     let mut out: Vec<Option<(ToolFile, Probed, Obtained)>> = Vec::with_capacity(files.len());
     let mut misses = Vec::new();
     for file in files {
-        let hit = FileKey::of(&file, dirs).ok().and_then(|key| lookup.load(&file, &key));
+        let hit = FileKey::as_scanned(&file, dirs)
+            .ok()
+            .and_then(|key| lookup.load(&file, &key));
         match hit {
             Some(p) => out.push(Some((file, p, Obtained::Cache))),
             None => {

@@ -417,6 +417,7 @@ mod tests {
             path,
             launch: Launch::Exec,
             mcp: None,
+            stat: None,
         };
         let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
         let env = crate::call::Runner::new(dirs.clone()).probe_env().unwrap();

@@ -235,3 +235,91 @@ fn a_cache_dir_others_can_write_is_refused_with_a_clear_error() {
     let (code, out) = crate::core::call(&w, "pyecho", "go", "{}", &[]);
     assert_eq!(code, 0, "{out}");
 }
+
+// ---------------------------------------------------------------- the listing's own reads (issue 24)
+
+/// A warm listing reads the cache through one open folder per tier and the scan's `stat`: a file changed since
+/// its probe is still probed again, by the listing itself, once.
+#[test]
+fn a_listing_probes_a_changed_file_again_once() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    let path = w.tool(&w.common(), "counted", &counting_tool("counted", &counter, "v1"));
+    w.tool(&w.personal(), "other", &counting_tool("other", &counter, "o"));
+    list_json(&w);
+    list_json(&w);
+    assert_eq!(probes(&counter), 2, "one probe per file version");
+    // Same size, same mtime second: only the nanoseconds and the ctime differ.
+    std::fs::write(&path, counting_tool("counted", &counter, "v2")).unwrap();
+    list_json(&w);
+    assert_eq!(probes(&counter), 3, "the changed file is probed again by the listing");
+    list_json(&w);
+    assert_eq!(probes(&counter), 3, "and its new version is cached");
+    assert_eq!(label(&w, "counted"), "v2");
+    assert_eq!(probes(&counter), 3);
+}
+
+/// Forged entries read by a listing: a FIFO hangs nothing, a link to a device is refused, another file's entry
+/// is not believed; each is a miss, probed again and replaced.
+#[test]
+fn a_listing_refuses_forged_cache_entries() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    w.tool(&w.common(), "a", &counting_tool("a", &counter, "A"));
+    w.tool(&w.common(), "b", &counting_tool("b", &counter, "B"));
+    list_json(&w);
+    assert_eq!(probes(&counter), 2);
+    let files = cache_files(&w);
+    let entry = |name: &str| files.iter().find(|f| f.file_name().unwrap() == name).unwrap().clone();
+    let (a, b) = (entry("a.json"), entry("b.json"));
+    let listed = |w: &World| {
+        let o = run_guarded(w.cmd().args(["tools", "--json"]), 60).expect("the listing hung on a forged entry");
+        assert!(o.status.success(), "{}", stderr(&o));
+        json(&o)
+    };
+
+    std::fs::remove_file(&a).unwrap();
+    mkfifo(&a);
+    let list = listed(&w);
+    assert!(tool_entry(&list, "a").is_some(), "{list}");
+    assert_eq!(probes(&counter), 3, "a FIFO entry is a miss");
+
+    std::fs::remove_file(&a).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &a).unwrap();
+    listed(&w);
+    assert_eq!(probes(&counter), 4, "a device behind an entry is a miss");
+    assert!(
+        std::fs::symlink_metadata(&a).unwrap().file_type().is_file(),
+        "the entry was rebuilt"
+    );
+
+    // b's whole, well-formed entry in a's place: it names another file, so it is not a's.
+    std::fs::copy(&b, &a).unwrap();
+    let list = listed(&w);
+    let actions = &tool_entry(&list, "a").expect("a is listed")["actions"];
+    assert_eq!(actions[0]["schema_name"], "a_run", "{list}");
+    assert_eq!(probes(&counter), 5, "another file's entry is a miss");
+    listed(&w);
+    assert_eq!(probes(&counter), 5);
+}
+
+/// A cache dir others can write is believed by no listing: every tool is probed every time.
+#[test]
+fn a_listing_believes_no_entry_of_a_cache_dir_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    w.tool(&w.common(), "a", &counting_tool("a", &counter, "A"));
+    list_json(&w);
+    list_json(&w);
+    assert_eq!(probes(&counter), 1);
+    let cache = w.data.join("cache/animaworks-tool");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = w.run(&["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("writable by others"), "{}", stderr(&o));
+    assert_eq!(probes(&counter), 2, "the entry of an untrusted cache dir was believed");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    list_json(&w);
+    assert_eq!(probes(&counter), 2);
+}

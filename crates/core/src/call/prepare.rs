@@ -117,17 +117,19 @@ impl<'r> Target<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let sandbox = runner.plan_sandbox(
-            &resolved.file,
-            &perms,
-            crate::sandbox::Needs::Call(action.profile.sandbox.as_ref()),
-        );
+        let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
+        let declared = action.profile.sandbox.as_ref();
+        let needs = if pooled {
+            crate::sandbox::Needs::Pooled(declared)
+        } else {
+            crate::sandbox::Needs::Call(declared)
+        };
+        let sandbox = runner.plan_sandbox(&resolved.file, &perms, needs);
         let sandbox = match sandbox {
             Ok(p) => p,
             Err(e) => return fail(&attempt, e, &early()),
         };
         attempt.sandbox = Some(sandbox.summary());
-        let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
         let grants = match grants_of(runner, &resolved, &perms) {
             Ok(g) => g,
             Err(e) => return fail(&attempt, e, &early()),

@@ -93,6 +93,11 @@ pub enum Needs<'a> {
     /// A process that serves every action (a persistent worker, a `cli_main` argv): the union of the
     /// declarations the anima's grants cover (a call of an action beyond them is refused on its own).
     Serve(Vec<Option<&'a Declared>>),
+    /// The plan of one call that a persistent worker runs (under the worker's own plan): the same decisions
+    /// and refusals as [`Needs::Call`], without the mounts, which only a process started from the plan uses
+    /// (they were a third of the runner's work per pooled call). Such a plan starts nothing: [`Plan::confine`]
+    /// refuses it.
+    Pooled(Option<&'a Declared>),
 }
 
 impl<'a> Needs<'a> {
@@ -177,6 +182,8 @@ struct Inner {
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
+    /// Planned for [`Needs::Pooled`]: no process may start from it.
+    check_only: bool,
 }
 
 /// How a plan confines reads.
@@ -305,10 +312,11 @@ fn plan_with(
     };
     let (decls, lenient): (Vec<Option<&Declared>>, bool) = match &needs {
         Needs::Probe => (Vec::new(), false),
-        Needs::Call(d) => (vec![*d], false),
+        Needs::Call(d) | Needs::Pooled(d) => (vec![*d], false),
         Needs::Serve(v) => (v.clone(), true),
     };
     let declared = decls.iter().any(Option::is_some);
+    let check_only = matches!(needs, Needs::Pooled(_));
     if mode == Mode::Off {
         return Ok(Plan {
             inner: None,
@@ -547,7 +555,7 @@ fn plan_with(
     let reads = if mount_ns { Reads::DenyList } else { Reads::AllowList };
     write.sort();
     write.dedup();
-    let mounts = if mount_ns {
+    let mounts = if mount_ns && !check_only {
         let mut writable = write.clone();
         writable.push(tmp_path.clone());
         let python = file.launch == crate::discover::Launch::Python;
@@ -601,6 +609,7 @@ fn plan_with(
             home,
             data: dirs.data.clone(),
             python: file.launch == crate::discover::Launch::Python,
+            check_only,
         }),
         warnings,
         declared,
@@ -1149,6 +1158,11 @@ impl Plan {
     /// the namespace setup. `None` when the process is not confined.
     pub fn confine(&self, program: &Path) -> io::Result<Option<child::Confined>> {
         let Some(i) = &self.inner else { return Ok(None) };
+        if i.check_only {
+            return Err(io::Error::other(
+                "a pooled call's own sandbox plan has no mounts and starts no process",
+            ));
+        }
         i.tmp.confining(i.pid_ns);
         let _memo = rules::memo();
         let s = i.support;
