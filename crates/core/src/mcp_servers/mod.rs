@@ -102,6 +102,12 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
             let settings = data_dir.join(crate::settings::SETTINGS_FILE);
             for (name, v) in settings_servers(&settings) {
                 {
+                    // Said once, as the common tier's problem: both tiers read the same declarations.
+                    let mut refuse = |why: String| {
+                        if tier == Tier::Common {
+                            problems.push(problem(&name, Tier::Common, &settings, why));
+                        }
+                    };
                     let parsed = if v.is_object() {
                         ServerSpec::deserialize(&v)
                     } else {
@@ -110,42 +116,26 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                     let spec: ServerSpec = match parsed {
                         Ok(s) => s,
                         Err(e) => {
-                            let why = crate::settings::diagnose::<ServerSpec>(&v, &format!("mcp_servers.{name}"), &[])
-                                .map_or_else(|| format!("mcp_servers.{name}: {e}"), |d| d.reason);
-                            // Said once, as the tier problem below: both tiers read the same declarations.
-                            if tier == Tier::Common {
-                                problems.push(problem(&name, tier, &settings, why));
-                            }
+                            refuse(
+                                crate::settings::diagnose::<ServerSpec>(&v, &format!("mcp_servers.{name}"), &[])
+                                    .map_or_else(|| format!("mcp_servers.{name}: {e}"), |d| d.reason),
+                            );
                             continue;
                         }
                     };
                     if let Some(k) = spec.limits.as_ref().and_then(|l| l.zero()) {
-                        if tier == Tier::Common {
-                            problems.push(problem(
-                                &name,
-                                Tier::Common,
-                                &settings,
-                                format!(
-                                    "mcp_servers.{name}.limits.{k} is 0, which would refuse every start: give a whole number above 0, or null for no limit"
-                                ),
-                            ));
-                        }
+                        refuse(format!(
+                            "mcp_servers.{name}.limits.{k} is 0, which would refuse every start: give a whole number above 0, or null for no limit"
+                        ));
                         continue;
                     }
                     let declared_tier = match spec.tier.as_deref() {
                         None | Some("common") => Tier::Common,
                         Some("core") => Tier::Core,
                         Some(other) => {
-                            if tier == Tier::Common {
-                                problems.push(problem(
-                                    &name,
-                                    Tier::Common,
-                                    &settings,
-                                    format!(
-                                        "mcp_servers.{name}.tier is \"{other}\": use \"core\" or \"common\" (a personal server is declared in the anima's status.json \"extra_mcp_servers\")"
-                                    ),
-                                ));
-                            }
+                            refuse(format!(
+                                "mcp_servers.{name}.tier is \"{other}\": use \"core\" or \"common\" (a personal server is declared in the anima's status.json \"extra_mcp_servers\")"
+                            ));
                             continue;
                         }
                     };
