@@ -42,22 +42,26 @@ pub async fn run(runner: &Runner) -> i32 {
     };
     let me = ProcessId::of_self();
     let mut stop = stop_on_sigterm();
+    let mut next: Option<Task> = None;
     loop {
         if *stop.borrow() {
             store.leave(&me);
             return 0;
         }
-        let task = match next_task(&store, &me, limit, &mut stop).await {
-            Ok(Some(t)) => t,
-            Ok(None) => return 0,
-            Err(e) => {
-                store.leave(&me);
-                eprintln!(
-                    "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
-                    store.dir.display()
-                );
-                return ErrorCode::Internal.exit_code();
-            }
+        let task = match next.take() {
+            Some(t) => t,
+            None => match next_task(&store, &me, limit, &mut stop).await {
+                Ok(Some(t)) => t,
+                Ok(None) => return 0,
+                Err(e) => {
+                    store.leave(&me);
+                    eprintln!(
+                        "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
+                        store.dir.display()
+                    );
+                    return ErrorCode::Internal.exit_code();
+                }
+            },
         };
         if let Some(why) = unsigned(&key, &store, &task) {
             eprintln!(
@@ -75,7 +79,31 @@ pub async fn run(runner: &Runner) -> i32 {
             super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);
             continue;
         }
-        run_one(runner, &store, &me, task, stop.clone()).await;
+        let id = task.task_id.clone();
+        let done = run_one(runner, &store, task, stop.clone()).await;
+        // The outcome and the next claim in one look (a worker asked to stop claims nothing: no slot is free).
+        let room = if *stop.borrow() { 0 } else { limit };
+        let mut rec = |t: &mut Task| {
+            if t.status != Status::Running || t.pid != Some(me.pid) {
+                return false;
+            }
+            if done.last_progress.is_some() {
+                t.progress = done.last_progress.clone();
+            }
+            record(t, &done.outcome, done.stopped);
+            true
+        };
+        match store.finish_and_claim(&id, &mut rec, &me, room) {
+            Ok((finished, claimed)) => {
+                if let Some(t) = finished.filter(|t| t.status.is_final()) {
+                    if let Err(e) = store.notify(&t) {
+                        eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
+                    }
+                }
+                next = claimed;
+            }
+            Err(e) => eprintln!("animaworks-tool jobs worker: cannot record the outcome of {id}: {e}"),
+        }
     }
 }
 
@@ -195,13 +223,14 @@ impl Observer for TaskObserver {
     }
 }
 
-async fn run_one(
-    runner: &Runner,
-    store: &FileStore,
-    me: &ProcessId,
-    task: Task,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+/// What running a task gave, for the worker to record.
+struct Done {
+    outcome: Result<Value, CallError>,
+    stopped: bool,
+    last_progress: Option<Progress>,
+}
+
+async fn run_one(runner: &Runner, store: &FileStore, task: Task, mut stop: tokio::sync::watch::Receiver<bool>) -> Done {
     let id = task.task_id.clone();
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut obs = TaskObserver::new(shared.clone());
@@ -243,23 +272,10 @@ async fn run_one(
         }
     };
     let last_progress = shared.lock().unwrap_or_else(|p| p.into_inner()).latest.clone();
-    let finished = store.update(&id, &mut |t| {
-        if t.status != Status::Running || t.pid != Some(me.pid) {
-            return false;
-        }
-        if last_progress.is_some() {
-            t.progress = last_progress.clone();
-        }
-        record(t, &outcome, stopped);
-        true
-    });
-    if let Ok(Some(t)) = finished {
-        if t.status.is_final() {
-            store.release(&id);
-            if let Err(e) = store.notify(&t) {
-                eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
-            }
-        }
+    Done {
+        outcome,
+        stopped,
+        last_progress,
     }
 }
 

@@ -79,6 +79,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Write the index atomically, as [`write_atomic`] does, but by exchanging the new file with the old one and
+/// removing the old: ext4 flushes a file renamed over another (`auto_da_alloc`) at once, on every look. The index
+/// needs no such care: one lost or torn in a crash is unreadable and rebuilt from the task files.
+fn write_index(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".part")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    let swapped = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        tmp.path(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::RenameFlags::EXCHANGE,
+    );
+    match swapped {
+        // The temporary file's name now holds the old index; dropping `tmp` removes it.
+        Ok(()) => Ok(()),
+        Err(_) => tmp.persist(path).map(|_| ()).map_err(|e| e.error),
+    }
+}
+
 impl FileStore {
     pub fn for_anima(anima_dir: &Path) -> FileStore {
         let state = anima_dir.join("state");
@@ -236,7 +260,7 @@ impl FileStore {
             for w in &index.workers {
                 text.push_str(&format!("{WORKER_LINE}{} {} {}\n", w.pid, w.start_time, w.boot_id));
             }
-            write_atomic(&self.index_path(), text.as_bytes())?;
+            write_index(&self.index_path(), text.as_bytes())?;
         }
         out
     }
@@ -384,6 +408,37 @@ impl FileStore {
                 index.workers.push(owner.clone());
             }
             Ok(got)
+        })
+    }
+
+    /// A worker's end of a task and its next claim in one look: `f` records the outcome of `id` (false: leave
+    /// it); then, as [`FileStore::worker_claim`] without leaving, the next pending task. Returns the task as
+    /// finished (its private files removed; the caller writes its notification) and the next one.
+    pub fn finish_and_claim(
+        &self,
+        id: &str,
+        f: &mut dyn FnMut(&mut Task) -> bool,
+        owner: &ProcessId,
+        limit: usize,
+    ) -> io::Result<(Option<Task>, Option<Task>)> {
+        self.locked(|index| {
+            let finished = match self.get(id)? {
+                Some(mut t) => {
+                    if f(&mut t) {
+                        self.save(&t)?;
+                    }
+                    if t.status.is_final() {
+                        index.ids.retain(|i| i != id);
+                        self.release_locked(id);
+                    }
+                    Some(t)
+                }
+                None => None,
+            };
+            let next = self.claim_locked(index, owner, limit)?;
+            index.workers.retain(|w| w != owner);
+            index.workers.push(owner.clone());
+            Ok((finished, next))
         })
     }
 
