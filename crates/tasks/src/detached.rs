@@ -1,5 +1,6 @@
 //! The detached worker (`animaworks-tool jobs worker`, started by `submit`): claims the oldest pending task while
-//! a slot is free, runs it, records the outcome, and looks for more before it exits. One worker runs one task at
+//! a slot is free, runs it, records the outcome and claims the next in one look, and waits [`LINGER`] for a new
+//! task before it exits (staying in the store's index meanwhile, so that a submit starts no other worker). One worker runs one task at
 //! a time, so the task's `pid` is its worker: if the worker dies, the guardian kills the tool's group and the task
 //! is found `lost`.
 

@@ -823,4 +823,84 @@ mod tests {
         let index = fs::read_to_string(store.index_path()).unwrap();
         assert!(!index.contains("passwd") && !index.contains("0000000000ff"), "{index}");
     }
+
+    #[test]
+    fn a_look_seals_the_folder_so_that_no_later_change_keeps_its_time() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "pending", 1.0), None).unwrap();
+        let head = fs::read_to_string(store.index_path()).unwrap();
+        let head = head.lines().next().unwrap().to_owned();
+        assert!(head.ends_with(" sealed"), "{head}");
+        let stamp: i128 = head.split(' ').nth(1).unwrap().parse().unwrap();
+        assert_eq!(store.stamp().unwrap(), stamp);
+        // A file put there at once (within the clock's tick) moves the time off the seal: seen without a count.
+        write_atomic(
+            &store.path("00000000000b"),
+            &serde_json::to_vec(&task("00000000000b", "pending", 2.0)).unwrap(),
+        )
+        .unwrap();
+        assert_ne!(store.stamp().unwrap(), stamp);
+        assert_eq!(store.census().unwrap().pending, 2);
+    }
+
+    fn needed(store: &FileStore, limit: usize) -> bool {
+        store
+            .locked(|i| {
+                let (c, a) = store.census_locked(i)?;
+                Ok(worker_needed(i, &c, &a, limit))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_submit_counts_on_a_free_worker_in_the_index_and_on_no_busy_or_dead_one() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "completed", 0.0), None).unwrap();
+        // Nothing to claim: the worker stays in the index (it lingers), and a new task needs no other worker.
+        assert!(store.worker_claim(&me(), 4, false).unwrap().is_none());
+        store.create(&task("00000000000b", "pending", 1.0), None).unwrap();
+        assert!(!needed(&store, 4));
+        // Busy with that task, it is no help for the next one.
+        assert_eq!(
+            store.worker_claim(&me(), 4, false).unwrap().unwrap().task_id,
+            "00000000000b"
+        );
+        store.create(&task("00000000000c", "pending", 2.0), None).unwrap();
+        assert!(needed(&store, 4));
+        // ... unless no slot is free anyway.
+        assert!(!needed(&store, 1));
+        // It finishes b and takes c in one look; then, leaving with nothing to claim, it is gone from the index.
+        let (done, next) = store
+            .finish_and_claim(
+                "00000000000b",
+                &mut |t| {
+                    t.finish(Status::Completed);
+                    true
+                },
+                &me(),
+                4,
+            )
+            .unwrap();
+        assert_eq!(done.unwrap().status, Status::Completed);
+        assert_eq!(next.unwrap().task_id, "00000000000c");
+        store
+            .update("00000000000c", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        assert!(store.worker_claim(&me(), 4, true).unwrap().is_none());
+        store.create(&task("00000000000d", "pending", 3.0), None).unwrap();
+        assert!(needed(&store, 4));
+        // A worker whose process is gone (a start time that is not its own) counts for nothing.
+        let ghost = ProcessId {
+            start_time: me().start_time + 1,
+            ..me()
+        };
+        assert!(store.worker_claim(&ghost, 0, false).unwrap().is_none());
+        assert!(needed(&store, 4));
+        assert!(!fs::read_to_string(store.index_path()).unwrap().contains("worker "));
+    }
 }
