@@ -320,38 +320,67 @@ def burst() -> None:
                   f"{n} tasks; baseline: {n} direct spawns one after another")
 
 
+def pg_drain(argv0: str, w, env: dict, n: int) -> float:
+    """`n` tasks queued in `w`'s database, then 4 workers (4 slots each) until none is pending or running: tasks/s
+    from the workers' start to the last final (as `jobs list` sees it, polled every 50 ms)."""
+    # Submitted 4 at once: the submits are not timed, only the workers' drain.
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(lambda _: subprocess.run([argv0, "submit", "tiny", "go", "--json", "{}"], env=env,
+                                             stdout=subprocess.DEVNULL, check=True), range(n)))
+    t0 = time.perf_counter()
+    procs = taskbench.start_workers(Path(argv0), w, 4, 4)
+    try:
+        while True:
+            ts = json.loads(subprocess.run([argv0, "jobs", "list", "--json", "--status", "pending,running"],
+                                           env=env, capture_output=True, text=True, check=True).stdout)
+            if not ts:
+                break
+            time.sleep(0.05)
+        rate = n / (time.perf_counter() - t0)
+    finally:
+        taskbench.stop_workers(procs)
+    done = json.loads(subprocess.run([argv0, "jobs", "list", "--json", "--status", "completed"], env=env,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert len(done) == n, f"{len(done)} of {n} completed"
+    subprocess.run([argv0, "jobs", "prune", "--older-than", "0s"], env=env, check=True, capture_output=True)
+    return rate
+
+
 def pg() -> None:
     n = size("SCALE_PG_TASKS", 500)
     tmp = bench.new_root("scale-pg")
     cluster = taskbench.Cluster(tmp)
     try:
-        w = taskbench.World(tmp / "w", "postgres", cluster.url, limit=8)
-        tool = w.data / "common_tools" / "tiny"
-        tiny(tool, background=True)
-        (w.data / "common_tools" / "t").unlink()
-        env = w.env()
-        subprocess.run([AWT, "jobs", "migrate"], env=env, check=True, capture_output=True)
-        for _ in range(n):
-            subprocess.run([AWT, "submit", "tiny", "go", "--json", "{}"], env=env, stdout=subprocess.DEVNULL,
-                           check=True)
-        base = direct(tool, n, 8)
-        t0 = time.perf_counter()
-        procs = taskbench.start_workers(bench.AWT, w, 4, 4)
-        try:
-            while True:
-                ts = json.loads(subprocess.run([AWT, "jobs", "list", "--json", "--status", "pending,running"],
-                                               env=env, capture_output=True, text=True, check=True).stdout)
-                if not ts:
-                    break
-                time.sleep(0.05)
-            ours = n / (time.perf_counter() - t0)
-        finally:
-            taskbench.stop_workers(procs)
-        done = json.loads(subprocess.run([AWT, "jobs", "list", "--json", "--status", "completed"], env=env,
-                                         capture_output=True, text=True, check=True).stdout)
-        assert len(done) == n, f"{len(done)} of {n} completed"
-        ratio_row(f"Postgres, 4 workers (4 slots each, per-anima limit 8), {n} trivial tasks (tasks/s)", ours, base,
-                  "tasks/s", "higher", 0.35, f"{n} tasks; baseline: direct spawns, 8 at once")
+        builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
+        worlds = {}
+        for b, argv0 in builds:
+            # Each build its own database: a build with an older schema refuses a newer one.
+            url = cluster.url
+            if b != "ours":
+                psql = taskbench.pg_bin() / "psql"
+                subprocess.run([str(psql) if psql.is_file() else "psql", cluster.url, "-qc", f"CREATE DATABASE awt_{b}"],
+                               check=True, capture_output=True)
+                url = cluster.url.rsplit("/", 1)[0] + f"/awt_{b}"
+            w = taskbench.World(tmp / b, "postgres", url, limit=8)
+            tool = w.data / "common_tools" / "tiny"
+            tiny(tool, background=True)
+            (w.data / "common_tools" / "t").unlink()
+            env = w.env()
+            subprocess.run([argv0, "jobs", "migrate"], env=env, check=True, capture_output=True)
+            worlds[b] = (argv0, w, env, tool)
+        rates: dict[str, list[float]] = {b: [] for b, _ in builds}
+        base: list[float] = []
+        for _ in range(RUNS):
+            base.append(direct(worlds["ours"][3], n, 8))
+            for b, _ in builds:
+                argv0, w, env, _tool = worlds[b]
+                rates[b].append(pg_drain(argv0, w, env, n))
+        bench.log(f"pg tasks/s: {rates}; direct spawns/s: {base}; load {Path('/proc/loadavg').read_text().split()[:3]}")
+        med = statistics.median(base)
+        for b, _ in builds:
+            ratio_row(f"Postgres, 4 workers (4 slots each, per-anima limit 8), {n} trivial tasks (tasks/s)"
+                      + ("" if b == "ours" else ", the SCALE_BEFORE build"), statistics.median(rates[b]), med,
+                      "tasks/s", "higher", 0.35, f"{n} tasks, median of {RUNS}; baseline: direct spawns, 8 at once")
     finally:
         cluster.stop()
 

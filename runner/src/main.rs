@@ -20,6 +20,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     awt_sys::entry::start_like_std();
     // As std: a panic that reaches main ends the process with 101 after the hook printed it.
     let code = std::panic::catch_unwind(animaworks_tool::cli::main).unwrap_or(101);
+    // The empty temp dirs kept for later calls of this process (awt_core's sandbox/tmp.rs).
+    awt_core::sandbox::release_spares();
     // Flushes stdout, as returning from std's main would.
     std::process::exit(code)
 }

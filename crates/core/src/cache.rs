@@ -86,8 +86,18 @@ fn fnv(s: &[u8]) -> u64 {
 }
 
 fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
+    entry_path_in(dirs, file, folder_hash(file))
+}
+
+/// The hash naming the entries' folder of `file`'s tier folder (its canonical path: a tier reached through a
+/// symlink shares its entries).
+fn folder_hash(file: &ToolFile) -> u64 {
     let folder = file.path.parent().unwrap_or(Path::new("/"));
     let folder = awt_sys::confine::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
+    fnv(folder.as_os_str().as_encoded_bytes())
+}
+
+fn entry_path_in(dirs: &Dirs, file: &ToolFile, folder: u64) -> PathBuf {
     let name = file
         .path
         .file_name()
@@ -100,7 +110,7 @@ fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
     };
     dirs.cache
         .join("schemas")
-        .join(format!("{:016x}", fnv(folder.as_os_str().as_encoded_bytes())))
+        .join(format!("{folder:016x}"))
         .join(format!("{name}.json"))
 }
 
@@ -119,10 +129,46 @@ fn trusted(dirs: &Dirs) -> Option<()> {
 
 /// The cached result for this exact file version, if any.
 pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
-    trusted(dirs)?;
-    let bytes = crate::fsread::read(&entry_path(dirs, file), crate::fsread::CACHE_ENTRY).ok()?;
-    let entry: Entry = serde_json::from_slice(&bytes).ok()?;
-    (entry.key == *key && entry.path == file.path).then_some(entry.probed)
+    Lookup::new(dirs).load(file, key)
+}
+
+/// Many [`load`]s of one listing: the cache dir's trust is checked once, and each tier folder is resolved once
+/// (both were done per tool: a third of a warm listing's system calls). Each entry is still read and checked
+/// against its file's identity as [`load`] does.
+pub struct Lookup<'a> {
+    dirs: &'a Dirs,
+    trusted: bool,
+    folders: std::collections::HashMap<PathBuf, u64>,
+}
+
+impl<'a> Lookup<'a> {
+    pub fn new(dirs: &'a Dirs) -> Lookup<'a> {
+        Lookup {
+            dirs,
+            trusted: trusted(dirs).is_some(),
+            folders: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The cached result for this exact file version, if any.
+    pub fn load(&mut self, file: &ToolFile, key: &FileKey) -> Option<Probed> {
+        if !self.trusted {
+            return None;
+        }
+        let parent = file.path.parent().unwrap_or(Path::new("/"));
+        let folder = match self.folders.get(parent) {
+            Some(h) => *h,
+            None => {
+                let h = folder_hash(file);
+                self.folders.insert(parent.to_path_buf(), h);
+                h
+            }
+        };
+        let path = entry_path_in(self.dirs, file, folder);
+        let bytes = crate::fsread::read(&path, crate::fsread::CACHE_ENTRY).ok()?;
+        let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+        (entry.key == *key && entry.path == file.path).then_some(entry.probed)
+    }
 }
 
 /// Remember what `--schemas` gave. Failure to write is logged, never fatal.

@@ -56,6 +56,9 @@ pub(crate) fn start_tool_with(
     awt_sys::process::check_handovers(handover).map_err(explain)?;
     let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
+    if let Some(p) = sandbox {
+        p.started(child.id());
+    }
     started(file, child)
 }
 
@@ -91,7 +94,11 @@ pub(crate) async fn start_tool_async_with(
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     if !waits {
         let p = Prepared { handover, ..prepared };
-        return started(file, start(&p).map_err(explain)?);
+        let child = start(&p).map_err(explain)?;
+        if let Some(p) = sandbox {
+            p.started(child.id());
+        }
+        return started(file, child);
     }
     let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
         .iter()
@@ -112,7 +119,11 @@ pub(crate) async fn start_tool_async_with(
     })
     .await
     .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
-    started(file, child.map_err(explain)?)
+    let child = child.map_err(explain)?;
+    if let Some(p) = sandbox {
+        p.started(child.id());
+    }
+    started(file, child)
 }
 
 /// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's

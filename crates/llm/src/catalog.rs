@@ -13,7 +13,7 @@ use awt_core::probe::{self, Obtained};
 pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) {
     let scan = discover::scan(&runner.dirs);
     let env = runner.probe_env().unwrap_or_default();
-    let files: Vec<_> = scan.tools.values().cloned().collect();
+    let files: Vec<_> = scan.tools.into_values().collect();
     let mut problems = scan.problems;
     let mut tools = Vec::new();
     let mut probed = 0;

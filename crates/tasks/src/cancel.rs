@@ -52,7 +52,6 @@ pub async fn cancel(store: &dyn TaskStore, id: &str) -> Result<Cancelled, CallEr
         .map_err(|e| io_err("cannot update the task", e))?;
     if let Some(t) = pending_cancelled.filter(|t| t.status == Status::Cancelled && t.pid.is_none()) {
         store.release(id);
-        let _ = store.notify(&t);
         return Ok(Cancelled { task: t, remark: None });
     }
     let t = get(store, id).unwrap_or(t);
@@ -107,6 +106,5 @@ pub async fn cancel(store: &dyn TaskStore, id: &str) -> Result<Cancelled, CallEr
         .map_err(|e| io_err("cannot update the task", e))?
         .unwrap_or(t);
     store.release(id);
-    let _ = store.notify(&t);
     Ok(Cancelled { task: t, remark: None })
 }

@@ -95,14 +95,8 @@ pub async fn run(runner: &Runner) -> i32 {
             true
         };
         match store.finish_and_claim(&id, &mut rec, &me, room) {
-            Ok((finished, claimed)) => {
-                if let Some(t) = finished.filter(|t| t.status.is_final()) {
-                    if let Err(e) = store.notify(&t) {
-                        eprintln!("animaworks-tool jobs worker: cannot write the notification of {id}: {e}");
-                    }
-                }
-                next = claimed;
-            }
+            // The look that ended the task wrote its notification.
+            Ok((_, claimed)) => next = claimed,
             Err(e) => eprintln!("animaworks-tool jobs worker: cannot record the outcome of {id}: {e}"),
         }
     }

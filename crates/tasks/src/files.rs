@@ -413,7 +413,7 @@ impl FileStore {
 
     /// A worker's end of a task and its next claim in one look: `f` records the outcome of `id` (false: leave
     /// it); then, as [`FileStore::worker_claim`] without leaving, the next pending task. Returns the task as
-    /// finished (its private files removed; the caller writes its notification) and the next one.
+    /// finished (its notification written, its private files removed) and the next one.
     pub fn finish_and_claim(
         &self,
         id: &str,
@@ -425,6 +425,12 @@ impl FileStore {
             let finished = match self.get(id)? {
                 Some(mut t) => {
                     if f(&mut t) {
+                        // As `update`: the notification first, so that no kill between the two can lose it.
+                        if t.status.is_final() {
+                            if let Err(e) = self.notify(&t) {
+                                tracing::warn!("cannot write the notification of task {id}: {e}");
+                            }
+                        }
                         self.save(&t)?;
                     }
                     if t.status.is_final() {
@@ -576,6 +582,11 @@ impl TaskStore for FileStore {
         self.locked(|index| {
             let Some(mut t) = self.get(id)? else { return Ok(None) };
             if f(&mut t) {
+                if t.status.is_final() {
+                    if let Err(e) = self.notify(&t) {
+                        tracing::warn!("cannot write the notification of task {id}: {e}");
+                    }
+                }
                 self.save(&t)?;
                 if t.status.is_final() {
                     index.ids.retain(|i| i != id);
@@ -754,6 +765,31 @@ mod tests {
             store.private_args("00000000000d").unwrap(),
             Some(serde_json::json!({"old": 1}))
         );
+    }
+
+    /// The notification used to be the caller's second step after the update, so a worker killed between the two
+    /// left a finished task that no anima was ever told of. The update that ends a task writes it, first.
+    #[test]
+    fn the_update_that_ends_a_task_writes_its_notification() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "running", 0.0), None).unwrap();
+        let note = d.path().join("state/background_notifications/00000000000a.md");
+        store
+            .update("00000000000a", &mut |t| {
+                t.progress = None;
+                true
+            })
+            .unwrap();
+        assert!(!note.exists(), "a task still running has no notification");
+        store
+            .update("00000000000a", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        assert!(note.is_file(), "the ended task's notification was not written");
+        assert!(fs::read_to_string(&note).unwrap().contains("00000000000a"));
     }
 
     #[test]

@@ -407,6 +407,9 @@ pub trait TaskStore: Send + Sync {
         Ok(self.list()?.into_iter().filter(|t| !t.status.is_final()).collect())
     }
     /// Change a task under the store's lock; `f` returns false to leave it unchanged. `None`: no such task.
+    /// A change that ends the task writes its notification too, so that no kill in between can lose it: the file
+    /// store writes it before the task file (a kill between the two leaves a running task whose process is gone,
+    /// which the next look marks lost and notifies again); the Postgres row owes it until it is written.
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>>;
     /// Mark running tasks whose worker is gone `lost` (writing their notifications) and count the rest.
     fn census(&self) -> io::Result<Census>;

@@ -1,39 +1,102 @@
 //! `list`, `doctor` and `refresh`: every tool with its tier, path and actions, and every problem.
 
-use awt_core::call::Runner;
-use awt_core::discover::Problem;
+use awt_core::call::{Resolved, Runner};
+use awt_core::discover::{Launch, Problem};
+use awt_core::tier::Tier;
+use serde::Serialize;
+use std::path::Path;
 use serde_json::{json, Value};
+
+/// One tool as `tools --json` shows it (and `doctor`, the text listing, through [`catalog`]).
+#[derive(Serialize)]
+struct ToolView<'a> {
+    name: &'a str,
+    tier: Tier,
+    path: &'a Path,
+    launch: Launch,
+    version: &'a Option<String>,
+    description: &'a Option<String>,
+    events: bool,
+    persistent: bool,
+    cli: bool,
+    actions: Vec<ActionView<'a>>,
+}
+
+#[derive(Serialize)]
+struct ActionView<'a> {
+    name: &'a str,
+    schema_name: &'a str,
+    description: &'a str,
+    gated: bool,
+    timeout_s: f64,
+    background_eligible: bool,
+    sandbox: &'a Option<awt_protocol::Sandbox>,
+}
+
+impl<'a> ToolView<'a> {
+    fn of(r: &'a Resolved) -> ToolView<'a> {
+        let (file, m) = (&r.file, &r.manifest);
+        ToolView {
+            name: &file.name,
+            tier: file.tier,
+            path: &file.path,
+            launch: file.launch,
+            version: &m.version,
+            description: &m.description,
+            events: m.events,
+            persistent: m.persistent,
+            cli: m.cli,
+            actions: m
+                .actions
+                .iter()
+                .map(|a| ActionView {
+                    name: &a.name,
+                    schema_name: &a.schema_name,
+                    description: &a.description,
+                    gated: a.profile.gated,
+                    timeout_s: a.timeout_s(),
+                    background_eligible: a.profile.background_eligible,
+                    sandbox: &a.profile.sandbox,
+                })
+                .collect(),
+        }
+    }
+}
 
 /// Scan the tiers and read every manifest (cache misses probed in parallel); see [`awt_llm::catalog::manifests`].
 pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
     let (resolved, problems, probed) = awt_llm::catalog::manifests(runner).await;
     let tools = resolved
-        .into_iter()
-        .map(|r| {
-            let (file, m) = (r.file, r.manifest);
-            json!({
-                "name": file.name,
-                "tier": file.tier,
-                "path": file.path,
-                "launch": file.launch,
-                "version": m.version,
-                "description": m.description,
-                "events": m.events,
-                "persistent": m.persistent,
-                "cli": m.cli,
-                "actions": m.actions.iter().map(|a| json!({
-                    "name": a.name,
-                    "schema_name": a.schema_name,
-                    "description": a.description,
-                    "gated": a.profile.gated,
-                    "timeout_s": a.timeout_s(),
-                    "background_eligible": a.profile.background_eligible,
-                    "sandbox": a.profile.sandbox,
-                })).collect::<Vec<_>>(),
-            })
-        })
+        .iter()
+        .map(|r| serde_json::to_value(ToolView::of(r)).unwrap_or(Value::Null))
         .collect();
     (tools, problems, probed)
+}
+
+/// `tools --json`: serialized straight from the manifests into one buffer, written at once (a `Value` per tool
+/// and stdout's line buffer cost a warm listing of 10,000 tools a fifth of its time and 3,400 writes).
+async fn list_json(runner: &Runner) -> i32 {
+    #[derive(Serialize)]
+    struct Listing<'a> {
+        tools: Vec<ToolView<'a>>,
+        problems: &'a [Problem],
+    }
+    let (resolved, problems, _) = awt_llm::catalog::manifests(runner).await;
+    let listing = Listing {
+        tools: resolved.iter().map(ToolView::of).collect(),
+        problems: &problems,
+    };
+    let mut out = match serde_json::to_vec(&listing) {
+        Ok(v) => v,
+        Err(e) => {
+            tell!("animaworks-tool: cannot write the listing: {e}");
+            return 1;
+        }
+    };
+    out.push(b'\n');
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(&out);
+    0
 }
 
 fn print_problems(problems: &[Problem]) {
@@ -49,11 +112,10 @@ fn print_problems(problems: &[Problem]) {
 }
 
 pub async fn list(runner: &Runner, as_json: bool) -> i32 {
-    let (tools, problems, _) = catalog(runner).await;
     if as_json {
-        say!("{}", json!({"tools": tools, "problems": problems}));
-        return 0;
+        return list_json(runner).await;
     }
+    let (tools, problems, _) = catalog(runner).await;
     if tools.is_empty() {
         say!("No tools found. Tier folders searched:");
         for (tier, dir) in runner.dirs.tier_dirs() {

@@ -306,6 +306,44 @@ fn a_bad_declaration_is_a_problem_that_names_the_key() {
     assert!(text.contains("only stdio servers"), "{text}");
 }
 
+/// `mcp_servers.<name>.limits` was accepted and then ignored; it now replaces the tier's limits key by key.
+#[test]
+fn a_servers_own_limits_replace_its_tiers_and_the_audit_line_says_where_they_come_from() {
+    let w = py_world(json!({"limits": {"open_files": 77, "file_size_mib": null}}), json!({}));
+    let o = w.run(&["py", "read_file", "--path", "/proc/self/limits"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let limits = json(&o)["result"].as_str().unwrap_or_default().to_owned();
+    let line = |name: &str| {
+        limits
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert!(line("Max open files").starts_with("Max open files 77 77"), "{limits}");
+    assert!(
+        line("Max file size").starts_with("Max file size unlimited unlimited"),
+        "{limits}"
+    );
+    let audit = audit_lines(&w);
+    let call = audit.iter().find(|l| l["tool"] == "py").expect("an audit line");
+    assert_eq!(call["sandbox"]["limits"]["open_files"]["value"], 77, "{call}");
+    assert_eq!(
+        call["sandbox"]["limits"]["open_files"]["from"], "mcp_servers.py.limits",
+        "{call}"
+    );
+    assert_eq!(call["sandbox"]["limits"]["file_size_mib"], Value::Null, "{call}");
+    assert_eq!(
+        call["sandbox"]["limits"]["processes"]["from"], "limits.common",
+        "{call}"
+    );
+
+    let zero = py_world(json!({"limits": {"memory_mib": 0}}), json!({}));
+    let o = zero.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("mcp_servers.py.limits.memory_mib is 0"), "{text}");
+}
+
 #[test]
 fn animaworks_extra_mcp_servers_appear_without_copying_them() {
     let w = World::new();

@@ -119,6 +119,19 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                             continue;
                         }
                     };
+                    if let Some(k) = spec.limits.as_ref().and_then(|l| l.zero()) {
+                        if tier == Tier::Common {
+                            problems.push(problem(
+                                &name,
+                                Tier::Common,
+                                &settings,
+                                format!(
+                                    "mcp_servers.{name}.limits.{k} is 0, which would refuse every start: give a whole number above 0, or null for no limit"
+                                ),
+                            ));
+                        }
+                        continue;
+                    }
                     let declared_tier = match spec.tier.as_deref() {
                         None | Some("common") => Tier::Common,
                         Some("core") => Tier::Core,

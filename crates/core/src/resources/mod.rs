@@ -71,6 +71,8 @@ impl TierLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum From {
     Tier(Tier),
+    /// `mcp_servers.<name>.limits` of the runner's settings.
+    Server(String),
     Anima(PathBuf),
 }
 
@@ -164,8 +166,28 @@ impl CallLimits {
         tier: Tier,
         anima: Option<(&Lower, PathBuf)>,
     ) -> Result<CallLimits, CallError> {
+        CallLimits::with_server(settings, tier, None, anima)
+    }
+
+    /// [`CallLimits::new`] for the process of a declared MCP server, whose own `"limits"` replace its tier's key
+    /// by key before the anima's lower them.
+    fn with_server(
+        settings: &crate::settings::Settings,
+        tier: Tier,
+        server: Option<(&str, &crate::settings::limits::TierAmounts)>,
+        anima: Option<(&Lower, PathBuf)>,
+    ) -> Result<CallLimits, CallError> {
         let t = TierLimits::from_runner(settings);
         let mut amounts = t.tier(tier);
+        let mut own = [false; Key::ALL.len()];
+        if let Some((_, l)) = server {
+            for (i, (_, v)) in l.each().into_iter().enumerate() {
+                if v != crate::settings::limits::Amount::Default {
+                    amounts.0[i] = v.over(amounts.0[i]);
+                    own[i] = true;
+                }
+            }
+        }
         let mut from = Vec::new();
         for k in Key::ALL {
             let lowered = anima.as_ref().and_then(|(l, p)| Some((l.get(k)?, p.clone())));
@@ -174,7 +196,10 @@ impl CallLimits {
                     amounts.0[k.index()] = Some(v);
                     from.push((k, From::Anima(p)));
                 }
-                (Some(_), _) => from.push((k, From::Tier(tier))),
+                (Some(_), _) => match server {
+                    Some((name, _)) if own[k.index()] => from.push((k, From::Server(name.to_owned()))),
+                    _ => from.push((k, From::Tier(tier))),
+                },
                 _ => {}
             }
         }
@@ -192,14 +217,18 @@ impl CallLimits {
     /// [`CallLimits::new`] with the anima's `"limits"` from the permissions the call read.
     pub fn for_process(
         settings: &crate::settings::Settings,
-        tier: Tier,
+        file: &crate::discover::ToolFile,
         perms: &Result<crate::policy::permissions::LoadedPermissions, crate::policy::permissions::PermissionsError>,
     ) -> Result<CallLimits, CallError> {
         let anima = perms
             .as_ref()
             .ok()
             .map(|p| (&p.permissions.limits, p.path().to_path_buf()));
-        CallLimits::new(settings, tier, anima)
+        let server = file
+            .mcp
+            .as_deref()
+            .and_then(|d| Some((d.name.as_str(), d.spec.limits.as_ref()?)));
+        CallLimits::with_server(settings, file.tier, server, anima)
     }
 
     pub fn amounts(&self) -> Amounts {
@@ -310,6 +339,7 @@ impl CallLimits {
     fn from_words(&self, k: Key) -> String {
         match self.from(k) {
             Some(From::Anima(_)) => "permissions.json".into(),
+            Some(From::Server(name)) => format!("mcp_servers.{name}.limits"),
             _ => format!("limits.{}", self.tier.map_or("?", |t| t.as_str())),
         }
     }
@@ -321,6 +351,11 @@ impl CallLimits {
                 "the anima's {} \"limits\": {{\"{}\": {v}}} lowers it: raise or remove that key (the tier's limit still holds), or make the tool use less",
                 p.display(),
                 k.name()
+            ),
+            Some(From::Server(name)) => format!(
+                "the operator may raise \"mcp_servers\": {{\"{name}\": {{\"limits\": {{\"{}\": …}}}}}} in {} (null: no limit), or make the server use less",
+                k.name(),
+                self.settings_path.display()
             ),
             _ => format!(
                 "the operator may raise \"limits\": {{\"{}\": {{\"{}\": …}}}} in {} (null: no limit), or make the tool use less",
@@ -387,6 +422,11 @@ impl CallLimits {
         };
         let set = match self.from(k) {
             Some(From::Anima(p)) => format!("limits.{} in {}", k.name(), p.display()),
+            Some(From::Server(name)) => format!(
+                "mcp_servers.{name}.limits.{} in {}",
+                k.name(),
+                self.settings_path.display()
+            ),
             _ => format!(
                 "limits.{}.{} in {}",
                 self.tier.map_or("?", |t| t.as_str()),

@@ -15,6 +15,9 @@
 
 mod declared;
 mod places;
+mod tmp;
+pub use tmp::release_spares;
+use tmp::CallTmp;
 
 pub use crate::policy::sandbox_grants::{self as grants, Grants, NetGrant};
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
@@ -176,28 +179,6 @@ struct Inner {
     python: bool,
 }
 
-/// The call's private temp dir, removed with the plan.
-#[derive(Debug)]
-struct CallTmp(Option<tempfile::TempDir>);
-
-impl CallTmp {
-    fn path(&self) -> &Path {
-        self.0.as_ref().map_or(Path::new(""), |t| t.path())
-    }
-}
-
-impl Drop for CallTmp {
-    /// Why a plain rmdir first: a tool usually leaves its temp dir empty, and one system call removes it, where
-    /// a recursive removal opens, reads and stats it (nine calls); what the tool left goes the recursive way.
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            if std::fs::remove_dir(t.path()).is_ok() {
-                let _ = t.keep();
-            }
-        }
-    }
-}
-
 /// How a plan confines reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reads {
@@ -278,7 +259,7 @@ pub fn plan(
 ) -> Result<Plan, CallError> {
     let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(&all, file.tier, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?;
     Ok(p)
 }
 
@@ -292,7 +273,7 @@ pub fn for_call(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(all, file.tier, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
@@ -336,16 +317,12 @@ fn plan_with(
             limits: Default::default(),
         });
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("animaworks-tool-")
-        .tempdir()
-        .map_err(|e| {
+    let tmp = CallTmp::new().map_err(|e| {
             CallError::new(
                 ErrorCode::Internal,
                 format!("cannot make the call's private temp dir: {e}"),
             )
         })?;
-    let tmp = CallTmp(Some(tmp));
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
@@ -1061,6 +1038,14 @@ impl Plan {
         })
     }
 
+    /// A process confined by [`Plan::confine`] started as `pid` (not yet reaped), so that its temp dir is kept
+    /// for a later call only once that process has ended (`tmp.rs`).
+    pub fn started(&self, pid: Option<u32>) {
+        if let Some(i) = &self.inner {
+            i.tmp.started(pid);
+        }
+    }
+
     /// The call's private temp dir (`$TMP`), when confined.
     pub fn tmp(&self) -> Option<&Path> {
         self.inner.as_ref().map(|i| i.tmp.path())
@@ -1137,6 +1122,7 @@ impl Plan {
     /// the namespace setup. `None` when the process is not confined.
     pub fn confine(&self, program: &Path) -> io::Result<Option<child::Confined>> {
         let Some(i) = &self.inner else { return Ok(None) };
+        i.tmp.confining(i.pid_ns);
         let _memo = rules::memo();
         let s = i.support;
         let ruleset = if s.landlock_fs() {

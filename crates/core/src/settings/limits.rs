@@ -79,6 +79,14 @@ pub struct TierAmounts {
 }
 
 impl TierAmounts {
+    /// The first key that is 0 (which would refuse every start).
+    pub fn zero(&self) -> Option<&'static str> {
+        self.each()
+            .into_iter()
+            .find(|(_, v)| *v == Amount::Set(0))
+            .map(|(k, _)| k)
+    }
+
     /// Each key with its name, in the order of [`crate::resources::Key::ALL`].
     pub fn each(&self) -> [(&'static str, Amount); 5] {
         [

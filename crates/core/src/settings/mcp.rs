@@ -35,10 +35,10 @@ pub struct ServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub sandbox: Option<Sandbox>,
-    /// The resource limits of the server process, as `"limits"` of a tier in the settings.
+    /// The resource limits of the server process, as `"limits"` of a tier in the settings: each key given here
+    /// replaces the tier's for this server (`null`: no limit); the anima's `permissions.json` still lowers them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<super::limits::TierAmounts>")]
-    pub limits: Option<serde_json::Value>,
+    pub limits: Option<super::limits::TierAmounts>,
     /// The deadline of each call, in seconds (default: protocol.md's 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,

@@ -560,14 +560,18 @@ impl TaskStore for PgStore {
             drop(to_worker);
             return Ok(None);
         };
-        if f(&mut t) {
-            let _ = to_worker.send(Some(t));
-        } else {
-            let _ = to_worker.send(None);
-        }
-        from_worker
+        let changed = f(&mut t);
+        let ended = changed && t.status.is_final();
+        let _ = to_worker.send(changed.then_some(t));
+        let out = from_worker
             .recv_timeout(OP_TIMEOUT)
-            .map_err(|_| io::Error::from(StoreError::Db("no answer from the task database".into())))?
+            .map_err(|_| io::Error::from(StoreError::Db("no answer from the task database".into())))?;
+        if let (true, Ok(Some(t))) = (ended, &out) {
+            if let Err(e) = self.notify(t) {
+                tracing::warn!("cannot write the notification of task {}: {e}", t.task_id);
+            }
+        }
+        out
     }
 
     fn census(&self) -> io::Result<Census> {

@@ -335,142 +335,193 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
     }
 }
 
-/// Claim up to `n` of the oldest tasks this worker can run, under the per-anima limit, in one transaction: the
-/// rows with `FOR UPDATE SKIP LOCKED LIMIT n`, then each anima's advisory lock (in name order, so two workers'
-/// claims never wait on each other in a circle) and its count of running tasks, then one update of every row
-/// taken. Rows this worker cannot run are noted and skipped; rows past an anima's limit stay pending.
+/// The claim's statements. [`CLAIM_LOCK`] takes each anima's advisory lock in the order given (name order, so two
+/// workers' claims never wait on each other in a circle). [`CLAIM_TAKE`] is a statement of its own after it, so that its snapshot is
+/// taken once the locks are held (READ COMMITTED): it counts each anima's running tasks as the last claim of that
+/// anima committed them, and takes a row only while its rank within its anima is within the room left.
+const CLAIM_SELECT: &str = "SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
+     WHERE r.anima = awt_tasks.anima AND r.status = 'running') FROM awt_tasks WHERE status = 'pending' \
+     AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
+     ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED";
+const CLAIM_LOCK: &str = "SELECT count(pg_advisory_xact_lock(hashtextextended('awt-anima:' || a, 0))) \
+     FROM unnest($1::text[]) AS a";
+const CLAIM_TAKE: &str = "WITH want AS (SELECT * FROM unnest($1::text[], $4::jsonb[], $5::text[], $6::int8[]) \
+     AS u(id, rec, anima, rank)), \
+     room AS (SELECT d.anima, $7::int8 - (SELECT count(*) FROM awt_tasks r WHERE r.anima = d.anima \
+     AND r.status = 'running') AS left_ FROM (SELECT DISTINCT anima FROM want) AS d) \
+     UPDATE awt_tasks AS a SET status = 'running', worker = $2, attempt = a.attempt + 1, \
+     lease_until = now() + make_interval(secs => $3), record = want.rec \
+     FROM want JOIN room USING (anima) WHERE a.id = want.id AND want.rank <= room.left_ \
+     RETURNING a.id, a.attempt, extract(epoch from a.lease_until)::float8";
+
+/// Claim up to `n` of the oldest tasks this worker can run, under the per-anima limit, in one transaction of two
+/// round trips: `BEGIN` and the rows (`FOR UPDATE SKIP LOCKED LIMIT n`) in one; each anima's advisory lock, one
+/// update of every row that fits under its anima's limit, and `COMMIT` in the other, pipelined, so that an anima's
+/// lock is held for one round trip and the commit. Rows this worker cannot run are noted and skipped; rows past an
+/// anima's limit stay pending.
 async fn claim(w: &Worker, n: usize) -> std::io::Result<Vec<Task>> {
     let mut skip = w.skipped();
     let mut full: Vec<String> = Vec::new();
     let limit = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
     for _ in 0..64 {
         let sent = Instant::now();
-        let mut c = w.pool.get().await.map_err(pool_err)?;
-        let tx = c.transaction().await.map_err(super::db)?;
-        let rows = tx
-            .query(
-                &format!(
-                    "SELECT {COLUMNS}, id, anima FROM awt_tasks WHERE status = 'pending' \
-                     AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
-                     ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"
-                ),
-                &[&w.only, &skip, &full, &limit],
-            )
-            .await
-            .map_err(super::db)?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut runnable: Vec<(String, Task)> = Vec::new();
-        let mut noted = false;
-        for row in &rows {
-            let id: String = row.get(6);
-            // A row whose MAC is not the runner's is moved aside, never run (a tool that reached the database
-            // cannot make a worker act as another anima).
-            if let Ok(t) = task_of(row) {
-                if let crate::mac::Verdict::Refused(why) = crate::mac::verify(&w.key, &t, None) {
-                    refuse(w, &tx, &t, &why).await?;
-                    continue;
+        let c = w.pool.get().await.map_err(pool_err)?;
+        match claim_once(w, &c, &mut skip, &mut full, limit).await {
+            Ok(Some(taken)) => {
+                if !taken.is_empty() && !w.tools_running() {
+                    w.last_ok.set(sent);
                 }
+                return Ok(taken);
             }
-            match check_row(w, row) {
-                Ok(t) => runnable.push((row.get(7), t)),
-                Err(why) => {
-                    let note = format!("worker {} {why}", w.me);
-                    tx.execute(
-                        "UPDATE awt_tasks SET record = jsonb_set(record, '{waiting}', to_jsonb($2::text)) \
-                         WHERE id = $1 AND record->>'waiting' IS DISTINCT FROM $2",
-                        &[&id, &note],
-                    )
-                    .await
-                    .map_err(super::db)?;
-                    w.skip.borrow_mut().insert(id.clone(), Instant::now());
-                    skip.push(id);
-                    noted = true;
-                }
+            Ok(None) => continue,
+            Err(e) => {
+                // The connection may be inside the transaction: it does not go back to the pool.
+                drop(deadpool_postgres::Object::take(c));
+                return Err(e);
             }
         }
-        let mut animas: Vec<&str> = runnable.iter().map(|(a, _)| a.as_str()).collect();
-        animas.sort_unstable();
-        animas.dedup();
-        let mut room: HashMap<String, i64> = HashMap::new();
-        for anima in animas {
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('awt-anima:' || $1, 0))",
-                &[&anima],
-            )
-            .await
-            .map_err(super::db)?;
-            let running: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM awt_tasks WHERE anima = $1 AND status = 'running'",
-                    &[&anima],
-                )
-                .await
-                .map_err(super::db)?
-                .get(0);
-            room.insert(anima.to_owned(), w.limit - running);
-        }
-        let now = now_s();
-        let mut taken: Vec<Task> = Vec::new();
-        for (anima, mut t) in runnable {
-            let left = room.get_mut(&anima).expect("every anima counted");
-            if *left <= 0 {
-                if !full.contains(&anima) {
-                    full.push(anima);
-                }
-                continue;
-            }
-            *left -= 1;
-            t.status = Status::Running;
-            t.started_at = Some(now);
-            t.updated_at = now;
-            t.pid = None;
-            t.pid_start_time = None;
-            t.boot_id = None;
-            t.progress = None;
-            t.queue.waiting = None;
-            taken.push(t);
-        }
-        if taken.is_empty() {
-            tx.commit().await.map_err(super::db)?;
-            if noted || !full.is_empty() {
-                continue;
-            }
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&str> = taken.iter().map(|t| t.task_id.as_str()).collect();
-        let records: Vec<Value> = taken.iter().map(record_of).collect();
-        let lease = w.cfg.lease.as_secs_f64();
-        let rows = tx
-            .query(
-                "UPDATE awt_tasks AS a SET status = 'running', worker = $2, attempt = a.attempt + 1, \
-                 lease_until = now() + make_interval(secs => $3), record = u.rec \
-                 FROM unnest($1::text[], $4::jsonb[]) AS u(id, rec) WHERE a.id = u.id \
-                 RETURNING a.id, a.attempt, extract(epoch from a.lease_until)::float8",
-                &[&ids, &w.me, &lease, &records],
-            )
-            .await
-            .map_err(super::db)?;
-        tx.commit().await.map_err(super::db)?;
-        let held: HashMap<String, (i32, Option<f64>)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-        for t in taken.iter_mut() {
-            let (attempt, lease_until) = held.get(&t.task_id).copied().expect("every row taken is updated");
-            t.queue.attempt = Some(attempt as u32);
-            t.queue.worker = Some(w.me.clone());
-            t.queue.lease_until = lease_until;
-        }
-        if !w.tools_running() {
-            w.last_ok.set(sent);
-        }
-        return Ok(taken);
     }
     Ok(Vec::new())
 }
 
+/// One claim transaction: the tasks taken, or `None` to look again (rows were noted, or an anima was full).
+async fn claim_once(
+    w: &Worker,
+    c: &deadpool_postgres::Client,
+    skip: &mut Vec<String>,
+    full: &mut Vec<String>,
+    limit: i64,
+) -> std::io::Result<Option<Vec<Task>>> {
+    let select = c
+        .prepare_cached(&CLAIM_SELECT.replace("{COLUMNS}", COLUMNS))
+        .await
+        .map_err(super::db)?;
+    let lock = c.prepare_cached(CLAIM_LOCK).await.map_err(super::db)?;
+    let take = c.prepare_cached(CLAIM_TAKE).await.map_err(super::db)?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&w.only, &*skip, &*full, &limit];
+    // Pipelined: both are sent before the first answer is read.
+    let (begun, rows) = tokio::join!(biased; c.batch_execute("BEGIN"), c.query(&select, &params));
+    begun.map_err(super::db)?;
+    let rows = match rows {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = c.batch_execute("ROLLBACK").await;
+            return Err(super::db(e));
+        }
+    };
+    if rows.is_empty() {
+        c.batch_execute("COMMIT").await.map_err(super::db)?;
+        return Ok(Some(Vec::new()));
+    }
+    let mut runnable: Vec<(String, Task)> = Vec::new();
+    let mut noted = false;
+    for row in &rows {
+        let id: String = row.get(6);
+        // An anima already at its limit as this snapshot saw it is not locked for: when the workers woken by one
+        // freed slot all claim, only those that can take a row queue on the lock. A slot freed after this
+        // snapshot sends its wake after it, so the next claim looks again.
+        if row.get::<_, i64>(8) >= w.limit {
+            let anima: String = row.get(7);
+            if !full.contains(&anima) {
+                full.push(anima);
+            }
+            continue;
+        }
+        // A row whose MAC is not the runner's is moved aside, never run (a tool that reached the database
+        // cannot make a worker act as another anima).
+        if let Ok(t) = task_of(row) {
+            if let crate::mac::Verdict::Refused(why) = crate::mac::verify(&w.key, &t, None) {
+                refuse(w, c, &t, &why).await?;
+                continue;
+            }
+        }
+        match check_row(w, row) {
+            Ok(t) => runnable.push((row.get(7), t)),
+            Err(why) => {
+                let note = format!("worker {} {why}", w.me);
+                c.execute(
+                    "UPDATE awt_tasks SET record = jsonb_set(record, '{waiting}', to_jsonb($2::text)) \
+                     WHERE id = $1 AND record->>'waiting' IS DISTINCT FROM $2",
+                    &[&id, &note],
+                )
+                .await
+                .map_err(super::db)?;
+                w.skip.borrow_mut().insert(id.clone(), Instant::now());
+                skip.push(id);
+                noted = true;
+            }
+        }
+    }
+    if runnable.is_empty() {
+        c.batch_execute("COMMIT").await.map_err(super::db)?;
+        // Fewer rows than asked for: no other pending row was free to take, however many animas were full.
+        let all_seen = (rows.len() as i64) < limit;
+        return Ok(if noted || (!full.is_empty() && !all_seen) {
+            None
+        } else {
+            Some(Vec::new())
+        });
+    }
+    let mut animas: Vec<String> = runnable.iter().map(|(a, _)| a.clone()).collect();
+    animas.sort_unstable();
+    animas.dedup();
+    let now = now_s();
+    let mut rank: HashMap<String, i64> = HashMap::new();
+    let mut ranks: Vec<i64> = Vec::with_capacity(runnable.len());
+    for (anima, t) in runnable.iter_mut() {
+        let r = rank.entry(anima.clone()).or_insert(0);
+        *r += 1;
+        ranks.push(*r);
+        t.status = Status::Running;
+        t.started_at = Some(now);
+        t.updated_at = now;
+        t.pid = None;
+        t.pid_start_time = None;
+        t.boot_id = None;
+        t.progress = None;
+        t.queue.waiting = None;
+    }
+    let ids: Vec<&str> = runnable.iter().map(|(_, t)| t.task_id.as_str()).collect();
+    let records: Vec<Value> = runnable.iter().map(|(_, t)| record_of(t)).collect();
+    let of: Vec<&str> = runnable.iter().map(|(a, _)| a.as_str()).collect();
+    let lease = w.cfg.lease.as_secs_f64();
+    let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&animas];
+    let take_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+        [&ids, &w.me, &lease, &records, &of, &ranks, &w.limit];
+    // Pipelined: the locks, the update and the commit go out together; the locks are held for one round trip.
+    let (locked, updated, committed) = tokio::join!(
+        biased;
+        c.execute(&lock, &lock_params),
+        c.query(&take, &take_params),
+        c.batch_execute("COMMIT")
+    );
+    locked.map_err(super::db)?;
+    let rows = updated.map_err(super::db)?;
+    // After a failed statement the server ends the transaction at this COMMIT with a rollback.
+    committed.map_err(super::db)?;
+    let held: HashMap<String, (i32, Option<f64>)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+    let mut taken: Vec<Task> = Vec::with_capacity(held.len());
+    for (anima, mut t) in runnable {
+        let Some((attempt, lease_until)) = held.get(&t.task_id).copied() else {
+            if !full.contains(&anima) {
+                full.push(anima);
+            }
+            continue;
+        };
+        t.queue.attempt = Some(attempt as u32);
+        t.queue.worker = Some(w.me.clone());
+        t.queue.lease_until = lease_until;
+        taken.push(t);
+    }
+    if taken.is_empty() && (noted || !full.is_empty()) {
+        return Ok(None);
+    }
+    Ok(Some(taken))
+}
+
 /// Move a row whose MAC is not valid aside (`awt_tasks_refused`, with the reason), write its anima's audit line,
 /// and say so: it is never run.
-async fn refuse(w: &Worker, tx: &tokio_postgres::Transaction<'_>, t: &Task, why: &str) -> std::io::Result<()> {
+async fn refuse(w: &Worker, tx: &tokio_postgres::Client, t: &Task, why: &str) -> std::io::Result<()> {
     tx.execute(
         "WITH moved AS (DELETE FROM awt_tasks WHERE id = $1 RETURNING *) \
          INSERT INTO awt_tasks_refused (id, anima, reason, task) SELECT id, anima, $2, to_jsonb(moved) FROM moved",
@@ -663,17 +714,19 @@ async fn write_outcomes(w: Rc<Worker>) {
         let finals: Vec<bool> = batch.iter().map(|o| o.task.status.is_final()).collect();
         let res = async {
             let c = w.pool.get().await.map_err(pool_err)?;
-            c.query(
+            let st = c.prepare_cached(
                 "UPDATE awt_tasks AS a SET status = u.status, record = u.rec, lease_until = NULL, \
                  worker = CASE WHEN u.status = 'pending' THEN NULL ELSE a.worker END, \
                  notify_after = CASE WHEN u.fin THEN now() + make_interval(secs => $7) END \
                  FROM unnest($1::text[], $3::int4[], $4::text[], $5::jsonb[], $6::bool[]) AS u(id, attempt, status, rec, fin) \
                  WHERE a.id = u.id AND a.status = 'running' AND a.worker = $2 AND a.attempt = u.attempt \
                  RETURNING a.id",
-                &[&ids, &w.me, &attempts, &statuses, &records, &finals, &w.cfg.lease.as_secs_f64()],
             )
             .await
-            .map_err(super::db)
+            .map_err(super::db)?;
+            c.query(&st, &[&ids, &w.me, &attempts, &statuses, &records, &finals, &w.cfg.lease.as_secs_f64()])
+                .await
+                .map_err(super::db)
         }
         .await;
         match res {

@@ -1,0 +1,296 @@
+//! The call's private temp dir (`$TMP`, `TMPDIR`). A long-lived runner (MCP server, `use-tool --serve`, a
+//! listing that probes many tools) takes back the dir of an ended call for the next one instead of removing it
+//! and making another: on an ext4 without a journal each `mkdir` scans past the inodes deleted in the last
+//! minutes (`recently_deleted`), which after a few hundred calls was a sixth of a cold listing's CPU time
+//! (bench/README.md, "Issue 20 and 24: the sandboxed start's CPU").
+//!
+//! A dir is taken back only when nothing of its call can touch it again and the call left no trace in it: every
+//! process the plan confined was a PID namespace's init that has exited (so every process of that namespace
+//! has, and only they had it in their Landlock grants), the dir is empty, still `0700`, owned by the runner, with
+//! no extended attribute (an ACL is one) and its inode flags as made, and its path still names it. Anything else
+//! is removed as before.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Dirs kept for the next calls of this process.
+#[derive(Debug, Default)]
+pub(crate) struct Spares(Mutex<Vec<Made>>);
+
+/// The process's spares; removed at its orderly exit ([`release_spares`]).
+static SPARES: Spares = Spares(Mutex::new(Vec::new()));
+
+/// At most this many dirs are kept: as many as calls start at once, and some.
+fn cap() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4) * 2
+}
+
+/// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
+#[derive(Debug)]
+struct Made {
+    path: PathBuf,
+    fd: OwnedFd,
+    id: (u64, u64),
+    flags: Option<u32>,
+}
+
+/// What ran with the dir in its grants.
+#[derive(Debug, Default)]
+struct Starts {
+    /// Processes confined with this plan (each [`crate::sandbox::Plan::confine`]).
+    confined: usize,
+    /// A pidfd of each one started (a PID namespace's init).
+    inits: Vec<OwnedFd>,
+    /// A process was confined without a PID namespace (it may leave processes behind), or its pidfd could not
+    /// be had.
+    unknown: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct CallTmp {
+    made: Option<Made>,
+    starts: Mutex<Starts>,
+    spares: &'static Spares,
+}
+
+impl CallTmp {
+    /// A kept dir of an earlier call when one is still as it was left, else a new one.
+    pub(crate) fn new() -> std::io::Result<CallTmp> {
+        Self::new_in(&SPARES)
+    }
+
+    pub(crate) fn new_in(spares: &'static Spares) -> std::io::Result<CallTmp> {
+        let kept = {
+            let mut v = spares.0.lock().unwrap_or_else(|e| e.into_inner());
+            std::iter::from_fn(|| v.pop()).find(|m| {
+                // Another dir under its name is not ours to remove; this one is dropped (closed).
+                still_named(m)
+            })
+        };
+        let made = match kept {
+            Some(m) => m,
+            None => make()?,
+        };
+        Ok(CallTmp {
+            made: Some(made),
+            starts: Mutex::default(),
+            spares,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.made.as_ref().map_or(Path::new(""), |m| m.path.as_path())
+    }
+
+    /// A process is being confined with this dir in its grants; `pid_ns`: as the init of a PID namespace.
+    pub(crate) fn confining(&self, pid_ns: bool) {
+        let mut s = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        s.confined += 1;
+        s.unknown |= !pid_ns;
+    }
+
+    /// That process started as `pid` (not yet reaped).
+    pub(crate) fn started(&self, pid: Option<u32>) {
+        let fd = pid
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+        let mut s = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        match fd {
+            Some(fd) => s.inits.push(fd),
+            None => s.unknown = true,
+        }
+    }
+
+    /// Nothing of the call can reach the dir again: every process confined with it was started as an init
+    /// that has exited (a failed start counts as unknown).
+    fn ended(&self) -> bool {
+        let s = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        !s.unknown
+            && s.inits.len() == s.confined
+            && s.inits.iter().all(|fd| {
+                let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+                let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+                matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+            })
+    }
+}
+
+impl Drop for CallTmp {
+    /// Why a plain rmdir first: a tool usually leaves its temp dir empty, and one system call removes it, where
+    /// a recursive removal opens, reads and stats it (nine calls); what the tool left goes the recursive way.
+    fn drop(&mut self) {
+        let Some(m) = self.made.take() else { return };
+        if self.ended() && pristine(&m) {
+            let mut v = self.spares.0.lock().unwrap_or_else(|e| e.into_inner());
+            if v.len() < cap() {
+                v.push(m);
+                return;
+            }
+        }
+        if std::fs::remove_dir(&m.path).is_err() {
+            let _ = std::fs::remove_dir_all(&m.path);
+        }
+    }
+}
+
+/// Remove the dirs kept for later calls (at the runner's exit).
+pub fn release_spares() {
+    let v = std::mem::take(&mut *SPARES.0.lock().unwrap_or_else(|e| e.into_inner()));
+    for m in v {
+        let _ = std::fs::remove_dir(&m.path);
+    }
+}
+
+fn make() -> std::io::Result<Made> {
+    use std::os::unix::fs::PermissionsExt;
+    // The runner's alone (a plain tempdir would be 0755 under the usual umask).
+    let path = tempfile::Builder::new()
+        .prefix("animaworks-tool-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()?
+        .keep();
+    let opened = rustix::fs::open(
+        &path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .and_then(|fd| Ok((rustix::fs::fstat(&fd)?, fd)));
+    let (st, fd) = match opened {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir(&path);
+            return Err(e.into());
+        }
+    };
+    let flags = rustix::fs::ioctl_getflags(&fd).ok().map(|f| f.bits());
+    Ok(Made {
+        path,
+        fd,
+        id: (st.st_dev, st.st_ino),
+        flags,
+    })
+}
+
+/// Its path still names the dir held open.
+fn still_named(m: &Made) -> bool {
+    rustix::fs::statat(rustix::fs::CWD, &m.path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| (st.st_dev, st.st_ino) == m.id)
+}
+
+/// The dir is as it was made: empty, `0700`, the runner's, no extended attribute, the same inode flags, under
+/// its name.
+fn pristine(m: &Made) -> bool {
+    let Ok(st) = rustix::fs::fstat(&m.fd) else { return false };
+    let unchanged = st.st_mode == (libc::S_IFDIR | 0o700)
+        && st.st_nlink == 2
+        && st.st_uid == rustix::process::geteuid().as_raw()
+        && (st.st_dev, st.st_ino) == m.id
+        && rustix::fs::flistxattr_query(m.fd.as_fd()).is_ok_and(|n| n == 0)
+        && rustix::fs::ioctl_getflags(&m.fd).ok().map(|f| f.bits()) == m.flags;
+    unchanged && empty(&m.fd) && still_named(m)
+}
+
+fn empty(fd: &OwnedFd) -> bool {
+    let Ok(mut d) = rustix::fs::Dir::read_from(fd) else { return false };
+    loop {
+        match d.read() {
+            None => return true,
+            Some(Ok(e)) if matches!(e.file_name().to_bytes(), b"." | b"..") => {}
+            Some(_) => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spares() -> &'static Spares {
+        Box::leak(Box::default())
+    }
+
+    /// A dir confined for an init that has exited, left empty, is the next call's; one the call left
+    /// anything in, or changed, or that a process without a PID namespace had, is removed.
+    #[test]
+    fn only_an_untouched_dir_of_an_ended_call_is_taken_back() {
+        let pool = spares();
+        // No process confined with it: nobody had it.
+        let a = CallTmp::new_in(pool).unwrap();
+        let path = a.path().to_path_buf();
+        drop(a);
+        let b = CallTmp::new_in(pool).unwrap();
+        assert_eq!(b.path(), path, "an untouched dir is taken back");
+
+        // A process that ended (a real child, reaped as the runner reaps an init).
+        b.confining(true);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        b.started(Some(child.id()));
+        child.wait().unwrap();
+        drop(b);
+        let c = CallTmp::new_in(pool).unwrap();
+        assert_eq!(c.path(), path, "the dir of an ended call is taken back");
+
+        // Still running: removed, never handed on.
+        c.confining(true);
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        c.started(Some(child.id()));
+        drop(c);
+        assert!(!path.exists(), "the dir of a call still running is removed");
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let cases: [(&str, fn(&CallTmp)); 5] = [
+            ("a file left in it", |t| std::fs::write(t.path().join("x"), "x").unwrap()),
+            ("a folder left in it", |t| std::fs::create_dir(t.path().join("d")).unwrap()),
+            ("its mode changed", |t| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap()
+            }),
+            ("confined without a PID namespace", |t| t.confining(false)),
+            ("a start whose process is unknown", |t| {
+                t.confining(true);
+                t.started(None)
+            }),
+        ];
+        for (what, change) in cases {
+            let t = CallTmp::new_in(pool).unwrap();
+            let p = t.path().to_path_buf();
+            change(&t);
+            drop(t);
+            assert!(!p.exists(), "{what}: removed");
+            let next = CallTmp::new_in(pool).unwrap();
+            assert_ne!(next.path(), p, "{what}: not handed on");
+        }
+    }
+
+    /// An extended attribute (an ACL is one, and a default ACL would give the next call's files to others).
+    #[test]
+    fn a_dir_with_an_extended_attribute_is_not_taken_back() {
+        let pool = spares();
+        let t = CallTmp::new_in(pool).unwrap();
+        let p = t.path().to_path_buf();
+        if rustix::fs::setxattr(&p, "user.awt", b"1", rustix::fs::XattrFlags::empty()).is_err() {
+            eprintln!("skipped: this file system takes no user extended attributes");
+            return;
+        }
+        drop(t);
+        assert!(!p.exists());
+    }
+
+    /// A dir kept whose name was taken by another is not handed on.
+    #[test]
+    fn a_kept_dir_renamed_away_is_not_handed_on() {
+        let pool = spares();
+        let t = CallTmp::new_in(pool).unwrap();
+        let p = t.path().to_path_buf();
+        drop(t);
+        let moved = p.with_extension("moved");
+        std::fs::rename(&p, &moved).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        let next = CallTmp::new_in(pool).unwrap();
+        assert_ne!(next.path(), p);
+        let _ = std::fs::remove_dir(&moved);
+        let _ = std::fs::remove_dir(&p);
+    }
+}
