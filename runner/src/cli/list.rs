@@ -4,8 +4,8 @@ use awt_core::call::{Resolved, Runner};
 use awt_core::discover::{Launch, Problem};
 use awt_core::tier::Tier;
 use serde::Serialize;
-use std::path::Path;
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// One tool as `tools --json` shows it (and `doctor`, the text listing, through [`catalog`]).
 #[derive(Serialize)]

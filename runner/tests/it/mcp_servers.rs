@@ -403,7 +403,11 @@ fn the_npm_filesystem_reference_server_under_the_same_policy() {
     let docs = w.tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join("a.txt"), "from the docs").unwrap();
-    w.settings(&json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs]}}}).to_string());
+    // Node's start under a loaded test machine can take longer than the default 30 s handshake.
+    w.settings(
+        &json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs], "handshake_s": 120}}})
+            .to_string(),
+    );
     let a = docs.join("a.txt");
     let o = w.run(&["files", "read_text_file", "--path", a.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

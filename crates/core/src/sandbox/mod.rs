@@ -318,11 +318,11 @@ fn plan_with(
         });
     }
     let tmp = CallTmp::new().map_err(|e| {
-            CallError::new(
-                ErrorCode::Internal,
-                format!("cannot make the call's private temp dir: {e}"),
-            )
-        })?;
+        CallError::new(
+            ErrorCode::Internal,
+            format!("cannot make the call's private temp dir: {e}"),
+        )
+    })?;
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());

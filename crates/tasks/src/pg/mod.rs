@@ -13,7 +13,7 @@
 //!   process kills a worker that stops answering (SIGSTOP, a hung runtime) at three quarters, and the guardian then
 //!   kills its tools; the rescuer only acts after the whole lease.
 //! - **Notifications.** A trigger sends `awt_pending` (work to claim), `awt_cancel` (a cancel request) and
-//!   `awt_task` (any change, for `jobs wait`).
+//!   `awt_task` (a change of status, record, attempt, worker or cancel flag, for `jobs wait`; schema 4).
 //! - **Notification files.** Whoever ends a task commits the final row with `notify_after` set, writes the anima's
 //!   notification file, then clears it ([`notified`]). A row still owing its file past `notify_after` (one lease: its writer
 //!   was killed in between) is written by any worker's rescuer ([`owed`]); the file is the same whoever writes it.

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 /// The schema version this build needs.
-pub const VERSION: i32 = 3;
+pub const VERSION: i32 = 4;
 
 /// `pg_advisory_xact_lock` key of migrations (any constant that no other application is likely to use).
 const MIGRATION_LOCK: i64 = 0x6177_745f_6d69_6701;
@@ -76,6 +76,16 @@ CREATE TABLE awt_tasks_refused (
         r#"
 ALTER TABLE awt_tasks ADD COLUMN notify_after timestamptz;
 CREATE INDEX awt_tasks_notify_owed ON awt_tasks (notify_after) WHERE notify_after IS NOT NULL;
+"#,
+    ),
+    (
+        4,
+        // The trigger fires only for the columns a listener acts on: a lease renewal (`lease_until`) or a cleared
+        // notification debt (`notify_after`) no longer costs every listening backend a wake-up per row.
+        r#"
+DROP TRIGGER awt_tasks_notify ON awt_tasks;
+CREATE TRIGGER awt_tasks_notify AFTER INSERT OR UPDATE OF status, record, attempt, worker, cancel_requested
+    ON awt_tasks FOR EACH ROW EXECUTE FUNCTION awt_tasks_notify();
 "#,
     ),
 ];
