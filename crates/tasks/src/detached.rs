@@ -1,5 +1,6 @@
 //! The detached worker (`animaworks-tool jobs worker`, started by `submit`): claims the oldest pending task while
-//! a slot is free, runs it, records the outcome, and looks for more before it exits. One worker runs one task at
+//! a slot is free, runs it, records the outcome and claims the next in one look, and waits [`LINGER`] for a new
+//! task before it exits (staying in the store's index meanwhile, so that a submit starts no other worker). One worker runs one task at
 //! a time, so the task's `pid` is its worker: if the worker dies, the guardian kills the tool's group and the task
 //! is found `lost`.
 
@@ -42,22 +43,26 @@ pub async fn run(runner: &Runner) -> i32 {
     };
     let me = ProcessId::of_self();
     let mut stop = stop_on_sigterm();
+    let mut next: Option<Task> = None;
     loop {
         if *stop.borrow() {
             store.leave(&me);
             return 0;
         }
-        let task = match next_task(&store, &me, limit, &mut stop).await {
-            Ok(Some(t)) => t,
-            Ok(None) => return 0,
-            Err(e) => {
-                store.leave(&me);
-                eprintln!(
-                    "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
-                    store.dir.display()
-                );
-                return ErrorCode::Internal.exit_code();
-            }
+        let task = match next.take() {
+            Some(t) => t,
+            None => match next_task(&store, &me, limit, &mut stop).await {
+                Ok(Some(t)) => t,
+                Ok(None) => return 0,
+                Err(e) => {
+                    store.leave(&me);
+                    eprintln!(
+                        "animaworks-tool jobs worker: cannot claim a task in {}: {e}",
+                        store.dir.display()
+                    );
+                    return ErrorCode::Internal.exit_code();
+                }
+            },
         };
         if let Some(why) = unsigned(&key, &store, &task) {
             eprintln!(
@@ -75,7 +80,25 @@ pub async fn run(runner: &Runner) -> i32 {
             super::mac::audit_refused(runner.dirs.anima.as_deref(), &task, &why);
             continue;
         }
-        run_one(runner, &store, &me, task, stop.clone()).await;
+        let id = task.task_id.clone();
+        let done = run_one(runner, &store, task, stop.clone()).await;
+        // The outcome and the next claim in one look (a worker asked to stop claims nothing: no slot is free).
+        let room = if *stop.borrow() { 0 } else { limit };
+        let mut rec = |t: &mut Task| {
+            if t.status != Status::Running || t.pid != Some(me.pid) {
+                return false;
+            }
+            if done.last_progress.is_some() {
+                t.progress = done.last_progress.clone();
+            }
+            record(t, &done.outcome, done.stopped);
+            true
+        };
+        match store.finish_and_claim(&id, &mut rec, &me, room) {
+            // The look that ended the task wrote its notification.
+            Ok((_, claimed)) => next = claimed,
+            Err(e) => eprintln!("animaworks-tool jobs worker: cannot record the outcome of {id}: {e}"),
+        }
     }
 }
 
@@ -195,13 +218,14 @@ impl Observer for TaskObserver {
     }
 }
 
-async fn run_one(
-    runner: &Runner,
-    store: &FileStore,
-    me: &ProcessId,
-    task: Task,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+/// What running a task gave, for the worker to record.
+struct Done {
+    outcome: Result<Value, CallError>,
+    stopped: bool,
+    last_progress: Option<Progress>,
+}
+
+async fn run_one(runner: &Runner, store: &FileStore, task: Task, mut stop: tokio::sync::watch::Receiver<bool>) -> Done {
     let id = task.task_id.clone();
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut obs = TaskObserver::new(shared.clone());
@@ -243,21 +267,10 @@ async fn run_one(
         }
     };
     let last_progress = shared.lock().unwrap_or_else(|p| p.into_inner()).latest.clone();
-    let finished = store.update(&id, &mut |t| {
-        if t.status != Status::Running || t.pid != Some(me.pid) {
-            return false;
-        }
-        if last_progress.is_some() {
-            t.progress = last_progress.clone();
-        }
-        record(t, &outcome, stopped);
-        true
-    });
-    // The update wrote the notification of a task it ended.
-    if let Ok(Some(t)) = finished {
-        if t.status.is_final() {
-            store.release(&id);
-        }
+    Done {
+        outcome,
+        stopped,
+        last_progress,
     }
 }
 

@@ -79,6 +79,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Write the index atomically, as [`write_atomic`] does, but by exchanging the new file with the old one and
+/// removing the old: ext4 flushes a file renamed over another (`auto_da_alloc`) at once, on every look. The index
+/// needs no such care: one lost or torn in a crash is unreadable and rebuilt from the task files.
+fn write_index(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".part")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    let swapped = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        tmp.path(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::RenameFlags::EXCHANGE,
+    );
+    match swapped {
+        // The temporary file's name now holds the old index; dropping `tmp` removes it.
+        Ok(()) => Ok(()),
+        Err(_) => tmp.persist(path).map(|_| ()).map_err(|e| e.error),
+    }
+}
+
 impl FileStore {
     pub fn for_anima(anima_dir: &Path) -> FileStore {
         let state = anima_dir.join("state");
@@ -236,7 +260,7 @@ impl FileStore {
             for w in &index.workers {
                 text.push_str(&format!("{WORKER_LINE}{} {} {}\n", w.pid, w.start_time, w.boot_id));
             }
-            write_atomic(&self.index_path(), text.as_bytes())?;
+            write_index(&self.index_path(), text.as_bytes())?;
         }
         out
     }
@@ -384,6 +408,43 @@ impl FileStore {
                 index.workers.push(owner.clone());
             }
             Ok(got)
+        })
+    }
+
+    /// A worker's end of a task and its next claim in one look: `f` records the outcome of `id` (false: leave
+    /// it); then, as [`FileStore::worker_claim`] without leaving, the next pending task. Returns the task as
+    /// finished (its notification written, its private files removed) and the next one.
+    pub fn finish_and_claim(
+        &self,
+        id: &str,
+        f: &mut dyn FnMut(&mut Task) -> bool,
+        owner: &ProcessId,
+        limit: usize,
+    ) -> io::Result<(Option<Task>, Option<Task>)> {
+        self.locked(|index| {
+            let finished = match self.get(id)? {
+                Some(mut t) => {
+                    if f(&mut t) {
+                        // As `update`: the notification first, so that no kill between the two can lose it.
+                        if t.status.is_final() {
+                            if let Err(e) = self.notify(&t) {
+                                tracing::warn!("cannot write the notification of task {id}: {e}");
+                            }
+                        }
+                        self.save(&t)?;
+                    }
+                    if t.status.is_final() {
+                        index.ids.retain(|i| i != id);
+                        self.release_locked(id);
+                    }
+                    Some(t)
+                }
+                None => None,
+            };
+            let next = self.claim_locked(index, owner, limit)?;
+            index.workers.retain(|w| w != owner);
+            index.workers.push(owner.clone());
+            Ok((finished, next))
         })
     }
 
@@ -797,5 +858,85 @@ mod tests {
         assert_eq!(store.census().unwrap().pending, 0);
         let index = fs::read_to_string(store.index_path()).unwrap();
         assert!(!index.contains("passwd") && !index.contains("0000000000ff"), "{index}");
+    }
+
+    #[test]
+    fn a_look_seals_the_folder_so_that_no_later_change_keeps_its_time() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "pending", 1.0), None).unwrap();
+        let head = fs::read_to_string(store.index_path()).unwrap();
+        let head = head.lines().next().unwrap().to_owned();
+        assert!(head.ends_with(" sealed"), "{head}");
+        let stamp: i128 = head.split(' ').nth(1).unwrap().parse().unwrap();
+        assert_eq!(store.stamp().unwrap(), stamp);
+        // A file put there at once (within the clock's tick) moves the time off the seal: seen without a count.
+        write_atomic(
+            &store.path("00000000000b"),
+            &serde_json::to_vec(&task("00000000000b", "pending", 2.0)).unwrap(),
+        )
+        .unwrap();
+        assert_ne!(store.stamp().unwrap(), stamp);
+        assert_eq!(store.census().unwrap().pending, 2);
+    }
+
+    fn needed(store: &FileStore, limit: usize) -> bool {
+        store
+            .locked(|i| {
+                let (c, a) = store.census_locked(i)?;
+                Ok(worker_needed(i, &c, &a, limit))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_submit_counts_on_a_free_worker_in_the_index_and_on_no_busy_or_dead_one() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::for_anima(d.path());
+        store.create(&task("00000000000a", "completed", 0.0), None).unwrap();
+        // Nothing to claim: the worker stays in the index (it lingers), and a new task needs no other worker.
+        assert!(store.worker_claim(&me(), 4, false).unwrap().is_none());
+        store.create(&task("00000000000b", "pending", 1.0), None).unwrap();
+        assert!(!needed(&store, 4));
+        // Busy with that task, it is no help for the next one.
+        assert_eq!(
+            store.worker_claim(&me(), 4, false).unwrap().unwrap().task_id,
+            "00000000000b"
+        );
+        store.create(&task("00000000000c", "pending", 2.0), None).unwrap();
+        assert!(needed(&store, 4));
+        // ... unless no slot is free anyway.
+        assert!(!needed(&store, 1));
+        // It finishes b and takes c in one look; then, leaving with nothing to claim, it is gone from the index.
+        let (done, next) = store
+            .finish_and_claim(
+                "00000000000b",
+                &mut |t| {
+                    t.finish(Status::Completed);
+                    true
+                },
+                &me(),
+                4,
+            )
+            .unwrap();
+        assert_eq!(done.unwrap().status, Status::Completed);
+        assert_eq!(next.unwrap().task_id, "00000000000c");
+        store
+            .update("00000000000c", &mut |t| {
+                t.finish(Status::Completed);
+                true
+            })
+            .unwrap();
+        assert!(store.worker_claim(&me(), 4, true).unwrap().is_none());
+        store.create(&task("00000000000d", "pending", 3.0), None).unwrap();
+        assert!(needed(&store, 4));
+        // A worker whose process is gone (a start time that is not its own) counts for nothing.
+        let ghost = ProcessId {
+            start_time: me().start_time + 1,
+            ..me()
+        };
+        assert!(store.worker_claim(&ghost, 0, false).unwrap().is_none());
+        assert!(needed(&store, 4));
+        assert!(!fs::read_to_string(store.index_path()).unwrap().contains("worker "));
     }
 }
