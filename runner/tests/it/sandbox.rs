@@ -1302,7 +1302,10 @@ fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
         return;
     }
     let w = World::sandboxed();
-    let other = tempfile::Builder::new().prefix("animaworks-tool-").tempdir().unwrap();
+    let other = tempfile::Builder::new()
+        .prefix("animaworks-tool-call-")
+        .tempdir()
+        .unwrap();
     std::fs::write(other.path().join("token"), "OTHER CALL'S SECRET").unwrap();
     std::fs::write(
         w.data.join("animaworks-tool.json"),

@@ -779,7 +779,7 @@ fn mounts(
     out
 }
 
-/// Other calls' temp dirs beside this call's own (`animaworks-tool-*` in the same folder, the kept ones of a
+/// Other calls' temp dirs beside this call's own (`animaworks-tool-call-*` in the same folder, the kept ones of a
 /// long-lived runner included): the runner's user may read them, so Landlock's read of the whole file system would
 /// let one call read what another, of another anima, keeps there. Hidden as they are when the plan is made; a
 /// call started later makes its dir after this one's mounts.

@@ -158,7 +158,7 @@ impl Spares {
 }
 
 /// How the name of every call's temp dir begins (the sandbox hides the others' from each call).
-pub(crate) const PREFIX: &str = "animaworks-tool-";
+pub(crate) const PREFIX: &str = "animaworks-tool-call-";
 
 fn make() -> std::io::Result<Made> {
     use std::os::unix::fs::PermissionsExt;
