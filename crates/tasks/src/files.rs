@@ -289,6 +289,16 @@ impl FileStore {
         ))
     }
 
+    /// Save a changed task; one that ended gets its notification first, so that no kill between the two loses it.
+    fn save_changed(&self, t: &Task) -> io::Result<()> {
+        if t.status.is_final() {
+            if let Err(e) = self.notify(t) {
+                tracing::warn!("cannot write the notification of task {}: {e}", t.task_id);
+            }
+        }
+        self.save(t)
+    }
+
     fn save(&self, t: &Task) -> io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(t).map_err(io::Error::other)?;
         bytes.push(b'\n');
@@ -425,13 +435,7 @@ impl FileStore {
             let finished = match self.get(id)? {
                 Some(mut t) => {
                     if f(&mut t) {
-                        // As `update`: the notification first, so that no kill between the two can lose it.
-                        if t.status.is_final() {
-                            if let Err(e) = self.notify(&t) {
-                                tracing::warn!("cannot write the notification of task {id}: {e}");
-                            }
-                        }
-                        self.save(&t)?;
+                        self.save_changed(&t)?;
                     }
                     if t.status.is_final() {
                         index.ids.retain(|i| i != id);
@@ -582,12 +586,7 @@ impl TaskStore for FileStore {
         self.locked(|index| {
             let Some(mut t) = self.get(id)? else { return Ok(None) };
             if f(&mut t) {
-                if t.status.is_final() {
-                    if let Err(e) = self.notify(&t) {
-                        tracing::warn!("cannot write the notification of task {id}: {e}");
-                    }
-                }
-                self.save(&t)?;
+                self.save_changed(&t)?;
                 if t.status.is_final() {
                     index.ids.retain(|i| i != id);
                 }
