@@ -67,14 +67,20 @@ impl Drop for Lock {
     }
 }
 
-/// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// A temporary file in `path`'s folder holding `bytes`, to be renamed onto `path`.
+fn written_beside(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .suffix(".part")
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    Ok(tmp)
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = written_beside(path, bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -83,12 +89,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// removing the old: ext4 flushes a file renamed over another (`auto_da_alloc`) at once, on every look. The index
 /// needs no such care: one lost or torn in a crash is unreadable and rebuilt from the task files.
 fn write_index(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .suffix(".part")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+    let tmp = written_beside(path, bytes)?;
     let swapped = rustix::fs::renameat_with(
         rustix::fs::CWD,
         tmp.path(),
