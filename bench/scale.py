@@ -147,6 +147,17 @@ def mcp_rate(env: dict, name: str, calls: int, in_flight: int, argv0: str = AWT)
     return rate
 
 
+def mcp_cpu(env: dict, name: str, calls: int, in_flight: int, argv0: str = AWT) -> tuple[float, float]:
+    """mcp_rate, and the CPU time (ms) a call of the server and of everything it reaped (the tools, their
+    namespaces' init), from getrusage of this script's children: the kernel's workers are not in it."""
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rate = mcp_rate(env, name, calls, in_flight, argv0)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000 / (calls + 1)
+    return rate, cpu
+
+
 def mcp() -> None:
     calls = size("SCALE_MCP_CALLS", 400)
     worlds = {}
@@ -158,12 +169,16 @@ def mcp() -> None:
         listed(worlds[label], 1)
     builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
     rates: dict[str, list[float]] = {f"{b} {k}": [] for b, _ in builds for k in worlds}
+    cpus: dict[str, list[float]] = {k: [] for k in rates}
     for _ in range(max(1, RUNS // 2)):  # interleaved
         for b, argv0 in builds:
             for label, env in worlds.items():
-                rates[f"{b} {label}"].append(mcp_rate(env, "tiny_go", calls, 4, argv0))
+                rate, cpu = mcp_cpu(env, "tiny_go", calls, 4, argv0)
+                rates[f"{b} {label}"].append(rate)
+                cpus[f"{b} {label}"].append(cpu)
     med = {k: statistics.median(v) for k, v in rates.items()}
     bench.log(f"mcp calls/s: {rates}")
+    bench.log("mcp CPU a call, median (ms): " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in cpus.items()))
     for b, _ in builds:
         ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)"
                   + ("" if b == "ours" else ", the SCALE_BEFORE build"), med[f"{b} sandboxed"],
