@@ -511,6 +511,26 @@ impl TaskStore for PgStore {
         })
     }
 
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        // Only the unfinished rows leave the server (the partial indexes find them): a poll of `jobs list
+        // --status pending,running` costs the active tasks, not every task kept.
+        let (pool, anima) = (self.pool.clone(), self.scoped());
+        self.block(async move {
+            let c = pool.get().await.map_err(pool_err)?;
+            let rows = c
+                .query(
+                    &format!(
+                        "SELECT {COLUMNS} FROM awt_tasks WHERE status IN ('pending', 'running') \
+                         AND ($1::text IS NULL OR anima = $1) ORDER BY created_at, id"
+                    ),
+                    &[&anima],
+                )
+                .await
+                .map_err(db)?;
+            Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
+        })
+    }
+
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>> {
         if !super::valid_task_id(id) {
             return Ok(None);
