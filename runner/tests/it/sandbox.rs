@@ -1302,10 +1302,7 @@ fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
         return;
     }
     let w = World::sandboxed();
-    let other = tempfile::Builder::new()
-        .prefix("animaworks-tool-call-")
-        .tempdir()
-        .unwrap();
+    let other = another_calls_dir();
     std::fs::write(other.path().join("token"), "OTHER CALL'S SECRET").unwrap();
     std::fs::write(
         w.data.join("animaworks-tool.json"),
@@ -1331,6 +1328,72 @@ printf '{"seen":"%s","own":"%s"}\n' "$seen" "$own"
     let r = json(&o);
     assert_eq!(r["own"], "mine", "the call's own temp dir: {r} {}", stderr(&o));
     assert_eq!(r["seen"], "", "another call's temp dir was read: {r}");
+}
+
+/// A temp dir where the runner's calls keep theirs (the calls folder, or the temp dir itself without one).
+fn another_calls_dir() -> tempfile::TempDir {
+    match animaworks_tool::sandbox::calls_dir() {
+        Some(dir) => tempfile::Builder::new().prefix("call-").tempdir_in(dir),
+        None => tempfile::Builder::new().prefix("animaworks-tool-call-").tempdir(),
+    }
+    .unwrap()
+}
+
+/// The temp dir of a call started after this one's mounts were made is hidden too (one mount hides the whole
+/// calls folder; before, only the dirs there at the time of the plan were).
+#[test]
+fn a_later_calls_temp_dir_is_hidden_too() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        return;
+    }
+    if animaworks_tool::sandbox::calls_dir().is_none() {
+        eprintln!("SKIPPED: no calls folder here (each call's dir is hidden as the plan finds it)");
+        return;
+    }
+    let w = World::sandboxed();
+    let sync = tempfile::tempdir_in(&w.anima).unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    let body = r#"
+: > "$BAIT_SYNC/started"
+i=0; while [ ! -e "$BAIT_SYNC/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+seen=$(cat "$BAIT_SYNC"/dir 2>/dev/null | { read -r d; cat "$d/token" 2>/dev/null; } || true)
+printf '{"seen":"%s"}\n' "$seen"
+"#;
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_later","input_schema":{"type":"object"}}]"#, body),
+    );
+    let child = w
+        .cmd()
+        .env("BAIT_SYNC", sync.path())
+        .args(["call", "peek", "later"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = sync.path().join("started");
+    for _ in 0..600 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the tool never started");
+    // Made now, after the tool's mounts: as a call started later makes its own.
+    let later = another_calls_dir();
+    std::fs::write(later.path().join("token"), "LATER CALL'S SECRET").unwrap();
+    std::fs::write(sync.path().join("dir"), format!("{}\n", later.path().display())).unwrap();
+    std::fs::write(sync.path().join("go"), "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let r = json(&o);
+    assert_eq!(r["seen"], "", "a later call's temp dir was read: {r} {}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 // ---------------------------------------------------------------- what confined tools never read
