@@ -339,9 +339,16 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
 /// workers' claims never wait on each other in a circle). [`CLAIM_TAKE`] is a statement of its own after it, so that its snapshot is
 /// taken once the locks are held (READ COMMITTED): it counts each anima's running tasks as the last claim of that
 /// anima committed them, and takes a row only while its rank within its anima is within the room left.
-const CLAIM_SELECT: &str = "SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
+///
+/// [`CLAIM_SELECT`] leaves out the animas already at their limit in its snapshot before it locks a row: a row lock
+/// gives the transaction an id, and its commit then waits for the WAL to reach the disk. A claim woken by a freed
+/// slot that another worker already took is then a read, not a write.
+const CLAIM_SELECT: &str = "WITH at_limit AS (SELECT anima FROM awt_tasks WHERE status = 'running' \
+     GROUP BY anima HAVING count(*) >= $5) \
+     SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
      WHERE r.anima = awt_tasks.anima AND r.status = 'running') FROM awt_tasks WHERE status = 'pending' \
      AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
+     AND anima NOT IN (SELECT anima FROM at_limit) \
      ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED";
 const CLAIM_LOCK: &str = "SELECT count(pg_advisory_xact_lock(hashtextextended('awt-anima:' || a, 0))) \
      FROM unnest($1::text[]) AS a";
@@ -353,6 +360,10 @@ const CLAIM_TAKE: &str = "WITH want AS (SELECT * FROM unnest($1::text[], $4::jso
      lease_until = now() + make_interval(secs => $3), record = want.rec \
      FROM want JOIN room USING (anima) WHERE a.id = want.id AND want.rank <= room.left_ \
      RETURNING a.id, a.attempt, extract(epoch from a.lease_until)::float8";
+
+/// A statement whose commit waits for the WAL flush (a transaction id makes it write a commit record): run after an
+/// asynchronous commit, its answer says that commit is on disk.
+const CLAIM_DURABLE: &str = "SELECT txid_current()";
 
 /// Claim up to `n` of the oldest tasks this worker can run, under the per-anima limit, in one transaction of two
 /// round trips: `BEGIN` and the rows (`FOR UPDATE SKIP LOCKED LIMIT n`) in one; each anima's advisory lock, one
@@ -398,7 +409,7 @@ async fn claim_once(
         .map_err(super::db)?;
     let lock = c.prepare_cached(CLAIM_LOCK).await.map_err(super::db)?;
     let take = c.prepare_cached(CLAIM_TAKE).await.map_err(super::db)?;
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&w.only, &*skip, &*full, &limit];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [&w.only, &*skip, &*full, &limit, &w.limit];
     // Pipelined: both are sent before the first answer is read.
     let (begun, rows) = tokio::join!(biased; c.batch_execute("BEGIN"), c.query(&select, &params));
     begun.map_err(super::db)?;
@@ -489,16 +500,25 @@ async fn claim_once(
     let take_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
         [&ids, &w.me, &lease, &records, &of, &ranks, &w.limit];
     // Pipelined: the locks, the update and the commit go out together; the locks are held for one round trip.
-    let (locked, updated, committed) = tokio::join!(
+    // The commit does not wait for the disk (the locks go at once, so claims of one anima do not queue behind
+    // each other's WAL flush); the statement after it does: its own commit flushes the WAL up to a point past the
+    // claim's, so its answer means the claim is durable. No tool starts before that answer. A server crash in
+    // between loses the claim and every later commit with it (the WAL is lost from its end), so nothing a
+    // durable claim counted can be lost while it is kept.
+    let (local_async, locked, updated, committed, flushed) = tokio::join!(
         biased;
+        c.batch_execute("SET LOCAL synchronous_commit = off"),
         c.execute(&lock, &lock_params),
         c.query(&take, &take_params),
-        c.batch_execute("COMMIT")
+        c.batch_execute("COMMIT"),
+        c.batch_execute(CLAIM_DURABLE)
     );
+    local_async.map_err(super::db)?;
     locked.map_err(super::db)?;
     let rows = updated.map_err(super::db)?;
     // After a failed statement the server ends the transaction at this COMMIT with a rollback.
     committed.map_err(super::db)?;
+    flushed.map_err(super::db)?;
     let held: HashMap<String, (i32, Option<f64>)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
     let mut taken: Vec<Task> = Vec::with_capacity(held.len());
     for (anima, mut t) in runnable {
