@@ -361,10 +361,6 @@ const CLAIM_TAKE: &str = "WITH want AS (SELECT * FROM unnest($1::text[], $4::jso
      FROM want JOIN room USING (anima) WHERE a.id = want.id AND want.rank <= room.left_ \
      RETURNING a.id, a.attempt, extract(epoch from a.lease_until)::float8";
 
-/// A statement whose commit waits for the WAL flush (a transaction id makes it write a commit record): run after an
-/// asynchronous commit, its answer says that commit is on disk.
-const CLAIM_DURABLE: &str = "SELECT txid_current()";
-
 /// Claim up to `n` of the oldest tasks this worker can run, under the per-anima limit, in one transaction of two
 /// round trips: `BEGIN` and the rows (`FOR UPDATE SKIP LOCKED LIMIT n`) in one; each anima's advisory lock, one
 /// update of every row that fits under its anima's limit, and `COMMIT` in the other, pipelined, so that an anima's
@@ -500,25 +496,16 @@ async fn claim_once(
     let take_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
         [&ids, &w.me, &lease, &records, &of, &ranks, &w.limit];
     // Pipelined: the locks, the update and the commit go out together; the locks are held for one round trip.
-    // The commit does not wait for the disk (the locks go at once, so claims of one anima do not queue behind
-    // each other's WAL flush); the statement after it does: its own commit flushes the WAL up to a point past the
-    // claim's, so its answer means the claim is durable. No tool starts before that answer. A server crash in
-    // between loses the claim and every later commit with it (the WAL is lost from its end), so nothing a
-    // durable claim counted can be lost while it is kept.
-    let (local_async, locked, updated, committed, flushed) = tokio::join!(
+    let (locked, updated, committed) = tokio::join!(
         biased;
-        c.batch_execute("SET LOCAL synchronous_commit = off"),
         c.execute(&lock, &lock_params),
         c.query(&take, &take_params),
-        c.batch_execute("COMMIT"),
-        c.batch_execute(CLAIM_DURABLE)
+        c.batch_execute("COMMIT")
     );
-    local_async.map_err(super::db)?;
     locked.map_err(super::db)?;
     let rows = updated.map_err(super::db)?;
     // After a failed statement the server ends the transaction at this COMMIT with a rollback.
     committed.map_err(super::db)?;
-    flushed.map_err(super::db)?;
     let held: HashMap<String, (i32, Option<f64>)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
     let mut taken: Vec<Task> = Vec::with_capacity(held.len());
     for (anima, mut t) in runnable {
