@@ -6,7 +6,7 @@
 //! A task moves `pending → running → completed | failed | timeout | cancelled`; a `running` task whose worker is
 //! gone (its pid is dead, or was reused: the start time or boot differs) becomes `lost` at the next look.
 //!
-//! The store is the [`TaskStore`] trait, chosen by `<data dir>/animaworks-tool.json` `"tasks"` ([`open`]):
+//! The store is the [`TaskStore`] trait, chosen by `<data dir>/animaworks-tool.json` `"tasks"` ([`backend::open`]):
 //! [`files::FileStore`] keeps one JSON file per task under `<anima dir>/state/background_tasks/` (one machine; a
 //! detached worker per task slot; liveness by pid), [`pg::PgStore`] one row per task in Postgres, run by
 //! `animaworks-tool worker` processes on any number of machines (liveness by lease). Both run a task's call through
@@ -24,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backend;
 pub mod cancel;
 pub mod config;
 pub mod detached;
@@ -451,18 +452,6 @@ pub trait TaskStore: Send + Sync {
     /// Tasks run on this machine only, by detached workers `submit` starts (the file store).
     fn is_local(&self) -> bool {
         false
-    }
-}
-
-/// The store the data dir's settings choose (`"tasks": {"backend": …}`) for the runner's anima.
-pub fn open(runner: &awt_core::Runner) -> Result<Box<dyn TaskStore>, awt_core::CallError> {
-    let cfg = config::load(runner).map_err(|e| {
-        awt_core::CallError::new(ErrorCode::Usage, e.to_string())
-            .hint("fix \"tasks\" in <data dir>/animaworks-tool.json")
-    })?;
-    match cfg.backend {
-        config::Backend::Files => Ok(Box::new(submit::store_of(runner)?)),
-        config::Backend::Postgres { .. } => Ok(Box::new(pg::PgStore::open(&cfg, &runner.dirs)?)),
     }
 }
 

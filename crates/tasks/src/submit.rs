@@ -195,7 +195,7 @@ pub async fn submit_with(
     strict: bool,
     mark: impl FnOnce(&mut Task),
 ) -> Result<Checked, CallError> {
-    let store = super::open(runner)?;
+    let store = crate::backend::open(runner)?;
     let mut checked = check(runner, tool, words, strict, None).await?;
     mark(&mut checked.task);
     digest_for(store.as_ref(), &mut checked);
@@ -223,7 +223,7 @@ fn digest_for(store: &dyn TaskStore, c: &mut Checked) {
 
 /// A task as stored, after marking lost the tasks whose worker is gone.
 pub fn show(runner: &Runner, id: &str) -> Result<Task, CallError> {
-    let store = super::open(runner)?;
+    let store = crate::backend::open(runner)?;
     let _ = store.kick(&runner.dirs);
     match store.get(id) {
         Ok(Some(t)) => Ok(t),

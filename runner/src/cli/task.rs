@@ -175,7 +175,7 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
         TaskCmd::Migrate => return migrate(runner).await,
         _ => {}
     }
-    let store = match tasks::open(runner) {
+    let store = match tasks::backend::open(runner) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

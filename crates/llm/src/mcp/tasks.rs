@@ -141,7 +141,7 @@ fn rpc_of(e: &CallError) -> Value {
 }
 
 fn store(server: &Server) -> Result<Box<dyn TaskStore>, Value> {
-    tasks::open(&server.runner).map_err(|e| rpc_of(&e))
+    tasks::backend::open(&server.runner).map_err(|e| rpc_of(&e))
 }
 
 /// The task `params.taskId` names; `-32602` when there is none such.
@@ -298,7 +298,7 @@ async fn watch(
             }
             o.tasks.clone().into_iter().collect()
         };
-        let Ok(store) = tasks::open(&server.runner) else {
+        let Ok(store) = tasks::backend::open(&server.runner) else {
             continue;
         };
         if store.is_local() {
