@@ -26,14 +26,15 @@ use std::path::PathBuf;
 /// The variable that switches the binary into answering completions.
 pub const VAR: &str = crate::env_vars::COMPLETE.name;
 
-/// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once.
-pub fn answer_if_asked() {
+/// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once. `root`
+/// builds the runner's command tree (only when asked: it is a fifth of a one-shot call's own time).
+pub fn answer_if_asked(root: fn() -> Command) {
     if std::env::var_os(VAR).is_none() {
         return;
     }
     let words: Vec<OsString> = std::env::args_os().collect();
     let dirs = dirs_of(&words);
-    CompleteEnv::with_factory(move || command(&dirs)).var(VAR).complete();
+    CompleteEnv::with_factory(move || command(root, &dirs)).var(VAR).complete();
 }
 
 /// `completions <shell>`: the script that hooks the runner into the shell.
@@ -113,7 +114,7 @@ pub fn cached_tools(dirs: &Dirs) -> Vec<(String, Option<Manifest>)> {
 }
 
 /// The runner's command tree with the tools of `dirs` in it (under the top level, `call`, `submit` and `help`).
-pub fn command(dirs: &Dirs) -> Command {
+pub fn command(root: fn() -> Command, dirs: &Dirs) -> Command {
     let tools: Vec<Command> = cached_tools(dirs)
         .iter()
         .map(|(name, m)| tool_command(name, m.as_ref()))
@@ -129,7 +130,7 @@ pub fn command(dirs: &Dirs) -> Command {
             }))
         })
     };
-    runner_globals(super::command())
+    runner_globals(root())
         .subcommands(tools.iter().cloned())
         .mut_subcommand("call", |c| tools_under(c, &tools))
         .mut_subcommand("submit", |c| tools_under(c, &tools))

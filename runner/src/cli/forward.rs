@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn no_runner_command_shadows_an_animaworks_word() {
-        for w in super::super::COMMANDS.iter().chain(&["call"]) {
+        for w in super::super::words::COMMANDS.iter().chain(&["call"]) {
             assert!(
                 !MAIN_CLI_COMMANDS.contains(w) && !ANIMA_SUBCOMMANDS.contains(w),
                 "the runner's command {w:?} would shadow AnimaWorks' {w:?}"

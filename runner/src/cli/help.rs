@@ -9,8 +9,8 @@ use std::io::Write as _;
 
 /// The runner's help, then every tool's name (no tool is started), as the original's `--help` lists them.
 /// Returns `code`.
-pub fn top_help(dirs: &awt_core::dirs::Dirs, code: i32) -> i32 {
-    let help = <super::Cli as clap::CommandFactory>::command().render_help();
+pub fn top_help(dirs: &awt_core::dirs::Dirs, code: i32, root: fn() -> clap::Command) -> i32 {
+    let help = root().render_help();
     let names: Vec<String> = awt_core::discover::scan(dirs).tools.into_keys().collect();
     say!(
         "{help}\n\nAvailable tools: {}",
@@ -270,9 +270,9 @@ pub fn constraints(schema: &Value) -> Vec<String> {
 
 /// `help [<tool> [<action>] | <command>…]`: a tool's or action's help (the runner's own, also for a module with
 /// cli_main), a runner command's help, or the overview.
-pub async fn help(runner: &awt_core::call::Runner, words: &[String]) -> i32 {
+pub async fn help(runner: &awt_core::call::Runner, words: &[String], root: fn() -> clap::Command) -> i32 {
     let mut out = std::io::stdout().lock();
-    let mut cmd = super::command();
+    let mut cmd = root();
     let Some(first) = words.first() else {
         let _ = write!(out, "{}", cmd.render_long_help());
         return 0;

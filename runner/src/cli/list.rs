@@ -173,7 +173,7 @@ fn shadowed_by_commands(tools: &[Value]) -> Vec<String> {
         .iter()
         .filter_map(|t| {
             let name = t["name"].as_str()?;
-            (name == "call" || super::COMMANDS.contains(&name)).then(|| {
+            (name == "call" || super::words::COMMANDS.contains(&name)).then(|| {
                 format!(
                     "tool '{name}' ({}) is named like the runner's command `{name}`, which wins on the command line; \
                      call the tool as `animaworks-tool -- {name} …` (or `animaworks-tool call {name} <action>`); \

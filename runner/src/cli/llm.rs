@@ -112,7 +112,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
             return e.code.exit_code();
         }
     };
-    let cancel = super::cancel_on_signals();
+    let cancel = super::signals::cancel_on_signals();
     if args.serve {
         return match with_workers(runner) {
             Ok(r) => serve(r, limits, cancel, args.ordered).await,

@@ -26,19 +26,20 @@ pub struct ManArgs {
 }
 
 /// The tree the pages describe: clap's, built (so each command knows its full name).
-fn tree() -> Command {
-    let mut cmd = super::command().disable_help_subcommand(true);
+fn tree(root: fn() -> Command) -> Command {
+    let mut cmd = root().disable_help_subcommand(true);
     cmd.build();
     cmd
 }
 
-pub fn man(a: &ManArgs) -> i32 {
+/// `man`, over the command tree `root` builds.
+pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
     let fail = |e: &dyn std::fmt::Display| {
         tell!("animaworks-tool: {e}");
         awt_core::ErrorCode::Internal.exit_code()
     };
     if a.markdown {
-        let _ = std::io::stdout().lock().write_all(markdown().as_bytes());
+        let _ = std::io::stdout().lock().write_all(markdown(root).as_bytes());
         return 0;
     }
     if a.config_markdown {
@@ -54,13 +55,13 @@ pub fn man(a: &ManArgs) -> i32 {
         return 0;
     }
     if let Some(dir) = &a.dir {
-        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| clap_mangen::generate_to(super::command(), dir)) {
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| clap_mangen::generate_to(root(), dir)) {
             return fail(&format!("cannot write the man pages into {}: {e}", dir.display()));
         }
         tell!("animaworks-tool: man pages written into {}", dir.display());
         return 0;
     }
-    let mut cmd = tree();
+    let mut cmd = tree(root);
     for word in &a.command {
         let Some(sub) = cmd.find_subcommand(word).filter(|s| !s.is_hide_set()).cloned() else {
             tell!(
@@ -80,8 +81,8 @@ pub fn man(a: &ManArgs) -> i32 {
 }
 
 /// The command reference: the global options once, then every command with its usage and options.
-pub fn markdown() -> String {
-    let root = tree();
+pub fn markdown(root: fn() -> Command) -> String {
+    let root = tree(root);
     let mut out = String::from(
         "# Command reference\n\n<!-- Generated from the command tree: `animaworks-tool man --markdown > docs/commands.md`. \
          A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",

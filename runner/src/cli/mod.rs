@@ -39,14 +39,18 @@ pub mod render;
 pub mod task;
 pub mod term;
 pub mod usage;
+pub mod signals;
 pub mod version;
+pub mod words;
 
 use awt_core::call::{CallOptions, Runner};
 use awt_core::env_vars;
 use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::error::{CallError, ErrorCode};
-use awt_core::stream::{Cancel, Observer};
+use awt_core::stream::Observer;
 use clap::{Parser, Subcommand};
+use signals::cancel_on_signals;
+use words::{COMMANDS, GLOBALS_WITH_VALUE};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -187,7 +191,7 @@ pub fn main() -> i32 {
         let rest: Vec<OsString> = std::env::args_os().skip(2).collect();
         return awt_core::mcp_servers::bridge::main(&rest);
     }
-    complete::answer_if_asked();
+    complete::answer_if_asked(command);
     // Started up front for every command that may start a tool (lazily otherwise); it shares the runner's address
     // space (guardian::start_process), so when it starts does not change what it costs.
     if !matches!(
@@ -199,7 +203,7 @@ pub fn main() -> i32 {
     let cli = match fast_parse().map(Ok).unwrap_or_else(parse) {
         Ok(cli) => cli,
         Err(e) => match top_level_help() {
-            Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0),
+            Some(cli) => return help::top_help(&Dirs::resolve(&dir_options(&cli)), 0, command),
             None => usage::clap_error(e),
         },
     };
@@ -236,7 +240,7 @@ pub fn main() -> i32 {
     let code = rt.block_on(async move {
         let (runner, fwd) = (&runner, &fwd);
         let command = match cli.cmd {
-            None => boxed(async move { help::top_help(&runner.dirs, 2) }),
+            None => boxed(async move { help::top_help(&runner.dirs, 2, command) }),
             Some(Cmd::Tools { json }) => boxed(async move { list::list(runner, json).await }),
             Some(Cmd::Doctor { json }) => boxed(async move { list::doctor(runner, json).await }),
             Some(Cmd::Refresh) => boxed(async move { list::refresh(runner).await }),
@@ -254,10 +258,10 @@ pub fn main() -> i32 {
             Some(Cmd::Permissions(a)) => boxed(async move { admin::permissions(runner, a) }),
             Some(Cmd::Share(a)) => boxed(async move { admin::share(runner, a) }),
             Some(Cmd::Version { json }) => boxed(async move { version::version(json) }),
-            Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0) }),
-            Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic).await }),
+            Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0, command) }),
+            Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic, command).await }),
             Some(Cmd::Completions { shell }) => boxed(async move { complete::completions(&shell) }),
-            Some(Cmd::Man(a)) => boxed(async move { man::man(&a) }),
+            Some(Cmd::Man(a)) => boxed(async move { man::man(&a, command) }),
             Some(Cmd::Tool(words)) => boxed(async move { tool_form(runner, words, fwd).await }),
         };
         command.await
@@ -328,36 +332,7 @@ fn top_level_help() -> Option<Cli> {
     Cli::try_parse_from(globals).ok()
 }
 
-/// The global options that take a value (a test keeps this list equal to clap's).
-pub(crate) const GLOBALS_WITH_VALUE: &[&str] = &[
-    "--core-dir",
-    "--data-dir",
-    "--anima-dir",
-    "--python",
-    "--cache-dir",
-    "--color",
-];
 
-/// Runner commands other than `call` (a test keeps this list equal to clap's).
-pub(crate) const COMMANDS: &[&str] = &[
-    "tools",
-    "doctor",
-    "refresh",
-    "submit",
-    "jobs",
-    "worker",
-    "use-tool",
-    "mcp",
-    "schemas",
-    "permissions",
-    "share",
-    "new",
-    "check",
-    "help",
-    "version",
-    "completions",
-    "man",
-];
 
 /// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
 /// of a one-shot call's own time). Anything else — a global option, a runner command, help — goes to clap.
@@ -435,25 +410,6 @@ fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
     e.code.exit_code()
 }
 
-/// Cancel on Ctrl-C or SIGTERM: the tool's group is ended the same way as at a deadline.
-pub(crate) fn cancel_on_signals() -> Cancel {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (tx, cancel) = Cancel::new();
-    // Why the listeners are made here and not in the task: a Ctrl-C between spawning the tool and the task's
-    // first poll must already be ours, not the default (which would kill the runner with no answer).
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return cancel;
-    };
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        let _ = tx.send(true);
-        std::future::pending::<()>().await
-    });
-    cancel
-}
 
 async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String], uniform: bool) -> i32 {
     let json_errors = uniform || !std::io::IsTerminal::is_terminal(&std::io::stdout());

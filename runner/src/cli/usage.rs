@@ -5,7 +5,7 @@ use awt_core::error::{CallError, ErrorCode};
 use clap::error::ErrorKind;
 
 /// The global options that take a value (to find the command word behind them).
-const VALUED: &[&str] = super::GLOBALS_WITH_VALUE;
+const VALUED: &[&str] = super::words::GLOBALS_WITH_VALUE;
 
 /// The first word that is not a global option or its value.
 fn command_word(args: &[String]) -> Option<&str> {
