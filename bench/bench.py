@@ -677,8 +677,8 @@ def bench_submit(runs: int, timer: str) -> None:
 class McpClient:
     """Raw JSON-RPC over `animaworks-tool mcp`'s stdio: the least a client can add to a round trip."""
 
-    def __init__(self, env: dict[str, str]):
-        self.p = subprocess.Popen([str(AWT), "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, env: dict[str, str], argv0: str | None = None):
+        self.p = subprocess.Popen([argv0 or str(AWT), "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL)
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -728,21 +728,31 @@ def bench_mcp(runs: int, timer: str) -> None:
             t = time.perf_counter()
             c.request("tools/list", {})
             lists.append((time.perf_counter() - t) * 1000)
-        first = c.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
-        assert first["result"]["content"][0]["text"] == "pong", first
-        calls = []
+        # BENCH_BASELINE: that build's server too, warm, the two asked in turn (side by side).
+        clients = [("ours", c)] + ([("baseline", McpClient(env, BASELINE))] if BASELINE else [])
+        times: dict[str, list[float]] = {k: [] for k, _ in clients}
+        for _, cl in clients:
+            first = cl.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
+            assert first["result"]["content"][0]["text"] == "pong", first
         for _ in range(runs):
-            t = time.perf_counter()
-            r = c.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
-            calls.append((time.perf_counter() - t) * 1000)
-            assert r["result"]["content"][0]["text"] == "pong", r
+            for k, cl in clients:
+                t = time.perf_counter()
+                r = cl.request("tools/call", {"name": "ping_tool_ping", "arguments": {}})
+                times[k].append((time.perf_counter() - t) * 1000)
+                assert r["result"]["content"][0]["text"] == "pong", r
+        calls = times["ours"]
     finally:
-        c.close()
+        for _, cl in locals().get("clients", [("ours", c)]):
+            cl.close()
     spawn = time_cases([Case("call spawning python", [str(AWT), "call", "ping_tool", "ping", "--json", "{}"], env)],
                        max(10, runs // 10), 3, timer)["call spawning python"]
     warm = statistics.median(calls)
     record("6§5", "MCP tools/call, trivial legacy Python tool, warm worker", f"{warm:.2f} ms",
            f"{spawn:.1f} ms a process per call (call)", f"{spawn / warm:.0f}x faster", "<=1 ms", warm <= 1.0)
+    if BASELINE:
+        base = statistics.median(times["baseline"])
+        record("6§5", "MCP tools/call, warm worker, the baseline build (BENCH_BASELINE), same loop", f"{base:.2f} ms",
+               f"this build {warm:.2f} ms", f"{base - warm:+.2f} ms", "reported", None)
     lm = statistics.median(lists)
     record("6§5", f"MCP tools/list, 200 tools + 1 (first page: {n_tools} MCP tools), warm cache", f"{lm:.2f} ms", "-", "-", "<=10 ms",
            lm <= 10.0)

@@ -49,6 +49,62 @@ pub unsafe fn call(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> i
     ret
 }
 
+/// One system call with five arguments (the sixth is 0); `-errno` on failure.
+///
+/// # Safety
+/// As for [`call`].
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub unsafe fn call5(n: libc::c_long, a: usize, b: usize, c: usize, d: usize, e: usize) -> isize {
+    let ret: isize;
+    // SAFETY: as in `call`, with the fifth argument in r8.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => ret,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d, in("r8") e, in("r9") 0usize,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// One system call with five arguments (the sixth is 0); `-errno` on failure.
+///
+/// # Safety
+/// As for [`call`].
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+pub unsafe fn call5(n: libc::c_long, a: usize, b: usize, c: usize, d: usize, e: usize) -> isize {
+    let ret: isize;
+    // SAFETY: as in `call`, with the fifth argument in x4.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n as usize,
+            inlateout("x0") a as isize => ret,
+            in("x1") b, in("x2") c, in("x3") d, in("x4") e, in("x5") 0usize,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// One system call with five arguments, through libc.
+///
+/// # Safety
+/// As for [`call`].
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub unsafe fn call5(n: libc::c_long, a: usize, b: usize, c: usize, d: usize, e: usize) -> isize {
+    // SAFETY: the arguments are the caller's contract.
+    let r = unsafe { libc::syscall(n, a, b, c, d, e) };
+    if r == -1 {
+        // SAFETY: __errno_location points to this thread's errno, valid for the thread's life.
+        -(unsafe { *libc::__errno_location() } as isize)
+    } else {
+        r as isize
+    }
+}
+
 /// Elsewhere the guardian is a forked copy, whose errno is its own.
 ///
 /// # Safety

@@ -42,6 +42,7 @@ pub mod usage;
 pub mod version;
 
 use awt_core::call::{CallOptions, Runner};
+use awt_core::env_vars;
 use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::error::{CallError, ErrorCode};
 use awt_core::stream::{Cancel, Observer};
@@ -64,6 +65,15 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
 13 internal. See protocol.md and docs/ (docs/command-line.md).";
 
 /// [`AFTER_HELP`] and the variables an operator sets, from the registry ([`crate::env_vars`]).
+/// An option's help that names the variable it defaults to, from the registry: "<what> Default: $VAR<how>, else
+/// <its default>" (without a final period, as clap shows a doc comment).
+fn from_env(what: &str, var: &env_vars::Var, how: &str) -> String {
+    match var.default {
+        "" => format!("{what} Default: ${}{how}", var.name),
+        d => format!("{what} Default: ${}{how}, else {d}", var.name),
+    }
+}
+
 fn after_help() -> String {
     format!("{AFTER_HELP}\n\n{}", crate::env_vars::help_section().trim_end())
 }
@@ -78,20 +88,15 @@ fn after_help() -> String {
     disable_help_subcommand = true
 )]
 pub(crate) struct Cli {
-    /// A core tools folder (repeatable). Default: $ANIMAWORKS_CORE_TOOLS (colon-separated), else <data dir>/core_tools.
-    #[arg(long = "core-dir", value_name = "DIR", global = true)]
+    #[arg(long = "core-dir", value_name = "DIR", global = true, help = from_env("A core tools folder (repeatable).", &env_vars::CORE_TOOLS, " (colon-separated)"))]
     core_dirs: Vec<PathBuf>,
-    /// The AnimaWorks data dir. Default: $ANIMAWORKS_DATA_DIR, else ~/.animaworks.
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help = from_env("The AnimaWorks data dir.", &env_vars::DATA_DIR, ""))]
     data_dir: Option<PathBuf>,
-    /// The calling anima's dir (personal tools, permissions). Default: $ANIMAWORKS_ANIMA_DIR.
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help = from_env("The calling anima's dir (personal tools, permissions).", &env_vars::ANIMA_DIR, ""))]
     anima_dir: Option<PathBuf>,
-    /// The Python for .py tools. Default: $ANIMAWORKS_PYTHON, else python3.
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, help = from_env("The Python for .py tools.", &env_vars::PYTHON, ""))]
     python: Option<OsString>,
-    /// The schema cache dir. Default: $ANIMAWORKS_TOOL_CACHE_DIR, else <data dir>/cache/animaworks-tool.
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help = from_env("The schema cache dir.", &env_vars::CACHE_DIR, ""))]
     cache_dir: Option<PathBuf>,
     /// Colour in messages: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces it), always, never.
     #[arg(

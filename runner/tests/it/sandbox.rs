@@ -1302,10 +1302,7 @@ fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
         return;
     }
     let w = World::sandboxed();
-    let other = tempfile::Builder::new()
-        .prefix("animaworks-tool-call-")
-        .tempdir()
-        .unwrap();
+    let other = another_calls_dir();
     std::fs::write(other.path().join("token"), "OTHER CALL'S SECRET").unwrap();
     std::fs::write(
         w.data.join("animaworks-tool.json"),
@@ -1331,6 +1328,222 @@ printf '{"seen":"%s","own":"%s"}\n' "$seen" "$own"
     let r = json(&o);
     assert_eq!(r["own"], "mine", "the call's own temp dir: {r} {}", stderr(&o));
     assert_eq!(r["seen"], "", "another call's temp dir was read: {r}");
+}
+
+/// A temp dir where the runner's calls keep theirs (the calls folder, or the temp dir itself without one).
+fn another_calls_dir() -> tempfile::TempDir {
+    match animaworks_tool::sandbox::calls_dir() {
+        Some(dir) => tempfile::Builder::new().prefix("call-").tempdir_in(dir),
+        None => tempfile::Builder::new().prefix("animaworks-tool-call-").tempdir(),
+    }
+    .unwrap()
+}
+
+/// The temp dir of a call started after this one's mounts were made is hidden too (one mount hides the whole
+/// calls folder; before, only the dirs there at the time of the plan were).
+#[test]
+fn a_later_calls_temp_dir_is_hidden_too() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        return;
+    }
+    if animaworks_tool::sandbox::calls_dir().is_none() {
+        eprintln!("SKIPPED: no calls folder here (each call's dir is hidden as the plan finds it)");
+        return;
+    }
+    let w = World::sandboxed();
+    let sync = tempfile::tempdir_in(&w.anima).unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    let body = r#"
+: > "$BAIT_SYNC/started"
+i=0; while [ ! -e "$BAIT_SYNC/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+seen=$(cat "$BAIT_SYNC"/dir 2>/dev/null | { read -r d; cat "$d/token" 2>/dev/null; } || true)
+printf '{"seen":"%s"}\n' "$seen"
+"#;
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_later","input_schema":{"type":"object"}}]"#, body),
+    );
+    let child = w
+        .cmd()
+        .env("BAIT_SYNC", sync.path())
+        .args(["call", "peek", "later"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = sync.path().join("started");
+    for _ in 0..600 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the tool never started");
+    // Made now, after the tool's mounts: as a call started later makes its own.
+    let later = another_calls_dir();
+    std::fs::write(later.path().join("token"), "LATER CALL'S SECRET").unwrap();
+    std::fs::write(sync.path().join("dir"), format!("{}\n", later.path().display())).unwrap();
+    std::fs::write(sync.path().join("go"), "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let r = json(&o);
+    assert_eq!(r["seen"], "", "a later call's temp dir was read: {r} {}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A confined call that hands a descriptor of its `$TMP` (and of its mount namespace, which keeps the way from that
+/// dir up to `/` alive for Landlock) over a UNIX datagram socket to a still running call of the same anima, then
+/// exits leaving the dir empty: the dir is "pristine" and its call "ended", so it is parked and the next process
+/// (here another anima's call) gets it as its `$TMP`. The holder must not read what that call writes there.
+/// Found by a review of the calls folder (2623766): fails while ended dirs are handed to another anima.
+#[test]
+fn a_temp_dir_a_tool_kept_a_descriptor_of_is_not_another_animas_next() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no PID namespace here: no temp dir is taken back");
+        return;
+    }
+    let w = World::sandboxed();
+    // A calls folder of this test's own, so that no other test's runner takes the parked dir first.
+    let tmpdir = w.tmp.path().join("t");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let work = w.anima.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let shared = w.data.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let bob = w.tmp.path().join("animas").join("bob");
+    std::fs::create_dir_all(bob.join("tools")).unwrap();
+    let holder = r#"
+exec python3 - <<'PY'
+import json, os, socket, time
+work = os.environ["ANIMAWORKS_ANIMA_DIR"] + "/work"
+shared = os.environ["ANIMAWORKS_DATA_DIR"] + "/shared"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(work + "/sock")
+open(work + "/ready", "w").close()
+s.settimeout(30)
+_, fds, _, _ = socket.recv_fds(s, 16, 4)
+d = fds[0]
+out = {"ino": os.fstat(d).st_ino, "names": [], "read": ""}
+end = time.time() + 30
+while time.time() < end and not os.path.exists(shared + "/victim-wrote"):
+    time.sleep(0.05)
+out["names"] = os.listdir(d)
+try:
+    out["read"] = open(os.open("secret", os.O_RDONLY, dir_fd=d)).read()
+except OSError as e:
+    out["read_err"] = str(e)
+open(shared + "/done", "w").close()
+print(json.dumps(out))
+PY
+"#;
+    let leak = r#"
+exec python3 - <<'PY'
+import array, json, os, socket
+fds = [os.open(os.environ["TMPDIR"], os.O_RDONLY | os.O_DIRECTORY), os.open("/proc/self/ns/mnt", os.O_RDONLY)]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))], 0,
+          os.environ["ANIMAWORKS_ANIMA_DIR"] + "/work/sock")
+print(json.dumps({"sent": True}))
+PY
+"#;
+    let victim = r#"
+echo "BOB'S SECRET" > "$TMPDIR/secret"
+: > "$ANIMAWORKS_DATA_DIR/shared/victim-wrote"
+i=0; while [ ! -e "$ANIMAWORKS_DATA_DIR/shared/done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+rm -f "$TMPDIR/secret"
+printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
+"#;
+    w.tool(
+        &w.personal(),
+        "holder.sh",
+        &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder),
+    );
+    w.tool(
+        &w.personal(),
+        "leak.sh",
+        &bash_tool(r#"[{"name":"leak_send","input_schema":{"type":"object"}}]"#, leak),
+    );
+    w.tool(
+        &bob.join("tools"),
+        "victim.sh",
+        &bash_tool(r#"[{"name":"victim_work","input_schema":{"type":"object"}}]"#, victim),
+    );
+    let held = w
+        .cmd()
+        .env("TMPDIR", &tmpdir)
+        .args(["call", "holder", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(30, || work.join("ready").exists()), "the holder never started");
+    let o = w.cmd().env("TMPDIR", &tmpdir).args(["call", "leak", "send"]).output().unwrap();
+    assert_eq!(json(&o)["sent"], true, "{}", stderr(&o));
+    let o = w
+        .cmd()
+        .env("TMPDIR", &tmpdir)
+        .env("ANIMAWORKS_ANIMA_DIR", &bob)
+        .args(["call", "victim", "work"])
+        .output()
+        .unwrap();
+    let victim = json(&o);
+    assert!(victim["ino"].is_u64(), "{victim} {}", stderr(&o));
+    let o = held.wait_with_output().unwrap();
+    let h = json(&o);
+    assert!(h["ino"].is_u64(), "{h} {}", stderr(&o));
+    assert_ne!(h["read"], "BOB'S SECRET\n", "another anima's temp file was read: {h}");
+    assert_eq!(h["names"], json!([]), "another anima's temp dir was listed: {h}");
+    assert_ne!(h["ino"], victim["ino"], "another anima's call got the dir a tool kept a descriptor of: {h}");
+}
+
+/// Two runners of the same user with different `TMPDIR`s (an MCP server started by a desktop session, a cron
+/// job) have two calls folders; each call hides only its own runner's (and `/tmp`'s, when it exists at the plan).
+/// Found by a review of the calls folder (2623766): fails while a call reads the other folder.
+#[test]
+fn the_calls_folder_of_a_runner_with_another_tmpdir_is_hidden_too() {
+    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        return;
+    }
+    let w = World::sandboxed();
+    let (mine, theirs) = (w.tmp.path().join("t1"), w.tmp.path().join("t2"));
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"env_passthrough": ["BAIT_*"]}).to_string(),
+    )
+    .unwrap();
+    // The other runner's call, as it is while it runs (its calls folder and its dir in it).
+    let uid = rustix::process::geteuid().as_raw();
+    let folder = theirs.join(format!("animaworks-tool-{uid}"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::create_dir(folder.join("call-other")).unwrap();
+    std::fs::write(folder.join("call-other/token"), "OTHER RUNNER'S SECRET").unwrap();
+    let body = r#"
+seen=$(cat "$BAIT_FILE" 2>/dev/null || true)
+printf '{"seen":"%s"}\n' "$seen"
+"#;
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, body),
+    );
+    let o = w
+        .cmd()
+        .env("TMPDIR", &mine)
+        .env("BAIT_FILE", folder.join("call-other/token"))
+        .args(["call", "peek", "tmp"])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    assert!(r.get("seen").is_some(), "{r} {}", stderr(&o));
+    assert_eq!(r["seen"], "", "a call of a runner with another TMPDIR was read: {r}");
 }
 
 // ---------------------------------------------------------------- what confined tools never read

@@ -16,7 +16,7 @@
 mod declared;
 mod places;
 mod tmp;
-pub use tmp::release_spares;
+pub use tmp::{calls_dir, release_spares};
 use tmp::CallTmp;
 
 pub use crate::policy::sandbox_grants::{self as grants, Grants, NetGrant};
@@ -224,6 +224,8 @@ pub enum MountKind {
     Hide { dir: bool },
     /// Another call's temp dir, hidden as a folder of the deny list unless it is gone by the time of the mount.
     HideOther,
+    /// The folder of every call's temp dir ([`tmp::calls_dir`]), hidden but for this call's own.
+    HideCalls,
 }
 
 /// What a confined process may use beyond the system's places ([`Plan::given`]).
@@ -779,12 +781,28 @@ fn mounts(
     out
 }
 
-/// Other calls' temp dirs beside this call's own (`animaworks-tool-call-*` in the same folder, the kept ones of a
-/// long-lived runner included): the runner's user may read them, so Landlock's read of the whole file system would
-/// let one call read what another, of another anima, keeps there. Hidden as they are when the plan is made; a
-/// call started later makes its dir after this one's mounts.
+/// Other calls' temp dirs beside this call's own: the runner's user may read them, so Landlock's read of the whole
+/// file system would let one call read what another, of another anima, keeps there. In the calls folder, one
+/// mount hides them all, those of calls started later included; without it (`animaworks-tool-call-*` in the temp
+/// dir itself), each one there when the plan is made is hidden, and a call started later makes its dir after
+/// this one's mounts.
 fn hide_other_call_tmps(out: &mut Vec<PlannedMount>, own: &Path) {
     let Some(parent) = own.parent() else { return };
+    if tmp::calls_dir() == Some(parent) {
+        out.push(PlannedMount {
+            path: parent.to_path_buf(),
+            kind: MountKind::HideCalls,
+        });
+        // A runner started with another TMPDIR keeps its calls in /tmp's calls folder.
+        let usual = Path::new("/tmp").join(parent.file_name().unwrap_or_default());
+        if usual != parent && std::fs::symlink_metadata(&usual).is_ok_and(|m| m.is_dir()) {
+            out.push(PlannedMount {
+                path: usual,
+                kind: MountKind::HideOther,
+            });
+        }
+        return;
+    }
     let Ok(rd) = std::fs::read_dir(parent) else { return };
     let prefix = tmp::PREFIX.as_bytes();
     for e in rd
@@ -1130,7 +1148,7 @@ impl Plan {
                     "files": s.landlock_fs(),
                     "net": match &i.proxy_hosts { Some(h) if i.net != NetPlan::All => json!(h), _ => i.net.to_json() },
                     "reads": i.reads.as_str(),
-                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideOther)).count(),
+                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideOther | MountKind::HideCalls)).count(),
                     "writes": i.write,
                     "noexec": if i.reads == Reads::DenyList { "mounts" } else { "landlock" },
                     "memfd": if s.seccomp { "noexec_seal" } else { "unconfined" },
@@ -1203,6 +1221,11 @@ impl Plan {
                 MountKind::NoExec => child::Mount::no_exec(&m.path),
                 MountKind::Exec => child::Mount::as_outside(&m.path),
                 MountKind::ReadOnly => child::Mount::read_only(&m.path),
+                // After the call's own dir is bound `noexec` (a writable place): that mount is moved back in.
+                MountKind::HideCalls => {
+                    let own = rules::canonical(i.tmp.path()).unwrap_or_else(|| i.tmp.path().to_path_buf());
+                    child::Mount::hide_all_but(&m.path, &own)
+                }
                 // Never the first of its kind: a mount that may be skipped is no source for the others' binds.
                 MountKind::HideOther => match first_dir {
                     Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),

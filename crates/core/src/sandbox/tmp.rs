@@ -1,14 +1,22 @@
-//! The call's private temp dir (`$TMP`, `TMPDIR`). A long-lived runner (MCP server, `use-tool --serve`, a
-//! listing that probes many tools) takes back the dir of an ended call for the next one instead of removing it
-//! and making another: on an ext4 without a journal each `mkdir` scans past the inodes deleted in the last
-//! minutes (`recently_deleted`), which after a few hundred calls was a sixth of a cold listing's CPU time
-//! (bench/README.md, "Issue 20 and 24: the sandboxed start's CPU").
+//! The call's private temp dir (`$TMP`, `TMPDIR`). Every call's dir sits in one folder of the runner's user,
+//! `<temp dir>/animaworks-tool-<uid>/` (0700, checked to be the user's own), so that a sandboxed call hides all
+//! the others' with one mount over that folder, those of calls started after it included, and finds them
+//! without reading `/tmp` ([`calls_dir`]; where the folder cannot be had, the dirs go into the temp dir itself,
+//! named `animaworks-tool-call-*`, and the planner hides the ones it sees).
+//!
+//! An ended call's dir is taken back instead of removed and made again: on an ext4 without a journal each
+//! `mkdir` scans past the inodes deleted in the last minutes (`recently_deleted`), which after a few hundred
+//! calls was a sixth of a cold listing's CPU time (bench/README.md, "Issue 20 and 24: the sandboxed start's
+//! CPU"). A long-lived runner (MCP server, `use-tool --serve`, a listing that probes many tools) keeps them in
+//! memory; at its exit, and at the end of a one-shot call, they are parked in the calls folder under the names
+//! `spare-0` to `spare-7`, for the next process to rename to a name of its own.
 //!
 //! A dir is taken back only when nothing of its call can touch it again and the call left no trace in it: every
 //! process the plan confined was a PID namespace's init that has exited (so every process of that namespace
 //! has, and only they had it in their Landlock grants), the dir is empty, still `0700`, owned by the runner, with
-//! no extended attribute (an ACL is one) and its inode flags as made, and its path still names it. Anything else
-//! is removed as before.
+//! no extended attribute (an ACL is one) and its inode flags as made, and its path still names it. A parked dir
+//! is checked again by whoever takes it (anything of the runner's user could have changed it in between).
+//! Anything else is removed as before.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -70,7 +78,7 @@ impl CallTmp {
                 still_named(m)
             })
         };
-        let made = match kept {
+        let made = match kept.or_else(unpark) {
             Some(m) => m,
             None => make()?,
         };
@@ -152,38 +160,72 @@ impl Spares {
     fn release(&self) {
         let v = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
         for m in v.into_iter().filter(still_named) {
-            let _ = std::fs::remove_dir(&m.path);
+            park_or_remove(m);
         }
     }
 }
 
-/// How the name of every call's temp dir begins (the sandbox hides the others' from each call).
+/// How the name of every call's temp dir begins where there is no calls folder (the sandbox hides the others'
+/// from each call).
 pub(crate) const PREFIX: &str = "animaworks-tool-call-";
 
-fn make() -> std::io::Result<Made> {
-    use std::os::unix::fs::PermissionsExt;
-    // The runner's alone (a plain tempdir would be 0755 under the usual umask).
-    let path = tempfile::Builder::new()
-        .prefix(PREFIX)
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()?
-        .keep();
-    let opened = rustix::fs::open(
-        &path,
+/// The folder of every call's temp dir: `<temp dir>/animaworks-tool-<uid>`, made `0700` and checked to be a
+/// folder of the runner's user (not a symlink) that nobody else may enter; `None` where it cannot be had (made
+/// by another user first, say).
+pub fn calls_dir() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = std::env::temp_dir();
+        let base = super::rules::canonical(&base).unwrap_or(base);
+        let dir = base.join(format!("animaworks-tool-{}", rustix::process::geteuid().as_raw()));
+        match rustix::fs::mkdir(&dir, rustix::fs::Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(_) => return None,
+        }
+        let fd = open_dir(&dir).ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        let ours = st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        if !ours {
+            return None;
+        }
+        if st.st_mode & 0o7777 != 0o700 {
+            rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o700)).ok()?;
+        }
+        Some(dir)
+    })
+    .as_deref()
+}
+
+fn open_dir(p: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        p,
         rustix::fs::OFlags::RDONLY
             | rustix::fs::OFlags::DIRECTORY
             | rustix::fs::OFlags::NOFOLLOW
             | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .and_then(|fd| Ok((rustix::fs::fstat(&fd)?, fd)));
-    let (st, fd) = match opened {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = std::fs::remove_dir(&path);
-            return Err(e.into());
-        }
-    };
+}
+
+fn make() -> std::io::Result<Made> {
+    use std::os::unix::fs::PermissionsExt;
+    // The runner's alone (a plain tempdir would be 0755 under the usual umask).
+    let mut b = tempfile::Builder::new();
+    b.permissions(std::fs::Permissions::from_mode(0o700));
+    let path = match calls_dir() {
+        Some(dir) => b.prefix("call-").tempdir_in(dir)?,
+        None => b.prefix(PREFIX).tempdir()?,
+    }
+    .keep();
+    made(path.clone()).inspect_err(|_| {
+        let _ = std::fs::remove_dir(&path);
+    })
+}
+
+/// `path`, a dir this process has just made or taken, held open.
+fn made(path: PathBuf) -> std::io::Result<Made> {
+    let fd = open_dir(&path)?;
+    let st = rustix::fs::fstat(&fd)?;
     let flags = rustix::fs::ioctl_getflags(&fd).ok().map(|f| f.bits());
     Ok(Made {
         path,
@@ -191,6 +233,85 @@ fn make() -> std::io::Result<Made> {
         id: (st.st_dev, st.st_ino),
         flags,
     })
+}
+
+/// How many ended calls' dirs wait in the calls folder for the next process.
+const PARKED: usize = 8;
+
+fn parked_name(i: usize) -> String {
+    format!("spare-{i}")
+}
+
+/// A parked dir, renamed to a name of this process's own (no other process can take it then), if one is there
+/// and still as an ended call leaves it; one that is not is removed.
+fn unpark() -> Option<Made> {
+    unpark_from(calls_dir()?)
+}
+
+fn unpark_from(dir: &Path) -> Option<Made> {
+    for i in 0..PARKED {
+        let from = dir.join(parked_name(i));
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let to = dir.join(format!("call-{}-{n}", std::process::id()));
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &from,
+            rustix::fs::CWD,
+            &to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(_) => return None,
+        }
+        // Whatever made it, it must look as a fresh dir of this folder does: the folder's own flags.
+        let flags = open_dir(dir)
+            .ok()
+            .and_then(|d| rustix::fs::ioctl_getflags(&d).ok())
+            .map(|f| f.bits());
+        match made(to.clone()) {
+            Ok(mut m) if pristine(&m) && m.flags == flags => {
+                m.flags = flags;
+                return Some(m);
+            }
+            Ok(_) | Err(_) => {
+                if std::fs::remove_dir(&to).is_err() {
+                    let _ = std::fs::remove_dir_all(&to);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// An ended call's untouched dir, parked for the next process; removed when every place is taken (or there is
+/// no calls folder).
+fn park_or_remove(m: Made) {
+    if let Some(dir) = calls_dir() {
+        park_in(dir, m);
+    } else {
+        let _ = std::fs::remove_dir(&m.path);
+    }
+}
+
+fn park_in(dir: &Path, m: Made) {
+    if m.path.parent() == Some(dir) {
+        for i in 0..PARKED {
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &m.path,
+                rustix::fs::CWD,
+                dir.join(parked_name(i)),
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => return,
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&m.path);
 }
 
 /// Its path still names the dir held open.
@@ -341,5 +462,57 @@ mod tests {
         pool.release();
         let _ = std::fs::remove_dir(&moved);
         let _ = std::fs::remove_dir(&p);
+    }
+
+    /// A dir parked for the next process is taken only as a fresh one would be: a change made while it waited
+    /// (a file, a mode, a symlink in its place) has it removed, and a ninth dir is removed, not parked.
+    #[test]
+    fn a_parked_dir_is_checked_again_by_whoever_takes_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let calls = tempfile::tempdir().unwrap();
+        let dir = calls.path();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let fresh = |name: &str| {
+            let p = dir.join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+            made(p).unwrap()
+        };
+        park_in(dir, fresh("call-a"));
+        assert!(dir.join("spare-0").is_dir() && !dir.join("call-a").exists());
+        let m = unpark_from(dir).expect("an untouched parked dir is taken");
+        assert!(m.path.parent() == Some(dir) && !dir.join("spare-0").exists());
+        let path = m.path.clone();
+        park_in(dir, m);
+        assert!(!path.exists() && dir.join("spare-0").is_dir());
+
+        type Change = fn(&Path);
+        let cases: [(&str, Change); 3] = [
+            ("a file left in it", |p| std::fs::write(p.join("x"), "x").unwrap()),
+            ("its mode changed", |p| {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap()
+            }),
+            ("a symlink in its place", |p| {
+                std::fs::remove_dir(p).unwrap();
+                std::os::unix::fs::symlink("/", p).unwrap()
+            }),
+        ];
+        for (what, change) in cases {
+            if !dir.join("spare-0").exists() {
+                park_in(dir, fresh("call-b"));
+            }
+            change(&dir.join("spare-0"));
+            assert!(unpark_from(dir).is_none(), "{what}: taken");
+            let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name()).collect();
+            assert!(left.is_empty(), "{what}: left {left:?}");
+        }
+
+        for i in 0..PARKED {
+            park_in(dir, fresh(&format!("call-{i}")));
+        }
+        let ninth = fresh("call-ninth");
+        park_in(dir, ninth);
+        assert!(!dir.join("call-ninth").exists(), "a ninth dir is removed");
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), PARKED);
     }
 }

@@ -53,6 +53,9 @@ enum MountKind {
     /// An earlier hidden path of the same kind bound here: a bind copies the flags of the mount it is made from
     /// (read-only, `nodev`, `nosuid`, `noexec`), so it needs no tmpfs of its own and no remount.
     Again(std::ffi::CString),
+    /// A folder hidden by an empty tmpfs, read-only but for one path beneath it (kept as it was mounted: a copy
+    /// of its mount is taken before the folder is covered and moved back in).
+    HideAllBut(std::ffi::CString),
 }
 
 /// The flags of the mount `p` is on that a remount inside a user namespace must keep.
@@ -84,6 +87,11 @@ fn c_path(p: &std::path::Path) -> Option<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
     std::ffi::CString::new(p.as_os_str().as_bytes()).ok()
 }
+
+// <linux/mount.h> and <fcntl.h> (Linux 5.2+), spelled here for every libc target.
+const OPEN_TREE_CLONE: usize = 1;
+const AT_RECURSIVE: usize = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: usize = 4;
 
 const NO_DEV_SUID_EXEC: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
@@ -160,6 +168,20 @@ impl Mount {
         })
     }
 
+    /// The folder `p` hidden (an empty read-only tmpfs), but for `keep` beneath it, which stays as it is mounted
+    /// when this mount is made (the calls folder and the call's own temp dir, bound `noexec` before).
+    pub fn hide_all_but(p: &std::path::Path, keep: &std::path::Path) -> Option<Mount> {
+        if keep.parent() != Some(p) {
+            return None;
+        }
+        Some(Mount {
+            kind: MountKind::HideAllBut(c_path(keep)?),
+            target: c_path(p)?,
+            flags: libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | NO_DEV_SUID_EXEC,
+            if_there: false,
+        })
+    }
+
     /// The same mount, skipped when its target no longer exists.
     pub fn if_there(mut self) -> Mount {
         self.if_there = true;
@@ -190,6 +212,47 @@ impl Mount {
                 // SAFETY: C strings this mount owns; a bind mount takes no type or data.
                 check(unsafe { mount(first.as_ptr(), t, libc::MS_BIND, std::ptr::null()) })?;
                 return Ok(());
+            }
+            MountKind::HideAllBut(ref keep) => {
+                // SAFETY: a C string path; the flags ask for a detached copy of the mounts at `keep`.
+                let tree = check(unsafe {
+                    sys(
+                        libc::SYS_open_tree,
+                        libc::AT_FDCWD as usize,
+                        keep.as_ptr() as usize,
+                        OPEN_TREE_CLONE | libc::O_CLOEXEC as usize | AT_RECURSIVE,
+                        0,
+                    )
+                })? as usize;
+                let moved = (|| {
+                    // SAFETY: C strings; a tmpfs takes its options as a C string.
+                    check(unsafe {
+                        crate::syscall::call5(
+                            libc::SYS_mount,
+                            c"none".as_ptr() as usize,
+                            t as usize,
+                            c"tmpfs".as_ptr() as usize,
+                            NO_DEV_SUID_EXEC as usize,
+                            c"mode=0700,size=16k,nr_inodes=16".as_ptr() as usize,
+                        )
+                    })?;
+                    // SAFETY: a C string path.
+                    check(unsafe { sys(libc::SYS_mkdirat, libc::AT_FDCWD as usize, keep.as_ptr() as usize, 0o700, 0) })?;
+                    // SAFETY: `tree` is the detached copy made above, an empty C string its own path, `keep` a C string.
+                    check(unsafe {
+                        crate::syscall::call5(
+                            libc::SYS_move_mount,
+                            tree,
+                            c"".as_ptr() as usize,
+                            libc::AT_FDCWD as usize,
+                            keep.as_ptr() as usize,
+                            MOVE_MOUNT_F_EMPTY_PATH,
+                        )
+                    })
+                })();
+                // SAFETY: the descriptor opened above, used no more.
+                unsafe { sys(libc::SYS_close, tree, 0, 0, 0) };
+                moved?;
             }
         }
         // SAFETY: as above; a remount takes no source.
