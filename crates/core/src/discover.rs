@@ -256,7 +256,21 @@ struct Seen {
 /// [`std::fs::metadata`] makes, so the same identity as [`crate::cache::FileKey::of`], but a path walk of one
 /// name from the folder (from `/`, the walk was a tenth of a warm listing of 10,000 tools).
 fn stat_in(dir: Option<&std::fs::File>, path: &Path, name: &std::ffi::OsStr) -> std::io::Result<Seen> {
-    let Some(dir) = dir else {
+    let x = dir.map(|d| {
+        rustix::fs::statx(
+            d,
+            name,
+            rustix::fs::AtFlags::empty(),
+            rustix::fs::StatxFlags::BASIC_STATS,
+        )
+    });
+    // Without `statx` (a kernel before 4.11, a container's filter that refuses it) std falls back to `stat`: so
+    // does this.
+    let x = match x {
+        Some(Err(e)) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => None,
+        x => x,
+    };
+    let Some(x) = x else {
         let m = std::fs::metadata(path)?;
         return Ok(Seen {
             is_dir: m.is_dir(),
@@ -265,8 +279,8 @@ fn stat_in(dir: Option<&std::fs::File>, path: &Path, name: &std::ffi::OsStr) -> 
             stat: FileStat::of(&m),
         });
     };
-    use rustix::fs::{AtFlags, FileType, StatxFlags};
-    let x = rustix::fs::statx(dir, name, AtFlags::empty(), StatxFlags::BASIC_STATS)?;
+    use rustix::fs::FileType;
+    let x = x?;
     let mode = u32::from(x.stx_mode);
     let kind = FileType::from_raw_mode(mode);
     let ns = |t: rustix::fs::StatxTimestamp| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;

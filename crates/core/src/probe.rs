@@ -293,11 +293,18 @@ mod tests {
         let (a, b) = one.block_on(async { (probe_runtime(), probe_runtime()) });
         assert_eq!(a.runtime_flavor(), RuntimeFlavor::MultiThread);
         assert_eq!(a.id(), b.id(), "one runtime for every cold listing of the process");
-        let many = Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let many = Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         let (own, got) = many.block_on(async { (tokio::runtime::Handle::current().id(), probe_runtime().id()) });
         assert_eq!(own, got);
         // Probes really run there: a task spawned on it runs while the caller's one thread waits for it.
-        let ran_on = one.block_on(async { a.spawn(async { std::thread::current().name().map(str::to_owned) }).await });
+        let ran_on = one.block_on(async {
+            a.spawn(async { std::thread::current().name().map(str::to_owned) })
+                .await
+        });
         assert_eq!(ran_on.unwrap().as_deref(), Some("probe"));
     }
 }
