@@ -293,6 +293,11 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
             return e.code.exit_code();
         }
     };
+    // Said for the tests and for whoever wonders how many calls' own work runs at once.
+    tracing::debug!(
+        "serving on {} runtime threads",
+        tokio::runtime::Handle::current().metrics().num_workers()
+    );
     match mcp::serve(
         runner,
         mcp::Options {

@@ -211,10 +211,11 @@ pub fn main() -> i32 {
     };
     let dirs = Dirs::resolve(&dir_options(&cli));
     let runner = Runner::new(dirs);
-    // Why threads only for `use-tool --serve`: its concurrent calls' own work (validation, the gate, the
-    // sandbox's decisions, the audit line) ran on one thread, which limited 4 calls in flight to 1.26x one; a
-    // one-shot command pays for no threads it cannot use.
-    let serving = matches!(&cli.cmd, Some(Cmd::UseTool(a)) if a.serve);
+    // Why threads only for the two servers (`use-tool --serve`, `mcp`): their concurrent calls' own work
+    // (validation, the gate, the sandbox's plan and namespaces, the audit line) ran on one thread, which limited
+    // 4 calls in flight to 1.26x one (serve) and held MCP's sandboxed calls to one core; a one-shot command pays
+    // for no threads it cannot use.
+    let serving = matches!(&cli.cmd, Some(Cmd::UseTool(a)) if a.serve) || matches!(&cli.cmd, Some(Cmd::Mcp(_)));
     let rt = if serving {
         let n = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
         tokio::runtime::Builder::new_multi_thread()

@@ -361,6 +361,50 @@ fn logging_sends_log_events_and_stderr_at_their_levels() {
     m.finish();
 }
 
+/// Calls in flight run on more than one runtime thread (on one, a sandboxed call's starts and the pipeline's own
+/// work held the server to one core), and each call's notifications still reach the client before its answer.
+#[test]
+fn calls_in_flight_run_on_several_threads_and_keep_their_notifications_first() {
+    let w = world();
+    let mut cmd = w.cmd();
+    cmd.env("ANIMAWORKS_TOOL_LOG", "warn,animaworks_tool=debug");
+    let mut m = Mcp::start(cmd, &[]);
+    m.init("2025-11-25");
+    const N: i64 = 8;
+    for i in 0..N {
+        m.send(&json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+                       "params": {"name": "m_talk", "arguments": {}}}));
+    }
+    let (mut logs, mut answered) = (0usize, std::collections::HashSet::new());
+    while answered.len() < N as usize {
+        let v = m.line();
+        match v.get("method").and_then(Value::as_str) {
+            Some("notifications/message") => {
+                assert_eq!(v["params"]["data"], "hello log", "{v}");
+                logs += 1;
+            }
+            Some(_) => {}
+            None => {
+                assert_eq!(v["result"]["isError"], false, "{v}");
+                assert!(answered.insert(v["id"].as_i64().unwrap()), "answered twice: {v}");
+                assert!(
+                    logs >= answered.len(),
+                    "an answer came before its call's log line ({logs} lines, {} answers): {v}",
+                    answered.len()
+                );
+            }
+        }
+    }
+    assert_eq!(logs, N as usize);
+    let (status, err) = m.finish();
+    assert!(status.success(), "{err}");
+    let threads: usize = err
+        .lines()
+        .find_map(|l| l.split("serving on ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no thread count in {err}"));
+    assert!(threads >= 2, "the server runs calls on {threads} runtime thread(s)");
+}
+
 #[test]
 fn an_empty_server_says_why() {
     let w = World::new();

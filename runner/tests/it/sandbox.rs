@@ -1502,8 +1502,9 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
 }
 
 /// Two runners of the same user with different `TMPDIR`s (an MCP server started by a desktop session, a cron
-/// job) have two calls folders; each call hides only its own runner's (and `/tmp`'s, when it exists at the plan).
-/// Found by a review of the calls folder (2623766): fails while a call reads the other folder.
+/// job) keep their calls' dirs in the one calls folder of the user, so each call hides the other's.
+/// Found by a review of the calls folder (2623766): a call read the dir of a runner started with another TMPDIR
+/// while the calls folder followed TMPDIR.
 #[test]
 fn the_calls_folder_of_a_runner_with_another_tmpdir_is_hidden_too() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
@@ -1514,34 +1515,46 @@ fn the_calls_folder_of_a_runner_with_another_tmpdir_is_hidden_too() {
     let (mine, theirs) = (w.tmp.path().join("t1"), w.tmp.path().join("t2"));
     std::fs::create_dir(&mine).unwrap();
     std::fs::create_dir(&theirs).unwrap();
+    let sync = tempfile::tempdir_in(&w.anima).unwrap();
     std::fs::write(
         w.data.join("animaworks-tool.json"),
         json!({"env_passthrough": ["BAIT_*"]}).to_string(),
     )
     .unwrap();
-    // The other runner's call, as it is while it runs (its calls folder and its dir in it).
-    let uid = rustix::process::geteuid().as_raw();
-    let folder = theirs.join(format!("animaworks-tool-{uid}"));
-    std::fs::create_dir(&folder).unwrap();
-    std::fs::create_dir(folder.join("call-other")).unwrap();
-    std::fs::write(folder.join("call-other/token"), "OTHER RUNNER'S SECRET").unwrap();
-    let body = r#"
-seen=$(cat "$BAIT_FILE" 2>/dev/null || true)
+    let holder = r#"
+echo "OTHER RUNNER'S SECRET" > "$TMPDIR/token"
+printf '%s\n' "$TMPDIR" > "$BAIT_SYNC/dir"
+i=0; while [ ! -e "$BAIT_SYNC/done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+echo '"held"'
+"#;
+    let peek = r#"
+seen=$(cat "$BAIT_SYNC/dir" | { read -r d; cat "$d/token" 2>/dev/null; } || true)
+: > "$BAIT_SYNC/done"
 printf '{"seen":"%s"}\n' "$seen"
 "#;
-    w.tool(
-        &w.personal(),
-        "peek.sh",
-        &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, body),
-    );
+    w.tool(&w.personal(), "holder.sh", &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder));
+    w.tool(&w.personal(), "peek.sh", &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, peek));
+    let held = w
+        .cmd()
+        .env("TMPDIR", &theirs)
+        .env("BAIT_SYNC", sync.path())
+        .args(["call", "holder", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(30, || sync.path().join("dir").exists()), "the holder never started");
     let o = w
         .cmd()
         .env("TMPDIR", &mine)
-        .env("BAIT_FILE", folder.join("call-other/token"))
+        .env("BAIT_SYNC", sync.path())
         .args(["call", "peek", "tmp"])
         .output()
         .unwrap();
+    let _ = std::fs::write(sync.path().join("done"), "");
     let r = json(&o);
+    let h = held.wait_with_output().unwrap();
+    assert!(h.status.success(), "{}", stderr(&h));
     assert!(r.get("seen").is_some(), "{r} {}", stderr(&o));
     assert_eq!(r["seen"], "", "a call of a runner with another TMPDIR was read: {r}");
 }

@@ -636,6 +636,95 @@ fn pg_the_per_anima_limit_holds_across_workers() {
 }
 
 #[test]
+fn pg_a_claim_locks_no_row_of_an_anima_at_its_limit() {
+    // A row lock gives the claim's transaction an id and its commit a WAL flush: a claim that can take nothing
+    // (every pending row is of an anima at its limit) must be a read. A locked row keeps its locker in `xmax`.
+    need_postgres!();
+    let mut e = Env::new(
+        Backend::Postgres,
+        json!({"max_running_tasks": 1, "tasks": {"poll_s": 0.05, "lease_s": 60}}),
+    );
+    e.start_worker(1, 4);
+    let first = e.submit(&["bg", "sleepy"]);
+    e.status_becomes(&first, "running", 60);
+    let url = e.url.clone().unwrap();
+    let pending: Vec<String> = (0..3).map(|_| e.submit(&["bg", "sleepy"])).collect();
+    // Each submit wakes the worker, and it polls every 50 ms: a claim after each, and some twenty more.
+    std::thread::sleep(Duration::from_millis(1500));
+    for id in &pending {
+        assert_eq!(e.show(id)["status"], "pending", "{id}\n{}", e.all_worker_logs());
+    }
+    let locked = scalar(
+        &url,
+        "SELECT count(*) FROM awt_tasks WHERE status = 'pending' AND xmax::text <> '0'",
+    );
+    assert_eq!(locked, "0", "pending rows were locked by claims that could not take them");
+    // The limit still holds and the queue still moves: the running task ends, the next one is taken.
+    let o = e.run(&["jobs", "cancel", &first]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    e.status_becomes(&pending[0], "running", 60);
+    assert_eq!(e.show(&pending[1])["status"], "pending");
+}
+
+#[test]
+fn pg_a_lease_renewal_or_a_cleared_notification_sends_no_task_notification() {
+    // Schema 4: the trigger fires for the columns a listener acts on, not for `lease_until` or `notify_after`.
+    // Notifications arrive in commit order, so the first to arrive after the three updates is the status change's.
+    need_postgres!();
+    let e = Env::new(Backend::Postgres, json!({}));
+    let url = e.url.clone().unwrap();
+    let quiet = e.submit(&["bg", "sleepy"]);
+    let loud = e.submit(&["bg", "sleepy"]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, rx) = rt
+        .block_on(animaworks_tool::tasks::pg::listen(&url, &["awt_task"]))
+        .unwrap();
+    pg_cluster::query(
+        &url,
+        &format!(
+            "UPDATE awt_tasks SET lease_until = now() + interval '1 minute' WHERE id = '{quiet}'; \
+             UPDATE awt_tasks SET notify_after = now() WHERE id = '{quiet}'; \
+             UPDATE awt_tasks SET notify_after = NULL WHERE id = '{quiet}'; \
+             UPDATE awt_tasks SET cancel_requested = true WHERE id = '{loud}'"
+        ),
+    )
+    .unwrap();
+    let first = rx.recv_timeout(Duration::from_secs(30)).expect("no notification at all");
+    assert_eq!(first, loud, "a lease renewal or a notify_after change sent awt_task");
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "more than one notification");
+    drop(client);
+}
+
+#[test]
+fn pg_jobs_list_of_unfinished_tasks_shows_them_in_submit_order() {
+    // `--status pending,running` reads only the unfinished rows (the store's list_active).
+    need_postgres!();
+    let mut e = Env::new(Backend::Postgres, json!({"max_running_tasks": 1}));
+    let done = e.submit(&["bg", "quick", "--n", "1"]);
+    e.start_worker(1, 4);
+    e.status_becomes(&done, "completed", 60);
+    let running = e.submit(&["bg", "sleepy"]);
+    e.status_becomes(&running, "running", 60);
+    let waiting = e.submit(&["bg", "sleepy"]);
+    let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending,running"]));
+    let ids: Vec<&str> = l.as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [running.as_str(), waiting.as_str()], "{l}");
+    let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending"]));
+    assert_eq!(l.as_array().unwrap().len(), 1, "{l}");
+    assert_eq!(l[0]["task_id"], waiting.as_str());
+    let other = json(&e.run_as("bob", &["jobs", "list", "--json", "--status", "pending,running"]));
+    assert_eq!(other, json!([]));
+    let o = e.run(&["jobs", "cancel", &running]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = e.run(&["jobs", "cancel", &waiting]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
 fn pg_a_killed_worker_loses_its_task_or_runs_it_again_when_idempotent() {
     need_postgres!();
     let mut e = Env::new(Backend::Postgres, json!({}));

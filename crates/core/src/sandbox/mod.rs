@@ -329,7 +329,7 @@ fn plan_with(
             limits: Default::default(),
         });
     }
-    let tmp = CallTmp::new().map_err(|e| {
+    let tmp = CallTmp::new(tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path)).map_err(|e| {
         CallError::new(
             ErrorCode::Internal,
             format!("cannot make the call's private temp dir: {e}"),
@@ -788,23 +788,18 @@ fn mounts(
 /// this one's mounts.
 fn hide_other_call_tmps(out: &mut Vec<PlannedMount>, own: &Path) {
     let Some(parent) = own.parent() else { return };
-    if tmp::calls_dir() == Some(parent) {
+    let in_calls_dir = tmp::calls_dir() == Some(parent);
+    if in_calls_dir && kernel::support().mount_api {
         out.push(PlannedMount {
             path: parent.to_path_buf(),
             kind: MountKind::HideCalls,
         });
-        // A runner started with another TMPDIR keeps its calls in /tmp's calls folder.
-        let usual = Path::new("/tmp").join(parent.file_name().unwrap_or_default());
-        if usual != parent && std::fs::symlink_metadata(&usual).is_ok_and(|m| m.is_dir()) {
-            out.push(PlannedMount {
-                path: usual,
-                kind: MountKind::HideOther,
-            });
-        }
         return;
     }
+    // Without the calls folder, the dirs named as its fallback makes them; in it (a kernel without open_tree),
+    // every other entry.
+    let prefix = if in_calls_dir { &b""[..] } else { tmp::PREFIX.as_bytes() };
     let Ok(rd) = std::fs::read_dir(parent) else { return };
-    let prefix = tmp::PREFIX.as_bytes();
     for e in rd
         .flatten()
         .filter(|e| e.file_name().as_encoded_bytes().starts_with(prefix))

@@ -1,15 +1,21 @@
 //! The call's private temp dir (`$TMP`, `TMPDIR`). Every call's dir sits in one folder of the runner's user,
-//! `<temp dir>/animaworks-tool-<uid>/` (0700, checked to be the user's own), so that a sandboxed call hides all
-//! the others' with one mount over that folder, those of calls started after it included, and finds them
-//! without reading `/tmp` ([`calls_dir`]; where the folder cannot be had, the dirs go into the temp dir itself,
-//! named `animaworks-tool-call-*`, and the planner hides the ones it sees).
+//! `/tmp/animaworks-tool-<uid>/` (0700, checked to be the user's own; the same for every runner of the user,
+//! whatever its own `TMPDIR`), so that a sandboxed call hides all the others' with one mount over that folder,
+//! those of calls started after it included, and finds them without reading `/tmp` ([`calls_dir`]; where the
+//! folder cannot be had, the dirs go into the temp dir itself, named `animaworks-tool-call-*`, and the planner
+//! hides the ones it sees).
 //!
 //! An ended call's dir is taken back instead of removed and made again: on an ext4 without a journal each
 //! `mkdir` scans past the inodes deleted in the last minutes (`recently_deleted`), which after a few hundred
 //! calls was a sixth of a cold listing's CPU time (bench/README.md, "Issue 20 and 24: the sandboxed start's
 //! CPU"). A long-lived runner (MCP server, `use-tool --serve`, a listing that probes many tools) keeps them in
-//! memory; at its exit, and at the end of a one-shot call, they are parked in the calls folder under the names
-//! `spare-0` to `spare-7`, for the next process to rename to a name of its own.
+//! memory; at its exit, and at the end of a one-shot call, they are parked in the calls folder (`spare-<key>-0`
+//! and `-1`), for the next process to rename to a name of its own.
+//!
+//! A dir goes back only to a call of the same tool file for the same anima and data dir (its [`ReuseKey`]):
+//! an ended call's processes are gone, but a descriptor of the dir (and of the call's mount namespace, which
+//! keeps Landlock's way up from it) may have been handed to a process of another call over a UNIX socket, so
+//! whoever takes the dir must be one the tool that had it could reach anyway: its own next call.
 //!
 //! A dir is taken back only when nothing of its call can touch it again and the call left no trace in it: every
 //! process the plan confined was a PID namespace's init that has exited (so every process of that namespace
@@ -31,7 +37,9 @@ static SPARES: Spares = Spares(Mutex::new(Vec::new()));
 
 /// At most this many dirs are kept: as many as calls start at once, and some.
 fn cap() -> usize {
-    std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4) * 2
+    // Once: available_parallelism reads the cgroup's CPU quota files each time.
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4) * 2)
 }
 
 /// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
@@ -41,6 +49,21 @@ struct Made {
     fd: OwnedFd,
     id: (u64, u64),
     flags: Option<u32>,
+    key: ReuseKey,
+}
+
+/// Whose calls may have a dir after one another: one tool file, for one anima, in one data dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReuseKey(u64);
+
+impl ReuseKey {
+    pub(crate) fn of(data: &Path, anima: Option<&Path>, tool: &Path) -> ReuseKey {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same in every process of this build (a parked dir's name carries it).
+        let mut h = std::hash::DefaultHasher::new();
+        (data, anima, tool).hash(&mut h);
+        ReuseKey(h.finish())
+    }
 }
 
 /// What ran with the dir in its grants.
@@ -65,22 +88,30 @@ pub(crate) struct CallTmp {
 }
 
 impl CallTmp {
-    /// A kept dir of an earlier call when one is still as it was left, else a new one.
-    pub(crate) fn new() -> std::io::Result<CallTmp> {
-        Self::new_in(&SPARES)
+    /// A kept dir of an earlier call of the same key when one is still as it was left, else a new one.
+    pub(crate) fn new(key: ReuseKey) -> std::io::Result<CallTmp> {
+        Self::new_in(&SPARES, key)
     }
 
-    pub(crate) fn new_in(spares: &'static Spares) -> std::io::Result<CallTmp> {
+    pub(crate) fn new_in(spares: &'static Spares, key: ReuseKey) -> std::io::Result<CallTmp> {
         let kept = {
             let mut v = spares.0.lock().unwrap_or_else(|e| e.into_inner());
-            std::iter::from_fn(|| v.pop()).find(|m| {
-                // Another dir under its name is not ours to remove; this one is dropped (closed).
-                still_named(m)
-            })
-        };
-        let made = match kept.or_else(unpark) {
+            let at = v.iter().rposition(|m| m.key == key);
+            at.map(|i| v.swap_remove(i))
+        }
+        // Checked again when taken: a kept dir that changed is removed (another dir under its name is not ours
+        // to remove: that one is only let go).
+        .and_then(|m| match pristine(&m) {
+            true => Some(m),
+            false if still_named(&m) => {
+                remove(&m.path);
+                None
+            }
+            false => None,
+        });
+        let made = match kept.or_else(|| unpark(key)) {
             Some(m) => m,
-            None => make()?,
+            None => make(key)?,
         };
         Ok(CallTmp {
             made: Some(made),
@@ -145,9 +176,13 @@ impl Drop for CallTmp {
                 return;
             }
         }
-        if std::fs::remove_dir(&m.path).is_err() {
-            let _ = std::fs::remove_dir_all(&m.path);
-        }
+        remove(&m.path);
+    }
+}
+
+fn remove(p: &Path) {
+    if std::fs::remove_dir(p).is_err() {
+        let _ = std::fs::remove_dir_all(p);
     }
 }
 
@@ -169,14 +204,14 @@ impl Spares {
 /// from each call).
 pub(crate) const PREFIX: &str = "animaworks-tool-call-";
 
-/// The folder of every call's temp dir: `<temp dir>/animaworks-tool-<uid>`, made `0700` and checked to be a
-/// folder of the runner's user (not a symlink) that nobody else may enter; `None` where it cannot be had (made
-/// by another user first, say).
+/// The folder of every call's temp dir: `/tmp/animaworks-tool-<uid>`, made `0700` and checked to be a folder of
+/// the runner's user (not a symlink) that nobody else may enter; `None` where it cannot be had (made by another
+/// user first, say). Not under the runner's `TMPDIR`: runners of one user started with different ones must
+/// hide each other's calls.
 pub fn calls_dir() -> Option<&'static Path> {
     static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let base = std::env::temp_dir();
-        let base = super::rules::canonical(&base).unwrap_or(base);
+        let base = super::rules::canonical(Path::new("/tmp"))?;
         let dir = base.join(format!("animaworks-tool-{}", rustix::process::geteuid().as_raw()));
         match rustix::fs::mkdir(&dir, rustix::fs::Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(rustix::io::Errno::EXIST) => {}
@@ -207,23 +242,26 @@ fn open_dir(p: &Path) -> rustix::io::Result<OwnedFd> {
     )
 }
 
-fn make() -> std::io::Result<Made> {
+fn make(key: ReuseKey) -> std::io::Result<Made> {
     use std::os::unix::fs::PermissionsExt;
     // The runner's alone (a plain tempdir would be 0755 under the usual umask).
     let mut b = tempfile::Builder::new();
     b.permissions(std::fs::Permissions::from_mode(0o700));
     let path = match calls_dir() {
-        Some(dir) => b.prefix("call-").tempdir_in(dir)?,
+        Some(dir) => {
+            sweep(dir);
+            b.prefix("call-").tempdir_in(dir)?
+        }
         None => b.prefix(PREFIX).tempdir()?,
     }
     .keep();
-    made(path.clone()).inspect_err(|_| {
+    made(path.clone(), key).inspect_err(|_| {
         let _ = std::fs::remove_dir(&path);
     })
 }
 
 /// `path`, a dir this process has just made or taken, held open.
-fn made(path: PathBuf) -> std::io::Result<Made> {
+fn made(path: PathBuf, key: ReuseKey) -> std::io::Result<Made> {
     let fd = open_dir(&path)?;
     let st = rustix::fs::fstat(&fd)?;
     let flags = rustix::fs::ioctl_getflags(&fd).ok().map(|f| f.bits());
@@ -232,25 +270,58 @@ fn made(path: PathBuf) -> std::io::Result<Made> {
         fd,
         id: (st.st_dev, st.st_ino),
         flags,
+        key,
     })
 }
 
-/// How many ended calls' dirs wait in the calls folder for the next process.
-const PARKED: usize = 8;
+/// Parked dirs nobody took for this long are removed by the next process that makes a dir, once the calls folder
+/// holds more than [`CROWDED`] folders (its link count says how many, without reading it).
+const STALE: std::time::Duration = std::time::Duration::from_secs(600);
+const CROWDED: u64 = 64;
 
-fn parked_name(i: usize) -> String {
-    format!("spare-{i}")
+fn sweep(dir: &Path) {
+    let Ok(st) = rustix::fs::stat(dir) else { return };
+    if st.st_nlink < 2 + CROWDED {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let now = std::time::SystemTime::now();
+    for e in rd.flatten().take(4096) {
+        if !e.file_name().as_encoded_bytes().starts_with(b"spare-") {
+            continue;
+        }
+        let p = e.path();
+        // The time of the rename that parked it.
+        let parked = std::fs::symlink_metadata(&p).ok().and_then(|m| {
+            use std::os::unix::fs::MetadataExt;
+            std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32))
+        });
+        if parked.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE)) {
+            // Taken by rename first, so that a process unparking it at the same time gets nothing half-removed.
+            let gone = dir.join(format!("gone-{}-{}", std::process::id(), e.file_name().to_string_lossy()));
+            if std::fs::rename(&p, &gone).is_ok() {
+                remove(&gone);
+            }
+        }
+    }
+}
+
+/// How many ended calls' dirs of one key wait in the calls folder for the next process.
+const PARKED: usize = 2;
+
+fn parked_name(key: ReuseKey, i: usize) -> String {
+    format!("spare-{:016x}-{i}", key.0)
 }
 
 /// A parked dir, renamed to a name of this process's own (no other process can take it then), if one is there
 /// and still as an ended call leaves it; one that is not is removed.
-fn unpark() -> Option<Made> {
-    unpark_from(calls_dir()?)
+fn unpark(key: ReuseKey) -> Option<Made> {
+    unpark_from(calls_dir()?, key)
 }
 
-fn unpark_from(dir: &Path) -> Option<Made> {
+fn unpark_from(dir: &Path, key: ReuseKey) -> Option<Made> {
     for i in 0..PARKED {
-        let from = dir.join(parked_name(i));
+        let from = dir.join(parked_name(key, i));
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let to = dir.join(format!("call-{}-{n}", std::process::id()));
@@ -270,16 +341,12 @@ fn unpark_from(dir: &Path) -> Option<Made> {
             .ok()
             .and_then(|d| rustix::fs::ioctl_getflags(&d).ok())
             .map(|f| f.bits());
-        match made(to.clone()) {
+        match made(to.clone(), key) {
             Ok(mut m) if pristine(&m) && m.flags == flags => {
                 m.flags = flags;
                 return Some(m);
             }
-            Ok(_) | Err(_) => {
-                if std::fs::remove_dir(&to).is_err() {
-                    let _ = std::fs::remove_dir_all(&to);
-                }
-            }
+            Ok(_) | Err(_) => remove(&to),
         }
     }
     None
@@ -302,7 +369,7 @@ fn park_in(dir: &Path, m: Made) {
                 rustix::fs::CWD,
                 &m.path,
                 rustix::fs::CWD,
-                dir.join(parked_name(i)),
+                dir.join(parked_name(m.key, i)),
                 rustix::fs::RenameFlags::NOREPLACE,
             ) {
                 Ok(()) => return,
@@ -327,6 +394,7 @@ fn pristine(m: &Made) -> bool {
     let unchanged = st.st_mode == (libc::S_IFDIR | 0o700)
         && st.st_nlink == 2
         && st.st_uid == rustix::process::geteuid().as_raw()
+        && st.st_gid == rustix::process::getegid().as_raw()
         && (st.st_dev, st.st_ino) == m.id
         && rustix::fs::flistxattr_query(m.fd.as_fd()).is_ok_and(|n| n == 0)
         && rustix::fs::ioctl_getflags(&m.fd).ok().map(|f| f.bits()) == m.flags;
@@ -354,16 +422,18 @@ mod tests {
         Box::leak(Box::default())
     }
 
+    const K: ReuseKey = ReuseKey(1);
+
     /// A dir confined for an init that has exited, left empty, is the next call's; one the call left
     /// anything in, or changed, or that a process without a PID namespace had, is removed.
     #[test]
     fn only_an_untouched_dir_of_an_ended_call_is_taken_back() {
         let pool = spares();
         // No process confined with it: nobody had it.
-        let a = CallTmp::new_in(pool).unwrap();
+        let a = CallTmp::new_in(pool, K).unwrap();
         let path = a.path().to_path_buf();
         drop(a);
-        let b = CallTmp::new_in(pool).unwrap();
+        let b = CallTmp::new_in(pool, K).unwrap();
         assert_eq!(b.path(), path, "an untouched dir is taken back");
 
         // A process that ended (a real child, reaped as the runner reaps an init).
@@ -372,7 +442,7 @@ mod tests {
         b.started(Some(child.id()));
         child.wait().unwrap();
         drop(b);
-        let c = CallTmp::new_in(pool).unwrap();
+        let c = CallTmp::new_in(pool, K).unwrap();
         assert_eq!(c.path(), path, "the dir of an ended call is taken back");
 
         // Worker after worker: the pidfds of the ended ones are let go, and the dir still comes back.
@@ -384,7 +454,7 @@ mod tests {
         }
         assert!(c.starts.lock().unwrap().inits.len() <= 1);
         drop(c);
-        let c = CallTmp::new_in(pool).unwrap();
+        let c = CallTmp::new_in(pool, K).unwrap();
         assert_eq!(
             c.path(),
             path,
@@ -419,12 +489,12 @@ mod tests {
             }),
         ];
         for (what, change) in cases {
-            let t = CallTmp::new_in(pool).unwrap();
+            let t = CallTmp::new_in(pool, K).unwrap();
             let p = t.path().to_path_buf();
             change(&t);
             drop(t);
             assert!(!p.exists(), "{what}: removed");
-            let next = CallTmp::new_in(pool).unwrap();
+            let next = CallTmp::new_in(pool, K).unwrap();
             assert_ne!(next.path(), p, "{what}: not handed on");
         }
         pool.release();
@@ -434,7 +504,7 @@ mod tests {
     #[test]
     fn a_dir_with_an_extended_attribute_is_not_taken_back() {
         let pool = spares();
-        let t = CallTmp::new_in(pool).unwrap();
+        let t = CallTmp::new_in(pool, K).unwrap();
         let p = t.path().to_path_buf();
         if rustix::fs::setxattr(&p, "user.awt", b"1", rustix::fs::XattrFlags::empty()).is_err() {
             eprintln!("skipped: this file system takes no user extended attributes");
@@ -450,13 +520,13 @@ mod tests {
     #[test]
     fn a_kept_dir_renamed_away_is_not_handed_on() {
         let pool = spares();
-        let t = CallTmp::new_in(pool).unwrap();
+        let t = CallTmp::new_in(pool, K).unwrap();
         let p = t.path().to_path_buf();
         drop(t);
         let moved = p.with_extension("moved");
         std::fs::rename(&p, &moved).unwrap();
         std::fs::create_dir(&p).unwrap();
-        let next = CallTmp::new_in(pool).unwrap();
+        let next = CallTmp::new_in(pool, K).unwrap();
         assert_ne!(next.path(), p);
         drop(next);
         pool.release();
@@ -476,15 +546,15 @@ mod tests {
             let p = dir.join(name);
             std::fs::create_dir(&p).unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
-            made(p).unwrap()
+            made(p, K).unwrap()
         };
         park_in(dir, fresh("call-a"));
-        assert!(dir.join("spare-0").is_dir() && !dir.join("call-a").exists());
-        let m = unpark_from(dir).expect("an untouched parked dir is taken");
-        assert!(m.path.parent() == Some(dir) && !dir.join("spare-0").exists());
+        assert!(dir.join(parked_name(K, 0)).is_dir() && !dir.join("call-a").exists());
+        let m = unpark_from(dir, K).expect("an untouched parked dir is taken");
+        assert!(m.path.parent() == Some(dir) && !dir.join(parked_name(K, 0)).exists());
         let path = m.path.clone();
         park_in(dir, m);
-        assert!(!path.exists() && dir.join("spare-0").is_dir());
+        assert!(!path.exists() && dir.join(parked_name(K, 0)).is_dir());
 
         type Change = fn(&Path);
         let cases: [(&str, Change); 3] = [
@@ -498,11 +568,11 @@ mod tests {
             }),
         ];
         for (what, change) in cases {
-            if !dir.join("spare-0").exists() {
+            if !dir.join(parked_name(K, 0)).exists() {
                 park_in(dir, fresh("call-b"));
             }
-            change(&dir.join("spare-0"));
-            assert!(unpark_from(dir).is_none(), "{what}: taken");
+            change(&dir.join(parked_name(K, 0)));
+            assert!(unpark_from(dir, K).is_none(), "{what}: taken");
             let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name()).collect();
             assert!(left.is_empty(), "{what}: left {left:?}");
         }
@@ -510,9 +580,42 @@ mod tests {
         for i in 0..PARKED {
             park_in(dir, fresh(&format!("call-{i}")));
         }
-        let ninth = fresh("call-ninth");
-        park_in(dir, ninth);
-        assert!(!dir.join("call-ninth").exists(), "a ninth dir is removed");
+        let one_more = fresh("call-one-more");
+        park_in(dir, one_more);
+        assert!(!dir.join("call-one-more").exists(), "a dir beyond the parked ones is removed");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), PARKED);
+    }
+
+    /// A dir goes back only to a call of the same key (tool file, anima, data dir): a descriptor of it may be
+    /// held by a process of another call (review of the calls folder), in memory or parked.
+    #[test]
+    fn a_dir_goes_back_only_to_the_same_tool_of_the_same_anima() {
+        let (a, b) = (
+            ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/alice")), Path::new("/d/common_tools/t")),
+            ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/bob")), Path::new("/d/common_tools/t")),
+        );
+        assert_ne!(a, b);
+        assert_ne!(a, ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/alice")), Path::new("/d/common_tools/u")));
+        let pool = spares();
+        let t = CallTmp::new_in(pool, a).unwrap();
+        let path = t.path().to_path_buf();
+        drop(t);
+        let other = CallTmp::new_in(pool, b).unwrap();
+        assert_ne!(other.path(), path, "another anima's call got the dir");
+        let same = CallTmp::new_in(pool, a).unwrap();
+        assert_eq!(same.path(), path, "the same tool's next call gets it back");
+        drop(other);
+        drop(same);
+        pool.release();
+
+        let calls = tempfile::tempdir().unwrap();
+        let dir = calls.path();
+        let p = dir.join("call-x");
+        std::fs::create_dir(&p).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        park_in(dir, made(p, a).unwrap());
+        assert!(unpark_from(dir, b).is_none(), "another key took a parked dir");
+        assert!(unpark_from(dir, a).is_some(), "the same key finds it");
     }
 }

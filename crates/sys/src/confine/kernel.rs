@@ -15,6 +15,9 @@ pub struct Support {
     pub pid_namespace: bool,
     /// The PID namespace needs a user namespace first (the runner is not privileged).
     pub needs_user_namespace: bool,
+    /// `open_tree` and `move_mount` (Linux 5.2; a container's seccomp profile may refuse them): a call's own temp
+    /// dir is kept when the calls folder is hidden over it.
+    pub mount_api: bool,
 }
 
 impl Support {
@@ -54,11 +57,21 @@ fn probe() -> Support {
         libc::syscall(libc::SYS_seccomp, 2u32 /* GET_ACTION_AVAIL */, 0u32, &action) == 0
     };
     let (pid_namespace, needs_user_namespace) = pid_namespace_support();
+    // SAFETY: open_tree of "/" without OPEN_TREE_CLONE opens a path descriptor (no privilege, no mount); it is
+    // closed at once.
+    let mount_api = unsafe {
+        let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c"/".as_ptr(), libc::O_CLOEXEC as libc::c_uint);
+        if fd >= 0 {
+            libc::close(fd as i32);
+        }
+        fd >= 0
+    };
     Support {
         landlock_abi: if abi < 0 { 0 } else { abi as i32 },
         seccomp,
         pid_namespace,
         needs_user_namespace,
+        mount_api,
     }
 }
 

@@ -3,7 +3,9 @@
 //! - **Hand-out.** [`worker`] claims the oldest pending task with `SELECT … FOR UPDATE SKIP LOCKED`; in the same
 //!   transaction it takes a transaction advisory lock on the task's anima and counts that anima's running tasks,
 //!   so the per-anima limit holds across all workers (the lock serialises claims of one anima; READ COMMITTED gives
-//!   the count after the lock the latest committed state).
+//!   the count after the lock the latest committed state). The claim commits without waiting for the WAL flush,
+//!   so the lock is not held across the disk write; the statement after it waits for the flush, and no tool starts
+//!   before it answers (a crash loses the claim and every later commit, never a claim whose tool runs).
 //! - **Leases.** A claim sets `worker` and `lease_until = now() + lease` (the database's clock); the worker renews
 //!   it for its tasks every quarter lease. Any worker's rescuer finds running rows whose lease ended and marks them
 //!   `lost`, or re-queues them when the action is idempotent and attempts remain. Every write a worker makes to a
@@ -502,6 +504,26 @@ impl TaskStore for PgStore {
                 .query(
                     &format!(
                         "SELECT {COLUMNS} FROM awt_tasks WHERE ($1::text IS NULL OR anima = $1) ORDER BY created_at, id"
+                    ),
+                    &[&anima],
+                )
+                .await
+                .map_err(db)?;
+            Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
+        })
+    }
+
+    fn list_active(&self) -> io::Result<Vec<Task>> {
+        // Only the unfinished rows leave the server (the partial indexes find them): a poll of `jobs list
+        // --status pending,running` costs the active tasks, not every task kept.
+        let (pool, anima) = (self.pool.clone(), self.scoped());
+        self.block(async move {
+            let c = pool.get().await.map_err(pool_err)?;
+            let rows = c
+                .query(
+                    &format!(
+                        "SELECT {COLUMNS} FROM awt_tasks WHERE status IN ('pending', 'running') \
+                         AND ($1::text IS NULL OR anima = $1) ORDER BY created_at, id"
                     ),
                     &[&anima],
                 )

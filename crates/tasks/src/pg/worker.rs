@@ -339,9 +339,16 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
 /// workers' claims never wait on each other in a circle). [`CLAIM_TAKE`] is a statement of its own after it, so that its snapshot is
 /// taken once the locks are held (READ COMMITTED): it counts each anima's running tasks as the last claim of that
 /// anima committed them, and takes a row only while its rank within its anima is within the room left.
-const CLAIM_SELECT: &str = "SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
+///
+/// [`CLAIM_SELECT`] leaves out the animas already at their limit in its snapshot before it locks a row: a row lock
+/// gives the transaction an id, and its commit then waits for the WAL to reach the disk. A claim woken by a freed
+/// slot that another worker already took is then a read, not a write.
+const CLAIM_SELECT: &str = "WITH at_limit AS (SELECT anima FROM awt_tasks WHERE status = 'running' \
+     GROUP BY anima HAVING count(*) >= $5) \
+     SELECT {COLUMNS}, id, anima, (SELECT count(*) FROM awt_tasks AS r \
      WHERE r.anima = awt_tasks.anima AND r.status = 'running') FROM awt_tasks WHERE status = 'pending' \
      AND ($1::text[] IS NULL OR anima = ANY($1)) AND NOT (id = ANY($2)) AND NOT (anima = ANY($3)) \
+     AND anima NOT IN (SELECT anima FROM at_limit) \
      ORDER BY created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED";
 const CLAIM_LOCK: &str = "SELECT count(pg_advisory_xact_lock(hashtextextended('awt-anima:' || a, 0))) \
      FROM unnest($1::text[]) AS a";
@@ -398,7 +405,7 @@ async fn claim_once(
         .map_err(super::db)?;
     let lock = c.prepare_cached(CLAIM_LOCK).await.map_err(super::db)?;
     let take = c.prepare_cached(CLAIM_TAKE).await.map_err(super::db)?;
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&w.only, &*skip, &*full, &limit];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [&w.only, &*skip, &*full, &limit, &w.limit];
     // Pipelined: both are sent before the first answer is read.
     let (begun, rows) = tokio::join!(biased; c.batch_execute("BEGIN"), c.query(&select, &params));
     begun.map_err(super::db)?;
