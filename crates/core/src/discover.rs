@@ -244,10 +244,65 @@ fn admit(scan: &mut Scan, file: ToolFile) {
     scan.problems.push(problem);
 }
 
+/// What the scan needs of a file's `stat` (symlinks followed).
+struct Seen {
+    is_dir: bool,
+    is_file: bool,
+    mode: u32,
+    stat: FileStat,
+}
+
+/// `stat` of `name` in the tier folder `dir` (open), else of `path`: the same `statx` that
+/// [`std::fs::metadata`] makes, so the same identity as [`crate::cache::FileKey::of`], but a path walk of one
+/// name from the folder (from `/`, the walk was a tenth of a warm listing of 10,000 tools).
+fn stat_in(dir: Option<&std::fs::File>, path: &Path, name: &std::ffi::OsStr) -> std::io::Result<Seen> {
+    let x = dir.map(|d| {
+        rustix::fs::statx(
+            d,
+            name,
+            rustix::fs::AtFlags::empty(),
+            rustix::fs::StatxFlags::BASIC_STATS,
+        )
+    });
+    // Without `statx` (a kernel before 4.11, a container's filter that refuses it) std falls back to `stat`: so
+    // does this.
+    let x = match x {
+        Some(Err(e)) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => None,
+        x => x,
+    };
+    let Some(x) = x else {
+        let m = std::fs::metadata(path)?;
+        return Ok(Seen {
+            is_dir: m.is_dir(),
+            is_file: m.is_file(),
+            mode: m.permissions().mode(),
+            stat: FileStat::of(&m),
+        });
+    };
+    use rustix::fs::FileType;
+    let x = x?;
+    let mode = u32::from(x.stx_mode);
+    let kind = FileType::from_raw_mode(mode);
+    let ns = |t: rustix::fs::StatxTimestamp| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+    Ok(Seen {
+        is_dir: kind == FileType::Directory,
+        is_file: kind == FileType::RegularFile,
+        mode,
+        stat: FileStat {
+            size: x.stx_size,
+            mtime_ns: ns(x.stx_mtime),
+            ctime_ns: ns(x.stx_ctime),
+            ino: x.stx_ino,
+            dev: libc::makedev(x.stx_dev_major, x.stx_dev_minor),
+        },
+    })
+}
+
 fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&str>) -> Vec<ToolFile> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
+    let dir_fd = crate::fsread::open_dir(dir).ok();
     let mut names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     names.sort();
     let mut out: Vec<ToolFile> = Vec::new();
@@ -280,7 +335,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
                 stderr_tail: None,
             })
         };
-        let meta = match std::fs::metadata(&path) {
+        let meta = match stat_in(dir_fd.as_ref(), &path, &os_name) {
             Ok(m) => m,
             Err(e) => {
                 problem(
@@ -290,10 +345,10 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
                 continue;
             }
         };
-        if meta.is_dir() {
+        if meta.is_dir {
             continue;
         }
-        if !meta.is_file() {
+        if !meta.is_file {
             // Why: a FIFO would block the interpreter that opens it (a probe hanging to its timeout), a device
             // never ends; neither is a program.
             problem(
@@ -310,7 +365,7 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             continue;
         }
         let launch = Launch::for_path(&path);
-        if launch == Launch::Exec && meta.permissions().mode() & 0o111 == 0 {
+        if launch == Launch::Exec && meta.mode & 0o111 == 0 {
             problem(
                 "not_executable",
                 format!(
@@ -339,8 +394,34 @@ fn scan_dir(tier: Tier, dir: &Path, problems: &mut Vec<Problem>, only: Option<&s
             path,
             launch,
             mcp: None,
-            stat: Some(FileStat::of(&meta)),
+            stat: Some(meta.stat),
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scan's `stat` is what the schema cache's entries are checked against, and those are written with
+    /// [`FileStat::of`] of a fresh `stat`: the two must agree to the nanosecond, or every listing would probe again.
+    #[test]
+    fn the_scans_stat_is_the_files_identity() {
+        let d = tempfile::tempdir().unwrap();
+        let tool = d.path().join("t.sh");
+        std::fs::write(&tool, "echo\n").unwrap();
+        std::os::unix::fs::symlink(&tool, d.path().join("l.sh")).unwrap();
+        let dir = crate::fsread::open_dir(d.path()).unwrap();
+        for name in ["t.sh", "l.sh"] {
+            let path = d.path().join(name);
+            let seen = stat_in(Some(&dir), &path, name.as_ref()).unwrap();
+            assert_eq!(seen.stat, FileStat::of(&std::fs::metadata(&path).unwrap()), "{name}");
+            assert!(seen.is_file && !seen.is_dir, "{name}");
+            assert_eq!(seen.mode, std::fs::metadata(&path).unwrap().permissions().mode());
+            let fallback = stat_in(None, &path, name.as_ref()).unwrap();
+            assert_eq!(seen.stat, fallback.stat);
+        }
+        assert!(stat_in(Some(&dir), &d.path().join("none"), "none".as_ref()).is_err());
+    }
 }

@@ -73,19 +73,18 @@ pub fn open_dir(path: &Path) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
-/// [`read`] of `name` in the open folder `dir`, with the same checks: a path walk from the folder, not from `/`
-/// (a warm listing reads one cache entry per tool).
+/// [`read`] of `name` in the open folder `dir`, a folder of the runner's own (the schema cache's entries): a
+/// path walk from the folder, not from `/` (a warm listing reads one entry per tool). A symlink is refused (the
+/// runner writes its entries as files, never as links), which makes the open itself safe without a `stat`
+/// before it: what is left that opening could set off is a device node, and only root can make one. The open
+/// file is still checked (a regular file, at most `max` bytes). Per entry: `openat`, `fstat`, one `read`,
+/// `close` (before: a `stat` first and a second `read` to see the end).
 pub fn read_at(dir: &File, name: &Path, max: u64) -> io::Result<Vec<u8>> {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-    let st = rustix::fs::statat(dir, name, AtFlags::empty())?;
-    let kind = FileType::from_raw_mode(st.st_mode);
-    if kind != FileType::RegularFile {
-        return Err(not_regular_kind(kind));
-    }
+    use rustix::fs::{Mode, OFlags};
     let fd = rustix::fs::openat(
         dir,
         name,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
     let f = File::from(fd);
@@ -93,23 +92,27 @@ pub fn read_at(dir: &File, name: &Path, max: u64) -> io::Result<Vec<u8>> {
     if !m.file_type().is_file() {
         return Err(not_regular(m.file_type()));
     }
-    read_capped(f, max, m.len())
+    read_sized(f, max, m.len())
 }
 
-fn not_regular_kind(kind: rustix::fs::FileType) -> io::Error {
-    use rustix::fs::FileType;
-    let what = match kind {
-        FileType::Directory => "a directory",
-        FileType::Fifo => "a FIFO",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
-        FileType::Socket => "a socket",
-        _ => "not a regular file",
-    };
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{what} is not a regular file; refused"),
-    )
+/// [`read_capped`] of a file whose size `len` (at most `max`) the open file's `fstat` gave: the `len` bytes that
+/// were there then, in one `read` (a file that grew since is read as it was; one that shrank, to its end).
+fn read_sized(mut f: File, max: u64, len: u64) -> io::Result<Vec<u8>> {
+    if len == 0 || len > max {
+        return read_capped(f, max, len);
+    }
+    let mut out = vec![0u8; len as usize];
+    let mut got = 0;
+    while got < out.len() {
+        match f.read(&mut out[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(got);
+    Ok(out)
 }
 
 /// `len`: the size the file says it has, a hint only (bounded by `max`): a buffer of that size reads a small file
@@ -190,18 +193,21 @@ mod tests {
             .unwrap()
             .success());
         assert!(at("f.json", SMALL).unwrap_err().to_string().contains("FIFO"));
+        // A link to a device is refused before anything is opened through it.
         std::os::unix::fs::symlink("/dev/zero", d.path().join("z.json")).unwrap();
-        assert!(at("z.json", SMALL)
-            .unwrap_err()
-            .to_string()
-            .contains("character device"));
+        assert_eq!(at("z.json", SMALL).unwrap_err().raw_os_error(), Some(libc::ELOOP));
         std::fs::create_dir(d.path().join("sub")).unwrap();
         assert!(at("sub", SMALL).unwrap_err().to_string().contains("directory"));
         std::fs::write(d.path().join("big"), vec![b'x'; 11]).unwrap();
         assert!(at("big", 10).unwrap_err().to_string().contains("larger than 10"));
         assert_eq!(at("big", 11).unwrap().len(), 11);
+        // A link is refused, even to a regular file: the open, not a `stat` before it, is the check.
         std::os::unix::fs::symlink(d.path().join("big"), d.path().join("link")).unwrap();
-        assert_eq!(at("link", 11).unwrap().len(), 11);
+        assert!(at("link", 11).is_err());
+        std::fs::write(d.path().join("small"), b"{}").unwrap();
+        assert_eq!(at("small", 10).unwrap(), b"{}");
+        std::fs::write(d.path().join("empty"), b"").unwrap();
+        assert!(at("empty", 10).unwrap().is_empty());
         assert_eq!(at("none", 10).unwrap_err().kind(), io::ErrorKind::NotFound);
         assert!(open_dir(&d.path().join("big")).is_err());
     }

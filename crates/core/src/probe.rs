@@ -200,7 +200,34 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
     (probed, Obtained::Probe)
 }
 
-/// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once).
+/// The runtime cold probes run on: the caller's when it has threads of its own, else one of as many threads as
+/// cores, made at the first cold probe and kept for the process's life. Why: on a one-thread runtime every
+/// probe's own work (its sandbox's plan, the cgroup, the start, reading its answer, the cache entry) was serial,
+/// about 2 ms a tool on that thread, and a cold listing of 1,000 sandboxed tools took as long as that thread's
+/// work (1.99× `xargs -P4`). Why kept: a tool's death signal follows the thread that started it
+/// (`spawn::starters`), so a thread that ended would kill the tools it started.
+pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let here = Handle::current();
+    if here.runtime_flavor() != RuntimeFlavor::CurrentThread {
+        return here;
+    }
+    static PROBES: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
+    let made = PROBES.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .thread_name("probe")
+            .enable_all()
+            .build()
+            .map_err(|e| tracing::warn!("no threads for probes, probing on the caller's: {e}"))
+            .ok()
+    });
+    made.as_ref().map_or(here, |rt| rt.handle().clone())
+}
+
+/// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once), on
+/// [`probe_runtime`]'s threads.
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
 /// warm listing of 10,000 tools spent a fifth of its time spawning and joining them).
@@ -220,6 +247,9 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
             }
         }
     }
+    if misses.is_empty() {
+        return out.into_iter().flatten().collect();
+    }
     let width = std::thread::available_parallelism()
         .map(|n| n.get() * 2)
         .unwrap_or(4)
@@ -227,15 +257,19 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.clone());
+    let on = probe_runtime();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in misses {
         let (sem, dirs, env) = (sem.clone(), dirs.clone(), env.clone());
-        tasks.spawn(async move {
-            let _permit = sem.acquire_owned().await.expect("semaphore open");
-            // Looks at the cache again: another runner may have probed it meanwhile.
-            let (p, s) = manifest(&file, &dirs, &env).await;
-            (i, file, p, s)
-        });
+        tasks.spawn_on(
+            async move {
+                let _permit = sem.acquire_owned().await.expect("semaphore open");
+                // Looks at the cache again: another runner may have probed it meanwhile.
+                let (p, s) = manifest(&file, &dirs, &env).await;
+                (i, file, p, s)
+            },
+            &on,
+        );
     }
     while let Some(r) = tasks.join_next().await {
         if let Ok((i, f, p, s)) = r {
@@ -243,4 +277,34 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
         }
     }
     out.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe_runtime;
+    use tokio::runtime::{Builder, RuntimeFlavor};
+
+    /// A one-thread caller (every command but `use-tool --serve`) gets threads for its cold probes: on its own
+    /// thread, 1,000 probes' own work was serial (a cold listing 1.99× `xargs -P4`). A caller with threads keeps
+    /// its own runtime, and the probes' runtime is made once.
+    #[test]
+    fn cold_probes_run_on_threads_not_on_a_one_thread_callers() {
+        let one = Builder::new_current_thread().enable_all().build().unwrap();
+        let (a, b) = one.block_on(async { (probe_runtime(), probe_runtime()) });
+        assert_eq!(a.runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(a.id(), b.id(), "one runtime for every cold listing of the process");
+        let many = Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (own, got) = many.block_on(async { (tokio::runtime::Handle::current().id(), probe_runtime().id()) });
+        assert_eq!(own, got);
+        // Probes really run there: a task spawned on it runs while the caller's one thread waits for it.
+        let ran_on = one.block_on(async {
+            a.spawn(async { std::thread::current().name().map(str::to_owned) })
+                .await
+        });
+        assert_eq!(ran_on.unwrap().as_deref(), Some("probe"));
+    }
 }

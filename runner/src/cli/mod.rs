@@ -193,10 +193,11 @@ pub fn main() -> i32 {
     }
     complete::answer_if_asked(command);
     // Started up front for every command that may start a tool (lazily otherwise); it shares the runner's address
-    // space (guardian::start_process), so when it starts does not change what it costs.
+    // space (guardian::start_process), so when it starts does not change what it costs. `submit` starts no tool
+    // (its worker is detached, in a session of its own, and guards its own tools): it pays for none.
     if !matches!(
         std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
-        Some("--version" | "-V" | "--help" | "-h" | "help" | "version") | None
+        Some("--version" | "-V" | "--help" | "-h" | "help" | "version" | "submit") | None
     ) {
         let _ = awt_sys::guardian::start();
     }
@@ -334,12 +335,39 @@ fn top_level_help() -> Option<Cli> {
 
 
 
-/// The two call forms without global options, parsed without building clap's whole command tree (about a fifth
-/// of a one-shot call's own time). Anything else — a global option, a runner command, help — goes to clap.
+/// The two call forms and `submit <tool> <action> …` without global options, parsed without building clap's
+/// whole command tree (about a fifth of a one-shot call's own time). Anything else — a global option, a runner
+/// command, help — goes to clap.
 fn fast_parse() -> Option<Cli> {
-    let mut args = std::env::args_os().skip(1);
+    fast_parse_of(std::env::args_os().skip(1))
+}
+
+fn fast_parse_of(mut args: impl Iterator<Item = OsString>) -> Option<Cli> {
     let first = args.next()?;
     let first = first.to_str()?;
+    if first == "submit" {
+        // What clap makes of it: after the tool, the first word not starting with `-` begins `rest`, which takes
+        // every word after it as it is (`trailing_var_arg`); a `-` before it (`--strict`, `--help`, `--`, a
+        // global option) is clap's to read.
+        let words = args.map(|a| a.into_string().ok()).collect::<Option<Vec<String>>>()?;
+        let (tool, rest) = words.split_first()?;
+        if tool.starts_with('-') || rest.first().is_none_or(|a| a.starts_with('-')) {
+            return None;
+        }
+        return Some(Cli {
+            core_dirs: Vec::new(),
+            data_dir: None,
+            anima_dir: None,
+            python: None,
+            cache_dir: None,
+            color: term::ColorWhen::Auto,
+            cmd: Some(Cmd::Submit(task::SubmitArgs {
+                strict: false,
+                tool: tool.clone(),
+                rest: rest.to_vec(),
+            })),
+        });
+    }
     // `-- <tool> …`: the tool form even when the tool is named like a runner command (`-- check …`).
     if first == "--" {
         let words: Vec<OsString> = args.collect();
@@ -577,6 +605,36 @@ mod tests {
         clap.sort();
         ours.sort();
         assert_eq!(clap, ours);
+    }
+
+    /// `submit` skips clap when it can: what it makes of the words is what clap makes of them, and every form
+    /// clap must see (help, `--strict`, `--`, a global option, no action) still goes to clap.
+    #[test]
+    fn the_fast_submit_parses_as_clap_does() {
+        let argv = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        for words in [
+            &["submit", "tiny", "go"][..],
+            &["submit", "tiny", "go", "--json", "{}"],
+            &["submit", "tiny", "go", "--help"],
+            &["submit", "tiny", "go", "--strict", "--", "-x"],
+            &["submit", "tiny", "go", "--data-dir", "/x", "--color", "never"],
+            &["submit", "legacy_mod", "sub", "-v", "--flag=1"],
+        ] {
+            let fast = fast_parse_of(argv(words).into_iter()).expect("the fast path takes it");
+            let full = Cli::try_parse_from(argv(&[&["animaworks-tool"][..], words].concat())).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{words:?}");
+        }
+        for words in [
+            &["submit"][..],
+            &["submit", "tiny"],
+            &["submit", "tiny", "--help"],
+            &["submit", "tiny", "--strict", "go"],
+            &["submit", "tiny", "--", "go"],
+            &["submit", "--data-dir", "/x", "tiny", "go"],
+            &["submit", "--help"],
+        ] {
+            assert!(fast_parse_of(argv(words).into_iter()).is_none(), "{words:?} is clap's");
+        }
     }
 
     #[test]
