@@ -329,7 +329,11 @@ fn plan_with(
             limits: Default::default(),
         });
     }
-    let tmp = CallTmp::new(tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path)).map_err(|e| {
+    let key = match needs {
+        Needs::Probe => tmp::ReuseKey::of_probe(&dirs.data, dirs.anima.as_deref(), file.path.parent().unwrap_or(&file.path)),
+        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+    };
+    let tmp = CallTmp::new(key).map_err(|e| {
         CallError::new(
             ErrorCode::Internal,
             format!("cannot make the call's private temp dir: {e}"),

@@ -57,11 +57,23 @@ struct Made {
 pub(crate) struct ReuseKey(u64);
 
 impl ReuseKey {
+    /// A call of the tool file `tool`.
     pub(crate) fn of(data: &Path, anima: Option<&Path>, tool: &Path) -> ReuseKey {
-        use std::hash::{Hash, Hasher};
+        Self::hash(("call", data, anima, tool))
+    }
+
+    /// A `--schemas` probe of a tool in the folder `tools`: every probe of one anima and folder has the same grants
+    /// (the anima's, the folder's; no credential, no arguments), so what one probe could leave for the next it
+    /// could read itself. (A cold listing probes hundreds of tools; a dir made for each was a sixth of its CPU.)
+    pub(crate) fn of_probe(data: &Path, anima: Option<&Path>, tools: &Path) -> ReuseKey {
+        Self::hash(("probe", data, anima, tools))
+    }
+
+    fn hash(v: impl std::hash::Hash) -> ReuseKey {
+        use std::hash::Hasher;
         // SipHash with fixed keys: the same in every process of this build (a parked dir's name carries it).
         let mut h = std::hash::DefaultHasher::new();
-        (data, anima, tool).hash(&mut h);
+        v.hash(&mut h);
         ReuseKey(h.finish())
     }
 }
