@@ -335,6 +335,21 @@ fn top_level_help() -> Option<Cli> {
 
 
 
+impl Cli {
+    /// A command line of `cmd` without global options (what the fast parse makes).
+    fn bare(cmd: Cmd) -> Cli {
+        Cli {
+            core_dirs: Vec::new(),
+            data_dir: None,
+            anima_dir: None,
+            python: None,
+            cache_dir: None,
+            color: term::ColorWhen::Auto,
+            cmd: Some(cmd),
+        }
+    }
+}
+
 /// The two call forms and `submit <tool> <action> …` without global options, parsed without building clap's
 /// whole command tree (about a fifth of a one-shot call's own time). Anything else — a global option, a runner
 /// command, help — goes to clap.
@@ -354,32 +369,16 @@ fn fast_parse_of(mut args: impl Iterator<Item = OsString>) -> Option<Cli> {
         if tool.starts_with('-') || rest.first().is_none_or(|a| a.starts_with('-')) {
             return None;
         }
-        return Some(Cli {
-            core_dirs: Vec::new(),
-            data_dir: None,
-            anima_dir: None,
-            python: None,
-            cache_dir: None,
-            color: term::ColorWhen::Auto,
-            cmd: Some(Cmd::Submit(task::SubmitArgs {
-                strict: false,
-                tool: tool.clone(),
-                rest: rest.to_vec(),
-            })),
-        });
+        return Some(Cli::bare(Cmd::Submit(task::SubmitArgs {
+            strict: false,
+            tool: tool.clone(),
+            rest: rest.to_vec(),
+        })));
     }
     // `-- <tool> …`: the tool form even when the tool is named like a runner command (`-- check …`).
     if first == "--" {
         let words: Vec<OsString> = args.collect();
-        return (!words.is_empty()).then(|| Cli {
-            core_dirs: Vec::new(),
-            data_dir: None,
-            anima_dir: None,
-            python: None,
-            cache_dir: None,
-            color: term::ColorWhen::Auto,
-            cmd: Some(Cmd::Tool(words)),
-        });
+        return (!words.is_empty()).then(|| Cli::bare(Cmd::Tool(words)));
     }
     if first.starts_with('-') || COMMANDS.contains(&first) {
         return None;
@@ -392,15 +391,7 @@ fn fast_parse_of(mut args: impl Iterator<Item = OsString>) -> Option<Cli> {
     } else {
         Cmd::Tool(std::iter::once(OsString::from(first)).chain(args).collect())
     };
-    Some(Cli {
-        core_dirs: Vec::new(),
-        data_dir: None,
-        anima_dir: None,
-        python: None,
-        cache_dir: None,
-        color: term::ColorWhen::Auto,
-        cmd: Some(cmd),
-    })
+    Some(Cli::bare(cmd))
 }
 
 /// The runner's own diagnostics (a cache it cannot write, a group that will not die) go to stderr at `warn`, one

@@ -371,6 +371,19 @@ impl Drop for PgStore {
 }
 
 impl PgStore {
+    /// The anima's tasks (every anima's, unscoped) whose row meets `filter` (SQL ending in `AND `, or empty), oldest
+    /// first.
+    fn select_tasks(&self, filter: &'static str) -> io::Result<Vec<Task>> {
+        let (pool, anima) = (self.pool.clone(), self.scoped());
+        self.block(async move {
+            let c = pool.get().await.map_err(pool_err)?;
+            let sql =
+                format!("SELECT {COLUMNS} FROM awt_tasks WHERE {filter}($1::text IS NULL OR anima = $1) ORDER BY created_at, id");
+            let rows = c.query(&sql, &[&anima]).await.map_err(db)?;
+            Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
+        })
+    }
+
     pub fn open(cfg: &TasksConfig, dirs: &Dirs) -> Result<PgStore, CallError> {
         let Backend::Postgres { url } = &cfg.backend else {
             return Err(CallError::new(ErrorCode::Internal, "not a postgres backend"));
@@ -497,40 +510,13 @@ impl TaskStore for PgStore {
     }
 
     fn list(&self) -> io::Result<Vec<Task>> {
-        let (pool, anima) = (self.pool.clone(), self.scoped());
-        self.block(async move {
-            let c = pool.get().await.map_err(pool_err)?;
-            let rows = c
-                .query(
-                    &format!(
-                        "SELECT {COLUMNS} FROM awt_tasks WHERE ($1::text IS NULL OR anima = $1) ORDER BY created_at, id"
-                    ),
-                    &[&anima],
-                )
-                .await
-                .map_err(db)?;
-            Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
-        })
+        self.select_tasks("")
     }
 
     fn list_active(&self) -> io::Result<Vec<Task>> {
         // Only the unfinished rows leave the server (the partial indexes find them): a poll of `jobs list
         // --status pending,running` costs the active tasks, not every task kept.
-        let (pool, anima) = (self.pool.clone(), self.scoped());
-        self.block(async move {
-            let c = pool.get().await.map_err(pool_err)?;
-            let rows = c
-                .query(
-                    &format!(
-                        "SELECT {COLUMNS} FROM awt_tasks WHERE status IN ('pending', 'running') \
-                         AND ($1::text IS NULL OR anima = $1) ORDER BY created_at, id"
-                    ),
-                    &[&anima],
-                )
-                .await
-                .map_err(db)?;
-            Ok(rows.iter().filter_map(|r| task_of(r).ok()).collect())
-        })
+        self.select_tasks("status IN ('pending', 'running') AND ")
     }
 
     fn update(&self, id: &str, f: &mut dyn FnMut(&mut Task) -> bool) -> io::Result<Option<Task>> {
