@@ -227,7 +227,7 @@ pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `2 × cores` at once), on
-/// [`probe_runtime`]'s threads.
+/// the probe runtime's threads (as many as cores, kept for the process's life).
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
 /// warm listing of 10,000 tools spent a fifth of its time spawning and joining them).
