@@ -1221,10 +1221,8 @@ impl Plan {
                 MountKind::Exec => child::Mount::as_outside(&m.path),
                 MountKind::ReadOnly => child::Mount::read_only(&m.path),
                 // After the call's own dir is bound `noexec` (a writable place): that mount is moved back in.
-                MountKind::HideCalls => {
-                    let own = rules::canonical(i.tmp.path()).unwrap_or_else(|| i.tmp.path().to_path_buf());
-                    child::Mount::hide_all_but(&m.path, &own)
-                }
+                // (The dir's path is the calls folder's, canonical by making, and a name in it.)
+                MountKind::HideCalls => child::Mount::hide_all_but(&m.path, i.tmp.path()),
                 // Never the first of its kind: a mount that may be skipped is no source for the others' binds.
                 MountKind::HideOther => match first_dir {
                     Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),

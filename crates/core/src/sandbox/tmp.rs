@@ -182,11 +182,17 @@ impl Drop for CallTmp {
         // The crate's own unit tests keep nothing in the process's pool: no test binary removes it at exit.
         let keeps = !cfg!(test) || !std::ptr::eq(self.spares, &SPARES);
         if keeps && self.ended() && pristine(&m) {
-            let mut v = self.spares.0.lock().unwrap_or_else(|e| e.into_inner());
-            if v.len() < cap() {
+            // Full: the oldest kept dir goes (it may be of a tool no longer called), not the one just ended.
+            let oldest = {
+                let mut v = self.spares.0.lock().unwrap_or_else(|e| e.into_inner());
+                let oldest = (v.len() >= cap()).then(|| v.remove(0));
                 v.push(m);
-                return;
+                oldest
+            };
+            if let Some(o) = oldest.filter(still_named) {
+                remove(&o.path);
             }
+            return;
         }
         remove(&m.path);
     }
@@ -354,10 +360,7 @@ fn unpark_from(dir: &Path, key: ReuseKey) -> Option<Made> {
             .and_then(|d| rustix::fs::ioctl_getflags(&d).ok())
             .map(|f| f.bits());
         match made(to.clone(), key) {
-            Ok(mut m) if pristine(&m) && m.flags == flags => {
-                m.flags = flags;
-                return Some(m);
-            }
+            Ok(m) if pristine(&m) && m.flags == flags => return Some(m),
             Ok(_) | Err(_) => remove(&to),
         }
     }
@@ -596,6 +599,27 @@ mod tests {
         park_in(dir, one_more);
         assert!(!dir.join("call-one-more").exists(), "a dir beyond the parked ones is removed");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), PARKED);
+    }
+
+    /// A pool full of another tool's dirs still keeps the one that just ended: the oldest is let go instead.
+    #[test]
+    fn a_full_pool_keeps_the_newest_dir() {
+        let pool = spares();
+        let (a, b) = (ReuseKey(2), ReuseKey(3));
+        let olds: Vec<CallTmp> = (0..cap()).map(|_| CallTmp::new_in(pool, a).unwrap()).collect();
+        let first = olds[0].path().to_path_buf();
+        drop(olds);
+        let t = CallTmp::new_in(pool, b).unwrap();
+        let path = t.path().to_path_buf();
+        drop(t);
+        assert!(!first.exists(), "the oldest kept dir is removed");
+        let again = CallTmp::new_in(pool, b).unwrap();
+        assert_eq!(again.path(), path, "the newest is kept for its tool");
+        drop(again);
+        let v = std::mem::take(&mut *pool.0.lock().unwrap());
+        for m in v {
+            remove(&m.path);
+        }
     }
 
     /// A dir goes back only to a call of the same key (tool file, anima, data dir): a descriptor of it may be

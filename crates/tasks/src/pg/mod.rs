@@ -3,9 +3,8 @@
 //! - **Hand-out.** [`worker`] claims the oldest pending task with `SELECT … FOR UPDATE SKIP LOCKED`; in the same
 //!   transaction it takes a transaction advisory lock on the task's anima and counts that anima's running tasks,
 //!   so the per-anima limit holds across all workers (the lock serialises claims of one anima; READ COMMITTED gives
-//!   the count after the lock the latest committed state). The claim commits without waiting for the WAL flush,
-//!   so the lock is not held across the disk write; the statement after it waits for the flush, and no tool starts
-//!   before it answers (a crash loses the claim and every later commit, never a claim whose tool runs).
+//!   the count after the lock the latest committed state). The claim's commit is synchronous: no tool starts on a
+//!   claim that is not on disk.
 //! - **Leases.** A claim sets `worker` and `lease_until = now() + lease` (the database's clock); the worker renews
 //!   it for its tasks every quarter lease. Any worker's rescuer finds running rows whose lease ended and marks them
 //!   `lost`, or re-queues them when the action is idempotent and attempts remain. Every write a worker makes to a
