@@ -24,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alive;
 pub mod backend;
 pub mod cancel;
 pub mod config;
@@ -516,7 +517,7 @@ impl ProcessId {
         if !self.boot_id.is_empty() && self.boot_id != boot_id() {
             return false;
         }
-        start_time(self.pid) == Some(self.start_time)
+        alive::alive(self.pid, self.start_time)
     }
 
     pub fn of_task(t: &Task) -> Option<ProcessId> {

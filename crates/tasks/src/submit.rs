@@ -78,6 +78,7 @@ pub async fn check(
             timeout,
             max_output: flags.max_output,
             call_id: Some(task_id.clone()),
+            check_only: true,
             ..Default::default()
         };
         let eligible = target.action().profile.background_eligible;

@@ -95,6 +95,9 @@ pub struct CallOptions {
     /// group has ended, the guardian is retired ([`awt_sys::guardian::retire`]), so that its exit overlaps the rest
     /// of the call instead of delaying the runner's own.
     pub last_spawn: bool,
+    /// The call is checked here and run elsewhere (a submit: its worker prepares it again): its sandbox is
+    /// planned for the decisions and refusals only ([`crate::sandbox::Needs::Decide`]), and it can start nothing.
+    pub check_only: bool,
 }
 
 /// A tool that was found and described.

@@ -119,8 +119,8 @@ impl<'r> Target<'r> {
         };
         let pooled = runner.pool.is_some() && resolved.manifest.persistent && resolved.manifest.events;
         let declared = action.profile.sandbox.as_ref();
-        let needs = if pooled {
-            crate::sandbox::Needs::Pooled(declared)
+        let needs = if pooled || opts.check_only {
+            crate::sandbox::Needs::Decide(declared)
         } else {
             crate::sandbox::Needs::Call(declared)
         };

@@ -93,11 +93,12 @@ pub enum Needs<'a> {
     /// A process that serves every action (a persistent worker, a `cli_main` argv): the union of the
     /// declarations the anima's grants cover (a call of an action beyond them is refused on its own).
     Serve(Vec<Option<&'a Declared>>),
-    /// The plan of one call that a persistent worker runs (under the worker's own plan): the same decisions
-    /// and refusals as [`Needs::Call`], without the mounts, which only a process started from the plan uses
-    /// (they were a third of the runner's work per pooled call). Such a plan starts nothing: [`Plan::confine`]
-    /// refuses it.
-    Pooled(Option<&'a Declared>),
+    /// The plan of one call that starts no process from it: a call a persistent worker runs (under the
+    /// worker's own plan), or a submit (its worker plans the task again). The same decisions and refusals as
+    /// [`Needs::Call`], without the mounts (a third of the runner's work per pooled call) and without a temp dir
+    /// of its own (`$TMP` is the calls folder for the decisions), which only a process started from the plan
+    /// uses. Such a plan starts nothing: [`Plan::confine`] refuses it.
+    Decide(Option<&'a Declared>),
 }
 
 impl<'a> Needs<'a> {
@@ -182,7 +183,7 @@ struct Inner {
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
-    /// Planned for [`Needs::Pooled`]: no process may start from it.
+    /// Planned for [`Needs::Decide`]: no process may start from it.
     check_only: bool,
 }
 
@@ -269,8 +270,9 @@ pub fn plan(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
+    let key = reuse_key(dirs, file, &needs);
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?.reuse_for(key.value());
     Ok(p)
 }
 
@@ -283,12 +285,25 @@ pub fn for_call(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
+    let key = reuse_key(dirs, file, &needs);
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
+    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?.reuse_for(key.value());
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
     Ok(p)
+}
+
+/// Whose ended temp dir and cgroup a process of `file` may have again (`tmp.rs`, `awt_sys::cgroup`).
+fn reuse_key(dirs: &Dirs, file: &ToolFile, needs: &Needs<'_>) -> tmp::ReuseKey {
+    match needs {
+        Needs::Probe => tmp::ReuseKey::of_probe(
+            &dirs.data,
+            dirs.anima.as_deref(),
+            file.path.parent().unwrap_or(&file.path),
+        ),
+        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+    }
 }
 
 fn plan_with(
@@ -314,11 +329,11 @@ fn plan_with(
     };
     let (decls, lenient): (Vec<Option<&Declared>>, bool) = match &needs {
         Needs::Probe => (Vec::new(), false),
-        Needs::Call(d) | Needs::Pooled(d) => (vec![*d], false),
+        Needs::Call(d) | Needs::Decide(d) => (vec![*d], false),
         Needs::Serve(v) => (v.clone(), true),
     };
     let declared = decls.iter().any(Option::is_some);
-    let check_only = matches!(needs, Needs::Pooled(_));
+    let check_only = matches!(needs, Needs::Decide(_));
     if mode == Mode::Off {
         return Ok(Plan {
             inner: None,
@@ -329,11 +344,13 @@ fn plan_with(
             limits: Default::default(),
         });
     }
-    let key = match needs {
-        Needs::Probe => tmp::ReuseKey::of_probe(&dirs.data, dirs.anima.as_deref(), file.path.parent().unwrap_or(&file.path)),
-        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+    let key = reuse_key(dirs, file, &needs);
+    let tmp = if check_only {
+        CallTmp::unmade()
+    } else {
+        CallTmp::new(key)
     };
-    let tmp = CallTmp::new(key).map_err(|e| {
+    let tmp = tmp.map_err(|e| {
         CallError::new(
             ErrorCode::Internal,
             format!("cannot make the call's private temp dir: {e}"),

@@ -69,6 +69,11 @@ impl ReuseKey {
         Self::hash(("probe", data, anima, tools))
     }
 
+    /// The key as a number (never 0: that is nobody's), for the call's cgroup (`awt_sys::cgroup`).
+    pub(crate) fn value(self) -> u64 {
+        self.0.max(1)
+    }
+
     fn hash(v: impl std::hash::Hash) -> ReuseKey {
         use std::hash::Hasher;
         // SipHash with fixed keys: the same in every process of this build (a parked dir's name carries it).
@@ -95,6 +100,8 @@ struct Starts {
 #[derive(Debug)]
 pub(crate) struct CallTmp {
     made: Option<Made>,
+    /// Where `$TMP` is said to be when no dir was made ([`CallTmp::unmade`]).
+    unmade: Option<PathBuf>,
     starts: Mutex<Starts>,
     spares: &'static Spares,
 }
@@ -127,13 +134,31 @@ impl CallTmp {
         };
         Ok(CallTmp {
             made: Some(made),
+            unmade: None,
             starts: Mutex::default(),
             spares,
         })
     }
 
+    /// No dir, for a plan that starts nothing ([`crate::sandbox::Needs::Decide`]): its `$TMP` is the calls
+    /// folder, where a call's own dir would be, so that what the plan decides of paths in `$TMP` is what a call's
+    /// plan decides.
+    pub(crate) fn unmade() -> std::io::Result<CallTmp> {
+        let dir = calls_dir().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+        Ok(CallTmp {
+            made: None,
+            unmade: Some(dir),
+            starts: Mutex::default(),
+            spares: &SPARES,
+        })
+    }
+
     pub(crate) fn path(&self) -> &Path {
-        self.made.as_ref().map_or(Path::new(""), |m| m.path.as_path())
+        match (&self.made, &self.unmade) {
+            (Some(m), _) => m.path.as_path(),
+            (None, Some(d)) => d.as_path(),
+            (None, None) => Path::new(""),
+        }
     }
 
     /// A process is being confined with this dir in its grants; `pid_ns`: as the init of a PID namespace.
