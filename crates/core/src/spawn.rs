@@ -153,15 +153,15 @@ mod starters {
         POOL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// As many starts at once as cold probes run (`probe::manifests`): `2 × cores`, at least 4. Asked once: the
+    /// As many starts at once as cold probes run (`probe::manifests`): `4 × cores`, at least 8. Asked once: the
     /// answer reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
     pub(super) fn width() -> usize {
         static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *W.get_or_init(|| {
             std::thread::available_parallelism()
-                .map(|n| n.get() * 2)
+                .map(|n| n.get() * 4)
                 .unwrap_or(4)
-                .max(4)
+                .max(8)
         })
     }
 
