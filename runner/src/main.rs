@@ -22,8 +22,6 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     let code = std::panic::catch_unwind(animaworks_tool::cli::main).unwrap_or(101);
     // The empty temp dirs kept for later calls of this process (awt_core's sandbox/tmp.rs).
     awt_core::sandbox::release_spares();
-    // The empty cgroups kept for later calls of this process (awt_sys's cgroup.rs).
-    awt_sys::cgroup::release_kept();
     // Flushes stdout, as returning from std's main would.
     std::process::exit(code)
 }

@@ -186,27 +186,13 @@ fn controllers(p: &Path) -> Vec<String> {
         .collect()
 }
 
-/// One call's cgroup (one directory per hierarchy: one in v2, up to two in v1), removed when dropped, or kept
-/// for the next call of the same key ([`CallGroup::make`]).
+/// One call's cgroup (one directory per hierarchy: one in v2, up to two in v1), removed when dropped.
 #[derive(Debug)]
 pub struct CallGroup {
     dirs: Vec<(PathBuf, Version)>,
     memory: Option<PathBuf>,
     pids: Option<PathBuf>,
-    /// Whose group it may be again (0: nobody's), and with which limits.
-    key: u64,
-    limits: (Option<u64>, Option<u64>),
 }
-
-/// Ended calls' groups, empty, each for the next call of its key with the same limits: making and removing a
-/// memory cgroup (its files, per-CPU counters, its offlining after an RCU grace period) was ~5% of a sandboxed
-/// call's CPU in a long-lived runner (a cold listing, the MCP server, a task worker). Removed at the
-/// process's orderly exit ([`release_kept`]); a killed runner's are swept by the next ([`sweep_once`]: their
-/// names carry its pid).
-static KEPT: std::sync::Mutex<Vec<CallGroup>> = std::sync::Mutex::new(Vec::new());
-
-/// Kept groups at most (more than the calls a runner runs at once).
-const KEEP: usize = 16;
 
 /// The join file (`join_file`) of each of a call group's directories, opened before the start: the child writes `0`
 /// (itself) to each before its exec, so that nothing it starts is ever outside the group.
@@ -226,20 +212,8 @@ fn join_file(v: Version) -> &'static str {
 }
 
 impl CallGroup {
-    /// A group with `memory` bytes and `pids` processes at most (each `None`: that controller is not used):
-    /// an ended call's of the same `key` (not 0) and limits when one was kept, else a new one.
-    ///
-    /// Why a key: a kept group's counters (`memory.stat`: what the last call's files took in the page cache) are
-    /// readable by the next call, which must be of the same anima and tool; only an empty group whose call
-    /// reached no limit is kept (`Drop`), and with the memory controller only on cgroup v1, where its peak can
-    /// be reset for every reader (`memory.max_usage_in_bytes`; v2's `memory.peak` resets for one descriptor).
-    pub fn make(memory: Option<(&Parent, u64)>, pids: Option<(&Parent, u64)>, key: u64) -> io::Result<CallGroup> {
-        let limits = (memory.map(|m| m.1), pids.map(|p| p.1));
-        if key != 0 {
-            if let Some(g) = take_kept(key, limits, memory.map(|m| m.0), pids.map(|p| p.0)) {
-                return Ok(g);
-            }
-        }
+    /// A new group with `memory` bytes and `pids` processes at most (each `None`: that controller is not used).
+    pub fn make(memory: Option<(&Parent, u64)>, pids: Option<(&Parent, u64)>) -> io::Result<CallGroup> {
         let name = format!(
             "animaworks-tool-{}-{}",
             std::process::id(),
@@ -249,8 +223,6 @@ impl CallGroup {
             dirs: Vec::new(),
             memory: None,
             pids: None,
-            key,
-            limits,
         };
         for p in memory.map(|m| m.0).into_iter().chain(pids.map(|p| p.0)) {
             sweep_once(&p.dir);
@@ -344,91 +316,11 @@ impl CallGroup {
     }
 }
 
-/// A kept group of `key` with these limits under these parents, its memory peak reset; `None` when there is
-/// none or it cannot be used again (then it is removed).
-fn take_kept(
-    key: u64,
-    limits: (Option<u64>, Option<u64>),
-    memory: Option<&Parent>,
-    pids: Option<&Parent>,
-) -> Option<CallGroup> {
-    let under = |d: &Option<PathBuf>, p: Option<&Parent>| match (d, p) {
-        (Some(d), Some(p)) => d.parent() == Some(p.dir.as_path()),
-        (None, None) => true,
-        _ => false,
-    };
-    let g = {
-        let mut kept = KEPT.lock().ok()?;
-        let i = kept
-            .iter()
-            .rposition(|g| g.key == key && g.limits == limits && under(&g.memory, memory) && under(&g.pids, pids))?;
-        kept.swap_remove(i)
-    };
-    match &g.memory {
-        // Resets the highest use to the present one (the empty group's page cache, freed as it is reclaimed).
-        Some(d) => std::fs::write(d.join("memory.max_usage_in_bytes"), "0").ok().map(|_| g),
-        None => Some(g),
-    }
-}
-
-/// Remove the groups kept for later calls (at the process's orderly exit).
-pub fn release_kept() {
-    let kept = match KEPT.lock() {
-        Ok(mut k) => std::mem::take(&mut *k),
-        Err(_) => return,
-    };
-    for mut g in kept {
-        g.key = 0;
-        drop(g);
-    }
-}
-
-impl CallGroup {
-    /// Can the next call of this key have the group? Only when no process is in it (none can enter an empty
-    /// group but by being moved there, which no confined tool may do), and its call reached no limit.
-    fn reusable(&self) -> bool {
-        if self.key == 0
-            || self.dirs.is_empty()
-            || self.dirs.iter().any(|(_, v)| *v == Version::V2) && self.memory.is_some()
-        {
-            return false;
-        }
-        let empty = match (&self.pids, &self.memory) {
-            // Counts the processes not yet released (zombies) too.
-            (Some(p), _) => std::fs::read_to_string(p.join("pids.current")).is_ok_and(|s| s.trim() == "0"),
-            (None, Some(m)) => std::fs::read_to_string(m.join("cgroup.procs")).is_ok_and(|s| s.trim().is_empty()),
-            (None, None) => false,
-        };
-        empty && self.oom_kills() == 0 && self.pids_refused() == 0
-    }
-}
-
 impl Drop for CallGroup {
     /// Whatever is still in the group is killed (a daemon that left the tool's process group stays in its
     /// cgroup), then the directories go. A group whose processes have not yet been reaped is left behind
-    /// rather than waited for. An empty one whose call reached no limit is kept for the next call of its key.
+    /// rather than waited for.
     fn drop(&mut self) {
-        if self.reusable() {
-            let g = CallGroup {
-                dirs: std::mem::take(&mut self.dirs),
-                memory: self.memory.take(),
-                pids: self.pids.take(),
-                key: self.key,
-                limits: self.limits,
-            };
-            let oldest = match KEPT.lock() {
-                Ok(mut kept) => {
-                    let oldest = (kept.len() >= KEEP).then(|| kept.remove(0));
-                    kept.push(g);
-                    oldest
-                }
-                Err(_) => Some(g),
-            };
-            if let Some(mut o) = oldest {
-                o.key = 0;
-            }
-            return;
-        }
         // Why the removal first: the kernel removes only a group without processes, and that is the common case
         // (the tool and its PID namespace reaped); only a group that is still busy is read and killed.
         self.dirs
@@ -533,55 +425,5 @@ mod tests {
         assert_eq!(m[1].root, "/x");
         assert_eq!(unescape(r"/a\040b"), "/a b");
         assert_eq!(counter(Path::new("/nonexistent"), "max"), 0);
-    }
-
-    fn dirs(g: &CallGroup) -> Vec<PathBuf> {
-        g.dirs.iter().map(|(d, _)| d.clone()).collect()
-    }
-
-    #[test]
-    fn an_ended_calls_group_goes_to_the_next_call_of_its_key_and_limits_only() {
-        let h = hierarchies();
-        let (Ok(mem), Ok(pids)) = (&h.memory, &h.pids) else {
-            eprintln!("SKIPPED: no memory and pids cgroups can be made here ({h:?})");
-            return;
-        };
-        if mem.version == Version::V2 {
-            eprintln!("SKIPPED: cgroup v2 memory groups are not kept");
-            return;
-        }
-        let key = 0x5eed_0000 + u64::from(std::process::id());
-        let first = CallGroup::make(Some((mem, 64 << 20)), Some((pids, 16)), key).unwrap();
-        let made = dirs(&first);
-        drop(first);
-        assert!(made.iter().all(|d| d.is_dir()), "kept, not removed: {made:?}");
-        let other_key = CallGroup::make(Some((mem, 64 << 20)), Some((pids, 16)), key + 1).unwrap();
-        assert_ne!(dirs(&other_key), made, "another key's call gets a group of its own");
-        let other_limits = CallGroup::make(Some((mem, 32 << 20)), Some((pids, 16)), key).unwrap();
-        assert_ne!(dirs(&other_limits), made, "other limits, another group");
-        let again = CallGroup::make(Some((mem, 64 << 20)), Some((pids, 16)), key).unwrap();
-        assert_eq!(dirs(&again), made, "the same key and limits have the kept group");
-        // A process left in it: not kept (killed and removed as before).
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        for (d, v) in &again.dirs {
-            std::fs::write(d.join(join_file(*v)), child.id().to_string()).unwrap();
-        }
-        assert!(!again.reusable(), "a group with a process in it is not kept");
-        drop(again);
-        let _ = child.wait();
-        for _ in 0..400 {
-            if made.iter().all(|d| !d.exists()) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(made.iter().all(|d| !d.exists()), "removed: {made:?}");
-        let unkeyed = CallGroup::make(Some((mem, 64 << 20)), None, 0).unwrap();
-        let d = dirs(&unkeyed);
-        drop(unkeyed);
-        assert!(d.iter().all(|d| !d.exists()), "key 0: removed at once");
-        drop((other_key, other_limits));
-        release_kept();
-        assert!(KEPT.lock().unwrap().is_empty());
     }
 }

@@ -1591,3 +1591,36 @@ fn a_tasks_unmasked_arguments_are_hidden_from_confined_tools() {
     );
     assert!(out.contains("task folder entry") || out.contains("done"), "{out}");
 }
+
+/// A submit decides as the call would (found in review: a submit's plan once said `$TMP` was the whole calls
+/// folder, so an action declaring a read of it, which every call and the worker refuse, was queued).
+#[test]
+fn a_submit_refuses_what_a_call_refuses_and_takes_what_it_takes() {
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    // SAFETY: geteuid cannot fail.
+    let calls = format!("/tmp/animaworks-tool-{}", unsafe { libc::geteuid() });
+    std::fs::create_dir_all(&calls).unwrap();
+    let tool = |name: &str, read: &str| {
+        let schemas = json!({"actions": [{"name": "go", "profile": {"background_eligible": true, "sandbox": {"read": [read]}}}]});
+        w.tool(
+            &w.personal(),
+            &format!("{name}.sh"),
+            &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\necho '\"ran\"'\n"),
+        );
+    };
+    tool("wants", &calls);
+    let o = w.run(&["call", "wants", "go"]);
+    assert_eq!(json(&o)["error"]["reason"], "sandbox_not_granted", "{}", stderr(&o));
+    let o = w.run(&["submit", "wants", "go"]);
+    assert!(!o.status.success(), "submit queued what a call refuses: {}", stdout(&o));
+    assert_eq!(json(&o)["error"]["reason"], "sandbox_not_granted", "{}", stderr(&o));
+    // What is the call's own: its $TMP.
+    tool("own", "$TMP");
+    let o = w.run(&["call", "own", "go"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = w.run(&["submit", "own", "go"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

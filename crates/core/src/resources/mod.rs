@@ -149,8 +149,6 @@ pub struct CallLimits {
     active: Mutex<Option<Active>>,
     /// Groups of earlier starts of the same plan: kept (with whatever runs in them) until the plan goes.
     earlier: Mutex<Vec<cgroup::CallGroup>>,
-    /// Whose ended group the call may have again (the sandbox's key of its anima and tool; 0: none).
-    reuse: u64,
 }
 
 #[derive(Debug)]
@@ -213,7 +211,6 @@ impl CallLimits {
             settings_path: settings.path.clone(),
             active: Mutex::new(None),
             earlier: Mutex::new(Vec::new()),
-            reuse: 0,
         })
     }
 
@@ -234,12 +231,6 @@ impl CallLimits {
         CallLimits::with_server(settings, file.tier, server, anima)
     }
 
-    /// The call's cgroup may be an ended call's of the same `key` ([`cgroup::CallGroup::make`]).
-    pub(crate) fn reuse_for(mut self, key: u64) -> CallLimits {
-        self.reuse = key;
-        self
-    }
-
     pub fn amounts(&self) -> Amounts {
         self.amounts
     }
@@ -258,7 +249,7 @@ impl CallLimits {
         let mem_cg = mem.and_then(|m| Some((h.memory.as_ref().ok()?, m.saturating_mul(1 << 20))));
         let pids_cg = pids.and_then(|n| Some((h.pids.as_ref().ok()?, n.saturating_add(extra_processes))));
         let group = if mem_cg.is_some() || pids_cg.is_some() {
-            match cgroup::CallGroup::make(mem_cg, pids_cg, self.reuse) {
+            match cgroup::CallGroup::make(mem_cg, pids_cg) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     tracing::warn!("no cgroup for the call, memory falls back to RLIMIT_DATA: {e}");

@@ -95,9 +95,8 @@ pub enum Needs<'a> {
     Serve(Vec<Option<&'a Declared>>),
     /// The plan of one call that starts no process from it: a call a persistent worker runs (under the
     /// worker's own plan), or a submit (its worker plans the task again). The same decisions and refusals as
-    /// [`Needs::Call`], without the mounts (a third of the runner's work per pooled call) and without a temp dir
-    /// of its own (`$TMP` is the calls folder for the decisions), which only a process started from the plan
-    /// uses. Such a plan starts nothing: [`Plan::confine`] refuses it.
+    /// [`Needs::Call`], without the mounts (a third of the runner's work per pooled call), which only a process
+    /// started from the plan uses. Such a plan starts nothing: [`Plan::confine`] refuses it, unconfined too.
     Decide(Option<&'a Declared>),
 }
 
@@ -145,6 +144,8 @@ pub struct Plan {
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
     /// The process's resource limits (set whether or not it is confined); its cgroup goes with the plan.
     pub limits: crate::resources::CallLimits,
+    /// Planned for [`Needs::Decide`]: no process may start from it, confined or not.
+    check_only: bool,
 }
 
 /// Where a plan's confinement comes from: the tool's tier, and whether the mode and the network were set by the
@@ -183,8 +184,6 @@ struct Inner {
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
-    /// Planned for [`Needs::Decide`]: no process may start from it.
-    check_only: bool,
 }
 
 /// How a plan confines reads.
@@ -270,9 +269,8 @@ pub fn plan(
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
     let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
-    let key = reuse_key(dirs, file, &needs);
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?.reuse_for(key.value());
+    p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?;
     Ok(p)
 }
 
@@ -285,16 +283,15 @@ pub fn for_call(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let key = reuse_key(dirs, file, &needs);
     let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
-    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?.reuse_for(key.value());
+    p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
     Ok(p)
 }
 
-/// Whose ended temp dir and cgroup a process of `file` may have again (`tmp.rs`, `awt_sys::cgroup`).
+/// Whose ended temp dir a process of `file` may have again (`tmp.rs`).
 fn reuse_key(dirs: &Dirs, file: &ToolFile, needs: &Needs<'_>) -> tmp::ReuseKey {
     match needs {
         Needs::Probe => tmp::ReuseKey::of_probe(
@@ -342,15 +339,11 @@ fn plan_with(
             origin,
             proxy: Default::default(),
             limits: Default::default(),
+            check_only,
         });
     }
     let key = reuse_key(dirs, file, &needs);
-    let tmp = if check_only {
-        CallTmp::unmade()
-    } else {
-        CallTmp::new(key)
-    };
-    let tmp = tmp.map_err(|e| {
+    let tmp = CallTmp::new(key).map_err(|e| {
         CallError::new(
             ErrorCode::Internal,
             format!("cannot make the call's private temp dir: {e}"),
@@ -632,13 +625,13 @@ fn plan_with(
             home,
             data: dirs.data.clone(),
             python: file.launch == crate::discover::Launch::Python,
-            check_only,
         }),
         warnings,
         declared,
         origin,
         proxy: Default::default(),
         limits: Default::default(),
+        check_only,
     })
 }
 
@@ -1191,12 +1184,12 @@ impl Plan {
     /// The kernel objects for `program` (the file that will be exec'd): a Landlock ruleset, a seccomp program,
     /// the namespace setup. `None` when the process is not confined.
     pub fn confine(&self, program: &Path) -> io::Result<Option<child::Confined>> {
-        let Some(i) = &self.inner else { return Ok(None) };
-        if i.check_only {
+        if self.check_only {
             return Err(io::Error::other(
-                "a pooled call's own sandbox plan has no mounts and starts no process",
+                "a plan made for the decisions only (a pooled call's, a submit's) starts no process",
             ));
         }
+        let Some(i) = &self.inner else { return Ok(None) };
         i.tmp.confining(i.pid_ns);
         let _memo = rules::memo();
         let s = i.support;

@@ -39,7 +39,7 @@ static SPARES: Spares = Spares(Mutex::new(Vec::new()));
 fn cap() -> usize {
     // Once: available_parallelism reads the cgroup's CPU quota files each time.
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CAP.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4) * 2)
+    *CAP.get_or_init(|| std::thread::available_parallelism().map_or(8, |n| n.get() * 4).max(8) * 2)
 }
 
 /// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
@@ -69,11 +69,6 @@ impl ReuseKey {
         Self::hash(("probe", data, anima, tools))
     }
 
-    /// The key as a number (never 0: that is nobody's), for the call's cgroup (`awt_sys::cgroup`).
-    pub(crate) fn value(self) -> u64 {
-        self.0.max(1)
-    }
-
     fn hash(v: impl std::hash::Hash) -> ReuseKey {
         use std::hash::Hasher;
         // SipHash with fixed keys: the same in every process of this build (a parked dir's name carries it).
@@ -100,8 +95,6 @@ struct Starts {
 #[derive(Debug)]
 pub(crate) struct CallTmp {
     made: Option<Made>,
-    /// Where `$TMP` is said to be when no dir was made ([`CallTmp::unmade`]).
-    unmade: Option<PathBuf>,
     starts: Mutex<Starts>,
     spares: &'static Spares,
 }
@@ -134,31 +127,13 @@ impl CallTmp {
         };
         Ok(CallTmp {
             made: Some(made),
-            unmade: None,
             starts: Mutex::default(),
             spares,
         })
     }
 
-    /// No dir, for a plan that starts nothing ([`crate::sandbox::Needs::Decide`]): its `$TMP` is the calls
-    /// folder, where a call's own dir would be, so that what the plan decides of paths in `$TMP` is what a call's
-    /// plan decides.
-    pub(crate) fn unmade() -> std::io::Result<CallTmp> {
-        let dir = calls_dir().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
-        Ok(CallTmp {
-            made: None,
-            unmade: Some(dir),
-            starts: Mutex::default(),
-            spares: &SPARES,
-        })
-    }
-
     pub(crate) fn path(&self) -> &Path {
-        match (&self.made, &self.unmade) {
-            (Some(m), _) => m.path.as_path(),
-            (None, Some(d)) => d.as_path(),
-            (None, None) => Path::new(""),
-        }
+        self.made.as_ref().map_or(Path::new(""), |m| m.path.as_path())
     }
 
     /// A process is being confined with this dir in its grants; `pid_ns`: as the init of a PID namespace.
