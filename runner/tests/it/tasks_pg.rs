@@ -409,8 +409,10 @@ fn suite_cancel_running_and_pending() {
         e.status_becomes(&running, "running", 60);
         let pending = e.submit(&["bg", "quick", "--n", "1"]);
         let pidfile = e.animas().join(format!("{running}.pid"));
-        assert!(eventually(30, || pidfile.exists()));
-        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        // Why not the file's existence: the tool's shell makes the file before it writes the pid into it.
+        let read_pid = || std::fs::read_to_string(&pidfile).ok()?.trim().parse::<i32>().ok();
+        assert!(eventually(30, || read_pid().is_some()));
+        let pid = read_pid().unwrap();
         let o = e.run(&["jobs", "cancel", &pending]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert_eq!(e.show(&pending)["status"], "cancelled");
@@ -542,8 +544,10 @@ fn files_a_task_left_behind_by_a_killed_worker_is_started_by_jobs_wait() {
     let worker = t["pid"].as_i64().unwrap() as i32;
     let behind = e.submit(&["bg", "quick", "--n", "5"]);
     let pidfile = e.animas().join(format!("{first}.pid"));
-    assert!(eventually(30, || pidfile.exists()));
-    let tool: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // The file is made before the pid is written into it.
+    let read_pid = || std::fs::read_to_string(&pidfile).ok()?.trim().parse::<i32>().ok();
+    assert!(eventually(30, || read_pid().is_some()));
+    let tool = read_pid().unwrap();
     // SAFETY: signals to processes this test started.
     unsafe {
         libc::kill(worker, libc::SIGKILL);
@@ -734,8 +738,10 @@ fn pg_a_killed_worker_loses_its_task_or_runs_it_again_when_idempotent() {
     e.status_becomes(&once, "running", 60);
     e.status_becomes(&idem, "running", 60);
     let pidfile = e.animas().join(format!("{once}.pid"));
-    assert!(eventually(30, || pidfile.exists()));
-    let tool: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // The file is made before the pid is written into it.
+    let read_pid = || std::fs::read_to_string(&pidfile).ok()?.trim().parse::<i32>().ok();
+    assert!(eventually(30, || read_pid().is_some()));
+    let tool = read_pid().unwrap();
     // SAFETY: kill of our own child.
     unsafe { libc::kill(e.worker_pid(w), libc::SIGKILL) };
     assert!(
