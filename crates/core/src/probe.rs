@@ -226,7 +226,7 @@ pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
     made.as_ref().map_or(here, |rt| rt.handle().clone())
 }
 
-/// Manifests of many files; cache misses are probed in parallel (at most `4 × cores`, at least 8, at once), on
+/// Manifests of many files; cache misses are probed in parallel (at most [`crate::spawn::start_width`] at once), on
 /// the probe runtime's threads (as many as cores, kept for the process's life).
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
@@ -250,10 +250,7 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     if misses.is_empty() {
         return out.into_iter().flatten().collect();
     }
-    let width = std::thread::available_parallelism()
-        .map(|n| n.get() * 4)
-        .unwrap_or(4)
-        .max(8);
+    let width = crate::spawn::start_width();
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.clone());

@@ -130,6 +130,20 @@ pub(crate) async fn start_tool_async_with(
 /// `PR_SET_PDEATHSIG` fires when the *thread* that cloned it ends (prctl(2)), not the process, and that pool ends
 /// a thread idle for 10 s, which killed every sandboxed call that ran longer. These threads never end; there are
 /// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
+/// How many confined starts, and cold probes (`probe::manifests`), run at once: `4 × cores`, at least 8. Why four
+/// a core: a probe holds its slot off the CPU for much of its life (its pipes; its namespaces' teardown waits for
+/// an RCU grace period), and with two a core a cold listing left a fifth of the cores idle. Asked once: the answer
+/// reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
+pub(crate) fn start_width() -> usize {
+    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get() * 4)
+            .unwrap_or(8)
+            .max(8)
+    })
+}
+
 mod starters {
     use std::collections::VecDeque;
     use std::sync::{Condvar, Mutex, MutexGuard};
@@ -153,17 +167,7 @@ mod starters {
         POOL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// As many starts at once as cold probes run (`probe::manifests`): `4 × cores`, at least 8. Asked once: the
-    /// answer reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
-    pub(super) fn width() -> usize {
-        static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *W.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get() * 4)
-                .unwrap_or(4)
-                .max(8)
-        })
-    }
+    use super::start_width as width;
 
     /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
     /// panicked).

@@ -170,14 +170,20 @@ struct InitMemory {
 /// exited (its pidfd is readable then; a zombie runs no code), never longer.
 static ABANDONED: std::sync::Mutex<Vec<(OwnedFd, InitMemory)>> = std::sync::Mutex::new(Vec::new());
 
+/// Has the process of pidfd `fd` exited (a zombie too: a pidfd is readable once its process has; for a PID
+/// namespace's init, once every process of the namespace has been reaped)? `None`: the kernel did not say.
+pub fn pidfd_exited(fd: impl std::os::fd::AsFd) -> Option<bool> {
+    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+    let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&now)).ok().map(|n| n > 0)
+}
+
 /// Free the memory of abandoned init children that have exited. Called at each init start and each drop, and by
 /// [`crate::reap::reap_orphans`].
 pub fn release_abandoned() {
     let mut v = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
     v.retain(|(fd, _)| {
-        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-        !matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+        pidfd_exited(fd) != Some(true)
     });
 }
 

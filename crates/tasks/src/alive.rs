@@ -3,7 +3,6 @@
 //! was 6% of a worker's CPU (the kernel sums the times of all of a process's threads for that file). So a
 //! process answers the first question for a pid from `/proc` and keeps a pidfd of it for the next ones.
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -23,11 +22,17 @@ pub fn alive(pid: i32, start: u64) -> bool {
         return super::start_time(pid) == Some(start);
     };
     if let Some(i) = known.iter().position(|(p, s, _)| *p == pid && *s == start) {
-        if exited(&known[i].2) {
-            known.remove(i);
-            return false;
+        match awt_sys::process::pidfd_exited(&known[i].2) {
+            Some(false) => return true,
+            Some(true) => {
+                known.remove(i);
+                return false;
+            }
+            // The kernel did not say: asked of /proc below, as the first time.
+            None => {
+                known.remove(i);
+            }
         }
-        return true;
     }
     // Why the pidfd before the read: the recorded process started before this question was asked, so if the pid
     // still has its start time after the open, the pidfd is of that process and not of one that took the pid.
@@ -42,16 +47,6 @@ pub fn alive(pid: i32, start: u64) -> bool {
         known.push((pid, start, fd));
     }
     true
-}
-
-/// A pidfd is readable once its process has exited (a zombie too).
-fn exited(fd: &OwnedFd) -> bool {
-    let mut fds = [PollFd::new(fd, PollFlags::IN)];
-    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
-    match poll(&mut fds, Some(&now)) {
-        Ok(n) => n > 0 && !fds[0].revents().is_empty(),
-        Err(_) => true,
-    }
 }
 
 fn own_start() -> Option<u64> {

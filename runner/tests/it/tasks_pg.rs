@@ -875,7 +875,7 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     // The notifications were written, once per task, wherever it ended. A worker writes one just after the row's
     // final state is committed, so the last few may still be on their way when the count above was reached.
     // Counted as AnimaWorks reads them, `<task id>.md`: a worker killed while it wrote one leaves its temporary
-    // file beside them (said below), which no reader takes for a notification.
+    // file beside them, which no reader takes for a notification.
     let names = || -> Vec<String> {
         animas
             .iter()
@@ -894,6 +894,8 @@ fn pg_chaos_three_workers_one_killed_one_stopped() {
     if !other.is_empty() {
         eprintln!("chaos: besides the notifications: {other:?}");
     }
+    // Only what write_atomic's temporary files are named (tempfile's `.tmp` prefix), nothing else.
+    assert!(other.iter().all(|n| n.starts_with(".tmp")), "{other:?}");
     assert_eq!(notes(), total);
 }
 

@@ -291,18 +291,6 @@ pub fn for_call(
     Ok(p)
 }
 
-/// Whose ended temp dir a process of `file` may have again (`tmp.rs`).
-fn reuse_key(dirs: &Dirs, file: &ToolFile, needs: &Needs<'_>) -> tmp::ReuseKey {
-    match needs {
-        Needs::Probe => tmp::ReuseKey::of_probe(
-            &dirs.data,
-            dirs.anima.as_deref(),
-            file.path.parent().unwrap_or(&file.path),
-        ),
-        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
-    }
-}
-
 fn plan_with(
     dirs: &Dirs,
     file: &ToolFile,
@@ -342,7 +330,10 @@ fn plan_with(
             check_only,
         });
     }
-    let key = reuse_key(dirs, file, &needs);
+    let key = match needs {
+        Needs::Probe => tmp::ReuseKey::of_probe(&dirs.data, dirs.anima.as_deref(), file.path.parent().unwrap_or(&file.path)),
+        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+    };
     let tmp = CallTmp::new(key).map_err(|e| {
         CallError::new(
             ErrorCode::Internal,

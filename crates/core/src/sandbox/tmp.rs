@@ -37,9 +37,8 @@ static SPARES: Spares = Spares(Mutex::new(Vec::new()));
 
 /// At most this many dirs are kept: as many as calls start at once, and some.
 fn cap() -> usize {
-    // Once: available_parallelism reads the cgroup's CPU quota files each time.
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CAP.get_or_init(|| std::thread::available_parallelism().map_or(8, |n| n.get() * 4).max(8) * 2)
+    *CAP.get_or_init(|| crate::spawn::start_width() * 2)
 }
 
 /// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
@@ -166,12 +165,9 @@ impl CallTmp {
     }
 }
 
-/// A pidfd is readable once its process has exited (for a PID namespace's init: after every process of the
-/// namespace has been reaped).
+/// Unknown counts as running: the dir is then not handed on.
 fn exited(fd: &OwnedFd) -> bool {
-    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-    let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+    awt_sys::process::pidfd_exited(fd) == Some(true)
 }
 
 impl Drop for CallTmp {
@@ -318,16 +314,14 @@ fn sweep(dir: &Path) {
     }
     {
         use std::os::unix::fs::OpenOptionsExt;
-        let marked = std::fs::OpenOptions::new()
+        // Unmarked (something else under that name): swept as before, each time.
+        let _ = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .mode(0o600)
             .open(&mark)
             .and_then(|f| f.set_modified(now));
-        if marked.is_err() {
-            return;
-        }
     }
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     for e in rd.flatten().take(4096) {
@@ -704,5 +698,4 @@ mod tests {
         sweep(dir);
         assert!(at(&mark) > old, "swept two minutes ago: read again");
     }
-
 }
