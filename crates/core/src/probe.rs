@@ -226,8 +226,8 @@ pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
     made.as_ref().map_or(here, |rt| rt.handle().clone())
 }
 
-/// Manifests of many files; cache misses are probed in parallel (at most [`crate::spawn::start_width`] at once), on
-/// the probe runtime's threads (as many as cores, kept for the process's life).
+/// Manifests of many files; cache misses are probed in parallel (at most `4 × cores`, at least 8, at once:
+/// `spawn::start_width`), on the probe runtime's threads (as many as cores, kept for the process's life).
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
 /// warm listing of 10,000 tools spent a fifth of its time spawning and joining them).
