@@ -54,9 +54,14 @@ def listed(env: dict, n: int, argv0: str = AWT) -> None:
     assert len(tools) >= n, f"{len(tools)} tools listed, {n} expected: {r.stderr[-400:]}"
 
 
-def ratio_row(what: str, ours: float, base: float, unit: str, better: str, target: float, sizes: str) -> None:
-    """`better` is "lower" (ours / base must be <= target) or "higher" (ours / base must be >= target)."""
+def ratio_row(what: str, ours: float, base: float, unit: str, better: str, target: float | None, sizes: str) -> None:
+    """`better` is "lower" (ours / base must be <= target) or "higher" (ours / base must be >= target); a row
+    without a target is reported only (the sandbox's share: the same measure with the tier unconfined)."""
     r = ours / base
+    if target is None:
+        bench.record("24", what, f"{ours:.3g} {unit}", f"{base:.3g} {unit}", f"{r:.2f}x", "reported", None,
+                     sizes=sizes)
+        return
     met = r <= target if better == "lower" else r >= target
     sign = "<=" if better == "lower" else ">="
     bench.record("24", what, f"{ours:.3g} {unit}", f"{base:.3g} {unit}", f"{r:.2f}x", f"{sign} {target}x", met,
@@ -73,13 +78,23 @@ def cold() -> None:
     wipe = f"rm -rf {shlex.quote(str(w.data / 'cache'))}"
     # `env` runs each file: xargs replaces `{}` in arguments, not in the command's name.
     xargs = f"find {shlex.quote(str(w.personal))} -type f | xargs -P4 -I{{}} env {{}} --schemas"
+    # The same tools, the personal tier unconfined: what the listing costs apart from the sandbox.
+    u = bench.World(bench.new_root("scale-cold-unconfined"))
+    (u.data / "animaworks-tool.json").write_text(json.dumps({"sandbox": {"personal": "off"}}))
+    copies(w.root / "tiny", u.personal, n)
+    uenv = u.env()
+    listed(uenv, n)
+    uwipe = f"rm -rf {shlex.quote(str(u.data / 'cache'))}"
     cases = [bench.Case("ours cold tools", [AWT, "tools", "--json"], env, prepare=wipe),
-             bench.Case("xargs -P4 --schemas", ["sh", "-c", xargs + " > /dev/null"], env)]
+             bench.Case("xargs -P4 --schemas", ["sh", "-c", xargs + " > /dev/null"], env),
+             bench.Case("ours cold tools, unconfined", [AWT, "tools", "--json"], uenv, prepare=uwipe)]
     if BEFORE:
         cases.append(bench.Case("before cold tools", [BEFORE, "tools", "--json"], env, prepare=wipe))
     m = bench.time_cases(cases, LONG_RUNS, 0, "python")
     ratio_row(f"cold `tools`, {n} sandboxed native tools (personal tier)", m["ours cold tools"],
               m["xargs -P4 --schemas"], "ms", "lower", 1.3, f"{n} tools")
+    ratio_row(f"cold `tools`, {n} native tools, the personal tier unconfined", m["ours cold tools, unconfined"],
+              m["xargs -P4 --schemas"], "ms", "lower", None, f"{n} tools")
     if BEFORE:
         ratio_row(f"cold `tools`, {n} sandboxed native tools, the SCALE_BEFORE build", m["before cold tools"],
                   m["xargs -P4 --schemas"], "ms", "lower", 1.3, f"{n} tools")
@@ -308,9 +323,11 @@ def direct(tool: Path, n: int, width: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def burst_rate(argv0: str, n: int) -> tuple[float, float]:
+def burst_rate(argv0: str, n: int, unconfined: bool = False) -> tuple[float, float]:
     """(tasks/s of `n` submits back to back until all have finished, direct spawns/s of the same tool)."""
     w = bench.World(bench.new_root("scale-burst"))
+    if unconfined:
+        (w.data / "animaworks-tool.json").write_text(json.dumps({"sandbox": {"personal": "off"}}))
     tiny(w.personal / "tiny", background=True)
     env = w.env()
     folder = w.anima / "state" / "background_tasks"
@@ -333,6 +350,9 @@ def burst() -> None:
         ratio_row(f"{n} submits back to back, file store, end to end (tasks/s)"
                   + ("" if b == "ours" else ", the SCALE_BEFORE build"), rate, base, "tasks/s", "higher", 0.25,
                   f"{n} tasks; baseline: {n} direct spawns one after another")
+    rate, base = burst_rate(AWT, n, unconfined=True)
+    ratio_row(f"{n} submits back to back, file store, the personal tier unconfined (tasks/s)", rate, base,
+              "tasks/s", "higher", None, f"{n} tasks; baseline: {n} direct spawns one after another")
 
 
 def pg_drain(argv0: str, w, env: dict, n: int) -> float:
@@ -370,8 +390,10 @@ def pg() -> None:
     cluster = taskbench.Cluster(tmp)
     try:
         builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
+        # The same drain with the common tier unconfined: what the workers cost apart from the sandbox.
+        runs = builds + [("unconfined", AWT)]
         worlds = {}
-        for b, argv0 in builds:
+        for b, argv0 in runs:
             # Each build its own database: a build with an older schema refuses a newer one.
             url = cluster.url
             if b != "ours":
@@ -380,17 +402,21 @@ def pg() -> None:
                                check=True, capture_output=True)
                 url = cluster.url.rsplit("/", 1)[0] + f"/awt_{b}"
             w = taskbench.World(tmp / b, "postgres", url, limit=8)
+            if b == "unconfined":
+                cfg = json.loads((w.data / "animaworks-tool.json").read_text())
+                cfg["sandbox"] = {"common": "off"}
+                (w.data / "animaworks-tool.json").write_text(json.dumps(cfg))
             tool = w.data / "common_tools" / "tiny"
             tiny(tool, background=True)
             (w.data / "common_tools" / "t").unlink()
             env = w.env()
             subprocess.run([argv0, "jobs", "migrate"], env=env, check=True, capture_output=True)
             worlds[b] = (argv0, w, env, tool)
-        rates: dict[str, list[float]] = {b: [] for b, _ in builds}
+        rates: dict[str, list[float]] = {b: [] for b, _ in runs}
         base: list[float] = []
         for _ in range(RUNS):
             base.append(direct(worlds["ours"][3], n, 8))
-            for b, _ in builds:
+            for b, _ in runs:
                 argv0, w, env, _tool = worlds[b]
                 rates[b].append(pg_drain(argv0, w, env, n))
         bench.log(f"pg tasks/s: {rates}; direct spawns/s: {base}; load {Path('/proc/loadavg').read_text().split()[:3]}")
@@ -399,6 +425,8 @@ def pg() -> None:
             ratio_row(f"Postgres, 4 workers (4 slots each, per-anima limit 8), {n} trivial tasks (tasks/s)"
                       + ("" if b == "ours" else ", the SCALE_BEFORE build"), statistics.median(rates[b]), med,
                       "tasks/s", "higher", 0.35, f"{n} tasks, median of {RUNS}; baseline: direct spawns, 8 at once")
+        ratio_row(f"Postgres, the same, the common tier unconfined (tasks/s)", statistics.median(rates["unconfined"]),
+                  med, "tasks/s", "higher", None, f"{n} tasks, median of {RUNS}; baseline: direct spawns, 8 at once")
     finally:
         cluster.stop()
 
