@@ -36,8 +36,11 @@ def size(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
-def tiny(dest: Path, background: bool = False) -> None:
-    profile = {"background_eligible": True} if background else {}
+def tiny(dest: Path, background: bool = False, declared: bool = False) -> None:
+    profile: dict = {"background_eligible": True} if background else {}
+    if declared:
+        # What it needs, declared (protocol.md §2.4): no network, so no network namespace and no proxy.
+        profile["sandbox"] = {"read": ["$ANIMA_DIR"]}
     bench.build_tiny(dest, {"protocol": 1, "actions": [{"name": "go", "profile": profile}]})
 
 
@@ -176,10 +179,11 @@ def mcp_cpu(env: dict, name: str, calls: int, in_flight: int, argv0: str = AWT) 
 def mcp() -> None:
     calls = size("SCALE_MCP_CALLS", 400)
     worlds = {}
-    for label, settings in (("sandboxed", {}), ("unconfined", {"sandbox": {"personal": "off"}})):
+    for label, settings, declared in (("sandboxed", {}, False), ("unconfined", {"sandbox": {"personal": "off"}}, False),
+                                      ("sandboxed, declared", {}, True)):
         w = bench.World(bench.new_root("scale-mcp"))
         (w.data / "animaworks-tool.json").write_text(json.dumps(settings))
-        tiny(w.personal / "tiny")
+        tiny(w.personal / "tiny", declared=declared)
         worlds[label] = w.env()
         listed(worlds[label], 1)
     builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
@@ -198,6 +202,9 @@ def mcp() -> None:
         ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)"
                   + ("" if b == "ours" else ", the SCALE_BEFORE build"), med[f"{b} sandboxed"],
                   med[f"{b} unconfined"], "calls/s", "higher", 0.7, f"{calls} calls a run")
+    ratio_row("MCP, the same tool declaring what it needs (no network), 4 in flight (calls/s)",
+              med["ours sandboxed, declared"], med["ours unconfined"], "calls/s", "higher", None,
+              f"{calls} calls a run")
 
 
 def serve_rate(env: dict, tool: str, calls: int, in_flight: int, argv0: str = AWT) -> float:
