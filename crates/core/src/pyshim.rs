@@ -104,6 +104,9 @@ pub fn content_hash() -> u64 {
 /// that are this user's own and writable by nobody else ([`crate::owned`]): a copy that differs is replaced,
 /// one another user owns or could change is refused (it runs in every Python tool, core tools included).
 pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
+    // Concurrent probes of one listing all ask on a fresh cache: one extracts, the others then find its copy.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     crate::owned::dir(cache, "cache dir")?;
     let root = cache.join(format!("pysdk-{:016x}", content_hash()));
     let shim = root.join("animaworks_tool_sdk").join("_start.py");
@@ -125,7 +128,8 @@ pub fn shim_path(cache: &Path) -> io::Result<PathBuf> {
 }
 
 /// Write the package into a fresh folder and rename it to `root`; a copy already there that differs from this
-/// runner's (checked to be our own) is moved aside and removed first.
+/// runner's (checked to be our own) is moved aside and removed first. One that is intact by now (another runner
+/// wrote it meanwhile) is kept: its callers may be starting Python on it.
 fn extract(cache: &Path, root: &Path) -> io::Result<()> {
     let tmp = tempfile::Builder::new().prefix(".pysdk-").tempdir_in(cache)?;
     let pkg = tmp.path().join("animaworks_tool_sdk");
@@ -138,6 +142,9 @@ fn extract(cache: &Path, root: &Path) -> io::Result<()> {
             .mode(0o644)
             .open(pkg.join(name))?;
         f.write_all(text.as_bytes())?;
+    }
+    if intact(root)? {
+        return Ok(());
     }
     let tmp = tmp.keep();
     if root.exists() {

@@ -348,3 +348,40 @@ fn an_argparse_alias_does_not_pass_the_gate() {
     let o = run_guarded(w.cmd().args(["leg", "rmall"]), 60).unwrap();
     assert_eq!(stdout(&o).trim(), "ran rmall", "with the grant it runs: {}", stderr(&o));
 }
+
+/// A cold listing of several modules on a fresh cache: every probe asks for the Python shim at once. One probe's
+/// copy was moved aside by another's, so most of them failed ("can't open file …/_start.py", or the interpreter
+/// "not found"): 37 listings in 40 with two modules, in the sandbox.
+#[test]
+fn a_cold_listing_of_many_modules_on_a_fresh_cache_lists_them_all() {
+    for sandboxed in [true, false] {
+        for round in 0..3 {
+            let w = if sandboxed { World::sandboxed() } else { World::new() };
+            let names: Vec<String> = (0..8).map(|i| format!("m{i}_tool")).collect();
+            for n in &names {
+                let action = n.trim_end_matches("_tool");
+                std::fs::write(
+                    w.personal().join(format!("{n}.py")),
+                    format!(
+                        "def get_tool_schemas():\n    return [{{\"name\": \"{action}\", \"description\": \"d\", \
+                         \"input_schema\": {{\"type\": \"object\"}}}}]\n\ndef dispatch(name, args):\n    return 1\n"
+                    ),
+                )
+                .unwrap();
+            }
+            // Two runners at once too: one may find the other's copy half made, never one moved away.
+            let other = w.cmd().args(["tools", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+            let lists = [list_json(&w), serde_json::from_slice(&other.wait_with_output().unwrap().stdout).unwrap()];
+            for list in lists {
+                assert_eq!(
+                    list["problems"].as_array().unwrap().len(),
+                    0,
+                    "sandboxed {sandboxed}, round {round}: {list}"
+                );
+                for n in &names {
+                    assert!(tool_entry(&list, n).is_some(), "{n} missing (sandboxed {sandboxed}): {list}");
+                }
+            }
+        }
+    }
+}

@@ -224,6 +224,9 @@ pub enum MountKind {
     Hide { dir: bool },
     /// Another call's temp dir, hidden as a folder of the deny list unless it is gone by the time of the mount.
     HideOther,
+    /// An entry of the cache beside the Python shim, hidden one by one: another runner's temp dir or entry may be
+    /// gone by the time of the mount (renamed into place or removed), and is then skipped.
+    HideEntry { dir: bool },
     /// The folder of every call's temp dir ([`tmp::calls_dir`]), hidden but for this call's own.
     HideCalls,
 }
@@ -836,7 +839,7 @@ fn hide_except(out: &mut Vec<PlannedMount>, dir: &Path, keep: &Path, hidden: &mu
         hidden.push(p.clone());
         out.push(PlannedMount {
             path: p,
-            kind: MountKind::Hide { dir: m.is_dir() },
+            kind: MountKind::HideEntry { dir: m.is_dir() },
         });
     }
 }
@@ -1148,7 +1151,7 @@ impl Plan {
                     "files": s.landlock_fs(),
                     "net": match &i.proxy_hosts { Some(h) if i.net != NetPlan::All => json!(h), _ => i.net.to_json() },
                     "reads": i.reads.as_str(),
-                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideOther | MountKind::HideCalls)).count(),
+                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideEntry { .. } | MountKind::HideOther | MountKind::HideCalls)).count(),
                     "writes": i.write,
                     "noexec": if i.reads == Reads::DenyList { "mounts" } else { "landlock" },
                     "memfd": if s.seccomp { "noexec_seal" } else { "unconfined" },
@@ -1228,6 +1231,12 @@ impl Plan {
                 MountKind::HideOther => match first_dir {
                     Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),
                     None => child::Mount::hide(&m.path, true),
+                }
+                .map(child::Mount::if_there),
+                // Never the first of its kind either.
+                MountKind::HideEntry { dir } => match if dir { first_dir } else { first_file } {
+                    Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),
+                    None => child::Mount::hide(&m.path, dir),
                 }
                 .map(child::Mount::if_there),
                 MountKind::Hide { dir } => {
