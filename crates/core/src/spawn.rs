@@ -344,6 +344,14 @@ fn mode_args(file: &ToolFile, mode: Purpose<'_>) -> Vec<OsString> {
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
 fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
     let path = file.path.display();
+    if let Some(setup) = e.get_ref().and_then(|r| r.downcast_ref::<awt_sys::process::SetupFailed>()) {
+        return (
+            format!("cannot start {path}: {setup}"),
+            "a path the sandbox hides or binds changed while the call started: try again; if it persists, \
+             `animaworks-tool doctor` says what this machine's sandbox can do"
+                .into(),
+        );
+    }
     let interp = match file.launch {
         Launch::Python => Some(dirs.python.to_string_lossy().into_owned()),
         Launch::Node => Some("node".to_owned()),
@@ -405,7 +413,22 @@ mod tests {
         crate::sandbox::Plan,
         crate::probe::ProbeEnv,
     ) {
+        one_tool_in(script, |_| {})
+    }
+
+    /// [`one_tool`], with `prepare` run on the world's root before the plan is made.
+    fn one_tool_in(
+        script: &str,
+        prepare: impl FnOnce(&std::path::Path),
+    ) -> (
+        tempfile::TempDir,
+        Dirs,
+        ToolFile,
+        crate::sandbox::Plan,
+        crate::probe::ProbeEnv,
+    ) {
         let world = tempfile::tempdir().unwrap();
+        prepare(world.path());
         let dirs = Dirs::resolve(&DirOptions {
             core_dirs: vec![world.path().join("core")],
             data_dir: Some(world.path().join("data")),
@@ -441,6 +464,37 @@ mod tests {
             }
             Some(_) => None,
         }
+    }
+
+    /// A path the plan hides that is gone by the time of the mount (another anima's folder, removed) fails the
+    /// start before any program runs; the error says the sandbox's setup failed, not that a file or interpreter
+    /// is missing (which an ENOENT from the exec would mean).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_mount_whose_target_went_away_is_said_to_be_the_sandboxs_not_the_tools() {
+        let (world, dirs, file, plan, env) = one_tool_in(
+            "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
+            |root| std::fs::create_dir_all(root.join("animas/bob/memory")).unwrap(),
+        );
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
+            return;
+        }
+        if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
+            eprintln!("skipped: no mount namespace here (other animas are not hidden by a mount)");
+            return;
+        }
+        std::fs::remove_dir_all(world.path().join("animas/bob")).unwrap();
+        let err = match start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan)).await {
+            Ok(started) => {
+                let mut child = started.child;
+                let _ = awt_sys::reap::wait(&mut child).await;
+                panic!("started although a hidden path was gone");
+            }
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        assert!(msg.contains("the sandbox could not prepare"), "{msg}");
+        assert!(!msg.contains("not found"), "{msg}");
     }
 
     /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the

@@ -251,6 +251,10 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
             rustix::process::WaitOptions::empty(),
         );
         drop(init);
+        if err & SETUP_FAILED != 0 {
+            let cause = io::Error::from_raw_os_error(err & !SETUP_FAILED);
+            return Err(io::Error::new(cause.kind(), SetupFailed(cause)));
+        }
         return Err(io::Error::from_raw_os_error(err));
     }
     let [i, o, e] = ours;
@@ -324,6 +328,22 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     }
     Ok(pid)
 }
+
+/// Added to the errno that a namespace's init reports when its own setup failed (its ID maps, mounts, the proxy's
+/// listener), before any program was started: an `ENOENT` there is a mount's target gone, not the tool's file.
+pub const SETUP_FAILED: i32 = 1 << 16;
+
+/// A confined start that failed in its namespaces' setup, before the tool's exec (the cause inside).
+#[derive(Debug)]
+pub struct SetupFailed(pub io::Error);
+
+impl std::fmt::Display for SetupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the sandbox could not prepare the call's namespaces: {}", self.0)
+    }
+}
+
+impl std::error::Error for SetupFailed {}
 
 /// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
 /// (no CLONE_VFORK: it outlives the tool's exec); wait for its report.

@@ -378,7 +378,7 @@ impl PidNs {
 /// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
 /// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
 unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
-    let start = || -> io::Result<i32> {
+    let setup = || -> io::Result<()> {
         if ns.user {
             // SAFETY: a NUL-terminated path.
             unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
@@ -410,6 +410,13 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::pro
             // SAFETY: this is `G` before it clones the tool, in the network namespace it was started in; the
             // function makes raw system calls on stack memory only.
             unsafe { super::netproxy::listen_in_child(net) }?;
+        }
+        Ok(())
+    };
+    let start = || -> io::Result<i32> {
+        if let Err(e) = setup() {
+            let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO);
+            return Err(io::Error::from_raw_os_error(code | crate::process::SETUP_FAILED));
         }
         let shared = Shared {
             c,
