@@ -497,6 +497,39 @@ mod tests {
         assert!(!msg.contains("not found"), "{msg}");
     }
 
+    /// A tool may write its anima's folder but not move a folder that holds one the runner protects: renamed,
+    /// `state/` would take its unmasked task arguments out from under every later call's plan. Landlock refuses
+    /// it (the moved folder's protected contents would gain the write right of their new place), though
+    /// rename(2) itself allows moving a folder that holds a mount point.
+    #[tokio::test]
+    async fn a_tool_cannot_rename_away_a_folder_that_holds_a_protected_one() {
+        let script = r#"#!/bin/sh
+a=$(dirname "$(dirname "$0")")
+r=$(mv "$a/state" "$a/moved" 2>&1)
+printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r | tr -d '"\\')"
+"#;
+        let (world, dirs, file, plan, env) = one_tool_in(script, |_| {});
+        if let Some(why) = no_wait(&plan, &file) {
+            eprintln!("{why}");
+            return;
+        }
+        if !plan.mounts().iter().any(|m| m.path.ends_with("state/background_tasks")) {
+            eprintln!("skipped: no mount namespace here");
+            return;
+        }
+        drop(plan);
+        let got = crate::probe::probe(&file, &dirs, &env).await;
+        let anima = world.path().join("animas/alice");
+        assert!(anima.join("state/background_tasks").is_dir());
+        assert!(!anima.join("moved").exists(), "the tool renamed state/ away: {got:?}");
+        let crate::cache::Probed::Ok(m) = got else { panic!("{got:?}") };
+        assert!(
+            m.actions[0].description.contains("mv: cannot move"),
+            "{:?}",
+            m.actions[0].description
+        );
+    }
+
     /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the
     /// start returns only if the start gave the thread back while it waited for its child's report.
     #[tokio::test(flavor = "current_thread")]
