@@ -115,8 +115,11 @@ fn entry_path_in(dirs: &Dirs, file: &ToolFile, folder: u64) -> PathBuf {
     entries_dir(dirs, folder).join(entry_name(file))
 }
 
+/// The cache's folder of `--schemas` entries, one folder in it per tier folder.
+pub const ENTRIES_DIR: &str = "schemas";
+
 fn entries_dir(dirs: &Dirs, folder: u64) -> PathBuf {
-    dirs.cache.join("schemas").join(format!("{folder:016x}"))
+    dirs.cache.join(ENTRIES_DIR).join(format!("{folder:016x}"))
 }
 
 fn entry_name(file: &ToolFile) -> String {
@@ -271,7 +274,7 @@ pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
 
 /// Forget everything (`animaworks-tool refresh`).
 pub fn clear(dirs: &Dirs) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(dirs.cache.join("schemas")) {
+    match std::fs::remove_dir_all(dirs.cache.join(ENTRIES_DIR)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }

@@ -5,6 +5,7 @@ use crate::cache::{self, FileKey, Probed};
 use crate::dirs::Dirs;
 use crate::discover::{Launch, ToolFile};
 use crate::policy::env;
+use crate::sandbox::ProbePlans;
 use crate::spawn::{self, Purpose};
 use crate::stream::{self, Cancel, Drive, Ending, Quiet, Stdout};
 use std::ffi::OsString;
@@ -46,6 +47,11 @@ fn probe_timeout(file: &ToolFile) -> Duration {
 
 /// Run `TOOL --schemas` now, ignoring the cache.
 pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
+    probe_with(file, dirs, env, None).await
+}
+
+/// [`probe`], one of a listing's: its plan may be one the listing made for an earlier probe.
+async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> Probed {
     let failed = |reason: String, stderr_tail: String| Probed::Failed {
         reason,
         stderr_tail,
@@ -57,20 +63,33 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
         Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
         None => crate::sandbox::Needs::Probe,
     };
-    let plan = match crate::sandbox::for_process(dirs, file, needs) {
-        Ok(p) => p,
-        // Not cached (like a spawn failure): the settings can be fixed without touching the tool.
-        Err(e) => {
-            return Probed::Failed {
-                reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
-                stderr_tail: String::new(),
-                spawn: true,
-                timed_out: false,
-            }
-        }
+    let memo = plans.filter(|_| matches!(needs, crate::sandbox::Needs::Probe));
+    let planned = match memo {
+        Some(plans) => crate::sandbox::for_probe(dirs, file, plans),
+        None => crate::sandbox::for_process(dirs, file, needs),
     };
-    let child = match spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await
-    {
+    let plan = match planned {
+        Ok(p) => p,
+        Err(e) => return planning_failed(e),
+    };
+    let mut started =
+        spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await;
+    let mut plan = plan;
+    // A plan the listing made earlier can name a path that was removed since (another anima's folder): the
+    // listing forgets its plans, and this probe is planned afresh, not from the memo, and started once more.
+    if let (Some(plans), Err(e)) = (memo, &started) {
+        if e.detail(crate::error::Detail::Reason).and_then(|r| r.as_str()) == Some(spawn::SANDBOX_SETUP_FAILED) {
+            plans.clear();
+            drop(plan);
+            plan = match crate::sandbox::for_process(dirs, file, crate::sandbox::Needs::Probe) {
+                Ok(p) => p,
+                Err(e) => return planning_failed(e),
+            };
+            started =
+                spawn::start_tool_async(file, dirs, Purpose::Schemas, env.for_file(file), None, Some(&plan)).await;
+        }
+    }
+    let child = match started {
         Ok(c) => c,
         Err(e) => {
             return Probed::Failed {
@@ -140,6 +159,16 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
     }
 }
 
+/// Not cached (like a spawn failure): the settings can be fixed without touching the tool.
+fn planning_failed(e: crate::error::CallError) -> Probed {
+    Probed::Failed {
+        reason: format!("{}; {}", e.message, e.hint.unwrap_or_default()),
+        stderr_tail: String::new(),
+        spawn: true,
+        timed_out: false,
+    }
+}
+
 /// Whether a result came from the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Obtained {
@@ -154,6 +183,10 @@ pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
 
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
 pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
+    manifest_with(file, dirs, env, None).await
+}
+
+async fn manifest_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> (Probed, Obtained) {
     let key = match FileKey::of(file, dirs) {
         Ok(k) => k,
         Err(e) => {
@@ -186,7 +219,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
             Obtained::Probe,
         );
     }
-    let probed = probe(file, dirs, env).await;
+    let probed = probe_with(file, dirs, env, plans).await;
     // Why not cache a timeout: it may be load on the machine, not the tool. It is remembered for a while instead.
     let timed_out = matches!(&probed, Probed::Failed { timed_out: true, .. });
     if timed_out {
@@ -254,15 +287,16 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.clone());
+    let plans = Arc::new(ProbePlans::default());
     let on = probe_runtime();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in misses {
-        let (sem, dirs, env) = (sem.clone(), dirs.clone(), env.clone());
+        let (sem, dirs, env, plans) = (sem.clone(), dirs.clone(), env.clone(), plans.clone());
         tasks.spawn_on(
             async move {
                 let _permit = sem.acquire_owned().await.expect("semaphore open");
                 // Looks at the cache again: another runner may have probed it meanwhile.
-                let (p, s) = manifest(&file, &dirs, &env).await;
+                let (p, s) = manifest_with(&file, &dirs, &env, Some(&plans)).await;
                 (i, file, p, s)
             },
             &on,
@@ -273,6 +307,7 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
             out[i] = Some((f, p, s));
         }
     }
+    tracing::debug!("cold listing: {} probes took a plan an earlier one made", plans.taken());
     out.into_iter().flatten().collect()
 }
 

@@ -224,10 +224,17 @@ mod starters {
 
 fn spawn_failed(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> CallError {
     let (msg, hint) = explain_spawn_error(file, dirs, e);
-    CallError::new(ErrorCode::SpawnFailed, msg)
+    let err = CallError::new(ErrorCode::SpawnFailed, msg)
         .hint(hint)
-        .with(crate::error::Detail::Tool, file.name.clone())
+        .with(crate::error::Detail::Tool, file.name.clone());
+    match e.get_ref().is_some_and(|r| r.is::<awt_sys::process::SetupFailed>()) {
+        true => err.with(crate::error::Detail::Reason, SANDBOX_SETUP_FAILED),
+        false => err,
+    }
 }
+
+/// The reason of a start whose sandbox could not be set up (a path it hides or binds changed meanwhile).
+pub const SANDBOX_SETUP_FAILED: &str = "sandbox_setup_failed";
 
 fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
     match child.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
@@ -528,6 +535,138 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             "{:?}",
             m.actions[0].description
         );
+    }
+
+    const SCHEMAS: &str = "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n";
+
+    /// A listing takes a plan an earlier probe of it made only while the folders that plan looked in are as they
+    /// were: another anima's folder made meanwhile is hidden from the next probe, as from a plan made afresh.
+    #[test]
+    fn a_remembered_probe_plan_is_not_taken_once_another_animas_folder_appears() {
+        let (world, dirs, file, plan, _env) = one_tool_in(SCHEMAS, |root| {
+            std::fs::create_dir_all(root.join("animas/bob")).unwrap()
+        });
+        if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
+            eprintln!("skipped: no mount namespace here (other animas are not hidden by a mount)");
+            return;
+        }
+        drop(plan);
+        // A folder changed within the file system's timestamp tick is not trusted to show the next change.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let plans = crate::sandbox::ProbePlans::default();
+        let plan = || crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
+        drop(plan());
+        let second = plan();
+        assert_eq!(plans.taken(), 1, "the second probe did not take the first one's plan");
+        // What it took is what it would have planned, but for its own temp dir.
+        let fresh = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
+        let seen = |p: &crate::sandbox::Plan| {
+            let tmp = p.tmp().unwrap().to_string_lossy().into_owned();
+            let text = format!("{:?} {:?} {}", p.mounts(), p.writable(), p.summary());
+            text.replace(&tmp, "$TMP")
+        };
+        assert_eq!(seen(&second), seen(&fresh));
+        assert!(second.mounts().iter().any(|m| m.path.ends_with("animas/bob")));
+        drop((second, fresh));
+        std::fs::create_dir_all(world.path().join("animas/carol/memory")).unwrap();
+        let third = plan();
+        assert!(
+            third.mounts().iter().any(|m| m.path.ends_with("animas/carol")),
+            "a folder made after the remembered plan is not hidden: {:?}",
+            third.mounts()
+        );
+        assert_eq!(plans.taken(), 1);
+    }
+
+    /// A deny entry named through a link (`current/secret`, `current` a link to a release folder) is hidden where
+    /// the link leads when the probe is planned: a link swapped during a listing makes the next probe plan afresh.
+    #[test]
+    fn a_remembered_probe_plan_is_not_taken_once_a_link_on_the_way_to_a_denied_path_is_swapped() {
+        let (world, dirs, file, plan, _env) = one_tool_in(SCHEMAS, |root| {
+            for v in ["v1", "v2"] {
+                std::fs::create_dir_all(root.join("srv/app/rel").join(v).join("secret")).unwrap();
+            }
+            std::os::unix::fs::symlink(root.join("srv/app/rel/v1"), root.join("srv/app/current")).unwrap();
+            std::fs::create_dir_all(root.join("data")).unwrap();
+            let deny = root.join("srv/app/current/secret").to_string_lossy().into_owned();
+            let settings = serde_json::json!({"sandbox": {"deny": [deny]}});
+            std::fs::write(
+                root.join("data").join(crate::settings::SETTINGS_FILE),
+                settings.to_string(),
+            )
+            .unwrap();
+        });
+        let hides =
+            |p: &crate::sandbox::Plan, v: &str| p.mounts().iter().any(|m| m.path.ends_with(format!("rel/{v}/secret")));
+        if !hides(&plan, "v1") {
+            eprintln!("skipped: no mount namespace here (a deny entry is not hidden by a mount)");
+            return;
+        }
+        drop(plan);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let plans = crate::sandbox::ProbePlans::default();
+        let plan = || crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
+        drop(plan());
+        drop(plan());
+        assert_eq!(plans.taken(), 1, "the second probe did not take the first one's plan");
+        std::fs::remove_file(world.path().join("srv/app/current")).unwrap();
+        std::os::unix::fs::symlink(
+            world.path().join("srv/app/rel/v2"),
+            world.path().join("srv/app/current"),
+        )
+        .unwrap();
+        let third = plan();
+        assert!(
+            hides(&third, "v2"),
+            "the denied path the link now leads to is not hidden: {:?}",
+            third.mounts()
+        );
+    }
+
+    /// The cache's entries folder is hidden whole from a Python probe only if it is there when the probe is
+    /// planned: on a cold cache it is made first, so that the entries the listing's probes write next are not
+    /// readable by the probes planned before them.
+    #[test]
+    fn a_python_probe_planned_on_a_cold_cache_hides_the_entries_folder() {
+        let (_world, dirs, mut file, plan, _env) = one_tool(SCHEMAS);
+        if plan.reads() != Some(crate::sandbox::Reads::DenyList) {
+            eprintln!("skipped: no mount namespace here (the cache is not readable through Landlock's rules)");
+            return;
+        }
+        drop(plan);
+        let _ = std::fs::remove_dir_all(dirs.cache.join(crate::cache::ENTRIES_DIR));
+        file.launch = Launch::Python;
+        let plan = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
+        let entries = awt_sys::confine::rules::canonical(&dirs.cache.join(crate::cache::ENTRIES_DIR))
+            .expect("the entries folder was made");
+        assert!(
+            plan.mounts().iter().any(|m| m.path == entries),
+            "{} is not hidden: {:?}",
+            entries.display(),
+            plan.mounts()
+        );
+    }
+
+    /// A mount the start cannot prepare because its path is gone since the plan (a remembered probe plan's) is a
+    /// failure of the sandbox's setup, which a listing plans afresh and starts once more, not the tool's failure.
+    #[test]
+    fn a_planned_mount_whose_path_is_gone_is_a_failure_of_the_sandboxs_setup() {
+        let (_world, _dirs, file, plan, _env) = one_tool(SCHEMAS);
+        let tmp = plan.tmp().map(Path::to_path_buf);
+        let Some(tmp) = tmp.filter(|t| plan.mounts().iter().any(|m| m.path == *t)) else {
+            eprintln!("skipped: no mount namespace here (the temp dir is not mounted)");
+            return;
+        };
+        std::fs::remove_dir_all(&tmp).unwrap();
+        let err = plan
+            .confine(&file.path)
+            .err()
+            .expect("confined although its temp dir is gone");
+        assert!(
+            err.get_ref().is_some_and(|r| r.is::<awt_sys::process::SetupFailed>()),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cannot be prepared"), "{err}");
     }
 
     /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the

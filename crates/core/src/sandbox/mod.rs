@@ -15,7 +15,9 @@
 
 mod declared;
 mod places;
+mod probe_plans;
 mod tmp;
+pub use probe_plans::ProbePlans;
 pub use tmp::{calls_dir, release_spares};
 use tmp::CallTmp;
 
@@ -113,6 +115,21 @@ impl<'a> Needs<'a> {
 
 /// The plan of one process of `file`, with the anima's permissions read here.
 pub fn for_process(dirs: &Dirs, file: &ToolFile, needs: Needs<'_>) -> Result<Plan, CallError> {
+    for_process_with(dirs, file, needs, None)
+}
+
+/// The plan of `file`'s `--schemas` probe, one of a listing's: what the listing's earlier probes planned for the
+/// same tool folder and temp dir, under the same settings and grants, is not planned again ([`ProbePlans`]).
+pub fn for_probe(dirs: &Dirs, file: &ToolFile, plans: &ProbePlans) -> Result<Plan, CallError> {
+    for_process_with(dirs, file, Needs::Probe, Some(plans))
+}
+
+fn for_process_with(
+    dirs: &Dirs,
+    file: &ToolFile,
+    needs: Needs<'_>,
+    plans: Option<&ProbePlans>,
+) -> Result<Plan, CallError> {
     let perms = match &dirs.anima {
         Some(a) => crate::policy::permissions::load(a),
         None => Ok(LoadedPermissions {
@@ -123,7 +140,7 @@ pub fn for_process(dirs: &Dirs, file: &ToolFile, needs: Needs<'_>) -> Result<Pla
             ))),
         }),
     };
-    let p = plan(dirs, file, &perms, needs)?;
+    let p = plan_loading(dirs, file, &perms, needs, plans)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
     }
@@ -158,8 +175,10 @@ pub struct Origin {
     pub net_by_grant: bool,
 }
 
-#[derive(Debug)]
-struct Inner {
+/// A plan's confinement but the process's own temp dir and tool file: the same for every `--schemas` probe of one
+/// tool folder with one temp dir, so that a listing makes it once for them ([`ProbePlans`]).
+#[derive(Debug, Clone)]
+struct Shared {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     exec: Vec<PathBuf>,
@@ -172,18 +191,30 @@ struct Inner {
     mounts: Vec<PlannedMount>,
     /// Non-public targets the anima's grants name, which the proxy relays.
     private_net: Vec<String>,
-    tmp: CallTmp,
     support: kernel::Support,
     pid_ns: bool,
     /// The host list is enforced: the process gets a network namespace and reaches only the runner's proxy,
     /// which holds each connection to these entries (docs/sandbox.md).
     proxy_hosts: Option<Vec<String>>,
-    tool: PathBuf,
     cache: PathBuf,
     home: Option<PathBuf>,
     data: PathBuf,
     /// Started through the Python shim.
     python: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Shared,
+    tmp: CallTmp,
+    tool: PathBuf,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 /// How a plan confines reads.
@@ -271,8 +302,18 @@ pub fn plan(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
+    plan_loading(dirs, file, perms, needs, None)
+}
+
+fn plan_loading(
+    dirs: &Dirs,
+    file: &ToolFile,
+    perms: &Result<LoadedPermissions, PermissionsError>,
+    needs: Needs<'_>,
+    plans: Option<&ProbePlans>,
+) -> Result<Plan, CallError> {
     let all = crate::settings::Settings::load(&dirs.data).map_err(|e| e.to_call_error())?;
-    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
+    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox, plans)?;
     p.limits = crate::resources::CallLimits::for_process(&all, file, perms)?;
     Ok(p)
 }
@@ -286,7 +327,7 @@ pub fn for_call(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
 ) -> Result<Plan, CallError> {
-    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox)?;
+    let mut p = plan_with(dirs, file, perms, needs, &all.sandbox, None)?;
     p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);
@@ -300,8 +341,11 @@ fn plan_with(
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
     settings: &SandboxSettings,
+    plans: Option<&ProbePlans>,
 ) -> Result<Plan, CallError> {
     let _memo = rules::memo();
+    // Before the plan looks at the file system: a folder changed since may hold what the plan did not see.
+    let planned_at = std::time::SystemTime::now();
     let (grants, perms_path) = match perms {
         Ok(p) => (p.permissions.sandbox.clone(), p.path().to_path_buf()),
         // The gate refuses every call then; a probe still gets the defaults.
@@ -346,6 +390,40 @@ fn plan_with(
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
+    let python = file.launch == crate::discover::Launch::Python;
+    let probe_key = match (&needs, plans) {
+        (Needs::Probe, Some(_)) => Some(probe_plans::Key {
+            data: dirs.data.clone(),
+            anima: dirs.anima.clone(),
+            tool_dir: file.path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            python,
+            tmp_dir: tmp_path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            home: crate::env_vars::HOME.get_os().map(PathBuf::from),
+            settings: settings.clone(),
+            grants: grants.clone(),
+        }),
+        _ => None,
+    };
+    if let (Some(plans), Some(key)) = (plans, &probe_key) {
+        if let Some(mut shared) = plans.get(key, &tmp_path) {
+            if shared.reads == Reads::DenyList {
+                hide_other_call_tmps(&mut shared.mounts, &tmp_path);
+            }
+            return Ok(Plan {
+                inner: Some(Inner {
+                    shared,
+                    tmp,
+                    tool: tool_real,
+                }),
+                warnings: Vec::new(),
+                declared,
+                origin,
+                proxy: Default::default(),
+                limits: Default::default(),
+                check_only,
+            });
+        }
+    }
     let places = Places {
         anima: dirs.anima.clone(),
         data: dirs.data.clone(),
@@ -359,9 +437,12 @@ fn plan_with(
     let pid_ns = settings.pid_namespace && support.pid_namespace;
     // The mount namespace comes with the PID namespace (the same clone).
     let mount_ns = pid_ns;
-    let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref());
+    // The paths as named, before their links are followed: a remembered plan watches their folders too.
+    let mut named: Vec<PathBuf> = Vec::new();
+    let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref(), &mut named);
     for raw in settings.deny.iter().chain(&grants.deny) {
         if let Ok(Some(p)) = places.expand(raw) {
+            named.push(p.clone());
             let p = rules::canonical(&p).unwrap_or(p);
             protected_read.paths.insert(p.clone());
             protected_write.paths.insert(p);
@@ -399,6 +480,7 @@ fn plan_with(
             }
         }
     }
+    named.extend(grant_write.iter().chain(&grant_read).chain(&grant_exec).cloned());
     let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> { v.iter().filter_map(|p| rules::canonical(p)).collect() };
     let grant_write = canon(grant_write);
     let grant_read: Vec<PathBuf> = canon(grant_read)
@@ -568,10 +650,7 @@ fn plan_with(
     let mounts = if mount_ns && !check_only {
         let mut writable = write.clone();
         writable.push(tmp_path.clone());
-        let python = file.launch == crate::discover::Launch::Python;
-        let mut m = mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write);
-        hide_other_call_tmps(&mut m, &tmp_path);
-        m
+        mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write)
     } else {
         Vec::new()
     };
@@ -599,26 +678,42 @@ fn plan_with(
         }
         warnings.push(format!("{what}; running it less confined (\"unsupported\": \"warn\")"));
     }
+    let mut shared = Shared {
+        read,
+        write,
+        exec,
+        net,
+        protected_read,
+        protected_write,
+        reads,
+        mounts,
+        private_net: grants.private_targets(),
+        support,
+        pid_ns,
+        proxy_hosts,
+        cache: dirs.cache.clone(),
+        home,
+        data: dirs.data.clone(),
+        python,
+    };
+    if let (Some(plans), Some(key), true) = (plans, probe_key, warnings.is_empty()) {
+        let made = probe_plans::Made {
+            at: planned_at,
+            tmp: &tmp_path,
+            named: &named,
+            cache: &dirs.cache,
+        };
+        plans.put(key, &shared, made);
+    }
+    // Why after the memo: without the calls folder's one mount, this lists the other calls' dirs of the moment.
+    if mount_ns && !check_only {
+        hide_other_call_tmps(&mut shared.mounts, &tmp_path);
+    }
     Ok(Plan {
         inner: Some(Inner {
-            read,
-            write,
-            exec,
-            net,
-            protected_read,
-            protected_write,
-            reads,
-            mounts,
-            private_net: grants.private_targets(),
+            shared,
             tmp,
-            support,
-            pid_ns,
-            proxy_hosts,
             tool: tool_real,
-            cache: dirs.cache.clone(),
-            home,
-            data: dirs.data.clone(),
-            python: file.launch == crate::discover::Launch::Python,
         }),
         warnings,
         declared,
@@ -755,6 +850,11 @@ fn mounts(
         .then(|| crate::pyshim::shim_path(&dirs.cache).ok())
         .flatten()
         .and_then(|s| s.parent().and_then(Path::parent).and_then(rules::canonical));
+    if shim_root.is_some() {
+        // Hidden whole only if it is there: made on a cold cache, so that the entries its probes write next are
+        // not readable by those planned before them.
+        let _ = crate::owned::dir(&dirs.cache.join(crate::cache::ENTRIES_DIR), "cache dir");
+    }
     let cache = rules::canonical(&dirs.cache).unwrap_or_else(|| dirs.cache.clone());
     let mut denied: Vec<&PathBuf> = protected_read.paths.iter().collect();
     denied.sort_by_key(|p| p.as_os_str().len());
@@ -895,7 +995,7 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
 }
 
 /// The runner's state, as canonical paths: (never read, never written).
-fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
+fn protected(dirs: &Dirs, home: Option<&Path>, raw: &mut Vec<PathBuf>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
     let anima = dirs
         .anima
@@ -943,6 +1043,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
         }
     }
     let mut kept: Vec<PathBuf> = Vec::new();
+    raw.extend(secret.iter().cloned());
     for p in secret {
         kept.push(rules::canonical(&p).unwrap_or(p));
     }
@@ -975,6 +1076,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>) -> (Protected, Protected) {
             runner_files.push(a.join(f));
         }
     }
+    raw.extend(runner_files.iter().cloned());
     for p in runner_files {
         write.paths.insert(rules::canonical(&p).unwrap_or(p));
     }
@@ -1251,8 +1353,10 @@ impl Plan {
                 }
             };
             // Never start with a mount left out: a secret would be readable, a writable place executable.
+            // A path gone since the plan (a remembered probe plan's) is a setup failure: planned again, it starts.
             mounts.push(made.ok_or_else(|| {
-                io::Error::other(format!("the sandbox cannot prepare its mount of {}", m.path.display()))
+                let cause = io::Error::other(format!("its mount of {} cannot be prepared", m.path.display()));
+                io::Error::other(awt_sys::process::SetupFailed(cause))
             })?);
         }
         // An interpreter installed inside a writable place (a project's `.venv` in the caller's directory) keeps
