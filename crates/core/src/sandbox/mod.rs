@@ -163,6 +163,8 @@ pub struct Plan {
     pub limits: crate::resources::CallLimits,
     /// Planned for [`Needs::Decide`]: no process may start from it, confined or not.
     check_only: bool,
+    /// Taken from a listing's remembered plans ([`for_probe`]), not planned for this process.
+    remembered: bool,
 }
 
 /// Where a plan's confinement comes from: the tool's tier, and whether the mode and the network were set by the
@@ -375,6 +377,7 @@ fn plan_with(
             proxy: Default::default(),
             limits: Default::default(),
             check_only,
+            remembered: false,
         });
     }
     let key = match needs {
@@ -421,6 +424,7 @@ fn plan_with(
                 proxy: Default::default(),
                 limits: Default::default(),
                 check_only,
+                remembered: true,
             });
         }
     }
@@ -721,6 +725,7 @@ fn plan_with(
         proxy: Default::default(),
         limits: Default::default(),
         check_only,
+        remembered: false,
     })
 }
 
@@ -1158,6 +1163,11 @@ fn prefix_of(program: &Path, home: Option<&Path>, data: &Path) -> Option<PathBuf
 }
 
 impl Plan {
+    /// Was it taken from a listing's remembered plans ([`for_probe`])?
+    pub fn remembered(&self) -> bool {
+        self.remembered
+    }
+
     /// Is the process confined at all?
     pub fn is_confined(&self) -> bool {
         self.inner.is_some()

@@ -11,7 +11,7 @@ use crate::settings::sandbox::SandboxSettings;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Enough for the folders of the three tiers, and some.
@@ -21,8 +21,9 @@ const KEPT: usize = 16;
 /// unseen (the file system stamps with a coarse clock): the plan is not remembered.
 const TOO_FRESH: Duration = Duration::from_millis(50);
 
-/// [`TOO_FRESH`] where the timestamps have no fraction of a second (ext4 with small inodes, FAT, some NFS).
-const TOO_FRESH_WHOLE_SECONDS: Duration = Duration::from_secs(2);
+/// [`TOO_FRESH`] where a timestamp has no fraction of a second (ext4 with small inodes, FAT's 2 s steps, some
+/// NFS), and a tick of the coarse clock more.
+const TOO_FRESH_WHOLE_SECONDS: Duration = Duration::from_secs(3);
 
 /// How a plan came to be, for [`ProbePlans::put`].
 pub(super) struct Made<'a> {
@@ -96,7 +97,7 @@ impl Seen {
         for d in dirs {
             let s = stamp(d);
             if let Some(s) = &s {
-                let whole = s.mtime.1 == 0 && s.ctime.1 == 0;
+                let whole = s.mtime.1 == 0 || s.ctime.1 == 0;
                 let margin = if whole { TOO_FRESH_WHOLE_SECONDS } else { TOO_FRESH };
                 let since = made.at.checked_sub(margin)?;
                 let time = |(sec, nsec): (i64, i64)| {
@@ -116,27 +117,36 @@ impl Seen {
     }
 }
 
+#[derive(Debug)]
+struct Kept {
+    seen: Seen,
+    plan: Shared,
+    tmp: PathBuf,
+}
+
 /// The plans of one listing's probes (`probe::manifests`); dropped with the listing.
 #[derive(Debug, Default)]
 pub struct ProbePlans {
-    /// Each plan with the temp dir it was made for.
-    kept: Mutex<Vec<(Key, Seen, Shared, PathBuf)>>,
+    /// Each plan with the temp dir it was made for (shared: its folders are looked at outside the lock).
+    kept: Mutex<Vec<(Key, Arc<Kept>)>>,
     /// How many plans were taken from here.
     taken: AtomicUsize,
 }
 
 impl ProbePlans {
-    /// The plan remembered for `key`, if the folders it looked in are as they were.
     /// The plan remembered for `key`, if the folders it looked in are as they were, made for the probe's temp
     /// dir `tmp`.
     pub(super) fn get(&self, key: &Key, tmp: &Path) -> Option<Shared> {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let i = kept.iter().position(|(k, _, _, _)| k == key)?;
-        if kept[i].1.unchanged() {
+        let found = {
+            let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            kept.iter().find(|(k, _)| k == key).map(|(_, p)| p.clone())?
+        };
+        if found.seen.unchanged() {
             self.taken.fetch_add(1, Ordering::Relaxed);
-            return Some(kept[i].2.for_tmp(&kept[i].3, tmp));
+            return Some(found.plan.for_tmp(&found.tmp, tmp));
         }
-        kept.remove(i);
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(_, p)| !Arc::ptr_eq(p, &found));
         None
     }
 
@@ -159,13 +169,21 @@ impl ProbePlans {
             return;
         };
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.iter().any(|(k, _, _, _)| *k == key) {
+        if kept.iter().any(|(k, _)| *k == key) {
             return;
         }
         if kept.len() >= KEPT {
             kept.remove(0);
         }
-        kept.push((key, seen, plan.clone(), tmp.to_path_buf()));
+        let plan = plan.clone();
+        kept.push((
+            key,
+            Arc::new(Kept {
+                seen,
+                plan,
+                tmp: tmp.to_path_buf(),
+            }),
+        ));
     }
 
     /// Forget every plan: one of them named a path that is gone.
@@ -251,18 +269,27 @@ mod tests {
             named: &[],
             cache: &dirs.cache,
         };
+        // As `plan_with` puts it: before the other calls' temp dirs are hidden (their folder changes all the time).
+        let mut shared = inner.shared.clone();
+        let others = |m: &super::super::PlannedMount| {
+            matches!(
+                m.kind,
+                super::super::MountKind::HideCalls | super::super::MountKind::HideOther
+            )
+        };
+        shared.mounts.retain(|m| !others(m));
         std::thread::sleep(Duration::from_millis(150));
         let begun = SystemTime::now();
         std::fs::create_dir(root.join("animas/carol")).unwrap();
         std::thread::sleep(TOO_FRESH * 3);
         let plans = ProbePlans::default();
-        plans.put(key.clone(), &inner.shared, made(begun));
+        plans.put(key.clone(), &shared, made(begun));
         assert!(
             plans.get(&key, &tmp).is_none(),
             "remembered although animas/ changed after it was begun"
         );
         // The same plan, begun after the change, is remembered.
-        plans.put(key.clone(), &inner.shared, made(SystemTime::now()));
+        plans.put(key.clone(), &shared, made(SystemTime::now()));
         assert!(plans.get(&key, &tmp).is_some());
     }
 
