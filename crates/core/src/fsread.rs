@@ -15,6 +15,8 @@ pub const SMALL: u64 = 1024 * 1024;
 pub const TASK: u64 = 64 * 1024 * 1024;
 /// Bound for a schema cache entry: a `--schemas` answer is at most 16 MiB.
 pub const CACHE_ENTRY: u64 = 32 * 1024 * 1024;
+/// A folder's pack of cache entries (`cache::store_many`).
+pub const CACHE_PACK: u64 = 64 * 1024 * 1024;
 
 fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {

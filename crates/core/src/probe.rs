@@ -77,7 +77,7 @@ async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<
     let mut plan = plan;
     // A plan the listing made earlier can name a path that was removed since (another anima's folder): the
     // listing forgets its plans, and this probe is planned afresh, not from the memo, and started once more.
-    if let (Some(plans), Err(e)) = (memo, &started) {
+    if let (Some(plans), Err(e), true) = (memo, &started, plan.remembered()) {
         if e.detail(crate::error::Detail::Reason).and_then(|r| r.as_str()) == Some(spawn::SANDBOX_SETUP_FAILED) {
             plans.clear();
             drop(plan);
@@ -183,10 +183,19 @@ pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
 
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
 pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
-    manifest_with(file, dirs, env, None).await
+    manifest_with(file, dirs, env, None, None).await
 }
 
-async fn manifest_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> (Probed, Obtained) {
+/// What a listing's probes store together at its end ([`cache::store_many`]).
+type Pending = std::sync::Mutex<Vec<(ToolFile, FileKey, Probed)>>;
+
+async fn manifest_with(
+    file: &ToolFile,
+    dirs: &Dirs,
+    env: &ProbeEnv,
+    plans: Option<&ProbePlans>,
+    pending: Option<&Pending>,
+) -> (Probed, Obtained) {
     let key = match FileKey::of(file, dirs) {
         Ok(k) => k,
         Err(e) => {
@@ -228,7 +237,13 @@ async fn manifest_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Opti
     let transient = timed_out || matches!(&probed, Probed::Failed { spawn, .. } if *spawn);
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
-        cache::store(dirs, file, &key, &probed);
+        match pending {
+            Some(p) => p
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((file.clone(), key, probed.clone())),
+            None => cache::store(dirs, file, &key, &probed),
+        }
     }
     (probed, Obtained::Probe)
 }
@@ -288,15 +303,16 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.clone());
     let plans = Arc::new(ProbePlans::default());
+    let pending = Arc::new((misses.len() >= cache::PACK_MIN).then(Pending::default));
     let on = probe_runtime();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in misses {
-        let (sem, dirs, env, plans) = (sem.clone(), dirs.clone(), env.clone(), plans.clone());
+        let (sem, dirs, env, plans, pending) = (sem.clone(), dirs.clone(), env.clone(), plans.clone(), pending.clone());
         tasks.spawn_on(
             async move {
                 let _permit = sem.acquire_owned().await.expect("semaphore open");
                 // Looks at the cache again: another runner may have probed it meanwhile.
-                let (p, s) = manifest_with(&file, &dirs, &env, Some(&plans)).await;
+                let (p, s) = manifest_with(&file, &dirs, &env, Some(&plans), pending.as_ref().as_ref()).await;
                 (i, file, p, s)
             },
             &on,
@@ -308,6 +324,9 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
         }
     }
     tracing::debug!("cold listing: {} probes took a plan an earlier one made", plans.taken());
+    if let Some(p) = pending.as_ref() {
+        cache::store_many(&dirs, &p.lock().unwrap_or_else(|e| e.into_inner()));
+    }
     out.into_iter().flatten().collect()
 }
 

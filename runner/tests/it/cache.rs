@@ -323,3 +323,57 @@ fn a_listing_believes_no_entry_of_a_cache_dir_others_can_write() {
     list_json(&w);
     assert_eq!(probes(&counter), 2);
 }
+
+/// A listing that probes many tools writes their entries into one file (the folder's pack): the next listing and
+/// a call take them from it; a forged pack (a FIFO, another tool's line under a name) is only a miss; a tool
+/// changed later is probed alone and gets an entry file of its own, looked at before the pack.
+#[test]
+fn a_cold_listing_of_many_tools_keeps_their_entries_in_one_pack() {
+    let w = World::new();
+    let counter = w.tmp.path().join("probes");
+    let names: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+    for n in &names {
+        w.tool(&w.common(), n, &counting_tool(n, &counter, n));
+    }
+    list_json(&w);
+    assert_eq!(probes(&counter), 10);
+    let files = cache_files(&w);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let pack = files[0].clone();
+    assert_eq!(pack.file_name().unwrap(), "pack");
+    list_json(&w);
+    assert_eq!(label(&w, "t4"), "t4");
+    assert_eq!(probes(&counter), 10, "the pack's entries were not believed");
+    let listed = |w: &World| {
+        let o = run_guarded(w.cmd().args(["tools", "--json"]), 60).expect("the listing hung on a forged pack");
+        assert!(o.status.success(), "{}", stderr(&o));
+        json(&o)
+    };
+
+    std::fs::remove_file(&pack).unwrap();
+    mkfifo(&pack);
+    let list = listed(&w);
+    assert!(tool_entry(&list, "t9").is_some(), "{list}");
+    assert_eq!(probes(&counter), 20, "a FIFO pack is a miss for every tool");
+    assert!(std::fs::symlink_metadata(&pack).unwrap().file_type().is_file(), "the pack was rebuilt");
+
+    // t1's line under t0's name: it names another file, so it is not t0's.
+    let text = std::fs::read_to_string(&pack).unwrap();
+    let line = |n: &str| text.lines().find(|l| l.starts_with(&format!("{n}.json\t"))).unwrap().to_owned();
+    let forged = text.replace(&line("t0"), &line("t1").replacen("t1.json\t", "t0.json\t", 1));
+    std::fs::write(&pack, forged).unwrap();
+    let list = listed(&w);
+    let actions = &tool_entry(&list, "t0").expect("t0 is listed")["actions"];
+    assert_eq!(actions[0]["schema_name"], "t0_run", "{list}");
+    assert_eq!(probes(&counter), 21, "another file's line is a miss, and only for its name");
+
+    // Changed alone: probed alone, into an entry file of its own, which is believed before the pack's line.
+    let path = w.common().join("t3");
+    std::fs::write(&path, counting_tool("t3", &counter, "t3 v2")).unwrap();
+    listed(&w);
+    assert_eq!(probes(&counter), 22);
+    assert!(cache_files(&w).iter().any(|f| f.file_name().unwrap() == "t3.json"));
+    listed(&w);
+    assert_eq!(label(&w, "t3"), "t3 v2");
+    assert_eq!(probes(&counter), 22);
+}
