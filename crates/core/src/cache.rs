@@ -130,6 +130,9 @@ const PACK: &str = "pack";
 /// A listing with fewer misses than this writes an entry file for each.
 pub const PACK_MIN: usize = 8;
 
+/// A listing writes its pack this many entries at a time (and the rest at its end).
+pub const PACK_BATCH: usize = 200;
+
 fn entries_dir(dirs: &Dirs, folder: u64) -> PathBuf {
     dirs.cache.join(ENTRIES_DIR).join(format!("{folder:016x}"))
 }
@@ -165,6 +168,13 @@ pub fn load(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
     Lookup::new(dirs).load(file, key)
 }
 
+/// [`load`] from the file's own entry only, not from its folder's pack.
+pub fn load_entry_file(dirs: &Dirs, file: &ToolFile, key: &FileKey) -> Option<Probed> {
+    let mut l = Lookup::new(dirs);
+    l.packs = false;
+    l.load(file, key)
+}
+
 /// Many [`load`]s of one listing: the cache dir's trust is checked once, each tier folder is resolved once
 /// and its entries' folder opened once (all three were done per tool: a third of a warm listing's system
 /// calls, and a path walk of the whole cache path for each `stat` and `open`). Each entry is still read as
@@ -175,6 +185,8 @@ pub struct Lookup<'a> {
     /// Tier folder → its entries' folder, open (`None`: there is none, every entry is a miss), and its pack once
     /// read.
     folders: std::collections::HashMap<PathBuf, Option<Folder>>,
+    /// Whether the folders' packs are looked at.
+    packs: bool,
 }
 
 struct Folder {
@@ -219,6 +231,7 @@ impl<'a> Lookup<'a> {
             dirs,
             trusted: trusted(dirs).is_some(),
             folders: std::collections::HashMap::new(),
+            packs: true,
         }
     }
 
@@ -242,6 +255,9 @@ impl<'a> Lookup<'a> {
             if let Some(p) = matches(&bytes) {
                 return Some(p);
             }
+        }
+        if !self.packs {
+            return None;
         }
         let dir = &folder.dir;
         let pack = folder.pack.get_or_insert_with(|| {
@@ -290,8 +306,12 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
             store(dirs, &item.0, &item.1, &item.2);
         }
     }
+    // One writer of a pack at a time in this process: two merges at once would lose one's lines.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     for (folder, items) in folders {
         let dir = entries_dir(dirs, folder);
+        let tier_folder = items.first().and_then(|i| i.0.path.parent()).map(Path::to_path_buf);
         let write = || -> std::io::Result<()> {
             crate::owned::dir(&dirs.cache, "cache dir")?;
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
@@ -305,7 +325,11 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 };
                 let name = entry_name(file);
                 // Compact JSON holds no newline: a string's is escaped.
-                let json = serde_json::to_vec(&entry)?;
+                let Ok(json) = serde_json::to_vec(&entry) else {
+                    // (A path that is not UTF-8.) This one entry is lost, not the folder's.
+                    tracing::warn!("cannot cache the schemas of {}", file.path.display());
+                    continue;
+                };
                 if (out.len() + name.len() + json.len()) as u64 + 2 > crate::fsread::CACHE_PACK {
                     // A pack past its bound would not be read back: a huge answer gets its own file.
                     store(dirs, file, key, probed);
@@ -321,14 +345,22 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 .and_then(|d| crate::fsread::read_at(&d, Path::new(PACK), crate::fsread::CACHE_PACK))
                 .map(Pack::parse)
                 .unwrap_or_default();
+            let tier = tier_folder.as_deref();
             for (name, range) in &kept.lines {
-                let fits = (out.len() + name.len() + range.len()) as u64 + 2 <= crate::fsread::CACHE_PACK;
-                if fits && !names.contains(std::str::from_utf8(name).unwrap_or("")) {
-                    out.extend_from_slice(name);
-                    out.push(b'\t');
-                    out.extend_from_slice(&kept.bytes[range.clone()]);
-                    out.push(b'\n');
+                let Ok(name) = std::str::from_utf8(name) else { continue };
+                if names.contains(name) || tier.is_some_and(|t| !tool_exists(t, name)) {
+                    continue;
                 }
+                let line = &kept.bytes[range.clone()];
+                if (out.len() + name.len() + line.len()) as u64 + 2 > crate::fsread::CACHE_PACK {
+                    // Past the bound: its own file (its bytes are an entry's), not lost.
+                    write_entry_file(&dir.join(name), line)?;
+                    continue;
+                }
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'\t');
+                out.extend_from_slice(line);
+                out.push(b'\n');
             }
             let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
             std::io::Write::write_all(&mut tmp, &out)?;
@@ -339,6 +371,24 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
             tracing::warn!("could not write the schema cache at {}: {e}", dir.join(PACK).display());
         }
     }
+}
+
+/// Does the tool file of the entry `name` still exist in the tier folder `tier`? (Else its pack line goes.)
+fn tool_exists(tier: &Path, name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".json") else { return false };
+    if tier.join(stem).exists() {
+        return true;
+    }
+    // An MCP server's entry: `<declaring file>.mcp.<server>.json`.
+    stem.rfind(".mcp.").is_some_and(|i| tier.join(&stem[..i]).exists())
+}
+
+fn write_entry_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("has parent");
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// How long a `--schemas` that timed out is remembered: no probe of that file version until then.

@@ -210,7 +210,13 @@ async fn manifest_with(
             )
         }
     };
-    if let Some(p) = cache::load(dirs, file, &key) {
+    // In a listing, only the entry file: the listing has looked at the pack, and read again by each of 1,000
+    // probes it would be read 1,000 times.
+    let again = match pending {
+        Some(_) => cache::load_entry_file(dirs, file, &key),
+        None => cache::load(dirs, file, &key),
+    };
+    if let Some(p) = again {
         return (p, Obtained::Cache);
     }
     if let Some(left) = cache::timed_out_recently(dirs, file, &key) {
@@ -238,10 +244,17 @@ async fn manifest_with(
     // Why compare the key again: a file changed during its probe must not be cached under the old identity.
     if !transient && FileKey::of(file, dirs).ok().as_ref() == Some(&key) {
         match pending {
-            Some(p) => p
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((file.clone(), key, probed.clone())),
+            Some(p) => {
+                // Written as the listing goes, a batch at a time: a listing stopped before its end keeps most.
+                let batch = {
+                    let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+                    p.push((file.clone(), key, probed.clone()));
+                    (p.len() >= cache::PACK_BATCH).then(|| std::mem::take(&mut *p))
+                };
+                if let Some(b) = batch {
+                    cache::store_many(dirs, &b);
+                }
+            }
             None => cache::store(dirs, file, &key, &probed),
         }
     }

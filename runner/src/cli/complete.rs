@@ -100,11 +100,14 @@ fn dirs_of(words: &[OsString]) -> Dirs {
 
 /// Every visible tool with its cached manifest (`None` when it was never probed or has changed since).
 pub fn cached_tools(dirs: &Dirs) -> Vec<(String, Option<Manifest>)> {
+    // One lookup for them all: a folder's pack is read once, not once per tool.
+    let mut lookup = cache::Lookup::new(dirs);
     awt_core::discover::scan(dirs)
         .tools
         .into_values()
         .map(|f| {
-            let m = awt_core::probe::cached(&f, dirs).and_then(|p| match p {
+            let key = cache::FileKey::of(&f, dirs).ok();
+            let m = key.and_then(|k| lookup.load(&f, &k)).and_then(|p| match p {
                 cache::Probed::Ok(m) => Some(m),
                 _ => None,
             });
