@@ -456,3 +456,61 @@ pub fn clear(dirs: &Dirs) -> std::io::Result<()> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirs::DirOptions;
+
+    fn failed(reason: &str) -> Probed {
+        Probed::Failed {
+            reason: reason.into(),
+            stderr_tail: String::new(),
+            spawn: false,
+            timed_out: false,
+        }
+    }
+
+    /// A pack's entries are found by a lookup but not by a listing probe's re-check (which reads the tool's own
+    /// entry file only: the listing read the pack once already); a pack written again keeps the lines of other
+    /// tools still there and drops the line of a tool whose file is gone.
+    #[test]
+    fn a_pack_keeps_the_lines_of_tools_still_there_and_is_not_read_by_a_probes_recheck() {
+        let world = tempfile::tempdir().unwrap();
+        let tier = world.path().join("tools");
+        std::fs::create_dir_all(&tier).unwrap();
+        let dirs = Dirs::resolve(&DirOptions {
+            core_dirs: vec![],
+            data_dir: Some(world.path().join("data")),
+            anima_dir: None,
+            cache_dir: Some(world.path().join("cache")),
+            python: None,
+        });
+        let tool = |name: &str| {
+            let path = tier.join(name);
+            std::fs::write(&path, name).unwrap();
+            let file = ToolFile {
+                name: name.into(),
+                tier: crate::tier::Tier::Common,
+                path,
+                launch: Launch::Exec,
+                mcp: None,
+                stat: None,
+            };
+            let key = FileKey::of(&file, &dirs).unwrap();
+            (file, key, failed(name))
+        };
+        let (a, b, c) = (tool("a"), tool("b"), tool("c"));
+        store_many(&dirs, &[a.clone(), b.clone()]);
+        let found = |t: &(ToolFile, FileKey, Probed)| load(&dirs, &t.0, &t.1);
+        assert!(matches!(found(&a), Some(Probed::Failed { reason, .. }) if reason == "a"));
+        assert!(load_entry_file(&dirs, &a.0, &a.1).is_none(), "a probe's re-check read the pack");
+        std::fs::remove_file(&b.0.path).unwrap();
+        store_many(&dirs, &[c.clone()]);
+        assert!(found(&a).is_some(), "a's line was lost when c was written");
+        assert!(found(&c).is_some());
+        let pack = std::fs::read_to_string(entries_dir(&dirs, folder_hash(&a.0)).join(PACK)).unwrap();
+        assert!(!pack.lines().any(|l| l.starts_with("b.json\t")), "{pack}");
+        assert_eq!(pack.lines().count(), 2, "{pack}");
+    }
+}
