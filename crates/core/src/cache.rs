@@ -282,11 +282,7 @@ pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
         crate::owned::dir(&dirs.cache, "cache dir")?;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         // Serialized whole first: `to_writer` on the file made one `write` per token (~235 an entry).
-        let bytes = serde_json::to_vec(&entry)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        std::io::Write::write_all(&mut tmp, &bytes)?;
-        tmp.persist(&path).map_err(|e| e.error)?;
-        Ok(())
+        write_atomically(&path, &serde_json::to_vec(&entry)?)
     };
     if let Err(e) = write() {
         tracing::warn!("could not write the schema cache at {}: {e}", path.display());
@@ -354,7 +350,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 let line = &kept.bytes[range.clone()];
                 if (out.len() + name.len() + line.len()) as u64 + 2 > crate::fsread::CACHE_PACK {
                     // Past the bound: its own file (its bytes are an entry's), not lost.
-                    write_entry_file(&dir.join(name), line)?;
+                    write_atomically(&dir.join(name), line)?;
                     continue;
                 }
                 out.extend_from_slice(name.as_bytes());
@@ -362,10 +358,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 out.extend_from_slice(line);
                 out.push(b'\n');
             }
-            let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
-            std::io::Write::write_all(&mut tmp, &out)?;
-            tmp.persist(dir.join(PACK)).map_err(|e| e.error)?;
-            Ok(())
+            write_atomically(&dir.join(PACK), &out)
         };
         if let Err(e) = write() {
             tracing::warn!("could not write the schema cache at {}: {e}", dir.join(PACK).display());
@@ -383,7 +376,8 @@ fn tool_exists(tier: &Path, name: &str) -> bool {
     stem.rfind(".mcp.").is_some_and(|i| tier.join(&stem[..i]).exists())
 }
 
-fn write_entry_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// `bytes` as the whole of `path`, in its folder (temp file + rename: a reader sees the old file or the new).
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().expect("has parent");
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     std::io::Write::write_all(&mut tmp, bytes)?;
@@ -438,11 +432,7 @@ pub fn remember_timeout(dirs: &Dirs, file: &ToolFile, key: &FileKey) {
         let dir = path.parent().expect("has parent");
         crate::owned::dir(&dirs.cache, "cache dir")?;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        let bytes = serde_json::to_vec(&memo)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        std::io::Write::write_all(&mut tmp, &bytes)?;
-        tmp.persist(&path).map_err(|e| e.error)?;
-        Ok(())
+        write_atomically(&path, &serde_json::to_vec(&memo)?)
     };
     if let Err(e) = write() {
         tracing::warn!("could not write {}: {e}", path.display());
@@ -506,7 +496,7 @@ mod tests {
         assert!(matches!(found(&a), Some(Probed::Failed { reason, .. }) if reason == "a"));
         assert!(load_entry_file(&dirs, &a.0, &a.1).is_none(), "a probe's re-check read the pack");
         std::fs::remove_file(&b.0.path).unwrap();
-        store_many(&dirs, &[c.clone()]);
+        store_many(&dirs, std::slice::from_ref(&c));
         assert!(found(&a).is_some(), "a's line was lost when c was written");
         assert!(found(&c).is_some());
         let pack = std::fs::read_to_string(entries_dir(&dirs, folder_hash(&a.0)).join(PACK)).unwrap();

@@ -186,7 +186,7 @@ pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, 
     manifest_with(file, dirs, env, None, None).await
 }
 
-/// What a listing's probes store together at its end ([`cache::store_many`]).
+/// What a listing's probes store together, a batch at a time and the rest at its end ([`cache::store_many`]).
 type Pending = std::sync::Mutex<Vec<(ToolFile, FileKey, Probed)>>;
 
 async fn manifest_with(

@@ -539,6 +539,17 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
 
     const SCHEMAS: &str = "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n";
 
+    /// A listing's plans in which `file`'s probe plan was made once and then taken by a second probe, which is
+    /// returned.
+    fn planned_then_taken(dirs: &Dirs, file: &ToolFile, plans: &crate::sandbox::ProbePlans) -> crate::sandbox::Plan {
+        // A folder changed within the file system's timestamp tick is not trusted to show the next change.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        drop(crate::sandbox::for_probe(dirs, file, plans).unwrap());
+        let second = crate::sandbox::for_probe(dirs, file, plans).unwrap();
+        assert_eq!(plans.taken(), 1, "the second probe did not take the first one's plan");
+        second
+    }
+
     /// A listing takes a plan an earlier probe of it made only while the folders that plan looked in are as they
     /// were: another anima's folder made meanwhile is hidden from the next probe, as from a plan made afresh.
     #[test]
@@ -551,13 +562,8 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             return;
         }
         drop(plan);
-        // A folder changed within the file system's timestamp tick is not trusted to show the next change.
-        std::thread::sleep(std::time::Duration::from_millis(150));
         let plans = crate::sandbox::ProbePlans::default();
-        let plan = || crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
-        drop(plan());
-        let second = plan();
-        assert_eq!(plans.taken(), 1, "the second probe did not take the first one's plan");
+        let second = planned_then_taken(&dirs, &file, &plans);
         // What it took is what it would have planned, but for its own temp dir.
         let fresh = crate::sandbox::for_process(&dirs, &file, crate::sandbox::Needs::Probe).unwrap();
         let seen = |p: &crate::sandbox::Plan| {
@@ -569,7 +575,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         assert!(second.mounts().iter().any(|m| m.path.ends_with("animas/bob")));
         drop((second, fresh));
         std::fs::create_dir_all(world.path().join("animas/carol/memory")).unwrap();
-        let third = plan();
+        let third = crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
         assert!(
             third.mounts().iter().any(|m| m.path.ends_with("animas/carol")),
             "a folder made after the remembered plan is not hidden: {:?}",
@@ -603,19 +609,15 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             return;
         }
         drop(plan);
-        std::thread::sleep(std::time::Duration::from_millis(150));
         let plans = crate::sandbox::ProbePlans::default();
-        let plan = || crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
-        drop(plan());
-        drop(plan());
-        assert_eq!(plans.taken(), 1, "the second probe did not take the first one's plan");
+        drop(planned_then_taken(&dirs, &file, &plans));
         std::fs::remove_file(world.path().join("srv/app/current")).unwrap();
         std::os::unix::fs::symlink(
             world.path().join("srv/app/rel/v2"),
             world.path().join("srv/app/current"),
         )
         .unwrap();
-        let third = plan();
+        let third = crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
         assert!(
             hides(&third, "v2"),
             "the denied path the link now leads to is not hidden: {:?}",

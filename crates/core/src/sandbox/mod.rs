@@ -401,7 +401,7 @@ fn plan_with(
             tool_dir: file.path.parent().map(Path::to_path_buf).unwrap_or_default(),
             python,
             tmp_dir: tmp_path.parent().map(Path::to_path_buf).unwrap_or_default(),
-            home: crate::env_vars::HOME.get_os().map(PathBuf::from),
+            home: home.clone(),
             settings: settings.clone(),
             grants: grants.clone(),
         }),
@@ -441,12 +441,13 @@ fn plan_with(
     let pid_ns = settings.pid_namespace && support.pid_namespace;
     // The mount namespace comes with the PID namespace (the same clone).
     let mount_ns = pid_ns;
-    // The paths as named, before their links are followed: a remembered plan watches their folders too.
-    let mut named: Vec<PathBuf> = Vec::new();
-    let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref(), &mut named);
+    // The paths as named, before their links are followed: a remembered plan watches their folders too (kept
+    // for a listing's probes only, not on every call's way).
+    let mut named: Option<Vec<PathBuf>> = probe_key.as_ref().map(|_| Vec::new());
+    let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref(), named.as_mut());
     for raw in settings.deny.iter().chain(&grants.deny) {
         if let Ok(Some(p)) = places.expand(raw) {
-            named.push(p.clone());
+            named.iter_mut().for_each(|n| n.push(p.clone()));
             let p = rules::canonical(&p).unwrap_or(p);
             protected_read.paths.insert(p.clone());
             protected_write.paths.insert(p);
@@ -484,7 +485,9 @@ fn plan_with(
             }
         }
     }
-    named.extend(grant_write.iter().chain(&grant_read).chain(&grant_exec).cloned());
+    if let Some(n) = &mut named {
+        n.extend(grant_write.iter().chain(&grant_read).chain(&grant_exec).cloned());
+    }
     let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> { v.iter().filter_map(|p| rules::canonical(p)).collect() };
     let grant_write = canon(grant_write);
     let grant_read: Vec<PathBuf> = canon(grant_read)
@@ -700,12 +703,11 @@ fn plan_with(
         data: dirs.data.clone(),
         python,
     };
-    if let (Some(plans), Some(key), true) = (plans, probe_key, warnings.is_empty()) {
+    if let (Some(plans), Some(key), Some(named), true) = (plans, probe_key, &named, warnings.is_empty()) {
         let made = probe_plans::Made {
             at: planned_at,
             tmp: &tmp_path,
-            named: &named,
-            cache: &dirs.cache,
+            named,
         };
         plans.put(key, &shared, made);
     }
@@ -1000,7 +1002,8 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
 }
 
 /// The runner's state, as canonical paths: (never read, never written).
-fn protected(dirs: &Dirs, home: Option<&Path>, raw: &mut Vec<PathBuf>) -> (Protected, Protected) {
+/// `raw`, when given, gets the same paths as named, before their links are followed.
+fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
     let anima = dirs
         .anima
@@ -1048,7 +1051,9 @@ fn protected(dirs: &Dirs, home: Option<&Path>, raw: &mut Vec<PathBuf>) -> (Prote
         }
     }
     let mut kept: Vec<PathBuf> = Vec::new();
-    raw.extend(secret.iter().cloned());
+    if let Some(r) = raw.as_deref_mut() {
+        r.extend(secret.iter().cloned());
+    }
     for p in secret {
         kept.push(rules::canonical(&p).unwrap_or(p));
     }
@@ -1081,7 +1086,9 @@ fn protected(dirs: &Dirs, home: Option<&Path>, raw: &mut Vec<PathBuf>) -> (Prote
             runner_files.push(a.join(f));
         }
     }
-    raw.extend(runner_files.iter().cloned());
+    if let Some(r) = raw {
+        r.extend(runner_files.iter().cloned());
+    }
     for p in runner_files {
         write.paths.insert(rules::canonical(&p).unwrap_or(p));
     }

@@ -33,7 +33,6 @@ pub(super) struct Made<'a> {
     pub tmp: &'a Path,
     /// The plan's protected places and grants as named, before their links were followed.
     pub named: &'a [PathBuf],
-    pub cache: &'a Path,
 }
 
 /// What a probe's plan was made from, but the file system.
@@ -90,7 +89,7 @@ impl Seen {
             dirs.insert(animas);
             dirs.extend(own.as_deref().and_then(Path::parent));
         }
-        dirs.insert(made.cache);
+        dirs.insert(&plan.cache);
         // The temp dirs' folder changes with every call; the key names it, and `for_tmp` replaces the dir.
         dirs.remove(tmp_dir);
         let mut seen = Vec::with_capacity(dirs.len());
@@ -267,7 +266,6 @@ mod tests {
             at,
             tmp: &tmp,
             named: &[],
-            cache: &dirs.cache,
         };
         // As `plan_with` puts it: before the other calls' temp dirs are hidden (their folder changes all the time).
         let mut shared = inner.shared.clone();
