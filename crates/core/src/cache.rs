@@ -220,9 +220,9 @@ impl Pack {
     }
 }
 
-/// A name a pack line can hold.
+/// A name a pack line can hold: an entry's file name (a line of a forged pack may name `../x`).
 fn packable(name: &str) -> bool {
-    !name.is_empty() && !name.contains(['\t', '\n'])
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['\t', '\n', '/'])
 }
 
 impl<'a> Lookup<'a> {
@@ -344,7 +344,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
             let tier = tier_folder.as_deref();
             for (name, range) in &kept.lines {
                 let Ok(name) = std::str::from_utf8(name) else { continue };
-                if names.contains(name) || tier.is_some_and(|t| !tool_exists(t, name)) {
+                if !packable(name) || names.contains(name) || tier.is_some_and(|t| !tool_exists(t, name)) {
                     continue;
                 }
                 let line = &kept.bytes[range.clone()];
@@ -502,5 +502,12 @@ mod tests {
         let pack = std::fs::read_to_string(entries_dir(&dirs, folder_hash(&a.0)).join(PACK)).unwrap();
         assert!(!pack.lines().any(|l| l.starts_with("b.json\t")), "{pack}");
         assert_eq!(pack.lines().count(), 2, "{pack}");
+        // A forged line whose name leads out of the folder is dropped, never written anywhere.
+        let packed = entries_dir(&dirs, folder_hash(&a.0)).join(PACK);
+        std::fs::write(&packed, format!("{pack}../tools/a.json\t{{}}\n")).unwrap();
+        store_many(&dirs, std::slice::from_ref(&b));
+        let pack = std::fs::read_to_string(&packed).unwrap();
+        assert!(!pack.contains("../"), "{pack}");
+        assert!(!world.path().join("cache/a.json").exists());
     }
 }
