@@ -194,29 +194,67 @@ struct Folder {
     pack: Option<Pack>,
 }
 
-/// A folder's pack, read whole: entry name → the entry's bytes.
+/// A folder's pack, read whole: entry name → the entry's bytes. Its lines are indexed at its second lookup: a
+/// one-shot call looks up one tool, and at 10,000 tools indexing every line would be most of its lookup's work.
 #[derive(Default)]
 struct Pack {
     bytes: Vec<u8>,
-    lines: std::collections::HashMap<Vec<u8>, std::ops::Range<usize>>,
+    lines: Option<std::collections::HashMap<Vec<u8>, std::ops::Range<usize>>>,
+    looked: bool,
 }
 
 impl Pack {
     fn parse(bytes: Vec<u8>) -> Pack {
-        let mut lines = std::collections::HashMap::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
-            if let Some(tab) = memchr::memchr(b'\t', &bytes[at..end]) {
-                lines.insert(bytes[at..at + tab].to_vec(), at + tab + 1..end);
-            }
-            at = end + 1;
-        }
-        Pack { bytes, lines }
+        let mut p = Pack::unindexed(bytes);
+        p.index();
+        p
     }
 
-    fn get(&self, name: &str) -> Option<&[u8]> {
-        self.lines.get(name.as_bytes()).map(|r| &self.bytes[r.clone()])
+    fn unindexed(bytes: Vec<u8>) -> Pack {
+        Pack {
+            bytes,
+            lines: None,
+            looked: false,
+        }
+    }
+
+    fn index(&mut self) -> &std::collections::HashMap<Vec<u8>, std::ops::Range<usize>> {
+        let bytes = &self.bytes;
+        self.lines.get_or_insert_with(|| {
+            let mut lines = std::collections::HashMap::new();
+            let mut at = 0;
+            while at < bytes.len() {
+                let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
+                if let Some(tab) = memchr::memchr(b'\t', &bytes[at..end]) {
+                    // The last line of a name wins, as in the index a `HashMap` insert makes.
+                    lines.insert(bytes[at..at + tab].to_vec(), at + tab + 1..end);
+                }
+                at = end + 1;
+            }
+            lines
+        })
+    }
+
+    fn get(&mut self, name: &str) -> Option<&[u8]> {
+        if self.lines.is_none() && !std::mem::replace(&mut self.looked, true) {
+            return self.find(name);
+        }
+        let range = self.index().get(name.as_bytes())?.clone();
+        Some(&self.bytes[range])
+    }
+
+    /// The last line of `name`, found without an index (a line holds no raw newline or tab before its name's
+    /// end: compact JSON escapes them, and a name holds neither).
+    fn find(&self, name: &str) -> Option<&[u8]> {
+        let mut needle = Vec::with_capacity(name.len() + 2);
+        needle.push(b'\n');
+        needle.extend_from_slice(name.as_bytes());
+        needle.push(b'\t');
+        let start = if self.bytes.starts_with(&needle[1..]) { Some(0) } else { None };
+        let later = memchr::memmem::rfind(&self.bytes, &needle).map(|i| i + 1);
+        let at = later.or(start)? + name.len() + 1;
+        let end = memchr::memchr(b'\n', &self.bytes[at..]).map_or(self.bytes.len(), |i| at + i);
+        Some(&self.bytes[at..end])
     }
 }
 
@@ -262,7 +300,7 @@ impl<'a> Lookup<'a> {
         let dir = &folder.dir;
         let pack = folder.pack.get_or_insert_with(|| {
             crate::fsread::read_at(dir, Path::new(PACK), crate::fsread::CACHE_PACK)
-                .map(Pack::parse)
+                .map(Pack::unindexed)
                 .unwrap_or_default()
         });
         matches(pack.get(&name)?)
@@ -342,7 +380,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 .map(Pack::parse)
                 .unwrap_or_default();
             let tier = tier_folder.as_deref();
-            for (name, range) in &kept.lines {
+            for (name, range) in kept.lines.iter().flatten() {
                 let Ok(name) = std::str::from_utf8(name) else { continue };
                 if !packable(name) || names.contains(name) || tier.is_some_and(|t| !tool_exists(t, name)) {
                     continue;
@@ -358,7 +396,16 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
                 out.extend_from_slice(line);
                 out.push(b'\n');
             }
-            write_atomically(&dir.join(PACK), &out)
+            write_atomically(&dir.join(PACK), &out)?;
+            // An entry file of a name the pack now holds is older (or, written by another process meanwhile, a
+            // miss later): every lookup would read it before the pack. The folder is listed once, not asked for
+            // each of a listing's 1,000 names.
+            for name in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).map(|e| e.file_name()) {
+                if name.to_str().is_some_and(|n| names.contains(n)) {
+                    let _ = std::fs::remove_file(dir.join(name));
+                }
+            }
+            Ok(())
         };
         if let Err(e) = write() {
             tracing::warn!("could not write the schema cache at {}: {e}", dir.join(PACK).display());
@@ -509,5 +556,58 @@ mod tests {
         let pack = std::fs::read_to_string(&packed).unwrap();
         assert!(!pack.contains("../"), "{pack}");
         assert!(!world.path().join("cache/a.json").exists());
+    }
+
+    /// A pack's first lookup scans for its one line, the next ones use the index: both find the same line (the
+    /// last of a name), at the start, in the middle and at an end without a newline, and neither finds a name
+    /// that is only a line's prefix or suffix.
+    #[test]
+    fn a_packs_scan_and_its_index_find_the_same_lines() {
+        let bytes = b"a.json\t1\nab.json\t2\nb.json\t3\na.json\t4\nxb.json\t5\nc.json\t6".to_vec();
+        for name in ["a.json", "ab.json", "b.json", "c.json", "xb.json", "x.json", "json", "b"] {
+            let scanned = Pack::unindexed(bytes.clone()).get(name).map(<[u8]>::to_vec);
+            let indexed = Pack::parse(bytes.clone()).get(name).map(<[u8]>::to_vec);
+            assert_eq!(scanned, indexed, "{name}");
+        }
+        let mut p = Pack::unindexed(bytes);
+        assert_eq!(p.get("a.json"), Some(&b"4"[..]));
+        assert!(p.lines.is_none(), "one lookup indexed the pack");
+        assert_eq!(p.get("c.json"), Some(&b"6"[..]));
+        assert!(p.lines.is_some());
+    }
+
+    /// A tool probed on its own has an entry file; once a listing has written it into the pack, the file goes
+    /// (every lookup read it before the pack), and the pack's line is found.
+    #[test]
+    fn a_pack_written_for_a_tool_removes_its_older_entry_file() {
+        let world = tempfile::tempdir().unwrap();
+        let tier = world.path().join("tools");
+        std::fs::create_dir_all(&tier).unwrap();
+        let dirs = Dirs::resolve(&DirOptions {
+            core_dirs: vec![],
+            data_dir: Some(world.path().join("data")),
+            anima_dir: None,
+            cache_dir: Some(world.path().join("cache")),
+            python: None,
+        });
+        let path = tier.join("a");
+        std::fs::write(&path, "v1").unwrap();
+        let file = ToolFile {
+            name: "a".into(),
+            tier: crate::tier::Tier::Common,
+            path: path.clone(),
+            launch: Launch::Exec,
+            mcp: None,
+            stat: None,
+        };
+        store(&dirs, &file, &FileKey::of(&file, &dirs).unwrap(), &failed("v1"));
+        let own = entry_path(&dirs, &file);
+        assert!(own.is_file());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, "v2, longer").unwrap();
+        let key = FileKey::of(&file, &dirs).unwrap();
+        store_many(&dirs, &[(file.clone(), key.clone(), failed("v2"))]);
+        assert!(!own.exists(), "the entry file the pack supersedes is still read before it");
+        assert!(matches!(load(&dirs, &file, &key), Some(Probed::Failed { reason, .. }) if reason == "v2"));
     }
 }

@@ -183,7 +183,13 @@ pub fn cached(file: &ToolFile, dirs: &Dirs) -> Option<Probed> {
 
 /// The manifest of `file`: from the cache when the file is unchanged, else probed and stored.
 pub async fn manifest(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
-    manifest_with(file, dirs, env, None, None).await
+    manifest_with(file, dirs, env, None, None, false).await
+}
+
+/// [`manifest`] of a file that [`cached`] just missed: only its entry file is looked at again (another process
+/// may have probed it meanwhile), not its folder's pack, which the miss read.
+pub async fn manifest_after_miss(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> (Probed, Obtained) {
+    manifest_with(file, dirs, env, None, None, true).await
 }
 
 /// What a listing's probes store together, a batch at a time and the rest at its end ([`cache::store_many`]).
@@ -195,6 +201,7 @@ async fn manifest_with(
     env: &ProbeEnv,
     plans: Option<&ProbePlans>,
     pending: Option<&Pending>,
+    after_miss: bool,
 ) -> (Probed, Obtained) {
     let key = match FileKey::of(file, dirs) {
         Ok(k) => k,
@@ -212,9 +219,9 @@ async fn manifest_with(
     };
     // In a listing, only the entry file: the listing has looked at the pack, and read again by each of 1,000
     // probes it would be read 1,000 times.
-    let again = match pending {
-        Some(_) => cache::load_entry_file(dirs, file, &key),
-        None => cache::load(dirs, file, &key),
+    let again = match pending.is_some() || after_miss {
+        true => cache::load_entry_file(dirs, file, &key),
+        false => cache::load(dirs, file, &key),
     };
     if let Some(p) = again {
         return (p, Obtained::Cache);
@@ -325,7 +332,7 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
             async move {
                 let _permit = sem.acquire_owned().await.expect("semaphore open");
                 // Looks at the cache again: another runner may have probed it meanwhile.
-                let (p, s) = manifest_with(&file, &dirs, &env, Some(&plans), pending.as_ref().as_ref()).await;
+                let (p, s) = manifest_with(&file, &dirs, &env, Some(&plans), pending.as_ref().as_ref(), false).await;
                 (i, file, p, s)
             },
             &on,
