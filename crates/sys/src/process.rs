@@ -133,7 +133,17 @@ pub enum Start {
     /// [`Child`] owns, and reports the tool's exec through [`Init::report_fd`] and the tool's end through
     /// [`Init::tool_status`]. Why not a fork: copying the runner's page tables and tearing the copy down cost
     /// a sandboxed call about 0.3 ms (bench/README.md, "Third pass").
-    Init(libc::c_int),
+    Init(libc::c_int, Option<Join>),
+}
+
+/// Kept namespaces a [`Start::Init`] child joins instead of making them ([`crate::confine::keptnet`]): the
+/// runner's descriptors of them, open until the start returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Join {
+    /// The user namespace that owns `net`, joined first by a short-lived joiner that then clones the init (a
+    /// runner without `CAP_SYS_ADMIN`); `None`: the init joins `net` itself.
+    pub user: Option<RawFd>,
+    pub net: RawFd,
 }
 
 /// What the runner shares with a child started by [`Start::Init`].
@@ -148,6 +158,8 @@ pub struct Init {
     pub tool_status: AtomicI32,
     /// The top of a stack for the child's own clone of the tool.
     pub tool_stack: *mut libc::c_void,
+    /// It joined kept user and network namespaces ([`Join`]): their maps are written, `lo` may be up.
+    pub joined: bool,
 }
 
 // SAFETY: `tool_stack` is an address in a mapping the Child owns; the rest is atomics and a number.
@@ -232,6 +244,9 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
         pre,
         err: AtomicI32::new(0),
         init: None,
+        join: None,
+        init_flags: 0,
+        init_stack: std::ptr::null_mut(),
     };
     let (pid, init) = match how {
         // SAFETY: the descriptors to dup are open (`keep` and `null` hold them until the child has started, an
@@ -239,7 +254,7 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
         // the child writes `setup.err` while we are suspended (CLONE_VFORK).
         Start::Vfork => (unsafe { vfork_and_run(&setup)? }, None),
         // SAFETY: as above; `clone_init` waits for the child's report before `setup` goes.
-        Start::Init(flags) => unsafe { clone_init(&mut setup, flags)? },
+        Start::Init(flags, join) => unsafe { clone_init(&mut setup, flags, join)? },
     };
     drop(keep);
     drop(null);
@@ -286,6 +301,10 @@ struct Setup<'a> {
     err: AtomicI32,
     /// With [`Start::Init`]: what the child shares with the runner.
     init: Option<*const Init>,
+    /// With [`Start::Init`] and a [`Join`]: what to join, and the init's clone (for the joiner).
+    join: Option<Join>,
+    init_flags: libc::c_int,
+    init_stack: *mut libc::c_void,
 }
 
 /// Start the child in this memory (`clone(CLONE_VM | CLONE_VFORK)`); this thread is suspended until it has
@@ -346,16 +365,34 @@ impl std::fmt::Display for SetupFailed {
 impl std::error::Error for SetupFailed {}
 
 /// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
-/// (no CLONE_VFORK: it outlives the tool's exec); wait for its report.
+/// (no CLONE_VFORK: it outlives the tool's exec); wait for its report. With `join`, it joins kept user and network
+/// namespaces instead of making them (`flags` then names neither): through a joiner when there is a user
+/// namespace to join ([`crate::confine::keptnet`] says why), else itself.
 ///
 /// # Safety
-/// As [`vfork_and_run`].
-unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i32, Option<InitMemory>)> {
+/// As [`vfork_and_run`]; `join`'s descriptors open until this returns.
+unsafe fn clone_init(
+    setup: &mut Setup<'_>,
+    flags: libc::c_int,
+    join: Option<Join>,
+) -> io::Result<(i32, Option<InitMemory>)> {
+    fn failed_setup(e: io::Error) -> io::Error {
+        io::Error::from_raw_os_error(e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO) | SETUP_FAILED)
+    }
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the parent's `Setup`, alive until this child has reported (clone_init waits for that).
         let s = unsafe { &*(arg as *const Setup) };
-        // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
-        let e = unsafe { child_main(s) };
+        let e = match s.join {
+            // SAFETY: this is the init, one thread, before its exec: joining a network namespace is its own
+            // affair; the descriptor is the runner's, copied into this child's table at the clone.
+            Some(Join { user: None, net }) => match unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) } {
+                Err(e) => failed_setup(e),
+                // SAFETY: as below.
+                Ok(()) => unsafe { child_main(s) },
+            },
+            // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
+            _ => unsafe { child_main(s) },
+        };
         let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
         if let Some(init) = s.init {
             // SAFETY: `init` is the Init clone_init made, alive until this child is reaped; 4 bytes from `code`.
@@ -373,8 +410,48 @@ unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i
         unsafe { crate::syscall::call(libc::SYS_exit_group, 127, 0, 0, 0) };
         127
     }
+    /// The joiner: into the kept user namespace (every capability there) and its network namespace, then the
+    /// init, as the runner's child; then gone. The runner is suspended meanwhile (CLONE_VFORK).
+    extern "C" fn joiner(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended (CLONE_VFORK) and after, until
+        // the init has reported.
+        let s = unsafe { &*(arg as *const Setup) };
+        let r = (|| -> io::Result<()> {
+            let (Some(Join { user: Some(user), net }), Some(init)) = (s.join, s.init) else {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            };
+            // SAFETY: this joiner is one thread with a `fs` of its own (cloned without CLONE_THREAD or
+            // CLONE_FS), before any exec; the descriptors are the runner's, copied into its table.
+            unsafe { crate::confine::keptnet::setns(user, libc::CLONE_NEWUSER) }?;
+            // SAFETY: as above; it now has every capability in the namespace that owns `net`.
+            unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) }?;
+            // SAFETY: the init runs `entry` on its own stack (made by clone_init) with `s`, which stays alive until
+            // it has reported; CLONE_PARENT makes it the runner's child, and CLONE_PARENT_SETTID stores its pid in
+            // `init.pid`, in the shared memory. libc's clone writes errno only when it fails, and nobody reads it.
+            let pid = unsafe {
+                libc::clone(
+                    entry,
+                    s.init_stack,
+                    s.init_flags | libc::CLONE_PARENT,
+                    arg,
+                    (*init).pid.as_ptr(),
+                )
+            };
+            if pid < 0 {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            s.err.store(failed_setup(e).raw_os_error().unwrap_or(libc::EIO), Ordering::SeqCst);
+        }
+        // SAFETY: ends the joiner only; a raw call, so the runner's errno is left alone.
+        unsafe { crate::syscall::call(libc::SYS_exit_group, 0, 0, 0, 0) };
+        0
+    }
     release_abandoned();
-    let stacks = crate::syscall::Stacks::new(2)?;
+    let joiner_needed = join.is_some_and(|j| j.user.is_some());
+    let stacks = crate::syscall::Stacks::new(if joiner_needed { 3 } else { 2 })?;
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // Why at 3 or above: a runner whose 0–2 are closed gets them back from pipe(); the child's dup3 onto 0–2
     // would then replace the report's write end with a stdio end before it reports. The low one is closed at
@@ -391,27 +468,61 @@ unsafe fn clone_init(setup: &mut Setup<'_>, flags: libc::c_int) -> io::Result<(i
         report_fd: w.as_raw_fd(),
         tool_status: AtomicI32::new(Init::NO_STATUS),
         tool_stack: stacks.top(1),
+        joined: join.is_some(),
     });
     setup.init = Some(&*init as *const Init);
+    setup.join = join;
+    setup.init_flags = libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD | flags;
+    setup.init_stack = stacks.top(0);
     // Shared from here on: the child reads it while this thread waits.
     let setup = &*setup;
-    // SAFETY: the child runs `entry` on stack 0 with every signal blocked. `setup` (and what it borrows) stays
-    // alive until the child's report below, after which the child touches only its stacks and `init`, which the
-    // returned InitMemory keeps until it has been reaped. CLONE_PARENT_SETTID stores the child's pid (as we see
-    // it) in `init.pid` before the child runs.
-    let pid = unsafe {
-        with_signals_blocked(|| {
-            libc::clone(
-                entry,
-                stacks.top(0),
-                libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD | flags,
-                (setup as *const Setup).cast_mut().cast(),
-                init.pid.as_ptr(),
-            )
-        })
+    let pid = if joiner_needed {
+        // SAFETY: the joiner runs `joiner` on stack 2 with every signal blocked while this thread is suspended
+        // (CLONE_VFORK) until it has exited; it clones the init as `entry` below would be cloned, with `setup`
+        // alive until the init's report.
+        let joiner_pid = unsafe {
+            with_signals_blocked(|| {
+                libc::clone(
+                    joiner,
+                    stacks.top(2),
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    (setup as *const Setup).cast_mut().cast(),
+                )
+            })
+        };
+        if joiner_pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let _ = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(joiner_pid),
+            rustix::process::WaitOptions::empty(),
+        );
+        let err = setup.err.swap(0, Ordering::SeqCst);
+        if err != 0 {
+            // No init was started: nothing runs on the stacks.
+            let cause = io::Error::from_raw_os_error(err & !SETUP_FAILED);
+            return Err(io::Error::new(cause.kind(), SetupFailed(cause)));
+        }
+        init.pid.load(Ordering::SeqCst)
+    } else {
+        // SAFETY: the child runs `entry` on stack 0 with every signal blocked. `setup` (and what it borrows) stays
+        // alive until the child's report below, after which the child touches only its stacks and `init`, which
+        // the returned InitMemory keeps until it has been reaped. CLONE_PARENT_SETTID stores the child's pid (as we
+        // see it) in `init.pid` before the child runs.
+        unsafe {
+            with_signals_blocked(|| {
+                libc::clone(
+                    entry,
+                    setup.init_stack,
+                    setup.init_flags,
+                    (setup as *const Setup).cast_mut().cast(),
+                    init.pid.as_ptr(),
+                )
+            })
+        }
     };
-    if pid < 0 {
-        return Err(io::Error::from_raw_os_error(-pid));
+    if pid <= 0 {
+        return Err(if pid < 0 { io::Error::last_os_error() } else { io::Error::from_raw_os_error(libc::ESRCH) });
     }
     let memory = InitMemory { init, _stacks: stacks };
     drop(w);

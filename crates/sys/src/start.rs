@@ -153,21 +153,36 @@ impl DirectExec {
 /// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
 pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
     let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
-    let how = match p.confined.as_ref().and_then(|c| c.pid_ns.as_ref()) {
-        Some(ns) => crate::process::Start::Init(ns.clone_flags()),
-        None => crate::process::Start::Vfork,
-    };
+    let ns = p.confined.as_ref().and_then(|c| c.pid_ns.as_ref());
+    let kept = ns.and_then(|ns| ns.kept.as_deref()).filter(|k| !k.spoiled());
+    // A kept network namespace is joined by the first attempt only: a retry's namespace is fresh, since the
+    // first attempt's proxy listener may still be held on the kept one's port.
+    let mut join = kept.map(|k| k.join());
     // Why the retries: a file just written (an editor saving, a copy into a tier) is "text busy" while any other
     // thread's freshly forked child still holds the writer's descriptor, for the moment before that child execs.
     // Each attempt is its own owned start: the pause between two is not spent holding off `reap_orphans`.
     let mut tries = 0;
     loop {
+        let how = match ns {
+            Some(ns) => crate::process::Start::Init(ns.clone_flags(join.is_some()), join),
+            None => crate::process::Start::Vfork,
+        };
         // SAFETY: `pre_exec` makes raw system calls only, on `p` (prepared before, alive across the call), and
-        // ends in an exec or returns its error.
+        // ends in an exec or returns its error; `join`'s descriptors are the kept namespace's, open while `p` is.
         let attempt = || unsafe { crate::process::spawn(p.io, p.cwd.as_deref(), how, &pre) };
         match crate::reap::start_owned(attempt, Child::id) {
+            // A kept namespace whose setup failed (its proxy port held by what an earlier call left, say) is not
+            // joined again; the start is tried once more in fresh namespaces, which fail alike if the cause is
+            // elsewhere (a mount's target gone).
+            Err(e) if join.is_some() && e.get_ref().is_some_and(|r| r.is::<crate::process::SetupFailed>()) => {
+                if let Some(k) = kept {
+                    k.spoil();
+                }
+                join = None;
+            }
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
                 tries += 1;
+                join = None;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));
             }
             other => return other,

@@ -14,9 +14,11 @@
 //! settings (never written).
 
 mod declared;
+mod netns;
 mod places;
 mod probe_plans;
 mod tmp;
+pub use netns::kept as kept_net_namespaces;
 pub use probe_plans::ProbePlans;
 pub use tmp::{calls_dir, release_spares};
 use tmp::CallTmp;
@@ -159,6 +161,8 @@ pub struct Plan {
     pub origin: Origin,
     /// The proxy of a host list, once the process is started; it stops when the plan is dropped.
     proxy: std::sync::Mutex<Option<netproxy::Proxy>>,
+    /// The kept network namespaces its processes joined (docs/sandbox.md, "The network"), back to the pool with it.
+    kept_net: std::sync::Mutex<Vec<netns::Lease>>,
     /// The process's resource limits (set whether or not it is confined); its cgroup goes with the plan.
     pub limits: crate::resources::CallLimits,
     /// Planned for [`Needs::Decide`]: no process may start from it, confined or not.
@@ -375,6 +379,7 @@ fn plan_with(
             declared,
             origin,
             proxy: Default::default(),
+            kept_net: Default::default(),
             limits: Default::default(),
             check_only,
             remembered: false,
@@ -422,6 +427,7 @@ fn plan_with(
                 declared,
                 origin,
                 proxy: Default::default(),
+                kept_net: Default::default(),
                 limits: Default::default(),
                 check_only,
                 remembered: true,
@@ -725,6 +731,7 @@ fn plan_with(
         declared,
         origin,
         proxy: Default::default(),
+        kept_net: Default::default(),
         limits: Default::default(),
         check_only,
         remembered: false,
@@ -1220,6 +1227,9 @@ impl Plan {
         if let Some(i) = &self.inner {
             i.tmp.started(pid);
         }
+        if let Some(l) = self.kept_net.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().rev().find(|l| !l.has_init()) {
+            l.started(pid);
+        }
     }
 
     /// The call's private temp dir (`$TMP`), when confined.
@@ -1330,8 +1340,9 @@ impl Plan {
                     .filter_map(|e| netproxy::Allowed::parse(e))
                     .collect();
                 let (proxy, child_net) = netproxy::start(allowed, private)?;
+                let listening = proxy.listening();
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
-                Some(child_net)
+                Some((child_net, listening, h))
             }
             None => None,
         };
@@ -1389,12 +1400,24 @@ impl Plan {
         }
         let pid_ns = i.pid_ns.then(|| {
             let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+            let (uid_map, gid_map) = (format!("{u} {u} 1").into_bytes(), format!("{g} {g} 1").into_bytes());
+            let kept = net.as_ref().and_then(|(_, listening, hosts)| {
+                let maps = s.needs_user_namespace.then_some((uid_map.as_slice(), gid_map.as_slice()));
+                let key = netns::Key::of(i.tmp.key()?, hosts, &i.private_net, maps);
+                // Without a kept namespace (none can be made here), the call makes its own as before.
+                let mut lease = netns::Lease::take(key, maps).ok()?;
+                lease.proxied_by(listening.clone());
+                let ns = lease.ns();
+                self.kept_net.lock().unwrap_or_else(|e| e.into_inner()).push(lease);
+                Some(ns)
+            });
             child::PidNs {
                 user: s.needs_user_namespace,
-                uid_map: format!("{u} {u} 1").into_bytes(),
-                gid_map: format!("{g} {g} 1").into_bytes(),
+                uid_map,
+                gid_map,
                 mounts,
-                net,
+                net: net.map(|(n, _, _)| n),
+                kept,
             }
         });
         Ok(Some(child::Confined {

@@ -52,7 +52,7 @@ struct Made {
 }
 
 /// Whose calls may have a dir after one another: one tool file, for one anima, in one data dir.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ReuseKey(u64);
 
 impl ReuseKey {
@@ -129,6 +129,11 @@ impl CallTmp {
             starts: Mutex::default(),
             spares,
         })
+    }
+
+    /// Whose calls may have it after one another.
+    pub(crate) fn key(&self) -> Option<ReuseKey> {
+        self.made.as_ref().map(|m| m.key)
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -30,6 +30,9 @@ pub struct PidNs {
     pub mounts: Vec<Mount>,
     /// A network namespace whose only way out is the runner's proxy (an enforced host list).
     pub net: Option<super::netproxy::ChildNet>,
+    /// That network namespace kept from an earlier call, joined instead of made ([`super::keptnet`]); a start
+    /// that cannot join it makes a fresh one.
+    pub kept: Option<std::sync::Arc<super::keptnet::KeptNet>>,
 }
 
 /// One mount made in the call's mount namespace, before the tool starts (prepared before the fork).
@@ -331,7 +334,7 @@ unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> io::Error {
 
 /// # Safety
 /// `path` NUL-terminated.
-unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
+pub(crate) unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
     // SAFETY: `path` is NUL-terminated (the caller's contract).
     let fd = check(unsafe {
         sys(
@@ -361,12 +364,13 @@ struct Shared<'a> {
 }
 
 impl PidNs {
-    /// The namespaces to start the runner's child in (`CLONE_NEW*`).
-    pub fn clone_flags(&self) -> libc::c_int {
+    /// The namespaces to start the runner's child in (`CLONE_NEW*`); `joined`: it joins [`PidNs::kept`]'s user
+    /// and network namespaces instead of making them.
+    pub fn clone_flags(&self, joined: bool) -> libc::c_int {
         libc::CLONE_NEWPID
-            | if self.user { libc::CLONE_NEWUSER } else { 0 }
+            | if self.user && !joined { libc::CLONE_NEWUSER } else { 0 }
             | if self.mounts.is_empty() { 0 } else { libc::CLONE_NEWNS }
-            | if self.net.is_some() { libc::CLONE_NEWNET } else { 0 }
+            | if self.net.is_some() && !joined { libc::CLONE_NEWNET } else { 0 }
     }
 }
 
@@ -379,7 +383,8 @@ impl PidNs {
 /// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
 unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
     let setup = || -> io::Result<()> {
-        if ns.user {
+        // A joined user namespace has its maps already (written once, when it was made).
+        if ns.user && !init.joined {
             // SAFETY: a NUL-terminated path.
             unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
             // SAFETY: a NUL-terminated path.

@@ -3,6 +3,7 @@
 //! kernel supports ([`kernel`]). The plan of what a call may touch is made above, in `awt_core::sandbox`.
 
 pub mod child;
+pub mod keptnet;
 pub mod kernel;
 pub mod landlock;
 pub mod netproxy;

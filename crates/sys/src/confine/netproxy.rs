@@ -127,6 +127,9 @@ pub struct Log {
 pub struct Proxy {
     task: tokio::task::AbortHandle,
     log: Arc<Mutex<Log>>,
+    /// Alive while the task may hold a listener on the child's port (until its future is dropped, which an abort
+    /// does only at the runtime's next turn): a kept network namespace is not joined again before.
+    listening: std::sync::Weak<()>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -143,6 +146,11 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
+    /// Gone once the task holds no listener and can get none (see the field).
+    pub fn listening(&self) -> std::sync::Weak<()> {
+        self.listening.clone()
+    }
+
     /// What it did so far: (relayed, refused, the first refused targets).
     pub fn log(&self) -> serde_json::Value {
         let l = self.log.lock().expect("proxy log lock");
@@ -170,8 +178,10 @@ pub fn start(allowed: Vec<Allowed>, private: Vec<Allowed>) -> io::Result<(Proxy,
     let _in_rt = rt.enter();
     let ctl = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours))?;
     let targets = Arc::new(Targets { allowed, private });
-    let task = rt.spawn(serve(ctl, targets, log.clone())).abort_handle();
-    Ok((Proxy { task, log }, ChildNet { sock: theirs }))
+    let alive = Arc::new(());
+    let listening = Arc::downgrade(&alive);
+    let task = rt.spawn(serve(ctl, targets, log.clone(), alive)).abort_handle();
+    Ok((Proxy { task, log, listening }, ChildNet { sock: theirs }))
 }
 
 /// The next listener the child sends: `Ok(None)` once every child-side copy of the socketpair is closed.
@@ -251,10 +261,17 @@ pub fn is_public(ip: std::net::IpAddr) -> bool {
     }
 }
 
-async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>) {
-    let Ok(Some(mut listener)) = next_listener(&ctl).await else {
+/// The listener with [`Proxy::listening`]'s token: fields drop in order, the listener first.
+struct Listening {
+    l: TcpListener,
+    _alive: Arc<()>,
+}
+
+async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>, alive: Arc<()>) {
+    let Ok(Some(first)) = next_listener(&ctl).await else {
         return; // the child never got as far (the spawn failed)
     };
+    let mut listener = Listening { l: first, _alive: alive };
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut conns = tokio::task::JoinSet::new();
     let mut ctl_open = true;
@@ -263,7 +280,7 @@ async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>) {
         let replaced = tokio::select! {
             got = async {
                 let p = permits.clone().acquire_owned().await.expect("never closed");
-                (p, listener.accept().await)
+                (p, listener.l.accept().await)
             } => {
                 let (permit, r) = got;
                 if let Ok((conn, _)) = r {
@@ -282,7 +299,7 @@ async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>) {
             Some(_) = conns.join_next(), if !conns.is_empty() => None,
         };
         if let Some(l) = replaced {
-            listener = l;
+            listener.l = l;
         }
     }
 }
@@ -569,6 +586,20 @@ unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
     addr.sin_family = libc::AF_INET as libc::sa_family_t;
     addr.sin_port = PORT.to_be();
     addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+    // Why: in a kept namespace, an earlier call's connections to the port may linger in TIME_WAIT, which holds
+    // the port against a bind without it; a listener still there (or one bound with it) is refused all the same.
+    let one: libc::c_int = 1;
+    // SAFETY: `one` lives on this frame for the call; its size is passed.
+    check(unsafe {
+        crate::syscall::call5(
+            libc::SYS_setsockopt,
+            l as usize,
+            libc::SOL_SOCKET as usize,
+            libc::SO_REUSEADDR as usize,
+            &one as *const libc::c_int as usize,
+            std::mem::size_of::<libc::c_int>(),
+        )
+    })?;
     // SAFETY: `addr` lives on this frame for the call; its size is passed.
     check(unsafe {
         sys(

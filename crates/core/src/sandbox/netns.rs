@@ -1,0 +1,132 @@
+//! Kept network namespaces: which calls may have one after another, and when one is free again.
+//!
+//! A networked call's namespace (only `lo`, and the runner's proxy listening on it) is made once and joined by
+//! later calls of the same key ([`awt_sys::confine::keptnet`]), instead of made and torn down for each. A kept
+//! namespace holds nothing of its own a tool could change (the tool has no capability in it: no address, route,
+//! firewall or `sysctl`); what a call can leave in it is a socket, and only through a process outside the call
+//! (every process of the call is in its PID namespace, gone when its init is), reached over a UNIX socket, which
+//! the next call of the same key could reach the same way. So a namespace goes:
+//! - only to calls of the same key: one anima (and data dir), one tool file, one host list and one set of private
+//!   targets (the proxy's rules; the same key as the call's temp dir, [`super::tmp::ReuseKey`], and the grants);
+//! - to one call at a time: it is free again once the init of the call that joined it has exited (every process
+//!   of that call is gone) and the call's proxy holds no listener on its port;
+//! - never again after a start that joined it failed in its setup (the proxy's port held: bound `SO_REUSEADDR`,
+//!   so only a listener holds it), which is retried in a fresh namespace.
+
+use awt_sys::confine::keptnet::KeptNet;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex, Weak};
+
+/// At most this many kept namespaces wait in one process (the oldest go first): each is kernel memory.
+const CAP: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key(u64);
+
+impl Key {
+    pub(crate) fn of(call: super::tmp::ReuseKey, hosts: &[String], private: &[String], maps: Option<(&[u8], &[u8])>) -> Key {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        ("netns", call, hosts, private, maps).hash(&mut h);
+        Key(h.finish())
+    }
+}
+
+/// A namespace waiting for its next call, with what must be over first.
+struct Idle {
+    key: Key,
+    ns: Arc<KeptNet>,
+    /// The init of the call that joined it, until seen exited.
+    init: Option<OwnedFd>,
+    /// The call's proxy's listener ([`awt_sys::confine::netproxy::Proxy::listening`]).
+    listening: Weak<()>,
+}
+
+impl Idle {
+    fn free(&self) -> bool {
+        self.listening.strong_count() == 0
+            && self.init.as_ref().is_none_or(|fd| awt_sys::process::pidfd_exited(fd) == Some(true))
+    }
+}
+
+static KEPT: Mutex<Vec<Idle>> = Mutex::new(Vec::new());
+
+/// One call's use of a kept namespace: back to the pool when dropped (with the plan), spoiled ones excepted.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    key: Key,
+    ns: Arc<KeptNet>,
+    init: Option<OwnedFd>,
+    listening: Weak<()>,
+}
+
+impl Lease {
+    /// A free namespace of `key`, or a new one (`maps`: those of a user namespace to own it, for a runner
+    /// without `CAP_SYS_ADMIN`).
+    pub(crate) fn take(key: Key, maps: Option<(&[u8], &[u8])>) -> std::io::Result<Lease> {
+        let found = {
+            let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
+        };
+        let ns = match found {
+            Some(ns) => ns,
+            None => Arc::new(KeptNet::make(maps)?),
+        };
+        Ok(Lease {
+            key,
+            ns,
+            init: None,
+            listening: Weak::new(),
+        })
+    }
+
+    pub(crate) fn ns(&self) -> Arc<KeptNet> {
+        self.ns.clone()
+    }
+
+    /// The proxy serving the call that joins it.
+    pub(crate) fn proxied_by(&mut self, listening: Weak<()>) {
+        self.listening = listening;
+    }
+
+    /// Has a started process (a PID namespace's init) been recorded?
+    pub(crate) fn has_init(&self) -> bool {
+        self.init.is_some()
+    }
+
+    /// The call's init started as `pid` (not yet reaped). Without a pidfd the namespace is not kept.
+    pub(crate) fn started(&mut self, pid: Option<u32>) {
+        let fd = pid
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+        match fd {
+            Some(fd) => self.init = Some(fd),
+            None => self.ns.spoil(),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.ns.spoiled() {
+            return;
+        }
+        let idle = Idle {
+            key: self.key,
+            ns: self.ns.clone(),
+            init: self.init.take(),
+            listening: std::mem::take(&mut self.listening),
+        };
+        let oldest = {
+            let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            v.push(idle);
+            (v.len() > CAP).then(|| v.remove(0))
+        };
+        drop(oldest);
+    }
+}
+
+/// How many namespaces are kept in this process now (for tests).
+pub fn kept() -> usize {
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).len()
+}

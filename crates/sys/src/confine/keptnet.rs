@@ -1,0 +1,188 @@
+//! A network namespace kept for successive calls, with the user namespace that owns it (a runner without
+//! `CAP_SYS_ADMIN` needs one): a call's child joins it with `setns` instead of making a fresh one. Making a network
+//! namespace and tearing it down is about a fifth of a networked call's CPU (docs/sandbox.md, "Where a long-lived
+//! runner's CPU goes"); which calls may share one is decided above (`awt_core::sandbox::netns`).
+//!
+//! How a child joins ([`crate::process::Join`]): `setns` of a user namespace refuses a threaded process, and the
+//! runner is one, but not a clone without `CLONE_THREAD` or `CLONE_FS`. A privileged runner's init `G` joins the
+//! network namespace itself. An unprivileged runner first clones a short-lived joiner `E` (sharing its memory, as
+//! `G` does) that joins the user namespace, which gives it every capability there, then the network namespace,
+//! and clones `G` (`CLONE_PARENT`: the runner's child) with the PID and mount namespaces of the call, owned by the
+//! kept user namespace.
+
+use crate::syscall::{call as sys, check};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// A kept network namespace (and the user namespace that owns it), held open by descriptors in the runner.
+#[derive(Debug)]
+pub struct KeptNet {
+    user: Option<OwnedFd>,
+    net: OwnedFd,
+    spoiled: AtomicBool,
+}
+
+struct MakeArgs<'a> {
+    maps: Option<(&'a [u8], &'a [u8])>,
+    user: AtomicI32,
+    net: AtomicI32,
+    err: AtomicI32,
+}
+
+impl KeptNet {
+    /// A new network namespace with only `lo` (down: each call's init brings it up). `maps`: the uid and gid maps
+    /// of a new user namespace to own it (a runner without `CAP_SYS_ADMIN`); `None`: owned by the runner's.
+    pub fn make(maps: Option<(&[u8], &[u8])>) -> io::Result<KeptNet> {
+        let args = MakeArgs {
+            maps,
+            user: AtomicI32::new(-1),
+            net: AtomicI32::new(-1),
+            err: AtomicI32::new(0),
+        };
+        let stack = crate::syscall::Stacks::new(1)?;
+        let flags = libc::CLONE_VM
+            | libc::CLONE_VFORK
+            | libc::CLONE_FILES
+            | libc::SIGCHLD
+            | libc::CLONE_NEWNET
+            | if maps.is_some() { libc::CLONE_NEWUSER } else { 0 };
+        // Held off `reap_orphans` until the helper is reaped here (it is ours, and gone when this returns).
+        crate::children::start_owned(
+            || -> io::Result<()> {
+                // SAFETY: the helper runs `helper` on the fresh stack with every signal blocked while this thread is
+                // suspended (CLONE_VFORK) until it has exited, so `args` outlives its use. It shares this process's
+                // descriptor table (CLONE_FILES): the descriptors it opens are ours.
+                let pid = unsafe {
+                    crate::syscall::with_signals_blocked(|| {
+                        libc::clone(helper, stack.top(0), flags, (&args as *const MakeArgs).cast_mut().cast())
+                    })
+                };
+                if pid < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let _ = rustix::process::waitpid(
+                    rustix::process::Pid::from_raw(pid),
+                    rustix::process::WaitOptions::empty(),
+                );
+                Ok(())
+            },
+            |_| None,
+        )?;
+        // SAFETY: each is a descriptor the helper opened in this process's table and nobody else knows of.
+        let own = |fd: i32| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+        let (user, net) = (own(args.user.load(Ordering::SeqCst)), own(args.net.load(Ordering::SeqCst)));
+        match args.err.load(Ordering::SeqCst) {
+            0 => {}
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+        let net = net.ok_or_else(|| io::Error::other("the kept network namespace was not opened"))?;
+        if maps.is_some() && user.is_none() {
+            return Err(io::Error::other("the kept user namespace was not opened"));
+        }
+        Ok(KeptNet {
+            user,
+            net,
+            spoiled: AtomicBool::new(false),
+        })
+    }
+
+    /// What a start joins ([`crate::process::Start::Init`]).
+    pub fn join(&self) -> crate::process::Join {
+        crate::process::Join {
+            user: self.user.as_ref().map(|f| f.as_raw_fd()),
+            net: self.net.as_raw_fd(),
+        }
+    }
+
+    /// A start that joined it failed in its setup (its proxy port taken, say): it is not to be joined again.
+    pub fn spoil(&self) {
+        self.spoiled.store(true, Ordering::SeqCst);
+    }
+
+    pub fn spoiled(&self) -> bool {
+        self.spoiled.load(Ordering::SeqCst)
+    }
+
+    /// The namespace's identity (its nsfs inode), as `/proc/<pid>/ns/net` shows it: for tests and `doctor`.
+    pub fn inode(&self) -> io::Result<u64> {
+        Ok(rustix::fs::fstat(&self.net)?.st_ino)
+    }
+}
+
+/// The helper: in its new namespaces, the maps, then a descriptor of each namespace in the runner's table.
+extern "C" fn helper(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is KeptNet::make's `MakeArgs`, alive while the runner's thread is suspended (CLONE_VFORK).
+    let a = unsafe { &*(arg as *const MakeArgs) };
+    let open = |p: &[u8]| -> io::Result<i32> {
+        // SAFETY: `p` is NUL-terminated; the descriptor lands in the shared table, close-on-exec.
+        check(unsafe {
+            sys(
+                libc::SYS_openat,
+                libc::AT_FDCWD as usize,
+                p.as_ptr() as usize,
+                (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+                0,
+            )
+        })
+        .map(|fd| fd as i32)
+    };
+    let r = (|| -> io::Result<()> {
+        if let Some((uid_map, gid_map)) = a.maps {
+            // SAFETY: NUL-terminated paths, this process's own files.
+            unsafe { super::child::write_file(b"/proc/self/setgroups\0", b"deny") }?;
+            // SAFETY: as above.
+            unsafe { super::child::write_file(b"/proc/self/uid_map\0", uid_map) }?;
+            // SAFETY: as above.
+            unsafe { super::child::write_file(b"/proc/self/gid_map\0", gid_map) }?;
+            a.user.store(open(b"/proc/self/ns/user\0")?, Ordering::SeqCst);
+        }
+        a.net.store(open(b"/proc/self/ns/net\0")?, Ordering::SeqCst);
+        Ok(())
+    })();
+    if let Err(e) = r {
+        a.err
+            .store(e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO), Ordering::SeqCst);
+    }
+    // SAFETY: ends this helper only; a raw call, so the runner's errno is left alone.
+    unsafe { sys(libc::SYS_exit_group, 0, 0, 0, 0) };
+    0
+}
+
+/// `setns(fd, nstype)`, raw.
+///
+/// # Safety
+/// In a process that may change its namespaces (one thread, no shared `fs` for a user namespace): the runner's
+/// child before its exec.
+pub(crate) unsafe fn setns(fd: i32, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer arguments; the caller's contract.
+    check(unsafe { sys(libc::SYS_setns, fd as usize, nstype as usize, 0, 0) }).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_namespace_is_not_the_runners_and_stays_the_same() {
+        let privileged = rustix::thread::capabilities(None)
+            .is_ok_and(|c| c.effective.contains(rustix::thread::CapabilitySet::SYS_ADMIN));
+        let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        let (um, gm) = (format!("{u} {u} 1"), format!("{g} {g} 1"));
+        let maps = (!privileged).then(|| (um.as_bytes(), gm.as_bytes()));
+        let k = match KeptNet::make(maps) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("SKIPPED: no network namespace can be made here: {e}");
+                return;
+            }
+        };
+        let ours = std::fs::metadata("/proc/self/ns/net").map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+        assert_ne!(k.inode().unwrap(), ours);
+        assert_eq!(k.inode().unwrap(), k.inode().unwrap());
+        assert_eq!(k.join().user.is_some(), !privileged);
+        assert!(!k.spoiled());
+        k.spoil();
+        assert!(k.spoiled());
+    }
+}
