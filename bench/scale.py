@@ -186,6 +186,8 @@ def mcp() -> None:
         tiny(w.personal / "tiny", declared=declared)
         worlds[label] = w.env()
         listed(worlds[label], 1)
+    # The same sandboxed tool with no network namespace kept across calls: each call makes its own.
+    worlds["sandboxed, fresh netns"] = dict(worlds["sandboxed"], ANIMAWORKS_TOOL_FRESH_NETNS="1")
     builds = [("ours", AWT)] + ([("before", BEFORE)] if BEFORE else [])
     rates: dict[str, list[float]] = {f"{b} {k}": [] for b, _ in builds for k in worlds}
     cpus: dict[str, list[float]] = {k: [] for k in rates}
@@ -202,6 +204,9 @@ def mcp() -> None:
         ratio_row("MCP, sandboxed native tool, 4 in flight (calls/s)"
                   + ("" if b == "ours" else ", the SCALE_BEFORE build"), med[f"{b} sandboxed"],
                   med[f"{b} unconfined"], "calls/s", "higher", 0.7, f"{calls} calls a run")
+    ratio_row("MCP, the same tool, each call in a fresh network namespace (none kept), 4 in flight (calls/s)",
+              med["ours sandboxed, fresh netns"], med["ours unconfined"], "calls/s", "higher", None,
+              f"{calls} calls a run")
     ratio_row("MCP, the same tool declaring what it needs (no network), 4 in flight (calls/s)",
               med["ours sandboxed, declared"], med["ours unconfined"], "calls/s", "higher", None,
               f"{calls} calls a run")

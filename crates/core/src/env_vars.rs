@@ -160,6 +160,13 @@ pub const DEADLINE_MS: Var = Var {
     reader: Reader::Tool,
     read_by: "awt_core::policy::env",
 };
+pub const FRESH_NETNS: Var = Var {
+    name: "ANIMAWORKS_TOOL_FRESH_NETNS",
+    meaning: "`1`: every networked call makes a network namespace of its own, none is kept for the next call of its tool (docs/sandbox.md#the-network)",
+    default: "",
+    reader: Reader::Runner,
+    read_by: "awt_core::sandbox::netns",
+};
 pub const SHARED_LIBGCC: Var = Var {
     name: "ANIMAWORKS_TOOL_SHARED_LIBGCC",
     meaning: "`1`: link the shared unwinder (libgcc_s) instead of the static one",
@@ -216,6 +223,7 @@ pub const ALL: &[Var] = &[
     AUDIT_LOG,
     LOG,
     TASKS_URL,
+    FRESH_NETNS,
     NO_COLOR,
     CLICOLOR_FORCE,
     HOME,

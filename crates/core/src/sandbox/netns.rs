@@ -64,6 +64,9 @@ impl Lease {
     /// A free namespace of `key`, or a new one (`maps`: those of a user namespace to own it, for a runner
     /// without `CAP_SYS_ADMIN`).
     pub(crate) fn take(key: Key, maps: Option<(&[u8], &[u8])>) -> std::io::Result<Lease> {
+        if fresh_only() {
+            return Err(std::io::Error::other("kept network namespaces are turned off"));
+        }
         let found = {
             let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
             v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
@@ -124,6 +127,12 @@ impl Drop for Lease {
         };
         drop(oldest);
     }
+}
+
+/// `ANIMAWORKS_TOOL_FRESH_NETNS=1`: none is kept (each call makes its own, as before they were kept).
+fn fresh_only() -> bool {
+    static FRESH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FRESH.get_or_init(|| std::env::var_os(crate::env_vars::FRESH_NETNS.name).is_some_and(|v| v == "1"))
 }
 
 /// How many namespaces are kept in this process now (for tests).
