@@ -194,9 +194,7 @@ pub fn pidfd_exited(fd: impl std::os::fd::AsFd) -> Option<bool> {
 /// [`crate::reap::reap_orphans`].
 pub fn release_abandoned() {
     let mut v = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
-    v.retain(|(fd, _)| {
-        pidfd_exited(fd) != Some(true)
-    });
+    v.retain(|(fd, _)| pidfd_exited(fd) != Some(true));
 }
 
 /// How many abandoned init children still hold their memory.
@@ -385,11 +383,13 @@ unsafe fn clone_init(
         let e = match s.join {
             // SAFETY: this is the init, one thread, before its exec: joining a network namespace is its own
             // affair; the descriptor is the runner's, copied into this child's table at the clone.
-            Some(Join { user: None, net }) => match unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) } {
-                Err(e) => failed_setup(e),
-                // SAFETY: as below.
-                Ok(()) => unsafe { child_main(s) },
-            },
+            Some(Join { user: None, net }) => {
+                match unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) } {
+                    Err(e) => failed_setup(e),
+                    // SAFETY: as below.
+                    Ok(()) => unsafe { child_main(s) },
+                }
+            }
             // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
             _ => unsafe { child_main(s) },
         };
@@ -443,7 +443,8 @@ unsafe fn clone_init(
             Ok(())
         })();
         if let Err(e) = r {
-            s.err.store(failed_setup(e).raw_os_error().unwrap_or(libc::EIO), Ordering::SeqCst);
+            s.err
+                .store(failed_setup(e).raw_os_error().unwrap_or(libc::EIO), Ordering::SeqCst);
         }
         // SAFETY: ends the joiner only; a raw call, so the runner's errno is left alone.
         unsafe { crate::syscall::call(libc::SYS_exit_group, 0, 0, 0, 0) };
@@ -522,7 +523,11 @@ unsafe fn clone_init(
         }
     };
     if pid <= 0 {
-        return Err(if pid < 0 { io::Error::last_os_error() } else { io::Error::from_raw_os_error(libc::ESRCH) });
+        return Err(if pid < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::Error::from_raw_os_error(libc::ESRCH)
+        });
     }
     let memory = InitMemory { init, _stacks: stacks };
     drop(w);

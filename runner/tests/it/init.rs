@@ -41,6 +41,7 @@ fn confined() -> Confined {
             gid_map: format!("{g} {g} 1").into_bytes(),
             mounts: Vec::new(),
             net: None,
+            kept: None,
         }),
         last_cap: std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
             .ok()
@@ -51,7 +52,7 @@ fn confined() -> Confined {
 
 /// Start `args` as the tool of a PID namespace the way spawn.rs does (Start::Init), all stdio /dev/null.
 fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
-    let flags = c.pid_ns.as_ref().unwrap().clone_flags();
+    let flags = c.pid_ns.as_ref().unwrap().clone_flags(false);
     let pre = |init: Option<&Init>| -> io::Error {
         let e = Exec {
             path: p.argv[0],
@@ -63,7 +64,7 @@ fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
         unsafe { enter_and_exec(c, &e, init) }
     };
     // SAFETY: `pre` makes raw system calls only on memory prepared before the call.
-    unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags), &pre) }
+    unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags, None), &pre) }
 }
 
 fn pid_ns_available() -> bool {
@@ -114,7 +115,7 @@ fn an_init_that_dies_before_its_report_fails_the_start() {
         eprintln!("SKIPPED: no PID namespace here");
         return;
     }
-    let flags = confined().pid_ns.as_ref().unwrap().clone_flags();
+    let flags = confined().pid_ns.as_ref().unwrap().clone_flags(false);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let pre = |_: Option<&Init>| -> io::Error {
@@ -123,7 +124,7 @@ fn an_init_that_dies_before_its_report_fails_the_start() {
             io::Error::from_raw_os_error(libc::EIO)
         };
         // SAFETY: `pre` makes one raw system call and ends the child.
-        let r = unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags), &pre) };
+        let r = unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags, None), &pre) };
         let _ = tx.send(r.map(|_| ()).map_err(|e| e.raw_os_error()));
     });
     let r = rx.recv_timeout(std::time::Duration::from_secs(30));

@@ -1481,8 +1481,16 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(eventually(30, || work.join("ready").exists()), "the holder never started");
-    let o = w.cmd().env("TMPDIR", &tmpdir).args(["call", "leak", "send"]).output().unwrap();
+    assert!(
+        eventually(30, || work.join("ready").exists()),
+        "the holder never started"
+    );
+    let o = w
+        .cmd()
+        .env("TMPDIR", &tmpdir)
+        .args(["call", "leak", "send"])
+        .output()
+        .unwrap();
     assert_eq!(json(&o)["sent"], true, "{}", stderr(&o));
     let o = w
         .cmd()
@@ -1498,7 +1506,10 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
     assert!(h["ino"].is_u64(), "{h} {}", stderr(&o));
     assert_ne!(h["read"], "BOB'S SECRET\n", "another anima's temp file was read: {h}");
     assert_eq!(h["names"], json!([]), "another anima's temp dir was listed: {h}");
-    assert_ne!(h["ino"], victim["ino"], "another anima's call got the dir a tool kept a descriptor of: {h}");
+    assert_ne!(
+        h["ino"], victim["ino"],
+        "another anima's call got the dir a tool kept a descriptor of: {h}"
+    );
 }
 
 /// Two runners of the same user with different `TMPDIR`s (an MCP server started by a desktop session, a cron
@@ -1532,8 +1543,16 @@ seen=$(cat "$BAIT_SYNC/dir" | { read -r d; cat "$d/token" 2>/dev/null; } || true
 : > "$BAIT_SYNC/done"
 printf '{"seen":"%s"}\n' "$seen"
 "#;
-    w.tool(&w.personal(), "holder.sh", &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder));
-    w.tool(&w.personal(), "peek.sh", &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, peek));
+    w.tool(
+        &w.personal(),
+        "holder.sh",
+        &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder),
+    );
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, peek),
+    );
     let held = w
         .cmd()
         .env("TMPDIR", &theirs)
@@ -1543,7 +1562,10 @@ printf '{"seen":"%s"}\n' "$seen"
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(eventually(30, || sync.path().join("dir").exists()), "the holder never started");
+    assert!(
+        eventually(30, || sync.path().join("dir").exists()),
+        "the holder never started"
+    );
     let o = w
         .cmd()
         .env("TMPDIR", &mine)
@@ -1604,11 +1626,14 @@ fn a_submit_refuses_what_a_call_refuses_and_takes_what_it_takes() {
     let calls = format!("/tmp/animaworks-tool-{}", unsafe { libc::geteuid() });
     std::fs::create_dir_all(&calls).unwrap();
     let tool = |name: &str, read: &str| {
-        let schemas = json!({"actions": [{"name": "go", "profile": {"background_eligible": true, "sandbox": {"read": [read]}}}]});
+        let schemas =
+            json!({"actions": [{"name": "go", "profile": {"background_eligible": true, "sandbox": {"read": [read]}}}]});
         w.tool(
             &w.personal(),
             &format!("{name}.sh"),
-            &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\necho '\"ran\"'\n"),
+            &format!(
+                "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\necho '\"ran\"'\n"
+            ),
         );
     };
     tool("wants", &calls);
@@ -1623,4 +1648,66 @@ fn a_submit_refuses_what_a_call_refuses_and_takes_what_it_takes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let o = w.run(&["submit", "own", "go"]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A bash tool that answers with the network namespace it ran in.
+fn netns_tool(w: &World, name: &str) {
+    let text = format!(
+        r#"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then
+  echo '[{{"name":"{name}_show","description":"Show the net ns.","input_schema":{{"type":"object","properties":{{}}}}}}]'
+  exit 0
+fi
+cat >/dev/null
+printf '{{"net":"%s","proxy":"%s"}}\n' "$(readlink /proc/self/ns/net)" "$HTTPS_PROXY"
+"#
+    );
+    w.tool(&w.personal(), &format!("{name}.sh"), &text);
+}
+
+#[test]
+fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other_tools_do_not() {
+    if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+        return;
+    }
+    let w = World::sandboxed();
+    netns_tool(&w, "nsa");
+    netns_tool(&w, "nsb");
+    let req =
+        |id: u32, tool: &str| format!("{{\"id\":{id},\"tool_name\":\"{tool}\",\"action\":\"show\",\"args\":{{}}}}\n");
+    let input = [req(1, "nsa"), req(2, "nsa"), req(3, "nsa"), req(4, "nsb")].concat();
+    let run = |fresh: bool| -> Vec<String> {
+        let mut c = w.cmd();
+        if fresh {
+            c.env("ANIMAWORKS_TOOL_FRESH_NETNS", "1");
+        }
+        let o = feed(c.args(["use-tool", "--serve", "--ordered"]), input.as_bytes());
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let nets: Vec<String> = out
+            .lines()
+            .map(|l| {
+                let a: Value = serde_json::from_str(l).unwrap();
+                assert_eq!(a["status"], "ok", "{a}");
+                let r: Value = serde_json::from_str(a["result"].as_str().unwrap()).unwrap();
+                assert!(r["proxy"].as_str().unwrap().starts_with("http://127.0.0.1:"), "{r}");
+                r["net"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(nets.len(), 4, "{out}");
+        let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+        assert!(
+            nets.iter().all(|n| n.as_str() != ours.to_str().unwrap()),
+            "never the runner's own: {nets:?}"
+        );
+        nets
+    };
+    let kept = run(false);
+    assert_eq!(
+        kept[0], kept[1],
+        "the second call joins the first's namespace: {kept:?}"
+    );
+    assert_eq!(kept[1], kept[2], "{kept:?}");
+    assert_ne!(kept[3], kept[0], "another tool never gets it: {kept:?}");
+    let fresh = run(true);
+    assert_ne!(fresh[0], fresh[1], "turned off, each call makes its own: {fresh:?}");
 }

@@ -20,8 +20,8 @@ mod probe_plans;
 mod tmp;
 pub use netns::kept as kept_net_namespaces;
 pub use probe_plans::ProbePlans;
-pub use tmp::{calls_dir, release_spares};
 use tmp::CallTmp;
+pub use tmp::{calls_dir, release_spares};
 
 pub use crate::policy::sandbox_grants::{self as grants, Grants, NetGrant};
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
@@ -386,7 +386,11 @@ fn plan_with(
         });
     }
     let key = match needs {
-        Needs::Probe => tmp::ReuseKey::of_probe(&dirs.data, dirs.anima.as_deref(), file.path.parent().unwrap_or(&file.path)),
+        Needs::Probe => tmp::ReuseKey::of_probe(
+            &dirs.data,
+            dirs.anima.as_deref(),
+            file.path.parent().unwrap_or(&file.path),
+        ),
         _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
     };
     let tmp = CallTmp::new(key).map_err(|e| {
@@ -1227,7 +1231,14 @@ impl Plan {
         if let Some(i) = &self.inner {
             i.tmp.started(pid);
         }
-        if let Some(l) = self.kept_net.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().rev().find(|l| !l.has_init()) {
+        if let Some(l) = self
+            .kept_net
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .rev()
+            .find(|l| !l.has_init())
+        {
             l.started(pid);
         }
     }
@@ -1402,7 +1413,9 @@ impl Plan {
             let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
             let (uid_map, gid_map) = (format!("{u} {u} 1").into_bytes(), format!("{g} {g} 1").into_bytes());
             let kept = net.as_ref().and_then(|(_, listening, hosts)| {
-                let maps = s.needs_user_namespace.then_some((uid_map.as_slice(), gid_map.as_slice()));
+                let maps = s
+                    .needs_user_namespace
+                    .then_some((uid_map.as_slice(), gid_map.as_slice()));
                 let key = netns::Key::of(i.tmp.key()?, hosts, &i.private_net, maps);
                 // Without a kept namespace (none can be made here), the call makes its own as before.
                 let mut lease = netns::Lease::take(key, maps).ok()?;

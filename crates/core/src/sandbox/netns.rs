@@ -24,7 +24,12 @@ const CAP: usize = 32;
 pub(crate) struct Key(u64);
 
 impl Key {
-    pub(crate) fn of(call: super::tmp::ReuseKey, hosts: &[String], private: &[String], maps: Option<(&[u8], &[u8])>) -> Key {
+    pub(crate) fn of(
+        call: super::tmp::ReuseKey,
+        hosts: &[String],
+        private: &[String],
+        maps: Option<(&[u8], &[u8])>,
+    ) -> Key {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
         ("netns", call, hosts, private, maps).hash(&mut h);
@@ -45,7 +50,10 @@ struct Idle {
 impl Idle {
     fn free(&self) -> bool {
         self.listening.strong_count() == 0
-            && self.init.as_ref().is_none_or(|fd| awt_sys::process::pidfd_exited(fd) == Some(true))
+            && self
+                .init
+                .as_ref()
+                .is_none_or(|fd| awt_sys::process::pidfd_exited(fd) == Some(true))
     }
 }
 
@@ -69,7 +77,9 @@ impl Lease {
         }
         let found = {
             let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
+            v.iter()
+                .rposition(|i| i.key == key && i.free())
+                .map(|at| v.remove(at).ns)
         };
         let ns = match found {
             Some(ns) => ns,

@@ -240,7 +240,15 @@ impl Mount {
                         )
                     })?;
                     // SAFETY: a C string path.
-                    check(unsafe { sys(libc::SYS_mkdirat, libc::AT_FDCWD as usize, keep.as_ptr() as usize, 0o700, 0) })?;
+                    check(unsafe {
+                        sys(
+                            libc::SYS_mkdirat,
+                            libc::AT_FDCWD as usize,
+                            keep.as_ptr() as usize,
+                            0o700,
+                            0,
+                        )
+                    })?;
                     // SAFETY: `tree` is the detached copy made above, an empty C string its own path, `keep` a C string.
                     check(unsafe {
                         crate::syscall::call5(
@@ -370,7 +378,11 @@ impl PidNs {
         libc::CLONE_NEWPID
             | if self.user && !joined { libc::CLONE_NEWUSER } else { 0 }
             | if self.mounts.is_empty() { 0 } else { libc::CLONE_NEWNS }
-            | if self.net.is_some() && !joined { libc::CLONE_NEWNET } else { 0 }
+            | if self.net.is_some() && !joined {
+                libc::CLONE_NEWNET
+            } else {
+                0
+            }
     }
 }
 

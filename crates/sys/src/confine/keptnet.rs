@@ -55,7 +55,12 @@ impl KeptNet {
                 // descriptor table (CLONE_FILES): the descriptors it opens are ours.
                 let pid = unsafe {
                     crate::syscall::with_signals_blocked(|| {
-                        libc::clone(helper, stack.top(0), flags, (&args as *const MakeArgs).cast_mut().cast())
+                        libc::clone(
+                            helper,
+                            stack.top(0),
+                            flags,
+                            (&args as *const MakeArgs).cast_mut().cast(),
+                        )
                     })
                 };
                 if pid < 0 {
@@ -71,7 +76,10 @@ impl KeptNet {
         )?;
         // SAFETY: each is a descriptor the helper opened in this process's table and nobody else knows of.
         let own = |fd: i32| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-        let (user, net) = (own(args.user.load(Ordering::SeqCst)), own(args.net.load(Ordering::SeqCst)));
+        let (user, net) = (
+            own(args.user.load(Ordering::SeqCst)),
+            own(args.net.load(Ordering::SeqCst)),
+        );
         match args.err.load(Ordering::SeqCst) {
             0 => {}
             e => return Err(io::Error::from_raw_os_error(e)),
@@ -141,8 +149,10 @@ extern "C" fn helper(arg: *mut libc::c_void) -> libc::c_int {
         Ok(())
     })();
     if let Err(e) = r {
-        a.err
-            .store(e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO), Ordering::SeqCst);
+        a.err.store(
+            e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
+            Ordering::SeqCst,
+        );
     }
     // SAFETY: ends this helper only; a raw call, so the runner's errno is left alone.
     unsafe { sys(libc::SYS_exit_group, 0, 0, 0, 0) };
@@ -177,7 +187,9 @@ mod tests {
                 return;
             }
         };
-        let ours = std::fs::metadata("/proc/self/ns/net").map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+        let ours = std::fs::metadata("/proc/self/ns/net")
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .unwrap();
         assert_ne!(k.inode().unwrap(), ours);
         assert_eq!(k.inode().unwrap(), k.inode().unwrap());
         assert_eq!(k.join().user.is_some(), !privileged);

@@ -271,7 +271,10 @@ async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>, ali
     let Ok(Some(first)) = next_listener(&ctl).await else {
         return; // the child never got as far (the spawn failed)
     };
-    let mut listener = Listening { l: first, _alive: alive };
+    let mut listener = Listening {
+        l: first,
+        _alive: alive,
+    };
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut conns = tokio::task::JoinSet::new();
     let mut ctl_open = true;
