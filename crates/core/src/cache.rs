@@ -250,11 +250,7 @@ impl Pack {
         needle.push(b'\n');
         needle.extend_from_slice(name.as_bytes());
         needle.push(b'\t');
-        let start = if self.bytes.starts_with(&needle[1..]) {
-            Some(0)
-        } else {
-            None
-        };
+        let start = if self.bytes.starts_with(&needle[1..]) { Some(0) } else { None };
         let later = memchr::memmem::rfind(&self.bytes, &needle).map(|i| i + 1);
         let at = later.or(start)? + name.len() + 1;
         let end = memchr::memchr(b'\n', &self.bytes[at..]).map_or(self.bytes.len(), |i| at + i);
@@ -285,8 +281,7 @@ impl<'a> Lookup<'a> {
         let parent = file.path.parent().unwrap_or(Path::new("/"));
         if !self.folders.contains_key(parent) {
             let dir = crate::fsread::open_dir(&entries_dir(self.dirs, folder_hash(file))).ok();
-            self.folders
-                .insert(parent.to_path_buf(), dir.map(|dir| Folder { dir, pack: None }));
+            self.folders.insert(parent.to_path_buf(), dir.map(|dir| Folder { dir, pack: None }));
         }
         let folder = self.folders.get_mut(parent)?.as_mut()?;
         let name = entry_name(file);
@@ -420,9 +415,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
 
 /// Does the tool file of the entry `name` still exist in the tier folder `tier`? (Else its pack line goes.)
 fn tool_exists(tier: &Path, name: &str) -> bool {
-    let Some(stem) = name.strip_suffix(".json") else {
-        return false;
-    };
+    let Some(stem) = name.strip_suffix(".json") else { return false };
     if tier.join(stem).exists() {
         return true;
     }
@@ -548,10 +541,7 @@ mod tests {
         store_many(&dirs, &[a.clone(), b.clone()]);
         let found = |t: &(ToolFile, FileKey, Probed)| load(&dirs, &t.0, &t.1);
         assert!(matches!(found(&a), Some(Probed::Failed { reason, .. }) if reason == "a"));
-        assert!(
-            load_entry_file(&dirs, &a.0, &a.1).is_none(),
-            "a probe's re-check read the pack"
-        );
+        assert!(load_entry_file(&dirs, &a.0, &a.1).is_none(), "a probe's re-check read the pack");
         std::fs::remove_file(&b.0.path).unwrap();
         store_many(&dirs, std::slice::from_ref(&c));
         assert!(found(&a).is_some(), "a's line was lost when c was written");
@@ -574,9 +564,7 @@ mod tests {
     #[test]
     fn a_packs_scan_and_its_index_find_the_same_lines() {
         let bytes = b"a.json\t1\nab.json\t2\nb.json\t3\na.json\t4\nxb.json\t5\nc.json\t6".to_vec();
-        for name in [
-            "a.json", "ab.json", "b.json", "c.json", "xb.json", "x.json", "json", "b",
-        ] {
+        for name in ["a.json", "ab.json", "b.json", "c.json", "xb.json", "x.json", "json", "b"] {
             let scanned = Pack::unindexed(bytes.clone()).get(name).map(<[u8]>::to_vec);
             let indexed = Pack::parse(bytes.clone()).get(name).map(<[u8]>::to_vec);
             assert_eq!(scanned, indexed, "{name}");
@@ -619,10 +607,7 @@ mod tests {
         std::fs::write(&path, "v2, longer").unwrap();
         let key = FileKey::of(&file, &dirs).unwrap();
         store_many(&dirs, &[(file.clone(), key.clone(), failed("v2"))]);
-        assert!(
-            !own.exists(),
-            "the entry file the pack supersedes is still read before it"
-        );
+        assert!(!own.exists(), "the entry file the pack supersedes is still read before it");
         assert!(matches!(load(&dirs, &file, &key), Some(Probed::Failed { reason, .. }) if reason == "v2"));
     }
 }

@@ -351,10 +351,7 @@ fn mode_args(file: &ToolFile, mode: Purpose<'_>) -> Vec<OsString> {
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
 fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
     let path = file.path.display();
-    if let Some(setup) = e
-        .get_ref()
-        .and_then(|r| r.downcast_ref::<awt_sys::process::SetupFailed>())
-    {
+    if let Some(setup) = e.get_ref().and_then(|r| r.downcast_ref::<awt_sys::process::SetupFailed>()) {
         return (
             format!("cannot start {path}: {setup}"),
             "a path the sandbox hides or binds changed while the call started: try again; if it persists, \
@@ -532,9 +529,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let anima = world.path().join("animas/alice");
         assert!(anima.join("state/background_tasks").is_dir());
         assert!(!anima.join("moved").exists(), "the tool renamed state/ away: {got:?}");
-        let crate::cache::Probed::Ok(m) = got else {
-            panic!("{got:?}")
-        };
+        let crate::cache::Probed::Ok(m) = got else { panic!("{got:?}") };
         assert!(
             m.actions[0].description.contains("mv: cannot move"),
             "{:?}",

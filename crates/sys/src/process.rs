@@ -194,7 +194,9 @@ pub fn pidfd_exited(fd: impl std::os::fd::AsFd) -> Option<bool> {
 /// [`crate::reap::reap_orphans`].
 pub fn release_abandoned() {
     let mut v = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
-    v.retain(|(fd, _)| pidfd_exited(fd) != Some(true));
+    v.retain(|(fd, _)| {
+        pidfd_exited(fd) != Some(true)
+    });
 }
 
 /// How many abandoned init children still hold their memory.
@@ -380,18 +382,16 @@ unsafe fn clone_init(
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the parent's `Setup`, alive until this child has reported (clone_init waits for that).
         let s = unsafe { &*(arg as *const Setup) };
-        let e = match s.join {
+        let joined = match s.join {
             // SAFETY: this is the init, one thread, before its exec: joining a network namespace is its own
             // affair; the descriptor is the runner's, copied into this child's table at the clone.
-            Some(Join { user: None, net }) => {
-                match unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) } {
-                    Err(e) => failed_setup(e),
-                    // SAFETY: as below.
-                    Ok(()) => unsafe { child_main(s) },
-                }
-            }
+            Some(Join { user: None, net }) => unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) },
+            _ => Ok(()),
+        };
+        let e = match joined {
+            Err(e) => failed_setup(e),
             // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
-            _ => unsafe { child_main(s) },
+            Ok(()) => unsafe { child_main(s) },
         };
         let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
         if let Some(init) = s.init {

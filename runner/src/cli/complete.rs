@@ -34,9 +34,7 @@ pub fn answer_if_asked(root: fn() -> Command) {
     }
     let words: Vec<OsString> = std::env::args_os().collect();
     let dirs = dirs_of(&words);
-    CompleteEnv::with_factory(move || command(root, &dirs))
-        .var(VAR)
-        .complete();
+    CompleteEnv::with_factory(move || command(root, &dirs)).var(VAR).complete();
 }
 
 /// `completions <shell>`: the script that hooks the runner into the shell.

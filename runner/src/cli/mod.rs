@@ -36,23 +36,23 @@ pub mod llm;
 mod log;
 pub mod man;
 pub mod render;
-pub mod signals;
 pub mod task;
 pub mod term;
 pub mod usage;
+pub mod signals;
 pub mod version;
 pub mod words;
 
 use awt_core::call::{CallOptions, Runner};
-use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::env_vars;
+use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::error::{CallError, ErrorCode};
 use awt_core::stream::Observer;
 use clap::{Parser, Subcommand};
 use signals::cancel_on_signals;
+use words::{COMMANDS, GLOBALS_WITH_VALUE};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use words::{COMMANDS, GLOBALS_WITH_VALUE};
 
 const AFTER_HELP: &str = "\
 Calling tools:
@@ -259,9 +259,7 @@ pub fn main() -> i32 {
             Some(Cmd::Permissions(a)) => boxed(async move { admin::permissions(runner, a) }),
             Some(Cmd::Share(a)) => boxed(async move { admin::share(runner, a) }),
             Some(Cmd::Version { json }) => boxed(async move { version::version(json) }),
-            Some(Cmd::Help { topic }) if topic.is_empty() => {
-                boxed(async move { help::top_help(&runner.dirs, 0, command) })
-            }
+            Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0, command) }),
             Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic, command).await }),
             Some(Cmd::Completions { shell }) => boxed(async move { complete::completions(&shell) }),
             Some(Cmd::Man(a)) => boxed(async move { man::man(&a, command) }),
@@ -334,6 +332,8 @@ fn top_level_help() -> Option<Cli> {
     let globals = args.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, a)| a);
     Cli::try_parse_from(globals).ok()
 }
+
+
 
 impl Cli {
     /// A command line of `cmd` without global options (what the fast parse makes).
@@ -428,6 +428,7 @@ fn fail(e: &CallError, json_on_stdout: bool) -> i32 {
     render::print_error(e, json_on_stdout);
     e.code.exit_code()
 }
+
 
 async fn structured(runner: &Runner, tool: &str, action: &str, words: &[String], uniform: bool) -> i32 {
     let json_errors = uniform || !std::io::IsTerminal::is_terminal(&std::io::stdout());

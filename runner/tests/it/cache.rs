@@ -355,29 +355,17 @@ fn a_cold_listing_of_many_tools_keeps_their_entries_in_one_pack() {
     let list = listed(&w);
     assert!(tool_entry(&list, "t9").is_some(), "{list}");
     assert_eq!(probes(&counter), 20, "a FIFO pack is a miss for every tool");
-    assert!(
-        std::fs::symlink_metadata(&pack).unwrap().file_type().is_file(),
-        "the pack was rebuilt"
-    );
+    assert!(std::fs::symlink_metadata(&pack).unwrap().file_type().is_file(), "the pack was rebuilt");
 
     // t1's line under t0's name: it names another file, so it is not t0's.
     let text = std::fs::read_to_string(&pack).unwrap();
-    let line = |n: &str| {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{n}.json\t")))
-            .unwrap()
-            .to_owned()
-    };
+    let line = |n: &str| text.lines().find(|l| l.starts_with(&format!("{n}.json\t"))).unwrap().to_owned();
     let forged = text.replace(&line("t0"), &line("t1").replacen("t1.json\t", "t0.json\t", 1));
     std::fs::write(&pack, forged).unwrap();
     let list = listed(&w);
     let actions = &tool_entry(&list, "t0").expect("t0 is listed")["actions"];
     assert_eq!(actions[0]["schema_name"], "t0_run", "{list}");
-    assert_eq!(
-        probes(&counter),
-        21,
-        "another file's line is a miss, and only for its name"
-    );
+    assert_eq!(probes(&counter), 21, "another file's line is a miss, and only for its name");
 
     // Changed alone: probed alone, into an entry file of its own, which is believed before the pack's line.
     let path = w.common().join("t3");

@@ -370,16 +370,8 @@ fn a_cold_listing_of_many_modules_on_a_fresh_cache_lists_them_all() {
                 .unwrap();
             }
             // Two runners at once too: one may find the other's copy half made, never one moved away.
-            let other = w
-                .cmd()
-                .args(["tools", "--json"])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let lists = [
-                list_json(&w),
-                serde_json::from_slice(&other.wait_with_output().unwrap().stdout).unwrap(),
-            ];
+            let other = w.cmd().args(["tools", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+            let lists = [list_json(&w), serde_json::from_slice(&other.wait_with_output().unwrap().stdout).unwrap()];
             for list in lists {
                 assert_eq!(
                     list["problems"].as_array().unwrap().len(),
@@ -387,10 +379,7 @@ fn a_cold_listing_of_many_modules_on_a_fresh_cache_lists_them_all() {
                     "sandboxed {sandboxed}, round {round}: {list}"
                 );
                 for n in &names {
-                    assert!(
-                        tool_entry(&list, n).is_some(),
-                        "{n} missing (sandboxed {sandboxed}): {list}"
-                    );
+                    assert!(tool_entry(&list, n).is_some(), "{n} missing (sandboxed {sandboxed}): {list}");
                 }
             }
         }

@@ -1481,16 +1481,8 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(
-        eventually(30, || work.join("ready").exists()),
-        "the holder never started"
-    );
-    let o = w
-        .cmd()
-        .env("TMPDIR", &tmpdir)
-        .args(["call", "leak", "send"])
-        .output()
-        .unwrap();
+    assert!(eventually(30, || work.join("ready").exists()), "the holder never started");
+    let o = w.cmd().env("TMPDIR", &tmpdir).args(["call", "leak", "send"]).output().unwrap();
     assert_eq!(json(&o)["sent"], true, "{}", stderr(&o));
     let o = w
         .cmd()
@@ -1506,10 +1498,7 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
     assert!(h["ino"].is_u64(), "{h} {}", stderr(&o));
     assert_ne!(h["read"], "BOB'S SECRET\n", "another anima's temp file was read: {h}");
     assert_eq!(h["names"], json!([]), "another anima's temp dir was listed: {h}");
-    assert_ne!(
-        h["ino"], victim["ino"],
-        "another anima's call got the dir a tool kept a descriptor of: {h}"
-    );
+    assert_ne!(h["ino"], victim["ino"], "another anima's call got the dir a tool kept a descriptor of: {h}");
 }
 
 /// Two runners of the same user with different `TMPDIR`s (an MCP server started by a desktop session, a cron
@@ -1543,16 +1532,8 @@ seen=$(cat "$BAIT_SYNC/dir" | { read -r d; cat "$d/token" 2>/dev/null; } || true
 : > "$BAIT_SYNC/done"
 printf '{"seen":"%s"}\n' "$seen"
 "#;
-    w.tool(
-        &w.personal(),
-        "holder.sh",
-        &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder),
-    );
-    w.tool(
-        &w.personal(),
-        "peek.sh",
-        &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, peek),
-    );
+    w.tool(&w.personal(), "holder.sh", &bash_tool(r#"[{"name":"holder_wait","input_schema":{"type":"object"}}]"#, holder));
+    w.tool(&w.personal(), "peek.sh", &bash_tool(r#"[{"name":"peek_tmp","input_schema":{"type":"object"}}]"#, peek));
     let held = w
         .cmd()
         .env("TMPDIR", &theirs)
@@ -1562,10 +1543,7 @@ printf '{"seen":"%s"}\n' "$seen"
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(
-        eventually(30, || sync.path().join("dir").exists()),
-        "the holder never started"
-    );
+    assert!(eventually(30, || sync.path().join("dir").exists()), "the holder never started");
     let o = w
         .cmd()
         .env("TMPDIR", &mine)
@@ -1626,14 +1604,11 @@ fn a_submit_refuses_what_a_call_refuses_and_takes_what_it_takes() {
     let calls = format!("/tmp/animaworks-tool-{}", unsafe { libc::geteuid() });
     std::fs::create_dir_all(&calls).unwrap();
     let tool = |name: &str, read: &str| {
-        let schemas =
-            json!({"actions": [{"name": "go", "profile": {"background_eligible": true, "sandbox": {"read": [read]}}}]});
+        let schemas = json!({"actions": [{"name": "go", "profile": {"background_eligible": true, "sandbox": {"read": [read]}}}]});
         w.tool(
             &w.personal(),
             &format!("{name}.sh"),
-            &format!(
-                "#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\necho '\"ran\"'\n"
-            ),
+            &format!("#!/usr/bin/env bash\nif [ \"$1\" = --schemas ]; then echo '{schemas}'; exit 0; fi\necho '\"ran\"'\n"),
         );
     };
     tool("wants", &calls);
@@ -1652,17 +1627,9 @@ fn a_submit_refuses_what_a_call_refuses_and_takes_what_it_takes() {
 
 /// A bash tool that answers with the network namespace it ran in.
 fn netns_tool(w: &World, name: &str) {
-    let text = format!(
-        r#"#!/usr/bin/env bash
-if [ "$1" = --schemas ]; then
-  echo '[{{"name":"{name}_show","description":"Show the net ns.","input_schema":{{"type":"object","properties":{{}}}}}}]'
-  exit 0
-fi
-cat >/dev/null
-printf '{{"net":"%s","proxy":"%s"}}\n' "$(readlink /proc/self/ns/net)" "$HTTPS_PROXY"
-"#
-    );
-    w.tool(&w.personal(), &format!("{name}.sh"), &text);
+    let schemas = format!(r#"[{{"name":"{name}_show","input_schema":{{"type":"object"}}}}]"#);
+    let body = r#"printf '{"net":"%s","proxy":"%s"}\n' "$(readlink /proc/self/ns/net)" "$HTTPS_PROXY""#;
+    w.tool(&w.personal(), &format!("{name}.sh"), &bash_tool(&schemas, body));
 }
 
 #[test]
@@ -1673,9 +1640,13 @@ fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other
     let w = World::sandboxed();
     netns_tool(&w, "nsa");
     netns_tool(&w, "nsb");
-    let req =
-        |id: u32, tool: &str| format!("{{\"id\":{id},\"tool_name\":\"{tool}\",\"action\":\"show\",\"args\":{{}}}}\n");
-    let input = [req(1, "nsa"), req(2, "nsa"), req(3, "nsa"), req(4, "nsb")].concat();
+    let tools = ["nsa", "nsa", "nsa", "nsa", "nsb", "nsb", "nsb"];
+    let input: String = tools
+        .iter()
+        .enumerate()
+        .map(|(id, t)| format!("{}\n", json!({"id": id, "tool_name": t, "action": "show", "args": {}})))
+        .collect();
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     let run = |fresh: bool| -> Vec<String> {
         let mut c = w.cmd();
         if fresh {
@@ -1693,21 +1664,19 @@ fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other
                 r["net"].as_str().unwrap().to_owned()
             })
             .collect();
-        assert_eq!(nets.len(), 4, "{out}");
-        let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-        assert!(
-            nets.iter().all(|n| n.as_str() != ours.to_str().unwrap()),
-            "never the runner's own: {nets:?}"
-        );
+        assert_eq!(nets.len(), tools.len(), "{out}");
+        assert!(nets.iter().all(|n| Path::new(n) != ours), "never the runner's own: {nets:?}");
         nets
     };
-    let kept = run(false);
-    assert_eq!(
-        kept[0], kept[1],
-        "the second call joins the first's namespace: {kept:?}"
-    );
-    assert_eq!(kept[1], kept[2], "{kept:?}");
-    assert_ne!(kept[3], kept[0], "another tool never gets it: {kept:?}");
+    let n = run(false);
+    // A key's first call makes its own (a one-shot call pays nothing for keeping); the second's is kept and
+    // joined by every later call of that tool; another tool's calls never join it.
+    assert_ne!(n[0], n[1], "{n:?}");
+    assert_eq!([&n[2], &n[3]], [&n[1], &n[1]], "later calls join the kept namespace: {n:?}");
+    assert_eq!(n[6], n[5], "{n:?}");
+    assert!(![&n[0], &n[1]].contains(&&n[4]) && n[5] != n[1], "another tool never gets it: {n:?}");
     let fresh = run(true);
-    assert_ne!(fresh[0], fresh[1], "turned off, each call makes its own: {fresh:?}");
+    for i in 1..fresh.len() {
+        assert_ne!(fresh[i - 1], fresh[i], "turned off, each call makes its own: {fresh:?}");
+    }
 }

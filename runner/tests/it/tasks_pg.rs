@@ -662,10 +662,7 @@ fn pg_a_claim_locks_no_row_of_an_anima_at_its_limit() {
         &url,
         "SELECT count(*) FROM awt_tasks WHERE status = 'pending' AND xmax::text <> '0'",
     );
-    assert_eq!(
-        locked, "0",
-        "pending rows were locked by claims that could not take them"
-    );
+    assert_eq!(locked, "0", "pending rows were locked by claims that could not take them");
     // The limit still holds and the queue still moves: the running task ends, the next one is taken.
     let o = e.run(&["jobs", "cancel", &first]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -700,14 +697,9 @@ fn pg_a_lease_renewal_or_a_cleared_notification_sends_no_task_notification() {
         ),
     )
     .unwrap();
-    let first = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no notification at all");
+    let first = rx.recv_timeout(Duration::from_secs(30)).expect("no notification at all");
     assert_eq!(first, loud, "a lease renewal or a notify_after change sent awt_task");
-    assert!(
-        rx.recv_timeout(Duration::from_millis(300)).is_err(),
-        "more than one notification"
-    );
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "more than one notification");
     drop(client);
 }
 
@@ -723,12 +715,7 @@ fn pg_jobs_list_of_unfinished_tasks_shows_them_in_submit_order() {
     e.status_becomes(&running, "running", 60);
     let waiting = e.submit(&["bg", "sleepy"]);
     let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending,running"]));
-    let ids: Vec<&str> = l
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["task_id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = l.as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
     assert_eq!(ids, [running.as_str(), waiting.as_str()], "{l}");
     let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending"]));
     assert_eq!(l.as_array().unwrap().len(), 1, "{l}");

@@ -37,11 +37,7 @@ impl Runner {
         // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
         let probed = match probe::cached(&file, &self.dirs) {
             Some(p) => p,
-            None => {
-                probe::manifest_after_miss(&file, &self.dirs, &self.probe_env()?)
-                    .await
-                    .0
-            }
+            None => probe::manifest_after_miss(&file, &self.dirs, &self.probe_env()?).await.0,
         };
         match probed {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),

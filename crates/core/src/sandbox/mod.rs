@@ -18,7 +18,6 @@ mod netns;
 mod places;
 mod probe_plans;
 mod tmp;
-pub use netns::kept as kept_net_namespaces;
 pub use probe_plans::ProbePlans;
 use tmp::CallTmp;
 pub use tmp::{calls_dir, release_spares};
@@ -386,11 +385,7 @@ fn plan_with(
         });
     }
     let key = match needs {
-        Needs::Probe => tmp::ReuseKey::of_probe(
-            &dirs.data,
-            dirs.anima.as_deref(),
-            file.path.parent().unwrap_or(&file.path),
-        ),
+        Needs::Probe => tmp::ReuseKey::of_probe(&dirs.data, dirs.anima.as_deref(), file.path.parent().unwrap_or(&file.path)),
         _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
     };
     let tmp = CallTmp::new(key).map_err(|e| {
@@ -1417,8 +1412,7 @@ impl Plan {
                     .needs_user_namespace
                     .then_some((uid_map.as_slice(), gid_map.as_slice()));
                 let key = netns::Key::of(i.tmp.key()?, hosts, &i.private_net, maps);
-                // Without a kept namespace (none can be made here), the call makes its own as before.
-                let mut lease = netns::Lease::take(key, maps).ok()?;
+                let mut lease = netns::Lease::take(key, maps)?;
                 lease.proxied_by(listening.clone());
                 let ns = lease.ns();
                 self.kept_net.lock().unwrap_or_else(|e| e.into_inner()).push(lease);

@@ -59,6 +59,12 @@ impl Idle {
 
 static KEPT: Mutex<Vec<Idle>> = Mutex::new(Vec::new());
 
+/// The keys of the calls this process has started in a fresh namespace: a namespace is kept only from a key's
+/// second call on, so that a one-shot call (the whole process one call) pays nothing for a namespace it cannot
+/// hand on. Bounded: full, it starts over (a key then waits one more call).
+static SEEN: Mutex<Vec<Key>> = Mutex::new(Vec::new());
+const SEEN_CAP: usize = 1024;
+
 /// One call's use of a kept namespace: back to the pool when dropped (with the plan), spoiled ones excepted.
 #[derive(Debug)]
 pub(crate) struct Lease {
@@ -70,22 +76,22 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// A free namespace of `key`, or a new one (`maps`: those of a user namespace to own it, for a runner
-    /// without `CAP_SYS_ADMIN`).
-    pub(crate) fn take(key: Key, maps: Option<(&[u8], &[u8])>) -> std::io::Result<Lease> {
+    /// without `CAP_SYS_ADMIN`); `None` for a key's first call in this process, or when none can be made: the call
+    /// makes its own, as when namespaces are not kept.
+    pub(crate) fn take(key: Key, maps: Option<(&[u8], &[u8])>) -> Option<Lease> {
         if fresh_only() {
-            return Err(std::io::Error::other("kept network namespaces are turned off"));
+            return None;
         }
         let found = {
             let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            v.iter()
-                .rposition(|i| i.key == key && i.free())
-                .map(|at| v.remove(at).ns)
+            v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
         };
         let ns = match found {
             Some(ns) => ns,
-            None => Arc::new(KeptNet::make(maps)?),
+            None if first_call(key) => return None,
+            None => Arc::new(KeptNet::make(maps).ok()?),
         };
-        Ok(Lease {
+        Some(Lease {
             key,
             ns,
             init: None,
@@ -139,13 +145,21 @@ impl Drop for Lease {
     }
 }
 
+/// Is this `key`'s first call in this process (now recorded)?
+fn first_call(key: Key) -> bool {
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.contains(&key) {
+        return false;
+    }
+    if seen.len() >= SEEN_CAP {
+        seen.clear();
+    }
+    seen.push(key);
+    true
+}
+
 /// `ANIMAWORKS_TOOL_FRESH_NETNS=1`: none is kept (each call makes its own, as before they were kept).
 fn fresh_only() -> bool {
     static FRESH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FRESH.get_or_init(|| std::env::var_os(crate::env_vars::FRESH_NETNS.name).is_some_and(|v| v == "1"))
-}
-
-/// How many namespaces are kept in this process now (for tests).
-pub fn kept() -> usize {
-    KEPT.lock().unwrap_or_else(|e| e.into_inner()).len()
 }

@@ -312,9 +312,7 @@ fn sweep(dir: &Path) {
     let now = std::time::SystemTime::now();
     let mark = dir.join(SWEPT);
     let recent = std::fs::symlink_metadata(&mark).is_ok_and(|m| {
-        m.is_file()
-            && m.modified()
-                .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < SWEEP_EVERY))
+        m.is_file() && m.modified().is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < SWEEP_EVERY))
     });
     if recent {
         return;
@@ -343,11 +341,7 @@ fn sweep(dir: &Path) {
         });
         if parked.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE)) {
             // Taken by rename first, so that a process unparking it at the same time gets nothing half-removed.
-            let gone = dir.join(format!(
-                "gone-{}-{}",
-                std::process::id(),
-                e.file_name().to_string_lossy()
-            ));
+            let gone = dir.join(format!("gone-{}-{}", std::process::id(), e.file_name().to_string_lossy()));
             if std::fs::rename(&p, &gone).is_ok() {
                 remove(&gone);
             }
@@ -619,11 +613,7 @@ mod tests {
             }
             change(&dir.join(parked_name(K, 0)));
             assert!(unpark_from(dir, K).is_none(), "{what}: taken");
-            let left: Vec<_> = std::fs::read_dir(dir)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name())
-                .collect();
+            let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name()).collect();
             assert!(left.is_empty(), "{what}: left {left:?}");
         }
 
@@ -632,10 +622,7 @@ mod tests {
         }
         let one_more = fresh("call-one-more");
         park_in(dir, one_more);
-        assert!(
-            !dir.join("call-one-more").exists(),
-            "a dir beyond the parked ones is removed"
-        );
+        assert!(!dir.join("call-one-more").exists(), "a dir beyond the parked ones is removed");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), PARKED);
     }
 
@@ -665,26 +652,11 @@ mod tests {
     #[test]
     fn a_dir_goes_back_only_to_the_same_tool_of_the_same_anima() {
         let (a, b) = (
-            ReuseKey::of(
-                Path::new("/d"),
-                Some(Path::new("/d/animas/alice")),
-                Path::new("/d/common_tools/t"),
-            ),
-            ReuseKey::of(
-                Path::new("/d"),
-                Some(Path::new("/d/animas/bob")),
-                Path::new("/d/common_tools/t"),
-            ),
+            ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/alice")), Path::new("/d/common_tools/t")),
+            ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/bob")), Path::new("/d/common_tools/t")),
         );
         assert_ne!(a, b);
-        assert_ne!(
-            a,
-            ReuseKey::of(
-                Path::new("/d"),
-                Some(Path::new("/d/animas/alice")),
-                Path::new("/d/common_tools/u")
-            )
-        );
+        assert_ne!(a, ReuseKey::of(Path::new("/d"), Some(Path::new("/d/animas/alice")), Path::new("/d/common_tools/u")));
         let pool = spares();
         let t = CallTmp::new_in(pool, a).unwrap();
         let path = t.path().to_path_buf();
@@ -719,12 +691,7 @@ mod tests {
         let at = |f: &Path| std::fs::metadata(f).unwrap().modified().unwrap();
         let set = |ago: u64| {
             let t = std::time::SystemTime::now() - std::time::Duration::from_secs(ago);
-            std::fs::File::options()
-                .write(true)
-                .open(&mark)
-                .unwrap()
-                .set_modified(t)
-                .unwrap();
+            std::fs::File::options().write(true).open(&mark).unwrap().set_modified(t).unwrap();
             t
         };
         sweep(dir);

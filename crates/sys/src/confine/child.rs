@@ -240,15 +240,7 @@ impl Mount {
                         )
                     })?;
                     // SAFETY: a C string path.
-                    check(unsafe {
-                        sys(
-                            libc::SYS_mkdirat,
-                            libc::AT_FDCWD as usize,
-                            keep.as_ptr() as usize,
-                            0o700,
-                            0,
-                        )
-                    })?;
+                    check(unsafe { sys(libc::SYS_mkdirat, libc::AT_FDCWD as usize, keep.as_ptr() as usize, 0o700, 0) })?;
                     // SAFETY: `tree` is the detached copy made above, an empty C string its own path, `keep` a C string.
                     check(unsafe {
                         crate::syscall::call5(

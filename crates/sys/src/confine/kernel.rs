@@ -60,12 +60,7 @@ fn probe() -> Support {
     // SAFETY: open_tree of "/" without OPEN_TREE_CLONE opens a path descriptor (no privilege, no mount); it is
     // closed at once.
     let mount_api = unsafe {
-        let fd = libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c"/".as_ptr(),
-            libc::O_CLOEXEC as libc::c_uint,
-        );
+        let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c"/".as_ptr(), libc::O_CLOEXEC as libc::c_uint);
         if fd >= 0 {
             libc::close(fd as i32);
         }
