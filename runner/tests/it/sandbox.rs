@@ -1680,3 +1680,81 @@ fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other
         assert_ne!(fresh[i - 1], fresh[i], "turned off, each call makes its own: {fresh:?}");
     }
 }
+
+/// Where a kept namespace's proxy port is held by a listener the runner did not make (a socket an earlier call
+/// passed to a process outside it, say), the call that joins it fails its setup; it must run in a fresh
+/// namespace instead, and the held one must never be joined again (the runner lets go of it).
+#[test]
+fn a_kept_network_namespace_whose_proxy_port_is_held_is_let_go_and_the_call_runs_in_a_fresh_one() {
+    if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+        return;
+    }
+    let w = World::sandboxed();
+    netns_tool(&w, "nsq");
+    let mut s = w.serve();
+    let call = |s: &mut Serve, id: u32| -> String {
+        let a = s.ask(&json!({"id": id, "tool_name": "nsq", "action": "show", "args": {}}));
+        assert_eq!(a["status"], "ok", "{a}");
+        let r: Value = serde_json::from_str(a["result"].as_str().unwrap()).unwrap();
+        r["net"].as_str().unwrap().to_owned()
+    };
+    call(&mut s, 0);
+    let kept = call(&mut s, 1);
+    assert_eq!(call(&mut s, 2), kept, "the third call joins the kept namespace");
+    // The runner's own descriptor of it, opened here: a thread of this test enters it and listens on the port.
+    let runner = s.child.id();
+    let held_by_runner = |ns: &str| {
+        std::fs::read_dir(format!("/proc/{runner}/fd"))
+            .unwrap()
+            .flatten()
+            .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new(ns)))
+            .map(|e| e.path())
+    };
+    let fd_path = held_by_runner(&kept).expect("the runner holds the kept namespace");
+    let ns = std::fs::File::open(fd_path).unwrap();
+    let (bound_tx, bound) = std::sync::mpsc::channel();
+    let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+    let squatter = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on this thread only, with a descriptor it owns.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            bound_tx.send(Err(std::io::Error::last_os_error())).unwrap();
+            return;
+        }
+        // The last call's listener goes with its plan, just after its answer: wait for the port.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let l = loop {
+            match TcpListener::bind(("127.0.0.1", 3128)) {
+                Ok(l) => break l,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    bound_tx.send(Err(e)).unwrap();
+                    return;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        };
+        bound_tx.send(Ok(())).unwrap();
+        let _ = stop_rx.recv();
+        drop(l);
+    });
+    match bound.recv().unwrap() {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            eprintln!("SKIPPED: this test cannot enter the runner's namespaces here ({e})");
+            return;
+        }
+        Err(e) => panic!("could not hold the proxy's port in the kept namespace: {e}"),
+    }
+    let fresh = call(&mut s, 3);
+    assert_ne!(fresh, kept, "a held port's namespace is not joined");
+    // Let go of, not kept for later: its descriptor closes with the call that tried it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while held_by_runner(&kept).is_some() {
+        assert!(std::time::Instant::now() < deadline, "the runner still holds the namespace whose port is held");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    call(&mut s, 4);
+    stop.send(()).unwrap();
+    squatter.join().unwrap();
+    assert!(s.finish().success());
+}
