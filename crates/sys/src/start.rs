@@ -185,6 +185,12 @@ pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
                 join = None;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));
             }
+            Ok(child) => {
+                if let (Some(k), true) = (kept, join.is_some()) {
+                    k.joined_by(child.id());
+                }
+                return Ok(child);
+            }
             other => return other,
         }
     }

@@ -9,8 +9,9 @@
 //! (docs/sandbox.md, "The network", says why this is accepted and how to turn keeping off). So a namespace goes:
 //! - only to calls of the same key: one anima (and data dir), one tool file, one host list and one set of private
 //!   targets (the proxy's rules; the same key as the call's temp dir, [`super::tmp::ReuseKey`], and the grants);
-//! - to one call at a time: it is free again once the init of the call that joined it has exited (every process
-//!   of that call is gone) and the call's proxy holds no listener on its port;
+//! - to one call at a time: it is free again once no start holds it, every init started in it has exited (every
+//!   process of those calls is gone; recorded by the start itself, so a call dropped mid-start counts too) and
+//!   the call's proxy holds no listener on its port;
 //! - never again after a start that joined it failed in its setup (the proxy's port held: bound `SO_REUSEADDR`,
 //!   so only a listener holds it), which is retried in a fresh namespace.
 
@@ -50,7 +51,11 @@ struct Idle {
 
 impl Idle {
     fn free(&self) -> bool {
-        self.listening.strong_count() == 0
+        // Held elsewhere: a start in flight (its plan may be gone, its thread still runs); then every init started
+        // in it exited, whoever started it.
+        Arc::strong_count(&self.ns) == 1
+            && self.listening.strong_count() == 0
+            && self.ns.vacant()
             && self
                 .init
                 .as_ref()
@@ -163,4 +168,46 @@ fn first_call(key: Key) -> bool {
 fn fresh_only() -> bool {
     static FRESH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FRESH.get_or_init(|| std::env::var_os(crate::env_vars::FRESH_NETNS.name).is_some_and(|v| v == "1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call dropped while its start still ran records no init: its namespace must wait for that start, and for
+    /// every init started in it, before another call of the key gets it.
+    #[test]
+    fn a_namespace_is_not_handed_on_while_a_start_holds_it_or_an_init_started_in_it_lives() {
+        let key = Key(0x6b65_7074_6e65_7431);
+        assert!(Lease::take(key, None).is_none(), "a key's first call makes its own");
+        let Some(lease) = Lease::take(key, None) else {
+            eprintln!("SKIPPED: this process cannot make a network namespace without a user namespace's maps");
+            return;
+        };
+        let held = lease.ns();
+        let at = Arc::as_ptr(&held);
+        drop(lease); // the call is gone; its start (`held`) still runs
+        let next = Lease::take(key, None).expect("a namespace");
+        assert_ne!(Arc::as_ptr(&next.ns), at, "handed on while a start held it");
+        drop(next);
+        let mut init = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        held.joined_by(Some(init.id()));
+        drop(held); // the start is over; what it started lives
+        let next = Lease::take(key, None).expect("a namespace");
+        assert_ne!(Arc::as_ptr(&next.ns), at, "handed on while an init started in it lived");
+        drop(next);
+        init.kill().unwrap();
+        init.wait().unwrap();
+        // Each lease taken is kept out of the pool until the end, so that the next take looks further.
+        let mut taken = Vec::new();
+        while taken.len() < CAP {
+            let Some(l) = Lease::take(key, None) else { break };
+            let found = Arc::as_ptr(&l.ns) == at;
+            taken.push(l);
+            if found {
+                return;
+            }
+        }
+        panic!("not free again once its init is gone");
+    }
 }

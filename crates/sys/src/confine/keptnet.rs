@@ -21,6 +21,9 @@ pub struct KeptNet {
     user: Option<OwnedFd>,
     net: OwnedFd,
     spoiled: AtomicBool,
+    /// The inits started in it, as pidfds, recorded by the start itself: a call whose future was dropped while its
+    /// start ran (so it recorded nothing) still holds the namespace until its init is gone.
+    joined: std::sync::Mutex<Vec<OwnedFd>>,
 }
 
 struct MakeArgs<'a> {
@@ -92,6 +95,7 @@ impl KeptNet {
             user,
             net,
             spoiled: AtomicBool::new(false),
+            joined: Default::default(),
         })
     }
 
@@ -104,6 +108,24 @@ impl KeptNet {
     }
 
     /// A start that joined it failed in its setup (its proxy port taken, say): it is not to be joined again.
+    /// An init was started in it as `pid` (the caller's child, not yet reaped). Without a pidfd it is spoiled.
+    pub fn joined_by(&self, pid: Option<u32>) {
+        let fd = pid
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+        match fd {
+            Some(fd) => self.joined.lock().unwrap_or_else(|e| e.into_inner()).push(fd),
+            None => self.spoil(),
+        }
+    }
+
+    /// Has every init started in it exited (and with it every process of its call)?
+    pub fn vacant(&self) -> bool {
+        let mut v = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|fd| crate::process::pidfd_exited(fd) != Some(true));
+        v.is_empty()
+    }
+
     pub fn spoil(&self) {
         self.spoiled.store(true, Ordering::SeqCst);
     }
