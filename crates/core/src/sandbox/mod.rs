@@ -19,8 +19,8 @@ mod places;
 mod probe_plans;
 mod tmp;
 pub use probe_plans::ProbePlans;
-use tmp::CallTmp;
 pub use tmp::{calls_dir, release_spares};
+use tmp::CallTmp;
 
 pub use crate::policy::sandbox_grants::{self as grants, Grants, NetGrant};
 pub use awt_sys::confine::{child, kernel, landlock, netproxy, rules, seccomp, NetPlan};
@@ -1225,16 +1225,6 @@ impl Plan {
     pub fn started(&self, pid: Option<u32>) {
         if let Some(i) = &self.inner {
             i.tmp.started(pid);
-        }
-        if let Some(l) = self
-            .kept_net
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter_mut()
-            .rev()
-            .find(|l| !l.has_init())
-        {
-            l.started(pid);
         }
     }
 

@@ -16,7 +16,6 @@
 //!   so only a listener holds it), which is retried in a fresh namespace.
 
 use awt_sys::confine::keptnet::KeptNet;
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, Weak};
 
 /// At most this many kept namespaces wait in one process (the oldest go first): each is kernel memory.
@@ -43,23 +42,15 @@ impl Key {
 struct Idle {
     key: Key,
     ns: Arc<KeptNet>,
-    /// The init of the call that joined it, until seen exited.
-    init: Option<OwnedFd>,
     /// The call's proxy's listener ([`awt_sys::confine::netproxy::Proxy::listening`]).
     listening: Weak<()>,
 }
 
 impl Idle {
     fn free(&self) -> bool {
-        // Held elsewhere: a start in flight (its plan may be gone, its thread still runs); then every init started
-        // in it exited, whoever started it.
-        Arc::strong_count(&self.ns) == 1
-            && self.listening.strong_count() == 0
-            && self.ns.vacant()
-            && self
-                .init
-                .as_ref()
-                .is_none_or(|fd| awt_sys::process::pidfd_exited(fd) == Some(true))
+        // Held elsewhere: a start in flight (its plan may be gone, its thread still runs). Its inits are recorded
+        // by the start itself ([`KeptNet::joined_by`]), whoever's call it was.
+        Arc::strong_count(&self.ns) == 1 && self.listening.strong_count() == 0 && self.ns.vacant()
     }
 }
 
@@ -76,7 +67,6 @@ const SEEN_CAP: usize = 1024;
 pub(crate) struct Lease {
     key: Key,
     ns: Arc<KeptNet>,
-    init: Option<OwnedFd>,
     listening: Weak<()>,
 }
 
@@ -100,7 +90,6 @@ impl Lease {
         Some(Lease {
             key,
             ns,
-            init: None,
             listening: Weak::new(),
         })
     }
@@ -113,22 +102,6 @@ impl Lease {
     pub(crate) fn proxied_by(&mut self, listening: Weak<()>) {
         self.listening = listening;
     }
-
-    /// Has a started process (a PID namespace's init) been recorded?
-    pub(crate) fn has_init(&self) -> bool {
-        self.init.is_some()
-    }
-
-    /// The call's init started as `pid` (not yet reaped). Without a pidfd the namespace is not kept.
-    pub(crate) fn started(&mut self, pid: Option<u32>) {
-        let fd = pid
-            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-            .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
-        match fd {
-            Some(fd) => self.init = Some(fd),
-            None => self.ns.spoil(),
-        }
-    }
 }
 
 impl Drop for Lease {
@@ -139,7 +112,6 @@ impl Drop for Lease {
         let idle = Idle {
             key: self.key,
             ns: self.ns.clone(),
-            init: self.init.take(),
             listening: std::mem::take(&mut self.listening),
         };
         let oldest = {

@@ -107,7 +107,6 @@ impl KeptNet {
         }
     }
 
-    /// A start that joined it failed in its setup (its proxy port taken, say): it is not to be joined again.
     /// An init was started in it as `pid` (the caller's child, not yet reaped). Without a pidfd it is spoiled.
     pub fn joined_by(&self, pid: Option<u32>) {
         let fd = pid
@@ -126,6 +125,7 @@ impl KeptNet {
         v.is_empty()
     }
 
+    /// A start that joined it failed in its setup (its proxy port taken, say): it is not to be joined again.
     pub fn spoil(&self) {
         self.spoiled.store(true, Ordering::SeqCst);
     }
