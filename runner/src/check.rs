@@ -5,12 +5,11 @@
 //! anima's files, the real schema cache, or the real `outputs/` folder.
 
 use awt_core::cache::Probed;
-use awt_core::call::{CallOptions, Resolved, Runner};
+use awt_core::call::{CallOptions, OpenTool, Runner};
 use awt_core::dirs::{DirOptions, Dirs};
-use awt_core::discover::{Launch, ToolFile};
+use awt_core::discover::Launch;
 use awt_core::error::{Detail, ErrorCode};
 use awt_core::manifest::ActionSpec;
-use awt_core::policy::Tier;
 use awt_core::stream::{Cancel, Observer};
 use awt_protocol::Event;
 use serde::Serialize;
@@ -168,23 +167,11 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
         let _ = std::fs::create_dir_all(d);
     }
     let runner = Runner::new(dirs);
-    let file = ToolFile {
-        name: tool.to_owned(),
-        tier: Tier::Personal,
-        path: abs,
-        launch,
-        mcp: None,
-        stat: None,
-    };
-    let env = match runner.probe_env() {
-        Ok(e) => e,
-        Err(e) => return f.fail("schemas", e.message, e.hint.unwrap_or_default()),
-    };
-    let manifest = match awt_core::probe::probe(&file, &runner.dirs, &env).await {
-        Probed::Ok(m) => m,
-        Probed::Failed {
+    let tool = match runner.open_file(tool, &abs).await {
+        Ok(t) => t,
+        Err(Probed::Failed {
             reason, stderr_tail, ..
-        } => {
+        }) => {
             let last = last_line(&stderr_tail);
             let msg = if last.is_empty() {
                 reason
@@ -197,7 +184,9 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 "`TOOL --schemas` must print one JSON document and exit 0 (protocol.md §2)",
             );
         }
+        Err(Probed::Ok(_)) => unreachable!("a probe that answered opens"),
     };
+    let manifest = &tool.resolved().manifest;
     let names: Vec<&str> = manifest.actions.iter().map(|a| a.name.as_str()).collect();
     f.pass(
         "schemas",
@@ -249,7 +238,7 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
             );
         }
     }
-    let resolved = Resolved { file, manifest };
+    let resolved = tool.resolved();
     if opts.call_all {
         // The throwaway anima grants what the author asked to call: the call still goes through the gate.
         let grants: Vec<String> = resolved
@@ -273,11 +262,12 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
             );
             continue;
         }
-        call_action(&runner, &resolved, act, opts, f).await;
+        call_action(&tool, act, opts, f).await;
     }
 }
 
-async fn call_action(runner: &Runner, r: &Resolved, act: &ActionSpec, opts: &CheckOptions, f: &mut Findings) {
+async fn call_action(tool: &OpenTool<'_>, act: &ActionSpec, opts: &CheckOptions, f: &mut Findings) {
+    let r = tool.resolved();
     let subject = format!("action {}", act.name);
     let args = match sample_args(&act.input_schema) {
         Value::Object(m) => m,
@@ -305,7 +295,7 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &ActionSpec, opts: &Che
     };
     let mut seen = Seen::default();
     let shown = Value::Object(args.clone());
-    let out = match runner.open_resolved(r.clone()).action(&act.name) {
+    let out = match tool.clone().action(&act.name) {
         Ok(target) => match target.prepare(args, &call_opts) {
             Ok(call) => call.run(&mut seen, Cancel::never()).await,
             Err(e) => Err(e),

@@ -511,16 +511,16 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
     let json_errors = !std::io::IsTerminal::is_terminal(&std::io::stdout());
     // Tools first, then AnimaWorks' own words, as in the original.
     let first = words[0].to_string_lossy().into_owned();
-    let tool = match runner.resolve(&first).await {
-        Ok(r) => runner.open_resolved(r),
+    let tool = match runner.open_unaudited(&first).await {
+        Ok(t) => t,
         Err(e) if e.code == ErrorCode::UnknownTool => {
             if let Some(fe) = forward::forward(&words, &runner.dirs.python, fwd) {
                 return fail(&fe, json_errors);
             }
             // Not one of AnimaWorks' words either: an attempt at an unknown tool, audited.
-            return fail(&runner.open(&first).await.err().unwrap_or(e), json_errors);
+            return fail(&runner.refuse_open(&first, e), json_errors);
         }
-        Err(e) => return fail(&runner.open(&first).await.err().unwrap_or(e), json_errors),
+        Err(e) => return fail(&runner.refuse_open(&first, e), json_errors),
     };
     let words: Vec<String> = match words
         .iter()

@@ -18,19 +18,25 @@
 //! Nothing else starts a tool for a call; these do not compile outside the crate:
 //!
 //! ```compile_fail
-//! let _ = animaworks_tool::spawn::start_tool_with; // spawn a tool file with any environment
+//! let _ = awt_core::spawn::start_tool_with; // spawn a tool file with any environment
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::pool::WorkerPool::run; // hand any request to a pooled worker
+//! let _ = awt_core::pool::WorkerPool::run; // hand any request to a pooled worker
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::pool::Worker::spawn; // start `TOOL --serve` with any environment
+//! let _ = awt_core::pool::Worker::spawn; // start `TOOL --serve` with any environment
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::pool::Worker::call;
+//! let _ = awt_core::pool::Worker::call;
 //! ```
 //! ```compile_fail
-//! let _ = animaworks_tool::Runner::open_resolved; // prepare a call from a forged manifest (its own gates)
+//! let _ = awt_core::Runner::open_resolved; // prepare a call from a forged manifest (its own gates)
+//! ```
+//! ```compile_fail
+//! // a call opened on a forged manifest, field by field
+//! fn forge<'r>(runner: &'r awt_core::Runner, resolved: awt_core::Resolved) -> awt_core::call::OpenTool<'r> {
+//!     awt_core::call::OpenTool { runner, resolved }
+//! }
 //! ```
 
 mod audit;

@@ -81,12 +81,48 @@ impl Runner {
     /// The first step of a call: find and describe `tool`. A tool that cannot be found or described is audited
     /// as an attempt.
     pub async fn open(&self, tool: &str) -> Result<OpenTool<'_>, CallError> {
-        match self.resolve(tool).await {
-            Ok(resolved) => Ok(OpenTool { runner: self, resolved }),
-            Err(e) => {
-                let tier = discover::scan_for(&self.dirs, tool).tools.get(tool).map(|f| f.tier);
-                Err(Attempt::new(tool, tier, None, Value::Null).failed(self, e, &Masker::default()))
-            }
+        match self.open_unaudited(tool).await {
+            Ok(t) => Ok(t),
+            Err(e) => Err(self.refuse_open(tool, e)),
+        }
+    }
+
+    /// [`Runner::open`], leaving a failure to the caller: it either audits it ([`Runner::refuse_open`]) or hands
+    /// the words to someone else (the CLI's AnimaWorks commands, when no tool has the name).
+    pub async fn open_unaudited(&self, tool: &str) -> Result<OpenTool<'_>, CallError> {
+        Ok(self.open_resolved(self.resolve(tool).await?))
+    }
+
+    /// Record an attempt at `tool` that could not be opened, and hand its error back.
+    pub fn refuse_open(&self, tool: &str, e: CallError) -> CallError {
+        let tier = discover::scan_for(&self.dirs, tool).tools.get(tool).map(|f| f.tier);
+        Attempt::new(tool, tier, None, Value::Null).failed(self, e, &Masker::default())
+    }
+
+    /// Open the tool file at `path`, outside the tiers, as a personal tool named `name` (`check`): its manifest
+    /// is what the file answers to `--schemas` now, never one the caller gives. A file that does not answer is
+    /// the probe's failure, handed back as it is.
+    pub async fn open_file(&self, name: &str, path: &std::path::Path) -> Result<OpenTool<'_>, Probed> {
+        let file = discover::ToolFile {
+            name: name.to_owned(),
+            tier: crate::tier::Tier::Personal,
+            path: path.to_path_buf(),
+            launch: discover::Launch::for_path(path),
+            mcp: None,
+            stat: None,
+        };
+        let env = self.probe_env().map_err(|e| Probed::Failed {
+            reason: match e.hint {
+                Some(h) => format!("{} ({h})", e.message),
+                None => e.message,
+            },
+            stderr_tail: String::new(),
+            spawn: true,
+            timed_out: false,
+        })?;
+        match probe::probe(&file, &self.dirs, &env).await {
+            Probed::Ok(manifest) => Ok(self.open_resolved(Resolved { file, manifest })),
+            failed => Err(failed),
         }
     }
 
@@ -96,9 +132,9 @@ impl Runner {
         Attempt::new(name, None, None, Value::Null).failed(self, e, &Masker::default())
     }
 
-    /// A tool described elsewhere (`check` probes a file outside the tiers). Not public: a forged manifest would
-    /// choose its own gates.
-    pub fn open_resolved(&self, resolved: Resolved) -> OpenTool<'_> {
+    /// A tool found and described by one of the doors above. Not public: a forged manifest would choose its own
+    /// gates.
+    fn open_resolved(&self, resolved: Resolved) -> OpenTool<'_> {
         OpenTool { runner: self, resolved }
     }
 }
