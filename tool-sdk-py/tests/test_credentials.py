@@ -55,7 +55,7 @@ def test_missing_names_every_place(tmp_path: Path, data: Path) -> None:
     assert lookup(tmp_path, "'nope', 't'", NOPE_KEY="x")["code"] == "missing_credential"
 
 
-@pytest.mark.skipif(not VAULT.is_dir(), reason=f"{VAULT} is absent (the shared fixtures live outside the repository)")
+@pytest.mark.skipif(not VAULT.is_dir(), reason=f"{VAULT} is absent")
 def test_vault_sealed_boxes(tmp_path: Path, data: Path) -> None:
     vectors = json.loads((VAULT / "vault_vectors.json").read_text())
     (data / "vault.key").write_text(vectors["vault_key_file_text"])

@@ -186,9 +186,9 @@ def test_other_pythons(python: str) -> None:
 
     exe = shutil.which(python)
     if exe is None:
-        pytest.skip(f"{python} is not installed")
+        pytest.skip(f"optional: {python} is not installed")
     if subprocess.run([exe, "-m", "pytest", "--version"], capture_output=True).returncode != 0:
-        pytest.skip(f"{python} has no pytest")
+        pytest.skip(f"optional: {python} has no pytest")
     r = subprocess.run([exe, "-m", "pytest", "-q", "-W", "error", "-k", "not other_pythons", __file__],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:]

@@ -246,7 +246,8 @@ pub fn compile_in_background(shim: &Path, python: &Path, env: &[(OsString, OsStr
 
 /// What the isolated interpreter runs: argv = package dir, done marker, claim. A module this interpreter
 /// cannot compile is left out (it is then compiled, or fails, as without byte code) and the rest marked done,
-/// so it is not tried again on every call.
+/// so it is not tried again on every call. The claim becomes the marker in one rename: whoever reads the folder
+/// sees either the claim or the marker, never both.
 const COMPILE: &str = "\
 import os, py_compile, sys
 pkg, done, claim = sys.argv[1:4]
@@ -258,8 +259,10 @@ for name in sorted(os.listdir(pkg)):
                                    invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
             except Exception:
                 pass
-open(done, 'a').close()
-os.unlink(claim)
+try:
+    os.replace(claim, done)
+except OSError:
+    open(done, 'a').close()
 ";
 
 /// The interpreter as a file: its canonical path and what changes when it is replaced.
@@ -321,6 +324,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The claim is renamed onto the marker: no moment shows both (a reader that saw the marker beside the claim
+    /// took the compile for unfinished), nor neither.
+    #[test]
+    fn the_claim_becomes_the_done_marker_in_one_rename() {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(python) = which::which("python3") else {
+            awt_sys::skipped!("python3 is not on PATH");
+            return;
+        };
+        let t = tempfile::tempdir().unwrap();
+        let pkg = t.path().join("pkg");
+        std::fs::create_dir_all(pkg.join("__pycache__")).unwrap();
+        std::fs::write(pkg.join("m.py"), "X = 1\n").unwrap();
+        let (done, claim) = (pkg.join("__pycache__/.compiled-1"), pkg.join("__pycache__/.compiling-1"));
+        assert!(take_claim(&claim));
+        let claimed = std::fs::metadata(&claim).unwrap().ino();
+        let out = std::process::Command::new(python)
+            .args(["-I", "-S", "-c", COMPILE])
+            .args([&pkg, &done, &claim])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!claim.exists(), "the claim is left");
+        assert_eq!(std::fs::metadata(&done).unwrap().ino(), claimed, "the marker is not the claim renamed");
+        let pycs = pkg.join("__pycache__").read_dir().unwrap().flatten();
+        assert!(pycs.into_iter().any(|e| e.file_name().to_string_lossy().ends_with(".pyc")));
     }
 
     /// The unconfined compiler gets where to find the interpreter, never the tool's credentials.

@@ -487,7 +487,7 @@ mod tests {
             return;
         }
         if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
-            eprintln!("skipped: no mount namespace here (other animas are not hidden by a mount)");
+            awt_sys::skipped!("no mount namespace here (other animas are not hidden by a mount)");
             return;
         }
         std::fs::remove_dir_all(world.path().join("animas/bob")).unwrap();
@@ -521,7 +521,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             return;
         }
         if !plan.mounts().iter().any(|m| m.path.ends_with("state/background_tasks")) {
-            eprintln!("skipped: no mount namespace here");
+            awt_sys::skipped!("no mount namespace here");
             return;
         }
         drop(plan);
@@ -558,7 +558,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             std::fs::create_dir_all(root.join("animas/bob")).unwrap()
         });
         if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
-            eprintln!("skipped: no mount namespace here (other animas are not hidden by a mount)");
+            awt_sys::skipped!("no mount namespace here (other animas are not hidden by a mount)");
             return;
         }
         drop(plan);
@@ -605,7 +605,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let hides =
             |p: &crate::sandbox::Plan, v: &str| p.mounts().iter().any(|m| m.path.ends_with(format!("rel/{v}/secret")));
         if !hides(&plan, "v1") {
-            eprintln!("skipped: no mount namespace here (a deny entry is not hidden by a mount)");
+            awt_sys::skipped!("no mount namespace here (a deny entry is not hidden by a mount)");
             return;
         }
         drop(plan);
@@ -632,7 +632,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
     fn a_python_probe_planned_on_a_cold_cache_hides_the_entries_folder() {
         let (_world, dirs, mut file, plan, _env) = one_tool(SCHEMAS);
         if plan.reads() != Some(crate::sandbox::Reads::DenyList) {
-            eprintln!("skipped: no mount namespace here (the cache is not readable through Landlock's rules)");
+            awt_sys::skipped!("no mount namespace here (the cache is not readable through Landlock's rules)");
             return;
         }
         drop(plan);
@@ -656,7 +656,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let (_world, _dirs, file, plan, _env) = one_tool(SCHEMAS);
         let tmp = plan.tmp().map(Path::to_path_buf);
         let Some(tmp) = tmp.filter(|t| plan.mounts().iter().any(|m| m.path == *t)) else {
-            eprintln!("skipped: no mount namespace here (the temp dir is not mounted)");
+            awt_sys::skipped!("no mount namespace here (the temp dir is not mounted)");
             return;
         };
         std::fs::remove_dir_all(&tmp).unwrap();

@@ -32,3 +32,5 @@ pub mod reap;
 pub mod rlimit;
 pub mod start;
 pub mod syscall;
+#[doc(hidden)]
+pub mod test_skip;

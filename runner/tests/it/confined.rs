@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 fn landlock() -> bool {
     let k = animaworks_tool::sandbox::kernel::support();
     if k.landlock_abi < 1 {
-        eprintln!("SKIPPED: no Landlock on this kernel: nothing is confined, so no confined failure can be tested");
+        awt_sys::skipped!("no Landlock on this kernel: nothing is confined, so no confined failure can be tested");
         return false;
     }
     true

@@ -11,8 +11,8 @@ pub fn original() -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/.venv");
     let ok = venv.join("bin/animaworks-tool").is_file() && venv.join("bin/python").exists();
     if !ok {
-        eprintln!(
-            "note: the original AnimaWorks is not installed in bench/.venv (run bench/setup-legacy-venv, which \
+        awt_sys::skipped!(
+            "the original AnimaWorks is not installed in bench/.venv (run bench/setup-legacy-venv, which \
              needs PyPI); the side-by-side comparison is skipped"
         );
     }
@@ -942,7 +942,7 @@ fn web_api() -> u16 {
 fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no PID (and mount) namespace here: reads fall back to the allow list; comparison skipped");
+        awt_sys::skipped!("no PID (and mount) namespace here: reads fall back to the allow list; comparison skipped");
         return;
     }
     let w = World::sandboxed();

@@ -81,7 +81,7 @@ fn mappings() -> usize {
 #[test]
 fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
     if !pid_ns_available() {
-        eprintln!("SKIPPED: no PID namespace here");
+        awt_sys::skipped!("no PID namespace here");
         return;
     }
     let c = confined();
@@ -112,7 +112,7 @@ fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
 #[test]
 fn an_init_that_dies_before_its_report_fails_the_start() {
     if !pid_ns_available() {
-        eprintln!("SKIPPED: no PID namespace here");
+        awt_sys::skipped!("no PID namespace here");
         return;
     }
     let flags = confined().pid_ns.as_ref().unwrap().clone_flags(false);
@@ -191,7 +191,7 @@ if __name__ == "__main__":
 fn a_sandboxed_tool_cannot_reach_the_init_that_shares_the_runners_memory() {
     use crate::support::*;
     if !pid_ns_available() || animaworks_tool::sandbox::kernel::support().landlock_abi < 6 {
-        eprintln!("SKIPPED: no PID namespace or Landlock ABI < 6 here");
+        awt_sys::skipped!("no PID namespace or Landlock ABI < 6 here");
         return;
     }
     let w = World::sandboxed();

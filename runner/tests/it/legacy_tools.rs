@@ -7,11 +7,11 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/legacy_tools");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy_tools");
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipped: the shared legacy fixtures are not at {}", dir.display());
+        awt_sys::skipped!("the legacy fixtures are not at {}", dir.display());
         None
     }
 }

@@ -53,8 +53,8 @@ fn cgroup_for(w: &World, key: &str) -> bool {
     if how["enforced"].as_str().is_some_and(|e| e.starts_with("cgroup")) {
         return true;
     }
-    eprintln!(
-        "SKIPPED: no cgroup can be made for a call on this machine ({key}: {how}); the rlimit path is tested apart"
+    awt_sys::skipped!(
+        "no cgroup can be made for a call on this machine ({key}: {how}); the rlimit path is tested apart"
     );
     false
 }
@@ -109,7 +109,7 @@ fn without_a_cgroup_memory_is_an_rlimit_that_leaves_node_working() {
             format!("exec {n} -e 'console.log(JSON.stringify({{ok: 1}}))'"),
         ));
     } else {
-        eprintln!("SKIPPED (part): node is not installed; the Node case is not run");
+        awt_sys::skipped!("node is not installed: the Node case is not run (the others are)");
     }
     let a: Vec<(&str, &str)> = actions.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     hog(&w, &a);

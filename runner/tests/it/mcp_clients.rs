@@ -205,7 +205,7 @@ fn ts_client_ready() -> Option<&'static Path> {
         "node is not on PATH"
     };
     assert!(!ci, "CI=true: {why}");
-    eprintln!("skipped: {why}");
+    awt_sys::skipped!("{why}");
     None
 }
 

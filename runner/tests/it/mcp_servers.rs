@@ -392,7 +392,7 @@ fn filesystem_server() -> Option<PathBuf> {
         std::env::var_os("CI").is_none(),
         "test.sh installs @modelcontextprotocol/server-filesystem under target/npm-mcp-servers; it is missing"
     );
-    eprintln!("skipped: run ./test.sh once to install the npm reference server under target/npm-mcp-servers");
+    awt_sys::skipped!("run ./test.sh once to install the npm reference server under target/npm-mcp-servers");
     None
 }
 

@@ -56,7 +56,7 @@ pub fn unavailable() -> Option<String> {
 macro_rules! need_postgres {
     () => {
         if let Some(why) = $crate::pg_cluster::unavailable() {
-            eprintln!("SKIPPED: {why}");
+            awt_sys::skipped!("{why}");
             return;
         }
     };

@@ -11,7 +11,7 @@ use std::path::Path;
 fn landlock() -> bool {
     let k = animaworks_tool::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
-        eprintln!("SKIPPED: this kernel has Landlock ABI {} and seccomp {}: the sandbox cannot be tested here (docs/sandbox.md lists what each ABI enforces)", k.landlock_abi, k.seccomp);
+        awt_sys::skipped!("this kernel has Landlock ABI {} and seccomp {}: the sandbox cannot be tested here (docs/sandbox.md lists what each ABI enforces)", k.landlock_abi, k.seccomp);
         return false;
     }
     true
@@ -307,7 +307,7 @@ fn compiled_tool_and_its_children_cannot_escape() {
     match cc {
         Ok(o) if o.status.success() => {}
         other => {
-            eprintln!("SKIPPED: no working C compiler (`cc`) to build the compiled attacker: {other:?}");
+            awt_sys::skipped!("no working C compiler (`cc`) to build the compiled attacker: {other:?}");
             return;
         }
     }
@@ -438,7 +438,7 @@ fn writable_places_never_run_and_animaworks_writes_land() {
     {
         Ok(o) if o.status.success() => {}
         other => {
-            eprintln!("SKIPPED: no working C compiler (`cc`): {other:?}");
+            awt_sys::skipped!("no working C compiler (`cc`): {other:?}");
             return;
         }
     }
@@ -568,7 +568,7 @@ esac"#;
 #[test]
 fn a_daemon_the_tool_starts_dies_with_the_call() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no PID namespace here: a setsid daemon outlives its call (docs/sandbox.md)");
+        awt_sys::skipped!("no PID namespace here: a setsid daemon outlives its call (docs/sandbox.md)");
         return;
     }
     let w = World::sandboxed();
@@ -832,7 +832,7 @@ if __name__ == "__main__":
 
 fn pid_namespace() -> bool {
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox.md)");
+        awt_sys::skipped!("no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox.md)");
         return false;
     }
     true
@@ -1221,7 +1221,7 @@ fn last_audit(w: &World) -> Value {
 #[test]
 fn every_hidden_folder_is_empty_and_read_only_and_every_hidden_file_unopenable() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
     let w = World::sandboxed();
@@ -1298,7 +1298,7 @@ printf '{"dirs":%d,"files":%d,"listed":%d,"written":%d,"opened":%d}\n' $dirs $fi
 #[test]
 fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
     let w = World::sandboxed();
@@ -1344,11 +1344,11 @@ fn another_calls_dir() -> tempfile::TempDir {
 #[test]
 fn a_later_calls_temp_dir_is_hidden_too() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
     if animaworks_tool::sandbox::calls_dir().is_none() {
-        eprintln!("SKIPPED: no calls folder here (each call's dir is hidden as the plan finds it)");
+        awt_sys::skipped!("no calls folder here (each call's dir is hidden as the plan finds it)");
         return;
     }
     let w = World::sandboxed();
@@ -1404,7 +1404,7 @@ printf '{"seen":"%s"}\n' "$seen"
 #[test]
 fn a_temp_dir_a_tool_kept_a_descriptor_of_is_not_another_animas_next() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no PID namespace here: no temp dir is taken back");
+        awt_sys::skipped!("no PID namespace here: no temp dir is taken back");
         return;
     }
     let w = World::sandboxed();
@@ -1508,7 +1508,7 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
 #[test]
 fn the_calls_folder_of_a_runner_with_another_tmpdir_is_hidden_too() {
     if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("SKIPPED: no mount namespace here: the deny list is not made of mounts");
+        awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
     let w = World::sandboxed();
@@ -1740,7 +1740,7 @@ fn a_kept_network_namespace_whose_proxy_port_is_held_is_let_go_and_the_call_runs
     match bound.recv().unwrap() {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            eprintln!("SKIPPED: this test cannot enter the runner's namespaces here ({e})");
+            awt_sys::skipped!("this test cannot enter the runner's namespaces here ({e})");
             return;
         }
         Err(e) => panic!("could not hold the proxy's port in the kept namespace: {e}"),

@@ -283,7 +283,7 @@ impl Env {
 fn both(body: impl Fn(Backend)) {
     body(Backend::Files);
     if let Some(why) = pg_cluster::unavailable() {
-        eprintln!("SKIPPED the Postgres half: {why}");
+        awt_sys::skipped!("the Postgres half: {why}");
         return;
     }
     body(Backend::Postgres);

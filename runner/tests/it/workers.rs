@@ -308,7 +308,7 @@ fn python_available() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_modules_run_in_a_shim_worker() {
     if !python_available() {
-        eprintln!("skipped: python3 is not installed");
+        awt_sys::skipped!("python3 is not installed");
         return;
     }
     let w = World::new();
@@ -364,7 +364,7 @@ async fn the_rust_sdk_serves_as_a_worker() {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let bin = target.join("debug").join("rust-hello");
     if !bin.is_file() {
-        eprintln!("skipped: {} is missing (cargo build -p rust-hello)", bin.display());
+        awt_sys::skipped!("{} is missing (cargo build -p rust-hello)", bin.display());
         return;
     }
     let w = World::new();

@@ -153,7 +153,7 @@ mod tests {
         let key = Key(0x6b65_7074_6e65_7431);
         assert!(Lease::take(key, None).is_none(), "a key's first call makes its own");
         let Some(lease) = Lease::take(key, None) else {
-            eprintln!("SKIPPED: this process cannot make a network namespace without a user namespace's maps");
+            awt_sys::skipped!("this process cannot make a network namespace without a user namespace's maps");
             return;
         };
         let held = lease.ns();

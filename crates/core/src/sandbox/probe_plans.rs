@@ -244,12 +244,12 @@ mod tests {
         };
         let plan = super::super::for_process(&dirs, &file, super::super::Needs::Probe).unwrap();
         let Some(inner) = plan.inner.as_ref() else {
-            eprintln!("skipped: the sandbox is off here");
+            awt_sys::skipped!("the sandbox is off here");
             return;
         };
         let tmp = rules_canonical(inner.tmp.path());
         if super::super::tmp::calls_dir() != tmp.parent() {
-            eprintln!("skipped: no calls folder here (plans are not remembered without it)");
+            awt_sys::skipped!("no calls folder here (plans are not remembered without it)");
             return;
         }
         let key = Key {

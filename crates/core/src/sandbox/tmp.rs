@@ -547,7 +547,7 @@ mod tests {
         let t = CallTmp::new_in(pool, K).unwrap();
         let p = t.path().to_path_buf();
         if rustix::fs::setxattr(&p, "user.awt", b"1", rustix::fs::XattrFlags::empty()).is_err() {
-            eprintln!("skipped: this file system takes no user extended attributes");
+            awt_sys::skipped!("this file system takes no user extended attributes");
             drop(t);
             pool.release();
             return;

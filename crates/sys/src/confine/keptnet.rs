@@ -200,7 +200,7 @@ mod tests {
         let k = match KeptNet::make(maps) {
             Ok(k) => k,
             Err(e) => {
-                eprintln!("SKIPPED: no network namespace can be made here: {e}");
+                crate::skipped!("no network namespace can be made here: {e}");
                 return;
             }
         };
