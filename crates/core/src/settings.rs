@@ -191,10 +191,11 @@ pub struct SettingsError {
 }
 
 impl SettingsError {
-    /// The error of a command that needs the settings: the key at fault and the closest real one in its details.
+    /// The error of a command that needs the settings (`usage`: the operator's file, not the runner, is at fault):
+    /// the key at fault and the closest real one in its details.
     pub fn to_call_error(&self) -> crate::error::CallError {
         use crate::error::{CallError, Detail, ErrorCode};
-        let mut e = CallError::new(ErrorCode::Internal, format!("cannot use the runner settings: {self}"))
+        let mut e = CallError::new(ErrorCode::Usage, format!("cannot use the runner settings: {self}"))
             .hint("fix that file (docs/configuration.md), or move it away to use the defaults")
             .with(Detail::Path, self.path.to_string_lossy().into_owned());
         if let Some(k) = &self.key {

@@ -61,7 +61,24 @@ pub async fn manifests(runner: &Runner) -> (Vec<Resolved>, Vec<Problem>, usize) 
         }
     }
     claim_schema_names(&mut tools, &mut problems);
+    problems.extend(permissions_problem(runner));
     (tools, problems, probed)
+}
+
+/// The anima's permissions file when it cannot be used: every call is refused while it stands, so every listing
+/// says so rather than answer with fewer tools in silence.
+pub fn permissions_problem(runner: &Runner) -> Option<Problem> {
+    let e = runner.permissions().err()?;
+    Some(Problem {
+        message: format!(
+            "{e}; every call of this anima is refused until it is fixed (`animaworks-tool permissions show` reads it)"
+        ),
+        tool: String::new(),
+        tier: awt_core::policy::Tier::Personal,
+        path: e.path,
+        kind: "permissions_invalid",
+        stderr_tail: None,
+    })
 }
 
 /// A schema name belongs to one tool: core tools claim theirs first, then common, then personal, each tier in

@@ -3,7 +3,8 @@
 //! - `tools/list`: the permitted catalogue ([`catalog::permitted`]) in MCP shape ([`providers::mcp_tool`]):
 //!   input schema, output schema when it describes an object, annotations from the profile's hints.
 //!   Paged ([`PAGE`] tools a page, opaque cursors; a cursor this server did not give is `-32602`). While the
-//!   list is empty, it and the `instructions` say why ([`Server::empty_hint`]).
+//!   list is empty or cut short by an unusable permissions file, it and the `instructions` say why
+//!   ([`Server::empty_hint`]).
 //! - `tools/call`: resolve → validate → permit → run, as on every path. Every failure of the call (invalid
 //!   arguments, a permission or sandbox refusal, a timeout, a crash, the tool's own error) is a result with
 //!   `isError: true` (SEP-1303): the message and the suggestion as text, the runner's error object in
@@ -109,8 +110,8 @@ impl Server {
         }
     }
 
-    /// Why the server offers no tool, when it offers none (said on stderr at start, in `instructions` and in an
-    /// empty `tools/list`).
+    /// Why the server offers no tool, when it offers none, or why it offers fewer than it has (a permissions file
+    /// that cannot be used): said on stderr at start, in `instructions` and in `tools/list`.
     pub fn empty_hint(&self) -> Option<String> {
         self.hint.lock().expect("hint lock").clone()
     }
@@ -152,7 +153,9 @@ impl Server {
                 }
             }
         }
-        *self.hint.lock().expect("hint lock") = tools.is_empty().then(|| empty_reason(&self.runner, found, &problems));
+        let broken = problems.iter().find(|p| p.kind == "permissions_invalid").map(|p| p.message.clone());
+        *self.hint.lock().expect("hint lock") =
+            broken.or_else(|| tools.is_empty().then(|| empty_reason(&self.runner, found, &problems)));
         *self.names.lock().expect("names lock") = names;
         *self.eligible.lock().expect("eligible lock") = eligible;
         // Kept only when every manifest came from the schema cache: a probe that failed for a passing reason (a
@@ -519,7 +522,7 @@ impl ServerHandler for Server {
         if end < tools.len() {
             page["nextCursor"] = Value::String(cursor(end));
         }
-        if let Some(h) = self.empty_hint().filter(|_| tools.is_empty()) {
+        if let Some(h) = self.empty_hint() {
             page["_meta"] = json!({HINT_META: h});
         }
         serde_json::from_value(page).map_err(|e| ErrorData::internal_error(format!("tools/list page: {e}"), None))

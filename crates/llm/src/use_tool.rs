@@ -414,7 +414,10 @@ fn drop_nulls_here(schema: &Value, args: &mut Map<String, Value>) {
 async fn meta(runner: &Runner, action: &str, args: &Map<String, Value>) -> Result<Value, CallError> {
     let entries = catalog::permitted(runner).await;
     match action {
-        "list" | "catalog" => Ok(Value::String(catalog::compact(&entries))),
+        "list" | "catalog" => Ok(Value::String(match catalog::permissions_problem(runner) {
+            Some(p) => format!("{}\n{}", p.message, catalog::compact(&entries)),
+            None => catalog::compact(&entries),
+        })),
         "describe" => {
             let tool = args.get("tool").and_then(Value::as_str).ok_or_else(|| {
                 CallError::new(

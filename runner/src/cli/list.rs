@@ -165,7 +165,18 @@ pub async fn list(runner: &Runner, as_json: bool) -> i32 {
     if let Some((n, _)) = tier_note(runner) {
         say!("\nnote: {n}");
     }
+    for w in permission_warnings(runner) {
+        say!("warning: {}", super::term::for_stdout(&w));
+    }
     0
+}
+
+/// The anima's `permissions.json` keys that nothing reads (a misspelt grant), each with where it is.
+fn permission_warnings(runner: &Runner) -> Vec<String> {
+    runner
+        .permissions()
+        .map(|p| awt_core::policy::permissions::unknown_keys(&p))
+        .unwrap_or_default()
 }
 
 /// A tool named like a runner command (`check`, `share`, …): on the command line the command wins (an agent's
@@ -245,7 +256,8 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let (sandbox, settings_error) = sandbox_report(runner);
     let note = tier_note(runner);
     let bad = !problems.is_empty() || settings_error.is_some() || note.as_ref().is_some_and(|n| n.1);
-    let shadowed = shadowed_by_commands(&tools);
+    let mut shadowed = shadowed_by_commands(&tools);
+    shadowed.extend(permission_warnings(runner));
     // What reaches a tool from this caller, by policy: names only, never values.
     let settings = runner.env_settings().unwrap_or_default();
     let legacy = settings.policy(true);

@@ -316,6 +316,11 @@ pub async fn mcp(runner: &Runner, args: McpArgs) -> i32 {
 }
 
 pub async fn schemas(runner: &Runner, args: SchemasArgs) -> i32 {
+    // A permissions file that cannot be used leaves no action permitted: say so, never an empty list alone.
+    if let Some(p) = catalog::permissions_problem(runner) {
+        tell!("animaworks-tool schemas: {}", p.message);
+        return 1;
+    }
     let entries = catalog::permitted(runner).await;
     let mut out = std::io::stdout().lock();
     if args.use_tool {

@@ -215,6 +215,26 @@ pub fn main() -> i32 {
     };
     let dirs = Dirs::resolve(&dir_options(&cli));
     let runner = Runner::new(dirs);
+    // The settings carry limits, deny paths and the sandbox's defaults: a file that cannot be used stops every
+    // command, never leaves it to the defaults. `doctor` reports it with the rest; a call refuses itself (audited);
+    // help, version, completions and man read no settings.
+    let needs_settings = !matches!(
+        cli.cmd,
+        None | Some(
+            Cmd::Doctor { .. }
+                | Cmd::Call { .. }
+                | Cmd::Tool(_)
+                | Cmd::Version { .. }
+                | Cmd::Help { .. }
+                | Cmd::Completions { .. }
+                | Cmd::Man(_)
+        )
+    );
+    if needs_settings {
+        if let Err(e) = runner.settings() {
+            return fail(&e, false);
+        }
+    }
     // Why threads only for the two servers (`use-tool --serve`, `mcp`): their concurrent calls' own work
     // (validation, the gate, the sandbox's plan and namespaces, the audit line) ran on one thread, which limited
     // 4 calls in flight to 1.26x one (serve) and held MCP's sandboxed calls to one core; a one-shot command pays

@@ -329,11 +329,21 @@ fn a_misspelt_settings_key_stops_commands_and_doctor_names_it_with_the_closest_k
         "{}",
         stdout(&o)
     );
-    let e = json(&w.run(&["call", "hello", "greet", "--who", "x"]))["error"].clone();
+    let o = w.run(&["call", "hello", "greet", "--who", "x"]);
+    assert_eq!(o.status.code(), Some(2), "the operator's file is at fault: usage, not internal");
+    let e = json(&o)["error"].clone();
     assert!(
         e["message"].as_str().unwrap().contains("animaworks-tool.json") && e["did_you_mean"] == "max_running_tasks",
         "{e}"
     );
+    assert_eq!(e["code"], "usage", "{e}");
+    // Every command, not only a call: never a listing or a schema made on the defaults.
+    for cmd in [&["tools"][..], &["schemas"], &["use-tool"], &["jobs", "list"]] {
+        let o = w.run(cmd);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", stdout(&o));
+        assert!(stderr(&o).contains("animaworks-tool.json"), "{cmd:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{cmd:?} answered on the defaults: {}", stdout(&o));
+    }
     w.settings(r#"{"$schema": "animaworks-tool.schema.json", "max_running_tasks": 2}"#);
     assert_eq!(
         w.run(&["doctor"]).status.code(),
@@ -960,7 +970,7 @@ fn check_reports_protocol_1_for_a_short_form_tool_and_warns_of_unchecked_formats
 #[test]
 fn the_readme_five_minute_bash_tool_handles_quotes() {
     if std::process::Command::new("jq").arg("--version").output().is_err() {
-        eprintln!("skipped: jq is not installed (.ci/run installs it)");
+        awt_sys::skipped!("jq is not installed (.ci/run installs it)");
         return;
     }
     let readme =
@@ -1123,4 +1133,45 @@ fn submit_on_a_terminal_says_how_to_follow_the_task() {
     // In a pipe, only the receipt.
     let o = w.run(&["submit", "hello", "greet", "--who", "y"]);
     assert!(!stderr(&o).contains("jobs wait"), "{}", stderr(&o));
+}
+
+/// A permissions file that cannot be used refuses every call: `doctor`, `tools`, `schemas` and `use-tool`'s
+/// `help list` say so, with the file, line and column and the consequence, never an answer with fewer tools alone.
+#[test]
+fn a_malformed_permissions_file_is_named_by_every_listing() {
+    let w = World::new();
+    hello(&w);
+    std::fs::write(w.anima.join("permissions.json"), "{\n  \"external_tools\": {\"allow\": [\"x\",]}\n}\n").unwrap();
+    let said = |o: &std::process::Output| format!("{}{}", stdout(o), stderr(o));
+    let doctor = w.run(&["doctor"]);
+    assert_eq!(doctor.status.code(), Some(1), "{}", said(&doctor));
+    let tools = w.run(&["tools"]);
+    let schemas = w.run(&["schemas"]);
+    assert_eq!(schemas.status.code(), Some(1), "{}", said(&schemas));
+    let list = w.feed(&["use-tool"], r#"{"tool_name":"help","action":"list"}"#);
+    for (what, o) in [("doctor", &doctor), ("tools", &tools), ("schemas", &schemas), ("help list", &list)] {
+        let text = said(o);
+        assert!(text.contains("permissions.json:2:"), "{what}: {text}");
+        assert!(text.contains("every call of this anima is refused"), "{what}: {text}");
+    }
+}
+
+/// A misspelt key of `permissions.json` is ignored, as AnimaWorks ignores it, but `doctor` and `tools` name it,
+/// where it is and the key it is closest to: the grant it meant to give does not apply.
+#[test]
+fn a_misspelt_permissions_key_is_named_with_the_closest_key() {
+    let w = World::new();
+    hello(&w);
+    std::fs::write(w.anima.join("permissions.json"), "{\"credentails\": {\"hello\": [\"A\"]}}").unwrap();
+    let o = w.run(&["call", "hello", "greet", "--who", "x"]);
+    assert_eq!(o.status.code(), Some(0), "still accepted, as in AnimaWorks: {}", stderr(&o));
+    for cmd in ["doctor", "tools"] {
+        let o = w.run(&[cmd]);
+        let out = stdout(&o);
+        assert!(
+            out.contains("permissions.json:1:2: unknown key \"credentails\"") && out.contains("\"credentials\""),
+            "{cmd}: {out}"
+        );
+    }
+    assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a warning, not a problem");
 }

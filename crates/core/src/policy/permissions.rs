@@ -553,9 +553,90 @@ pub fn write_json(anima_dir: &Path, permissions: &Permissions, force: bool) -> R
     }
 }
 
+/// The keys of `permissions.json` the runner reads, at the top and in its objects of AnimaWorks' shape.
+const KEYS: &[&str] = &[
+    "version",
+    "file_roots",
+    "file_roots_readonly",
+    "file_roots_denied",
+    "commands",
+    "external_tools",
+    "tool_creation",
+    "sandbox",
+    "credentials",
+    "limits",
+];
+const RULE_KEYS: &[&str] = &["allow_all", "allow", "deny"];
+const CREATION_KEYS: &[&str] = &["personal", "shared"];
+
+/// Keys of `permissions.json` that nothing reads, each as `<file>:<line>:<col>: …` with its consequence and the
+/// closest key. They are ignored, as AnimaWorks' loader ignores them (a file it accepts stays accepted), but a
+/// misspelt `"credentails"` grants nothing, silently: `doctor` and `tools` say so. Empty when the file is
+/// absent or cannot be used (that is its own error).
+pub fn unknown_keys(loaded: &LoadedPermissions) -> Vec<String> {
+    let PermissionsFile::Json(path) = &loaded.source else {
+        return Vec::new();
+    };
+    let Ok(Some(text)) = read_if_present(path) else {
+        return Vec::new();
+    };
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut check = |at: &str, map: &serde_json::Map<String, serde_json::Value>, known: &[&str]| {
+        for k in map.keys().filter(|k| !known.contains(&k.as_str()) && !k.starts_with('$')) {
+            let (line, col) = key_position(&text, k);
+            let near = crate::suggest::closest(k, known.iter().copied())
+                .map(|n| format!("; did you mean \"{n}\"?"))
+                .unwrap_or_default();
+            found.push(format!(
+                "{}:{line}:{col}: unknown key \"{at}{k}\" is ignored, so nothing it says applies{near}",
+                path.display()
+            ));
+        }
+    };
+    check("", &top, KEYS);
+    for (key, known) in [("commands", RULE_KEYS), ("external_tools", RULE_KEYS), ("tool_creation", CREATION_KEYS)] {
+        if let Some(serde_json::Value::Object(m)) = top.get(key) {
+            check(&format!("{key}."), m, known);
+        }
+    }
+    found
+}
+
+/// 1-based line and column of the first `"key"` followed by a colon in `text` (1:1 when not found).
+fn key_position(text: &str, key: &str) -> (usize, usize) {
+    let quoted = serde_json::to_string(key).unwrap_or_default();
+    let at = text
+        .match_indices(&quoted)
+        .find(|(i, _)| text[i + quoted.len()..].trim_start().starts_with(':'))
+        .map_or(0, |(i, _)| i);
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A misspelt key is ignored as AnimaWorks ignores it, and named: where, what it costs, the closest key.
+    #[test]
+    fn a_misspelt_key_is_named_with_its_place_and_the_closest_key() {
+        let d = tempfile::tempdir().unwrap();
+        let text = "{\n  \"version\": 1,\n  \"credentails\": {\"x\": [\"A\"]},\n  \"external_tools\": {\"alow\": [\"t\"]}\n}\n";
+        std::fs::write(d.path().join(JSON_FILE), text).unwrap();
+        let loaded = load(d.path()).unwrap();
+        assert!(loaded.permissions.credentials.is_empty(), "still ignored, as in AnimaWorks");
+        let w = unknown_keys(&loaded);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].ends_with("permissions.json:3:3: unknown key \"credentails\" is ignored, so nothing it says applies; did you mean \"credentials\"?"), "{w:?}");
+        assert!(w[1].contains(":4:22: unknown key \"external_tools.alow\"") && w[1].contains("\"allow\""), "{w:?}");
+        std::fs::write(d.path().join(JSON_FILE), "{\"$schema\": \"x\", \"version\": 1}").unwrap();
+        assert!(unknown_keys(&load(d.path()).unwrap()).is_empty());
+    }
 
     fn dir() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
