@@ -36,6 +36,7 @@
 mod audit;
 pub mod cli_alias;
 mod masking;
+mod passthrough;
 mod prepare;
 mod run;
 mod target;
