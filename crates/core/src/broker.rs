@@ -55,6 +55,8 @@ impl Ledger {
 pub(crate) struct CallScope {
     pub data_dir: PathBuf,
     pub anima_name: Option<String>,
+    /// The folders of the deployment's anima dirs ([`crate::animas::folders`]).
+    pub animas: Vec<PathBuf>,
     pub grants: CredentialGrants,
     pub tool: String,
 }
@@ -214,7 +216,7 @@ fn answer(shared: &Shared, line: &[u8]) -> Value {
     let caller: HashMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let resolver = Resolver::new(&ctx.data_dir, ctx.anima_name.as_deref(), caller);
+    let resolver = Resolver::new(&ctx.data_dir, ctx.anima_name.as_deref(), caller).in_animas(ctx.animas.clone());
     let covered = ctx.grants.allows_env(name, env);
     let resolved = if covered {
         resolver.resolve(&decl)
@@ -288,6 +290,7 @@ mod tests {
         let ctx = CallScope {
             data_dir: d.path().to_path_buf(),
             anima_name: Some("alice".into()),
+            animas: vec![d.path().join("animas")],
             grants,
             tool: "t".into(),
         };
@@ -331,6 +334,7 @@ mod tests {
         let ctx = CallScope {
             data_dir: d.path().to_path_buf(),
             anima_name: Some("alice".into()),
+            animas: vec![d.path().join("animas")],
             grants,
             tool: "t".into(),
         };

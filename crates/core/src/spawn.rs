@@ -53,8 +53,11 @@ pub(crate) fn start_tool_with(
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
+    let spec = bridge_spec(file).map_err(explain)?;
+    let handover = &with_spec(handover, spec.as_ref());
     awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover).map_err(explain)?;
+    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover, spec_at).map_err(explain)?;
     let child = start(&prepared).map_err(explain)?;
     if let Some(p) = sandbox {
         p.started(child.id());
@@ -89,8 +92,11 @@ pub(crate) async fn start_tool_async_with(
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
+    let spec = bridge_spec(file).map_err(explain)?;
+    let handover = &with_spec(handover, spec.as_ref());
     awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[]).map_err(explain)?;
+    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[], spec_at).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     if !waits {
         let p = Prepared { handover, ..prepared };
@@ -124,6 +130,25 @@ pub(crate) async fn start_tool_async_with(
         p.started(child.id());
     }
     started(file, child)
+}
+
+/// The description an MCP server's bridge is handed ([`crate::mcp_servers::spec_fd`]); `None` for other tools.
+fn bridge_spec(file: &ToolFile) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    match (&file.launch, &file.mcp) {
+        (Launch::Mcp, Some(decl)) => crate::mcp_servers::spec_fd::make(&decl.bridge_arg()).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `handover` and, last, the bridge's description under its own number.
+fn with_spec<'a>(handover: &[Handover<'a>], spec: Option<&'a std::os::fd::OwnedFd>) -> Vec<Handover<'a>> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let mut v = handover.to_vec();
+    v.extend(spec.map(|s| Handover {
+        fd: s.as_fd(),
+        at: s.as_raw_fd(),
+    }));
+    v
 }
 
 /// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's
@@ -247,7 +272,9 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 }
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
-/// confines the process (docs/sandbox.md).
+/// confines the process (docs/sandbox.md). `spec_at`: the descriptor an MCP server's bridge reads its description
+/// from.
+#[allow(clippy::too_many_arguments)]
 fn prepare<'h>(
     file: &ToolFile,
     dirs: &Dirs,
@@ -256,9 +283,10 @@ fn prepare<'h>(
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &'h [Handover<'h>],
+    spec_at: Option<std::os::fd::RawFd>,
 ) -> io::Result<Prepared<'h>> {
     let args = mode_args(file, mode);
-    let (program, argv) = program_and_args(file, dirs, env, cwd, args)?;
+    let (program, argv) = program_and_args(file, dirs, env, cwd, args, spec_at)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
     // A PID namespace's init is in the call's cgroup too, beside the tool's processes.
     let init = u64::from(confined.as_ref().is_some_and(|c| c.pid_ns.is_some()));
@@ -267,7 +295,8 @@ fn prepare<'h>(
     let io = match mode {
         Purpose::Schemas => [Io::Null, Io::Piped, Io::Piped],
         Purpose::Call | Purpose::Serve => [Io::Piped, Io::Piped, Io::Piped],
-        Purpose::Cli { inherit: true, .. } => [Io::Inherit, Io::Inherit, Io::Inherit],
+        // Its output passes through the runner, masked (`call::passthrough`).
+        Purpose::Cli { inherit: true, .. } => [Io::Inherit, Io::Piped, Io::Piped],
         Purpose::Cli { inherit: false, .. } => [Io::Null, Io::Piped, Io::Piped],
     };
     let cwd = cwd
@@ -294,6 +323,7 @@ fn program_and_args(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     mode_args: Vec<OsString>,
+    spec_at: Option<std::os::fd::RawFd>,
 ) -> io::Result<(PathBuf, Vec<OsString>)> {
     let interpreter = match file.launch {
         Launch::Python => Some(dirs.python.clone()),
@@ -305,7 +335,11 @@ fn program_and_args(
                 .mcp
                 .as_ref()
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its declaration"))?;
-            let mut argv: Vec<OsString> = vec!["__mcp-bridge".into(), decl.bridge_arg().into()];
+            let _ = decl;
+            let fd = spec_at
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its description"))?;
+            let mut argv: Vec<OsString> =
+                vec!["__mcp-bridge".into(), crate::mcp_servers::spec_fd::FLAG.into(), fd.to_string().into()];
             argv.extend(mode_args);
             return Ok((crate::mcp_servers::runner_exe()?, argv));
         }

@@ -27,6 +27,7 @@ mod children;
 pub mod confine;
 pub mod entry;
 pub mod guardian;
+pub mod inherited;
 pub mod process;
 pub mod reap;
 pub mod rlimit;

@@ -42,6 +42,7 @@
 mod audit;
 pub mod cli_alias;
 mod masking;
+mod passthrough;
 mod prepare;
 mod run;
 mod target;

@@ -479,7 +479,8 @@ fn secrets(
         return Ok(());
     }
     let caller: HashMap<String, String> = std::env::vars().collect();
-    let resolver = credentials::Resolver::new(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller);
+    let resolver = credentials::Resolver::new(&runner.dirs.data, runner.dirs.anima_name().as_deref(), caller)
+        .in_animas(crate::animas::folders(&runner.dirs));
     let refuse = |message: String, hint: String, key: Option<String>| {
         let mut e = CallError::new(ErrorCode::PermissionDenied, message)
             .hint(hint)
@@ -655,6 +656,7 @@ impl BrokerPlan {
         let ctx = broker::CallScope {
             data_dir: runner.dirs.data.clone(),
             anima_name: runner.dirs.anima_name(),
+            animas: crate::animas::folders(&runner.dirs),
             grants: self.grants.clone(),
             tool: tool.to_owned(),
         };

@@ -211,6 +211,9 @@ impl PreparedCli<'_> {
             self.last_spawn,
         )
         .await?;
+        let mut process = process;
+        // The caller's streams: the tool's output passes through the runner, masked.
+        let through = inherit.then(|| super::passthrough::start(&mut process.child, &self.masker));
         let d = Drive {
             tool: &self.resolved.file.name,
             action: "cli",
@@ -227,6 +230,9 @@ impl PreparedCli<'_> {
             },
         };
         let finished = stream::drive(process, d, obs, cancel).await;
+        if let Some(t) = through {
+            t.finish().await;
+        }
         if self.last_spawn {
             awt_sys::guardian::retire();
         }

@@ -177,6 +177,9 @@ fn read_json_object(path: &Path) -> Result<Option<Map<String, Value>>, FileProbl
 pub struct Resolver {
     data_dir: PathBuf,
     anima_name: Option<String>,
+    /// The folders of the deployment's anima dirs ([`crate::animas`]): a key naming one of their animas is not
+    /// this call's.
+    animas: Vec<PathBuf>,
     caller_env: HashMap<String, String>,
     config: OnceCell<Result<Option<Map<String, Value>>, FileProblem>>,
     shared: OnceCell<Result<Option<Map<String, Value>>, FileProblem>>,
@@ -195,11 +198,19 @@ impl Resolver {
         Resolver {
             data_dir: data_dir.to_path_buf(),
             anima_name: anima_name.filter(|s| !s.is_empty()).map(str::to_string),
+            animas: vec![data_dir.join("animas")],
             caller_env,
             config: OnceCell::new(),
             shared: OnceCell::new(),
             vault: OnceCell::new(),
         }
+    }
+
+    /// The same resolver, with the deployment's folders of anima dirs ([`crate::animas::folders`]) for the
+    /// per-anima key check (else `<data dir>/animas` alone).
+    pub fn in_animas(mut self, folders: Vec<PathBuf>) -> Self {
+        self.animas = folders;
+        self
     }
 
     fn config(&self, name: &str) -> Result<Option<&Map<String, Value>>, CredentialError> {
@@ -336,7 +347,7 @@ impl Resolver {
         }
         let keys = self.env_keys(decl);
         for key in &keys {
-            if let Some(anima) = super::grants::foreign_anima_key(&self.data_dir, self.anima_name.as_deref(), key) {
+            if let Some(anima) = super::grants::foreign_anima_key(&self.animas, self.anima_name.as_deref(), key) {
                 return Err(CredentialError::Foreign {
                     name: decl.name.clone(),
                     key: key.clone(),

@@ -146,14 +146,11 @@ pub fn untiered_grants(p: &Permissions, tool: &str) -> Vec<String> {
 }
 
 /// Is `key` (a lookup key of the chain, e.g. `SVC_TOKEN__bob`) another anima's per-anima key? It is when its
-/// part after the last `__` names an anima directory of the data dir (`<data>/animas/<name>`) that is not the
-/// calling anima's.
-pub fn foreign_anima_key(data_dir: &Path, own: Option<&str>, key: &str) -> Option<String> {
+/// part after the last `__` names an anima dir in one of the deployment's folders of animas (`folders`,
+/// [`crate::animas::folders`]) that is not the calling anima's.
+pub fn foreign_anima_key(folders: &[std::path::PathBuf], own: Option<&str>, key: &str) -> Option<String> {
     let (_, suffix) = key.rsplit_once("__")?;
-    if suffix.is_empty() || Some(suffix) == own || suffix.contains(['/', '\0']) || suffix.starts_with('.') {
-        return None;
-    }
-    data_dir.join("animas").join(suffix).is_dir().then(|| suffix.to_owned())
+    crate::animas::is_other(folders, own, suffix).then(|| suffix.to_owned())
 }
 
 #[cfg(test)]
@@ -216,13 +213,15 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("animas/bob")).unwrap();
         std::fs::create_dir_all(d.path().join("animas/alice")).unwrap();
+        let d = [d.path().join("animas")];
+        let d = &d[..];
         assert_eq!(
-            foreign_anima_key(d.path(), Some("alice"), "SVC__bob").as_deref(),
+            foreign_anima_key(d, Some("alice"), "SVC__bob").as_deref(),
             Some("bob")
         );
-        assert_eq!(foreign_anima_key(d.path(), None, "SVC__bob").as_deref(), Some("bob"));
-        assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC__alice"), None);
-        assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC__nobody"), None);
-        assert_eq!(foreign_anima_key(d.path(), Some("alice"), "SVC"), None);
+        assert_eq!(foreign_anima_key(d, None, "SVC__bob").as_deref(), Some("bob"));
+        assert_eq!(foreign_anima_key(d, Some("alice"), "SVC__alice"), None);
+        assert_eq!(foreign_anima_key(d, Some("alice"), "SVC__nobody"), None);
+        assert_eq!(foreign_anima_key(d, Some("alice"), "SVC"), None);
     }
 }

@@ -14,6 +14,7 @@
 //! settings (never written).
 
 mod declared;
+mod hide_animas;
 mod netns;
 mod places;
 mod probe_plans;
@@ -265,6 +266,8 @@ pub enum MountKind {
     HideEntry { dir: bool },
     /// The folder of every call's temp dir ([`tmp::calls_dir`]), hidden but for this call's own.
     HideCalls,
+    /// A folder of anima dirs ([`crate::animas::folders`]), hidden but for the way down to the call's own anima.
+    HideAnimas,
 }
 
 /// What a confined process may use beyond the system's places ([`Plan::given`]).
@@ -662,7 +665,7 @@ fn plan_with(
     let mounts = if mount_ns && !check_only {
         let mut writable = write.clone();
         writable.push(tmp_path.clone());
-        mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write)
+        mounts(dirs, python, &writable, &exec, &protected_read, &mut protected_write)?
     } else {
         Vec::new()
     };
@@ -799,7 +802,7 @@ fn mounts(
     exec: &[PathBuf],
     protected_read: &Protected,
     protected_write: &mut Protected,
-) -> Vec<PlannedMount> {
+) -> Result<Vec<PlannedMount>, CallError> {
     let mut out = Vec::new();
     let mut roots: Vec<&PathBuf> = Vec::new();
     let mut sorted: Vec<&PathBuf> = writable.iter().collect();
@@ -877,29 +880,15 @@ fn mounts(
             _ => hide(&mut out, p, &mut hidden),
         }
     }
-    if let Some((animas, own)) = &protected_read.animas {
-        // Other animas: the data dir's `animas/`, and the folder beside the anima's own when it is another
-        // `animas/` (an anima dir named outside the data dir).
-        let beside = own
-            .as_ref()
-            .and_then(|o| o.parent())
-            .filter(|p| p.file_name().is_some_and(|n| n == "animas") && *p != animas.as_path());
-        for dir in std::iter::once(animas.as_path()).chain(beside) {
-            let Ok(rd) = std::fs::read_dir(dir) else { continue };
-            for e in rd.flatten().take(MAX_HIDDEN) {
-                let p = dir.join(e.file_name());
-                if own.as_ref().is_none_or(|o| !o.starts_with(&p)) {
-                    hide(&mut out, &p, &mut hidden);
-                }
-            }
-        }
+    if let Some((folders, own)) = &protected_read.animas {
+        hide_animas::plan(&mut out, folders, own.as_deref(), &mut hidden)?;
     }
     // A hidden path is read-only too (an empty read-only folder, an unopenable file): no need to cut it out of
     // a write grant.
     protected_write
         .paths
         .retain(|p| !hidden.iter().any(|h| p.starts_with(h)));
-    out
+    Ok(out)
 }
 
 /// Other calls' temp dirs beside this call's own: the runner's user may read them, so Landlock's read of the whole
@@ -1068,7 +1057,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
         let private = a.join("state/background_tasks").join(crate::dirs::TASKS_PRIVATE_DIR);
         kept.push(rules::canonical(&private).unwrap_or(private));
     }
-    let animas = Some((data.join("animas"), anima.clone()));
+    let animas = Some((crate::animas::folders(dirs), anima.clone()));
     let read = Protected {
         paths: kept.iter().cloned().collect(),
         animas: animas.clone(),
@@ -1276,7 +1265,7 @@ impl Plan {
                     "files": s.landlock_fs(),
                     "net": match &i.proxy_hosts { Some(h) if i.net != NetPlan::All => json!(h), _ => i.net.to_json() },
                     "reads": i.reads.as_str(),
-                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideEntry { .. } | MountKind::HideOther | MountKind::HideCalls)).count(),
+                    "hidden": i.mounts.iter().filter(|m| matches!(m.kind, MountKind::Hide { .. } | MountKind::HideEntry { .. } | MountKind::HideOther | MountKind::HideCalls | MountKind::HideAnimas)).count(),
                     "writes": i.write,
                     "noexec": if i.reads == Reads::DenyList { "mounts" } else { "landlock" },
                     "memfd": if s.seccomp { "noexec_seal" } else { "unconfined" },
@@ -1353,6 +1342,10 @@ impl Plan {
                 // After the call's own dir is bound `noexec` (a writable place): that mount is moved back in.
                 // (The dir's path is the calls folder's, canonical by making, and a name in it.)
                 MountKind::HideCalls => child::Mount::hide_all_but(&m.path, i.tmp.path()),
+                MountKind::HideAnimas => {
+                    let own = i.protected_read.animas.as_ref().and_then(|(_, o)| o.as_deref());
+                    hide_animas::kept(&m.path, own).and_then(|keep| child::Mount::hide_all_but(&m.path, &keep))
+                }
                 // Never the first of its kind: a mount that may be skipped is no source for the others' binds.
                 MountKind::HideOther => match first_dir {
                     Some(k) => child::Mount::hide_like(&m.path, &mounts[k]),

@@ -86,7 +86,7 @@ impl Seen {
             dirs.extend(p.parent());
         }
         if let Some((animas, own)) = &plan.protected_read.animas {
-            dirs.insert(animas);
+            dirs.extend(animas.iter().map(PathBuf::as_path));
             dirs.extend(own.as_deref().and_then(Path::parent));
         }
         dirs.insert(&plan.cache);

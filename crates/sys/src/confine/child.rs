@@ -407,6 +407,18 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::pro
                     std::ptr::null(),
                 )
             })?;
+            // A /proc of this PID namespace alone: other processes' command lines (the runner's, other calls')
+            // are not there. A kernel that refuses it (a user namespace under a /proc with covered entries)
+            // leaves the runner's.
+            // SAFETY: C strings; a proc mount takes no data.
+            let _ = check(unsafe {
+                mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"proc".as_ptr(),
+                )
+            });
             for m in &ns.mounts {
                 // SAFETY: this is G, in its own mount namespace, made private just above.
                 match unsafe { m.apply() } {

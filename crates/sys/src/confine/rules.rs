@@ -18,8 +18,9 @@ use std::path::{Component, Path, PathBuf};
 pub struct Protected {
     /// Exact canonical paths.
     pub paths: BTreeSet<PathBuf>,
-    /// A folder of per-anima folders (`<data dir>/animas`), and the one entry in it that is allowed.
-    pub animas: Option<(PathBuf, Option<PathBuf>)>,
+    /// The folders of per-anima folders (`<data dir>/animas`, the anima dir's own folder), and the one entry in
+    /// them that is allowed.
+    pub animas: Option<(Vec<PathBuf>, Option<PathBuf>)>,
 }
 
 impl Protected {
@@ -29,14 +30,16 @@ impl Protected {
             return true;
         }
         match &self.animas {
-            Some((dir, own)) => under(p, dir) && p != dir && !own.as_ref().is_some_and(|o| under(p, o)),
+            Some((dirs, own)) => {
+                dirs.iter().any(|dir| under(p, dir) && p != dir) && !own.as_ref().is_some_and(|o| under(p, o))
+            }
             None => false,
         }
     }
 
     /// Does the tree at `p` hold something protected (below it, not `p` itself)?
     fn inside(&self, p: &Path) -> bool {
-        self.paths.iter().any(|q| under(q, p) && q != p) || self.animas.as_ref().is_some_and(|(dir, _)| under(dir, p))
+        self.paths.iter().any(|q| under(q, p) && q != p) || self.animas.as_ref().is_some_and(|(dirs, _)| dirs.iter().any(|dir| under(dir, p)))
     }
 }
 
@@ -200,7 +203,10 @@ fn grant_at(b: &mut Builder, root: &Path, access: u64, protected: &Protected, de
     let mut n = 0;
     // Listing a split folder is fine on a read grant, unless it lies above other animas' folders (their file
     // names are theirs).
-    let above_animas = protected.animas.as_ref().is_some_and(|(dir, _)| dir.starts_with(root));
+    let above_animas = protected
+        .animas
+        .as_ref()
+        .is_some_and(|(dirs, _)| dirs.iter().any(|dir| dir.starts_with(root)));
     if access & landlock::READ_DIR != 0 && !above_animas {
         b.allow_path(root, landlock::READ_DIR)?;
         n += 1;
