@@ -12,6 +12,7 @@ mod core;
 mod credentials;
 mod dropin;
 mod dropin_surface;
+mod dropin_table;
 mod init;
 mod layers;
 mod legacy_tools;
