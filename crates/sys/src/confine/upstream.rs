@@ -83,11 +83,9 @@ impl Upstream {
             no_proxy: var("NO_PROXY")
                 .unwrap_or_default()
                 .split(',')
-                .map(|e| {
-                    e.trim()
-                        .trim_start_matches('*')
-                        .trim_start_matches('.')
-                        .to_ascii_lowercase()
+                .map(|e| match e.trim() {
+                    "*" => "*".to_owned(),
+                    e => e.trim_start_matches('*').trim_start_matches('.').to_ascii_lowercase(),
                 })
                 .filter(|e| !e.is_empty())
                 .collect(),
