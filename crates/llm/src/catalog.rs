@@ -140,8 +140,10 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
     // Why not Runner::permit per action: the same decision, with the permissions file read once, not once per
     // action (tools/list over hundreds of actions).
     let perms = runner.permissions();
+    let off = super::services::disabled(&runner.dirs.data);
     tools
         .into_iter()
+        .filter(|r| !off.contains(&r.file.name.as_str()))
         .filter_map(|r| {
             let actions: Vec<ActionSpec> = r
                 .manifest

@@ -21,6 +21,7 @@ pub mod lines;
 pub mod mcp;
 mod mcp_front;
 pub mod providers;
+pub mod services;
 pub mod use_tool;
 
 use awt_core::error::{CallError, ErrorCode};

@@ -352,6 +352,9 @@ async fn call(
     obs: &mut dyn Observer,
     cancel: Cancel,
 ) -> Result<Value, CallError> {
+    if let Some(e) = super::services::refusal(&runner.dirs.data, &req.tool_name) {
+        return Err(runner.refuse_unknown(&req.tool_name, e));
+    }
     let target = runner.open(&req.tool_name).await?.action_or_dispatch(&req.action)?;
     let mut args = req.args.clone();
     drop_strict_nulls(&target.action().input_schema, &mut args);

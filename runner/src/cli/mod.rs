@@ -556,7 +556,8 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         }
     };
     let rest = &words[1..];
-    if tool.resolved().manifest.cli && !rest.is_empty() {
+    // `<tool>` alone too: the original runs `cli_main([])` (a module may answer without arguments).
+    if tool.resolved().manifest.cli {
         help::cli_argv_notes(tool.resolved(), rest);
         // The caller's working directory, as AnimaWorks runs a CLI call (relative file arguments).
         let opts = CallOptions {
@@ -586,10 +587,11 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
     }
 }
 
-/// A permission refusal of a legacy `cli_main` argv as AnimaWorks' CLI gives it: `Error: <its message>` in the
-/// configured locale on stderr, exit 1 (agents run this path with stdout a pipe, and read what AnimaWorks wrote);
-/// the runner's own sentence, with the file to edit, follows as a hint. `None` for other errors.
-fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &[String]) -> Option<i32> {
+/// A permission refusal of a legacy `cli_main` argv or of `submit` as AnimaWorks' CLI gives it: `Error: <its
+/// message>` in the configured locale on stderr, exit 1 (agents run this path with stdout a pipe, and read what
+/// AnimaWorks wrote); the runner's own sentence, with the file to edit, follows as a hint. `None` for other
+/// errors.
+pub(super) fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &[String]) -> Option<i32> {
     if e.code != ErrorCode::PermissionDenied {
         return None;
     }

@@ -143,7 +143,7 @@ fn store_err(what: &str, e: std::io::Error) -> CallError {
 pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
     let checked = match checks::submit(runner, &a.tool, &a.rest, a.strict).await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(e) => return super::legacy_refusal(&e, runner, &a.tool, &a.rest).unwrap_or_else(|| fail(&e)),
     };
     for w in &checked.warnings {
         render::warn(w);

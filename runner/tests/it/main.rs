@@ -13,6 +13,7 @@ mod credentials;
 mod dropin;
 mod dropin_surface;
 mod hidden_by_construction;
+mod dropin_table;
 mod init;
 mod layers;
 mod legacy_tools;

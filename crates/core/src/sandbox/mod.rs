@@ -453,6 +453,16 @@ fn plan_with(
     // for a listing's probes only, not on every call's way).
     let mut named: Option<Vec<PathBuf>> = probe_key.as_ref().map(|_| Vec::new());
     let (mut protected_read, mut protected_write) = protected(dirs, home.as_deref(), named.as_mut());
+    if mount_ns {
+        // A secret of the home folder that does not exist cannot be mounted over; cut out of a write grant it
+        // would split the folder around it (nothing new at its top level). A module that may write there may
+        // make it: what it writes is its own, and the next call finds it hidden.
+        for p in home_secrets(home.as_deref()) {
+            if std::fs::symlink_metadata(&p).is_err() {
+                protected_write.paths.remove(&p);
+            }
+        }
+    }
     for raw in settings.deny.iter().chain(&grants.deny) {
         if let Ok(Some(p)) = places.expand(raw) {
             named.iter_mut().for_each(|n| n.push(p.clone()));
@@ -471,14 +481,26 @@ fn plan_with(
     let mut grant_read: Vec<PathBuf> = DATA_READ.iter().map(|d| dirs.data.join(d)).collect();
     grant_read.push(places.tool_dir.clone());
     let mut grant_exec: Vec<PathBuf> = Vec::new();
-    for (list, out) in [
-        (&grants.write, &mut grant_write),
-        (&grants.read, &mut grant_read),
-        (&grants.exec, &mut grant_exec),
+    // A grant of a place that does not exist grants nothing: said, not dropped without a word.
+    let mut missing_grants: Vec<String> = Vec::new();
+    for (field, list, out) in [
+        ("write", &grants.write, &mut grant_write),
+        ("read", &grants.read, &mut grant_read),
+        ("exec", &grants.exec, &mut grant_exec),
     ] {
         for raw in list {
             match places.expand(raw) {
-                Ok(Some(p)) => out.push(p),
+                Ok(Some(p)) => {
+                    if std::fs::symlink_metadata(&p).is_err() {
+                        missing_grants.push(format!(
+                            "\"sandbox\": {{\"{field}\": [{raw:?}]}} in {}: {} does not exist, so nothing is granted \
+                             there; create it",
+                            perms_path.display(),
+                            p.display()
+                        ));
+                    }
+                    out.push(p)
+                }
                 Ok(None) => {}
                 Err(e) => {
                     return Err(refusal(
@@ -524,7 +546,7 @@ fn plan_with(
     let mut exec = Vec::new();
     let mut net = NetPlan::None;
     let mut hosts: Vec<String> = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = missing_grants;
     if matches!(needs, Needs::Probe) {
         // AnimaWorks imports a module for its schemas too: the probe may write where a call may (no network).
         read.extend(grant_read.iter().cloned());
@@ -998,6 +1020,25 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
 
 /// The runner's state, as canonical paths: (never read, never written).
 /// `raw`, when given, gets the same paths as named, before their links are followed.
+/// The credentials of the home folder on the deny list.
+fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(h) = home else { return Vec::new() };
+    [
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".netrc",
+        ".docker",
+        ".kube",
+        ".git-credentials",
+        ".config/gh",
+        ".config/gcloud",
+    ]
+    .iter()
+    .map(|f| h.join(f))
+    .collect()
+}
+
 fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
     let anima = dirs
@@ -1030,21 +1071,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     ] {
         secret.push(Path::new("/etc").join(f));
     }
-    if let Some(h) = home {
-        for f in [
-            ".ssh",
-            ".gnupg",
-            ".aws",
-            ".netrc",
-            ".docker",
-            ".kube",
-            ".git-credentials",
-            ".config/gh",
-            ".config/gcloud",
-        ] {
-            secret.push(h.join(f));
-        }
-    }
+    secret.extend(home_secrets(home));
     let mut kept: Vec<PathBuf> = Vec::new();
     if let Some(r) = raw.as_deref_mut() {
         r.extend(secret.iter().cloned());

@@ -9,6 +9,7 @@ pub mod landlock;
 pub mod netproxy;
 pub mod rules;
 pub mod seccomp;
+pub mod upstream;
 
 use serde_json::{json, Value};
 

@@ -118,6 +118,8 @@ fn normal_host(h: &str) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Log {
     pub relayed: u64,
+    /// Of those, relayed through the caller's proxy ([`super::upstream`]).
+    pub upstream: u64,
     pub refused: u64,
     /// The first refused targets, as asked.
     pub refused_targets: Vec<String>,
@@ -154,7 +156,7 @@ impl Proxy {
     /// What it did so far: (relayed, refused, the first refused targets).
     pub fn log(&self) -> serde_json::Value {
         let l = self.log.lock().expect("proxy log lock");
-        serde_json::json!({"relayed": l.relayed, "refused": l.refused, "refused_targets": l.refused_targets})
+        serde_json::json!({"relayed": l.relayed, "upstream": l.upstream, "refused": l.refused, "refused_targets": l.refused_targets})
     }
 }
 
@@ -495,33 +497,52 @@ async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
         )
         .await;
     }
+    let via = super::upstream::configured().and_then(|u| u.route(&host, port, matches!(ask, Ask::Tunnel { .. })));
     let addr = match tokio::time::timeout(CONNECT_TIMEOUT, resolve(&host, port, allowed)).await {
-        Ok(Ok(a)) => a,
+        Ok(Ok(a)) => Some(a),
         Ok(Err((status, text))) => {
             if status.starts_with("403") {
                 tracing::warn!("sandbox proxy: refused {host}:{port}: not a public address");
                 note_refused(log, &format!("{host}:{port}"));
             }
-            return answer(&mut c, status, &text).await;
+            // Behind the caller's proxy a name may resolve there only.
+            if via.is_none() || status.starts_with("403") {
+                return answer(&mut c, status, &text).await;
+            }
+            None
         }
+        Err(_) if via.is_some() => None,
         Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
     };
-    let up = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
+    // A non-public address (granted by name) is reached directly: the caller's proxy would not reach it.
+    let via = via.filter(|_| addr.is_none_or(|a| is_public(a.ip())));
+    let up = match (via, addr) {
+        (Some(v), _) => {
+            let forward_head = match &ask {
+                Ask::Forward { head, .. } => Some(head.as_slice()),
+                Ask::Tunnel { .. } => None,
+            };
+            tokio::time::timeout(CONNECT_TIMEOUT, super::upstream::open(v, &host, port, forward_head)).await
+        }
+        (None, Some(a)) => tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(a))
+            .await
+            .map(|r| r.map_err(|e| ("502 Bad Gateway", format!("cannot connect to {host}:{port}: {e}")))),
+        (None, None) => return answer(&mut c, "502 Bad Gateway", &format!("cannot resolve {host}")).await,
+    };
     let mut up = match up {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return answer(
-                &mut c,
-                "502 Bad Gateway",
-                &format!("cannot connect to {host}:{port}: {e}"),
-            )
-            .await
-        }
+        Ok(Err((status, text))) => return answer(&mut c, status, &text).await,
         Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host}:{port} did not answer")).await,
     };
-    log.lock().expect("proxy log lock").relayed += 1;
+    {
+        let mut l = log.lock().expect("proxy log lock");
+        l.relayed += 1;
+        l.upstream += u64::from(via.is_some());
+    }
     let sent = match &ask {
         Ask::Tunnel { .. } => c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await,
+        // Already sent, in absolute form.
+        Ask::Forward { .. } if via.is_some() => Ok(()),
         Ask::Forward { head, .. } => up.write_all(head).await,
     };
     if sent.is_err() || up.write_all(&rest).await.is_err() {

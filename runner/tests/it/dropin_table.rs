@@ -1,0 +1,461 @@
+//! Drop-in, the table (docs/migrating.md): each difference run side by side with AnimaWorks 0.15 (`bench/.venv`,
+//! see [`crate::dropin::original`]), and each row's restore line applied to show the original's behaviour back.
+
+use crate::dropin::{original, original_cmd, site_packages};
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn plain_path() -> &'static str {
+    "/usr/local/bin:/usr/bin:/bin"
+}
+
+/// AnimaWorks' own core modules (`core/integrations` of the original's venv), as docs/migrating.md installs them.
+fn core_tools(venv: &Path) -> PathBuf {
+    site_packages(venv).join("core/integrations")
+}
+
+/// Ours in `w`, with the original's Python and its core modules as the core tier.
+fn ours_cmd(w: &World, venv: &Path) -> Command {
+    let mut c = w.cmd();
+    c.env("PATH", plain_path())
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+        .env("ANIMAWORKS_CORE_TOOLS", core_tools(venv));
+    c
+}
+
+fn ours(w: &World, venv: &Path, args: &[&str]) -> Output {
+    ours_cmd(w, venv).args(args).output().unwrap()
+}
+
+/// A module with a gated subcommand.
+const WIPER: &str = r#"
+import argparse
+EXECUTION_PROFILE = {"wipe": {"gated": True}}
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv=None):
+    p = argparse.ArgumentParser(prog="wiper")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("wipe")
+    print("ran", p.parse_args(argv).cmd)
+"#;
+
+fn pending(w: &World) -> usize {
+    std::fs::read_dir(w.anima.join("state/background_tasks/pending"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn side_by_side_a_gated_submit_is_refused_as_the_original_refuses_it() {
+    let Some(venv) = original() else { return };
+    for locale in [None, Some("en")] {
+        let w = World::sandboxed();
+        if let Some(l) = locale {
+            std::fs::write(w.data.join("config.json"), format!(r#"{{"locale": "{l}"}}"#)).unwrap();
+        }
+        w.tool(&w.personal(), "wiper.py", WIPER);
+        for (perms, argv) in [
+            (None, &["submit", "slack", "send", "general", "hi"][..]),
+            (None, &["submit", "wiper", "wipe"]),
+            (
+                Some(r#"{"external_tools": {"allow_all": true, "deny": ["wiper"]}}"#),
+                &["submit", "wiper", "wipe"],
+            ),
+        ] {
+            if let Some(p) = perms {
+                std::fs::write(w.anima.join("permissions.json"), p).unwrap();
+            }
+            let t = original_cmd(&w, &venv).args(argv).output().unwrap();
+            let o = ours(&w, &venv, argv);
+            assert_eq!(t.status.code(), Some(1), "{argv:?}: {}", stderr(&t));
+            assert_eq!(
+                o.status.code(),
+                t.status.code(),
+                "{argv:?} {locale:?}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert_eq!(stdout(&o), stdout(&t), "{argv:?}: nothing on stdout");
+            let (mine, theirs) = (stderr(&o), stderr(&t));
+            assert_eq!(mine.lines().next(), theirs.lines().next(), "{argv:?} {locale:?}");
+            assert!(mine.contains("permissions.json"), "ours adds where to grant it: {mine}");
+            assert_eq!(pending(&w), 0, "nothing queued");
+        }
+    }
+}
+
+/// What the original's `use_tool` answers for `slack` and `chatwork` before it loads them: a core tool missing
+/// from the registry (`get_permitted_tools`, which leaves out switched-off services) is "not permitted".
+const SERVICE_GATE: &str = r#"
+import json, sys, logging
+from pathlib import Path
+logging.disable(logging.CRITICAL)
+from core.config.models import load_permissions
+from core.tooling.permissions import get_permitted_tools
+from core.tooling.handler_base import _error_result
+from core.i18n import t
+anima_dir, = json.load(sys.stdin)
+registry = get_permitted_tools(load_permissions(Path(anima_dir)))
+print(json.dumps({n: None if n in registry else _error_result("PermissionDenied", t("tooling.tool_not_permitted", tool=n))
+                  for n in ("slack", "chatwork", "github")}, ensure_ascii=False))
+"#;
+
+fn original_python(venv: &Path, w: &World, script: &str, input: &Value) -> Value {
+    let mut c = Command::new(venv.join("bin/python"));
+    c.env_clear()
+        .env("PATH", plain_path())
+        .env("HOME", w.tmp.path())
+        .env("ANIMAWORKS_DATA_DIR", &w.data)
+        .args(["-c", script]);
+    let o = feed(&mut c, input.to_string().as_bytes());
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+}
+
+#[test]
+fn side_by_side_use_tool_keeps_switched_off_services_out() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    let use_tool = |tool: &str, action: &str| {
+        let req = json!({"tool_name": tool, "action": action, "args": {}});
+        let o = feed(ours_cmd(&w, &venv).arg("use-tool"), req.to_string().as_bytes());
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap_or(Value::String(stdout(&o)))
+    };
+    for config in [
+        None,
+        Some(r#"{"locale": "en"}"#),
+        Some(r#"{"external_messaging": {"slack": {"enabled": true}}}"#),
+    ] {
+        if let Some(c) = config {
+            std::fs::write(w.data.join("config.json"), c).unwrap();
+        }
+        let theirs = original_python(&venv, &w, SERVICE_GATE, &json!([w.anima]));
+        for (tool, action) in [("slack", "channels"), ("chatwork", "rooms")] {
+            let mine = use_tool(tool, action);
+            match &theirs[tool] {
+                Value::Null => assert_ne!(mine["error_type"], "PermissionDenied", "{config:?} {tool}: {mine}"),
+                refusal => {
+                    let refusal: Value = serde_json::from_str(refusal.as_str().unwrap()).unwrap();
+                    assert_eq!(mine["error_type"], refusal["error_type"], "{config:?} {tool}: {mine}");
+                    assert_eq!(mine["message"], refusal["message"], "{config:?} {tool}");
+                    assert!(
+                        mine["suggestion"].as_str().unwrap().contains("external_messaging"),
+                        "{mine}"
+                    );
+                }
+            }
+        }
+        // The catalogue leaves them out too.
+        let list = use_tool("help", "list");
+        let text = list.as_str().unwrap_or_default().to_owned();
+        assert!(text.contains("discord"), "{text}");
+        for tool in ["slack", "chatwork"] {
+            assert!(theirs[tool].is_null() || !text.contains(tool), "{config:?}: {text}");
+        }
+    }
+}
+
+/// Fetches each URL of its argv through the proxy its environment names (a `tunnel:` one with CONNECT, as an
+/// HTTPS client does, then a plain request inside the tunnel) and prints what it got.
+const FETCHER: &str = r#"
+import json, os, sys, http.client, urllib.parse, urllib.request
+
+def _one(url):
+    try:
+        if url.startswith("tunnel:"):
+            host, port = url[len("tunnel:"):].rsplit(":", 1)
+            proxy = urllib.parse.urlsplit(os.environ.get("HTTPS_PROXY") or os.environ["https_proxy"])
+            c = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=30)
+            c.set_tunnel(host, int(port))
+            c.request("GET", "/through")
+            return c.getresponse().read().decode()
+        return urllib.request.urlopen(url, timeout=30).read().decode()
+    except Exception as e:
+        return "failed: " + type(e).__name__ + ": " + str(e)[:200]
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    print(json.dumps({u: _one(u) for u in argv}, sort_keys=True))
+"#;
+
+/// The operator's proxy, on this machine's loopback: records each request line it relays and answers it itself
+/// (a plain request with what it was asked; a tunnel with a server of its own behind it).
+fn upstream_proxy() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                let mut c = c;
+                let head = |r: &mut BufReader<std::net::TcpStream>| -> Vec<String> {
+                    let mut lines = Vec::new();
+                    loop {
+                        let mut l = String::new();
+                        if r.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                            return lines;
+                        }
+                        lines.push(l.trim_end().to_owned());
+                    }
+                };
+                let first = head(&mut r);
+                let Some(line) = first.first().cloned() else { return };
+                log.lock().unwrap().push(line.clone());
+                let body = if line.starts_with("CONNECT ") {
+                    let _ = write!(c, "HTTP/1.1 200 Connection established\r\n\r\n");
+                    let inner = head(&mut r);
+                    let target = line.split(' ').nth(1).unwrap_or_default();
+                    format!("tunnel to {target} then {}", inner.first().cloned().unwrap_or_default())
+                } else {
+                    format!("relayed {line}")
+                };
+                let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn side_by_side_behind_a_proxy_only_network_modules_reach_out_through_the_callers_proxy() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no PID (and network) namespace here: the runner's proxy is not used; skipped");
+        return;
+    }
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "fetcher.py", FETCHER);
+    let (port, seen) = upstream_proxy();
+    let proxy = format!("http://127.0.0.1:{port}");
+    // Names that resolve nowhere here: only the operator's proxy reaches them.
+    let through = ["http://only-upstream.invalid/x?y=1", "tunnel:tunnel.invalid:8443"];
+    let with_proxy = |c: &mut Command| {
+        c.env("HTTPS_PROXY", &proxy)
+            .env("http_proxy", &proxy)
+            .env("NO_PROXY", "direct.invalid");
+    };
+    let mut t = original_cmd(&w, &venv);
+    with_proxy(&mut t);
+    let t = t.arg("fetcher").args(through).output().unwrap();
+    let theirs: Value = serde_json::from_str(stdout(&t).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&t)));
+    let relayed_for_them = std::mem::take(&mut *seen.lock().unwrap());
+
+    let mut c = ours_cmd(&w, &venv);
+    with_proxy(&mut c);
+    let o = c
+        .arg("fetcher")
+        .args(through)
+        .args(["http://direct.invalid/", "http://10.255.255.1/"])
+        .output()
+        .unwrap();
+    let mine: Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    for u in through {
+        assert_eq!(mine[u], theirs[u], "{u}: ours {mine} / theirs {theirs}");
+        assert!(!mine[u].as_str().unwrap().starts_with("failed"), "{mine}");
+    }
+    // NO_PROXY is honoured (direct, where the name does not resolve), and the sandbox's checks come first: a
+    // private address is refused, never handed to the caller's proxy.
+    assert!(
+        mine["http://direct.invalid/"].as_str().unwrap().contains("502"),
+        "{mine}"
+    );
+    assert!(mine["http://10.255.255.1/"].as_str().unwrap().contains("403"), "{mine}");
+    // The request lines but for their HTTP version (Python asks CONNECT in 1.0, the runner in 1.1).
+    let asked = |lines: Vec<String>| -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.rsplit_once(' ').map_or(l.clone(), |(a, _)| a.to_owned()))
+            .collect()
+    };
+    let relayed = asked(seen.lock().unwrap().clone());
+    assert_eq!(
+        relayed,
+        asked(relayed_for_them),
+        "the operator's proxy was asked what the original asks it"
+    );
+    assert_eq!(
+        relayed,
+        ["GET http://only-upstream.invalid/x?y=1", "CONNECT tunnel.invalid:8443"]
+    );
+    let audit = audit_text(&w);
+    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    let p = &line["sandbox"]["proxy"];
+    assert_eq!((&p["relayed"], &p["upstream"]), (&json!(2), &json!(2)), "{line}");
+    assert_eq!(p["refused_targets"], json!(["10.255.255.1:80"]), "{line}");
+}
+
+/// A sandboxed world outside `/tmp` (as an operator's data dir and home are): the runner's own files that do
+/// not exist yet in the data dir would otherwise lie inside a grant of `/tmp`.
+fn world_outside_tmp() -> World {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let core = tmp.path().join("core");
+    let data = tmp.path().join("data");
+    let anima = tmp.path().join("animas").join("alice");
+    for d in [&core, &data.join("common_tools"), &anima.join("tools")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    World { tmp, core, data, anima }
+}
+
+/// Writes each path of its argv (making its folder), and says what happened to each.
+const WRITER: &str = r#"
+import json, os
+
+def get_tool_schemas():
+    return []
+
+def _write(p):
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write("x")
+        return "ok"
+    except Exception as e:
+        return type(e).__name__
+
+def cli_main(argv):
+    print(json.dumps({p: _write(p) for p in argv}, sort_keys=True))
+"#;
+
+#[test]
+fn the_write_rows_restore_line_restores_the_originals_writes() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no mount namespace here: writes are an allow list without the row's mounts; skipped");
+        return;
+    }
+    let w = world_outside_tmp();
+    w.tool(&w.personal(), "writer.py", WRITER);
+    // A home folder apart from the data dir (see the row: the runner's files not made yet in a data dir inside a
+    // granted folder keep its top level closed).
+    let home_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = home_dir.path();
+    let scratch = tempfile::tempdir().unwrap();
+    let targets = |tag: &str| -> Vec<String> {
+        vec![
+            scratch.path().join(format!("x-{tag}")).display().to_string(),
+            format!("/tmp/awt-dropin-{}-{tag}", std::process::id()),
+            home.join(".cache/app/x").display().to_string(),
+            home.join(format!("top-{tag}")).display().to_string(),
+        ]
+    };
+    let run = |c: &mut Command, tag: &str| -> (Value, String) {
+        let o = c.env("HOME", home).arg("writer").args(targets(tag)).output().unwrap();
+        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+        (serde_json::from_str(stdout(&o).trim()).unwrap(), stderr(&o))
+    };
+    let (theirs, _) = run(&mut original_cmd(&w, &venv), "theirs");
+    assert!(theirs.as_object().unwrap().values().all(|v| v == "ok"), "{theirs}");
+    let _ = std::fs::remove_dir_all(home.join(".cache"));
+    let (mine, _) = run(&mut ours_cmd(&w, &venv), "default");
+    assert!(
+        mine.as_object().unwrap().values().all(|v| v == "PermissionError"),
+        "the row's difference: {mine}"
+    );
+
+    // The row's line, with a folder that is not there yet: said, on stderr and in the audit line.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"write": ["/tmp", "$HOME/.cache", "$HOME"]}}"#,
+    )
+    .unwrap();
+    let (_, err) = run(&mut ours_cmd(&w, &venv), "missing");
+    assert!(err.contains("does not exist") && err.contains(".cache"), "{err}");
+    let line: Value = serde_json::from_str(audit_text(&w).lines().last().unwrap()).unwrap();
+    assert!(line["sandbox"]["warnings"].to_string().contains(".cache"), "{line}");
+    // Made, it is granted: every write of the original works, at the top level of /tmp and of $HOME too.
+    std::fs::create_dir_all(home.join(".cache")).unwrap();
+    let (mine, err) = run(&mut ours_cmd(&w, &venv), "ours");
+    let want: Value = targets("ours")
+        .iter()
+        .map(|p| (p.clone(), json!("ok")))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    assert_eq!(mine, want, "{err}");
+    for tag in ["theirs", "ours", "missing", "default"] {
+        let _ = std::fs::remove_file(format!("/tmp/awt-dropin-{}-{tag}", std::process::id()));
+    }
+    // The home folder's secrets stay hidden and unwritable where they exist.
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    let o = ours_cmd(&w, &venv)
+        .env("HOME", home)
+        .args(["writer", &home.join(".ssh/authorized_keys").display().to_string()])
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("Error"), "{}", stdout(&o));
+    assert!(!home.join(".ssh/authorized_keys").exists());
+}
+
+/// Starts a daemon (a new session, as `nohup … &` or `setsid` does) and returns.
+fn daemon_module(marker: &str) -> String {
+    format!(
+        r#"
+import subprocess
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    subprocess.Popen(["bash", "-c", "exec -a {marker} sleep 120"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("started")
+"#
+    )
+}
+
+fn daemons(marker: &str) -> Vec<i32> {
+    pids_with_cmdline(marker)
+        .into_iter()
+        .filter(|p| proc_stat(*p).is_some_and(|s| s.0 != "Z"))
+        .collect()
+}
+
+fn end_all(marker: &str) {
+    for p in daemons(marker) {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+}
+
+#[test]
+fn the_daemon_rows_restore_line_lets_the_daemon_outlive_the_call() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no PID namespace here: a daemon outlives its call anyway; skipped");
+        return;
+    }
+    let w = World::sandboxed();
+    let marker = format!("awt-dropin-daemon-{}", std::process::id());
+    w.tool(&w.personal(), "daemon.py", &daemon_module(&marker));
+    let t = original_cmd(&w, &venv).arg("daemon").output().unwrap();
+    assert_eq!(stdout(&t), "started\n", "{}", stderr(&t));
+    let outlived = !daemons(&marker).is_empty();
+    end_all(&marker);
+    assert!(outlived, "the original's daemon outlives the call");
+
+    let o = ours(&w, &venv, &["daemon"]);
+    assert_eq!(stdout(&o), "started\n", "{}", stderr(&o));
+    assert!(
+        eventually(10, || daemons(&marker).is_empty()),
+        "the row: it ends with the call"
+    );
+
+    // The row's line.
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    std::fs::write(w.data.join("animaworks-tool.json"), r#"{"limits": {"cgroups": false}}"#).unwrap();
+    let o = ours(&w, &venv, &["daemon"]);
+    assert_eq!(stdout(&o), "started\n", "{}", stderr(&o));
+    let outlived = !daemons(&marker).is_empty();
+    end_all(&marker);
+    assert!(outlived, "restored: the daemon outlives the call");
+}
