@@ -318,6 +318,40 @@ fn install_on_an_unknown_animaworks_changes_nothing() {
     assert!(text.contains("not installed") && text.contains("0.16.1"), "{text}");
 }
 
+/// Installed, then one of the files it patches changes (an upgrade, an edit): nothing is patched, not the other
+/// four either; AnimaWorks' log and `status` say why, and AnimaWorks answers as it does without the adapter.
+#[test]
+fn a_changed_animaworks_is_never_half_patched() {
+    let Some(bench) = original() else { return };
+    let w = World::new();
+    benign(&w);
+    let venv = venv_in(&w, &bench);
+    install(&w, &venv);
+    // A copy of AnimaWorks' core package in front of bench/.venv's, one patched file edited.
+    let site = crate::dropin::site_packages(&venv);
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(crate::dropin::site_packages(&bench).join("core"))
+        .arg(site.join("core"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let handler = site.join("core/tooling/handler.py");
+    let mut text = std::fs::read_to_string(&handler).unwrap();
+    text.push_str("\n# edited\n");
+    std::fs::write(&handler, text).unwrap();
+    let steps = json!([["schemas"], ["dispatch", "hello_greet", {"who": "Ada"}], ["gate", "hello", "delete_all"]]);
+    let run = drive(&w, &venv, &steps, &[]);
+    assert_eq!(run["patched"], json!([]), "{run}");
+    let log = run["log"].to_string();
+    assert!(log.contains("not active, AnimaWorks left as it is") && log.contains("core/tooling/handler.py differs"), "{run}");
+    let plain = drive(&w, &venv, &steps, &[("ANIMAWORKS_TOOL_ADAPTER", "off")]);
+    assert_eq!(run["results"], plain["results"]);
+    let status = aw(&w, &["status"], &venv);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("installed but NOT active") && text.contains("handler.py differs"), "{text}");
+}
+
 /// `install` and `uninstall` are idempotent; `--replace-script` puts the runner in place of the script and
 /// `uninstall` puts the original back byte for byte; `doctor` names the environment and each rerouted path.
 #[test]

@@ -7,9 +7,22 @@ dispatcher's file fallback alone), ["use_tool", tool, action, args],
 ["refresh"].
 """
 import json
+import logging
 import os
 import sys
 from pathlib import Path
+
+# What the adapter says in AnimaWorks' log ("animaworks.*" loggers), kept for the answer.
+_said = []
+
+
+class _Keep(logging.Handler):
+    def emit(self, record):
+        if record.name == "animaworks.tool_adapter":
+            _said.append(record.getMessage())
+
+
+logging.getLogger("animaworks").addHandler(_Keep())
 
 anima = Path(sys.argv[1])
 steps = json.loads(sys.argv[2])
@@ -73,6 +86,7 @@ print(json.dumps({
     "pid": os.getpid(),
     "patched": sorted(patches.ORIGINALS) if patches else [],
     "results": results,
+    "log": _said,
 }, ensure_ascii=False))
 sys.stdout.flush()
 os._exit(0)  # the adapter's runner servers end with their stdin
