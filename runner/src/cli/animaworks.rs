@@ -118,7 +118,29 @@ fn venv_python(venv: &Path) -> Result<PathBuf, String> {
     Ok(python)
 }
 
-/// Runs `python -m animaworks_tool_adapter._manage <verb> --venv V …` from a fresh copy of the embedded package.
+/// `python -I -c … <verb> --venv V` running the adapter's `_manage` from a fresh copy of the embedded package
+/// (the folder lives as long as the returned guard). `-I`: neither the caller's PYTHONPATH nor the working
+/// directory may put another adapter in front of this one.
+fn manage_command(python: &Path, verb: &str, venv: &Path) -> std::io::Result<(Command, tempfile::TempDir)> {
+    let tmp = tempfile::Builder::new().prefix("animaworks-tool-adapter-").tempdir()?;
+    let pkg = tmp.path().join("animaworks_tool_adapter");
+    std::fs::create_dir(&pkg)?;
+    for (name, text) in ADAPTER {
+        std::fs::write(pkg.join(name), text)?;
+    }
+    let mut c = Command::new(python);
+    c.arg("-I")
+        .arg("-c")
+        .arg("import sys; sys.path.insert(0, sys.argv.pop(1)); from animaworks_tool_adapter import _manage; sys.exit(_manage.main(sys.argv[1:]))")
+        .arg(tmp.path())
+        .arg(verb)
+        .arg("--venv")
+        .arg(venv)
+        .env_remove("ANIMAWORKS_TOOL_PROTOCOL");
+    Ok((c, tmp))
+}
+
+/// Runs the adapter's `_manage <verb>` with the virtualenv's interpreter; its exit code is the command's.
 fn manage(venv: &Path, verb: &str, extra: &[std::ffi::OsString]) -> i32 {
     let python = match venv_python(venv) {
         Ok(p) => p,
@@ -127,36 +149,20 @@ fn manage(venv: &Path, verb: &str, extra: &[std::ffi::OsString]) -> i32 {
             return 2;
         }
     };
-    let tmp = match tempfile::Builder::new().prefix("animaworks-tool-adapter-").tempdir() {
-        Ok(t) => t,
+    let (mut c, _tmp) = match manage_command(&python, verb, venv) {
+        Ok(v) => v,
         Err(e) => {
-            tell!("animaworks-tool animaworks {verb}: cannot make a temporary folder: {e}");
+            tell!("animaworks-tool animaworks {verb}: cannot write the adapter to a temporary folder: {e}");
             return 13;
         }
     };
-    let pkg = tmp.path().join("animaworks_tool_adapter");
-    let written = std::fs::create_dir(&pkg)
-        .and_then(|()| ADAPTER.iter().try_for_each(|(name, text)| std::fs::write(pkg.join(name), text)));
-    if let Err(e) = written {
-        tell!("animaworks-tool animaworks {verb}: cannot write the adapter: {e}");
-        return 13;
-    }
-    // -I: neither the caller's PYTHONPATH nor the working directory may put another adapter in front of this one.
-    let status = Command::new(&python)
-        .arg("-I")
-        .arg("-c")
-        .arg("import sys; sys.path.insert(0, sys.argv.pop(1)); from animaworks_tool_adapter import _manage; sys.exit(_manage.main(sys.argv[1:]))")
-        .arg(tmp.path())
-        .arg(verb)
-        .arg("--venv")
-        .arg(venv)
-        .args(extra)
-        .env_remove("ANIMAWORKS_TOOL_PROTOCOL")
-        .status();
-    match status {
+    match c.args(extra).status() {
         Ok(s) => s.code().unwrap_or(13),
         Err(e) => {
-            tell!("animaworks-tool animaworks {verb}: cannot run {}: {e}", python.display());
+            tell!(
+                "animaworks-tool animaworks {verb}: cannot run {}: {e}",
+                python.display()
+            );
             9
         }
     }
@@ -206,34 +212,30 @@ pub fn doctor_lines(runner: &Runner) -> Vec<String> {
             venvs.push(v.to_path_buf());
         }
     }
-    if let Some(v) = std::env::current_exe().ok().as_deref().and_then(Path::parent).and_then(Path::parent) {
+    if let Some(v) = std::env::current_exe()
+        .ok()
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
         venvs.push(v.to_path_buf());
     }
     venvs.dedup();
     let mut lines = Vec::new();
     for venv in venvs.iter().filter(|v| v.join("pyvenv.cfg").is_file()) {
         let Ok(python) = venv_python(venv) else { continue };
-        let Ok(tmp) = tempfile::Builder::new().prefix("animaworks-tool-adapter-").tempdir() else { continue };
-        let pkg = tmp.path().join("animaworks_tool_adapter");
-        if std::fs::create_dir(&pkg)
-            .and_then(|()| ADAPTER.iter().try_for_each(|(name, text)| std::fs::write(pkg.join(name), text)))
-            .is_err()
-        {
-            continue;
-        }
-        let out = Command::new(&python)
-            .arg("-I")
-            .arg("-c")
-            .arg("import sys; sys.path.insert(0, sys.argv.pop(1)); from animaworks_tool_adapter import _manage; sys.exit(_manage.main(sys.argv[1:]))")
-            .arg(tmp.path())
-            .arg("status")
-            .arg("--venv")
-            .arg(venv)
-            .env_remove("ANIMAWORKS_TOOL_PROTOCOL")
-            .output();
+        let out = manage_command(&python, "status", venv).and_then(|(mut c, tmp)| {
+            let out = c.arg("--doctor").output();
+            drop(tmp);
+            out
+        });
         match out {
             Ok(o) => lines.extend(String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned)),
-            Err(e) => lines.push(format!("AnimaWorks adapter: {}: cannot run {}: {e}", venv.display(), python.display())),
+            Err(e) => lines.push(format!(
+                "AnimaWorks adapter: {}: cannot run {}: {e}",
+                venv.display(),
+                python.display()
+            )),
         }
     }
     lines

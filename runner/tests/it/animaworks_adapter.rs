@@ -54,7 +54,11 @@ fn aw(w: &World, args: &[&str], venv: &Path) -> std::process::Output {
 
 fn install(w: &World, venv: &Path) {
     let out = aw(w, &["install"], venv);
-    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The driver's answer: `{"pid", "patched", "results"}`.
@@ -157,7 +161,10 @@ fn adapter_answers_as_the_original_on_every_path() {
     let after = drive(&w, &venv, &steps(), &[]);
     let patched = after["patched"].as_array().unwrap();
     assert_eq!(patched.len(), 6, "{patched:?}");
-    let (b, a) = (before["results"].as_array().unwrap(), after["results"].as_array().unwrap());
+    let (b, a) = (
+        before["results"].as_array().unwrap(),
+        after["results"].as_array().unwrap(),
+    );
     for (i, step) in steps().as_array().unwrap().iter().enumerate() {
         assert_eq!(a[i], b[i], "step {step}: adapter (left) and original (right) differ");
     }
@@ -172,8 +179,11 @@ fn adapter_answers_as_the_original_on_every_path() {
         r#"{"external_tools": {"allow_all": true, "allow": ["hello_delete-all"]}}"#,
     )
     .unwrap();
-    let granted = json!([["gate", "hello", "delete_all"], ["dispatch", "hello_delete_all", {}],
-                         ["use_tool", "hello", "delete_all", {}]]);
+    let granted = json!([
+        ["gate", "hello", "delete_all"],
+        ["dispatch", "hello_delete_all", {}],
+        ["use_tool", "hello", "delete_all", {}]
+    ]);
     let with = drive(&w, &venv, &granted, &[]);
     assert_eq!(with["results"][0]["allowed"], true, "{with}");
     assert_eq!(with["results"][1], "deleted", "{with}");
@@ -223,7 +233,10 @@ fn hostile_module_never_runs_in_the_animaworks_process() {
     let Some(bench) = original() else { return };
     let k = animaworks_tool::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
-        eprintln!("SKIPPED: no sandbox on this kernel (Landlock ABI {}): the read cannot be refused", k.landlock_abi);
+        eprintln!(
+            "SKIPPED: no sandbox on this kernel (Landlock ABI {}): the read cannot be refused",
+            k.landlock_abi
+        );
         return;
     }
     let w = World::sandboxed();
@@ -234,8 +247,13 @@ fn hostile_module_never_runs_in_the_animaworks_process() {
     let venv = venv_in(&w, &bench);
     install(&w, &venv);
     let every_path = json!([
-        ["schemas"], ["dispatch", "evil_x", {}], ["gate", "evil", "x"], ["use_tool", "evil", "x", {}],
-        ["handle", "evil_x", {}], ["refresh"], ["schemas"],
+        ["schemas"],
+        ["dispatch", "evil_x", {}],
+        ["gate", "evil", "x"],
+        ["use_tool", "evil", "x", {}],
+        ["handle", "evil_x", {}],
+        ["refresh"],
+        ["schemas"],
     ]);
     let run = drive(&w, &venv, &every_path, &[]);
     let pid = run["pid"].as_u64().unwrap() as u32;
@@ -245,14 +263,21 @@ fn hostile_module_never_runs_in_the_animaworks_process() {
     assert!(!lines.is_empty(), "the runner ran the module: {run}");
     for (p, got) in &lines {
         assert_ne!(*p, pid, "the module ran in the AnimaWorks process: {lines:?}");
-        assert!(got.starts_with("refused:"), "the sandbox let it read vault.key: {lines:?}");
+        assert!(
+            got.starts_with("refused:"),
+            "the sandbox let it read vault.key: {lines:?}"
+        );
     }
     let out = aw(&w, &["uninstall"], &venv);
     assert!(out.status.success());
     std::fs::remove_file(w.anima.join("state/evil.log")).unwrap();
     let run = drive(&w, &venv, &json!([["schemas"]]), &[]);
     let pid = run["pid"].as_u64().unwrap() as u32;
-    assert_eq!(evil_lines(&w), vec![(pid, "read:VAULTKEY".to_owned())], "the original's behaviour is back");
+    assert_eq!(
+        evil_lines(&w),
+        vec![(pid, "read:VAULTKEY".to_owned())],
+        "the original's behaviour is back"
+    );
 }
 
 /// No runner (or a broken one): no file-tool schemas, AnimaWorks' own error texts, and the module is never
@@ -282,12 +307,22 @@ fn runner_missing_fails_closed() {
         assert_eq!(r[2]["allowed"], false, "{run}");
         assert_eq!(r[2]["reason"], "check_failed", "{run}");
         let use_tool = r[3].to_string();
-        assert!(use_tool.contains("PermissionDenied"), "the gate check fails closed first: {run}");
+        assert!(
+            use_tool.contains("PermissionDenied"),
+            "the gate check fails closed first: {run}"
+        );
         assert!(r[4].as_str().unwrap().contains("PermissionDenied"), "{run}");
         // The dispatcher's file fallback itself: the original's text for a module that cannot be loaded.
-        assert!(r[5].as_str().unwrap().starts_with("Error executing hello_greet: "), "{run}");
+        assert!(
+            r[5].as_str().unwrap().starts_with("Error executing hello_greet: "),
+            "{run}"
+        );
         assert!(r[6].as_str().unwrap().starts_with("Error executing evil_x: "), "{run}");
-        assert!(evil_lines(&w).is_empty(), "the module was imported: {:?}", evil_lines(&w));
+        assert!(
+            evil_lines(&w).is_empty(),
+            "the module was imported: {:?}",
+            evil_lines(&w)
+        );
     }
 }
 
@@ -300,7 +335,11 @@ fn install_on_an_unknown_animaworks_changes_nothing() {
     let site = crate::dropin::site_packages(&venv);
     let meta = site.join("animaworks-0.16.1.dist-info");
     std::fs::create_dir_all(&meta).unwrap();
-    std::fs::write(meta.join("METADATA"), "Metadata-Version: 2.1\nName: animaworks\nVersion: 0.16.1\n").unwrap();
+    std::fs::write(
+        meta.join("METADATA"),
+        "Metadata-Version: 2.1\nName: animaworks\nVersion: 0.16.1\n",
+    )
+    .unwrap();
     let listing = |p: &Path| {
         let mut v: Vec<_> = std::fs::read_dir(p).unwrap().flatten().map(|e| e.file_name()).collect();
         v.sort();
@@ -310,7 +349,10 @@ fn install_on_an_unknown_animaworks_changes_nothing() {
     let out = aw(&w, &["install", "--replace-script"], &venv);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("AnimaWorks 0.16.1 is not a version the adapter knows") && err.contains("nothing was changed"), "{err}");
+    assert!(
+        err.contains("AnimaWorks 0.16.1 is not a version the adapter knows") && err.contains("nothing was changed"),
+        "{err}"
+    );
     assert_eq!(listing(&site), site_before);
     assert_eq!(listing(&venv.join("bin")), bin_before);
     let status = aw(&w, &["status"], &venv);
@@ -344,12 +386,18 @@ fn a_changed_animaworks_is_never_half_patched() {
     let run = drive(&w, &venv, &steps, &[]);
     assert_eq!(run["patched"], json!([]), "{run}");
     let log = run["log"].to_string();
-    assert!(log.contains("not active, AnimaWorks left as it is") && log.contains("core/tooling/handler.py differs"), "{run}");
+    assert!(
+        log.contains("not active, AnimaWorks left as it is") && log.contains("core/tooling/handler.py differs"),
+        "{run}"
+    );
     let plain = drive(&w, &venv, &steps, &[("ANIMAWORKS_TOOL_ADAPTER", "off")]);
     assert_eq!(run["results"], plain["results"]);
     let status = aw(&w, &["status"], &venv);
     let text = String::from_utf8_lossy(&status.stdout);
-    assert!(text.contains("installed but NOT active") && text.contains("handler.py differs"), "{text}");
+    assert!(
+        text.contains("installed but NOT active") && text.contains("handler.py differs"),
+        "{text}"
+    );
 }
 
 /// `install` and `uninstall` are idempotent; `--replace-script` puts the runner in place of the script and
@@ -368,16 +416,39 @@ fn install_uninstall_idempotent_with_the_script_and_doctor() {
     let second = aw(&w, &["install", "--replace-script"], &venv);
     assert!(second.status.success());
     assert!(String::from_utf8_lossy(&second.stdout).starts_with("updated:"));
-    assert_eq!(std::fs::read(venv.join("bin/animaworks-tool.orig")).unwrap(), original_script);
+    assert_eq!(
+        std::fs::read(venv.join("bin/animaworks-tool.orig")).unwrap(),
+        original_script
+    );
     let v = Command::new(&script).arg("--version").output().unwrap();
-    assert!(String::from_utf8_lossy(&v.stdout).starts_with("animaworks-tool "), "the runner is in place");
-    let doctor = w.cmd().arg("--python").arg(venv.join("bin/python")).arg("doctor").output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with("animaworks-tool "),
+        "the runner is in place"
+    );
+    let doctor = w
+        .cmd()
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .arg("doctor")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert!(
-        text.contains(&format!("AnimaWorks adapter: {}: installed for AnimaWorks 0.15.0", venv.display())),
+        text.contains(&format!(
+            "AnimaWorks adapter: {}: installed for AnimaWorks 0.15.0",
+            venv.display()
+        )),
         "{text}"
     );
-    for path in ["schemas", "dispatch", "use_tool", "gate", "refresh", "share", "standalone"] {
+    for path in [
+        "schemas",
+        "dispatch",
+        "use_tool",
+        "gate",
+        "refresh",
+        "share",
+        "standalone",
+    ] {
         assert!(text.contains(&format!("  rerouted {path}: ")), "{path}: {text}");
     }
     for _ in 0..2 {
@@ -389,6 +460,12 @@ fn install_uninstall_idempotent_with_the_script_and_doctor() {
     let site = crate::dropin::site_packages(&venv);
     assert!(!site.join("animaworks_tool_adapter.pth").exists());
     assert!(!site.join("animaworks_tool_adapter").exists());
-    let doctor = w.cmd().arg("--python").arg(venv.join("bin/python")).arg("doctor").output().unwrap();
+    let doctor = w
+        .cmd()
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .arg("doctor")
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&doctor.stdout).contains("not installed"));
 }

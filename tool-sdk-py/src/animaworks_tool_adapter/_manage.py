@@ -120,7 +120,7 @@ def _runner_state(config_path):
     return runner, "ok"
 
 
-def status(venv, as_json):
+def status(venv, as_json, doctor=False):
     from animaworks_tool_adapter._known import PATHS
 
     p = _paths(venv)
@@ -145,6 +145,8 @@ def status(venv, as_json):
         print(json.dumps(report))
         return 0
     head = f"AnimaWorks adapter: {os.path.abspath(venv)}"
+    if doctor and not installed and version is None:
+        return 0  # a virtualenv without AnimaWorks: nothing to say in doctor
     if not installed:
         state = "known" if ok else f"not known ({why})"
         print(f"{head}: not installed (AnimaWorks {version or 'absent'}: {state}; "
@@ -176,6 +178,7 @@ def main(argv):
     s = sub.add_parser("status")
     s.add_argument("--venv", required=True)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--doctor", action="store_true", help="say nothing of a virtualenv without AnimaWorks")
     a = ap.parse_args(argv)
     if not _same_venv(a.venv):
         print(f"animaworks-tool animaworks {a.verb}: run by {sys.executable}, not {a.venv}'s interpreter",
@@ -185,7 +188,7 @@ def main(argv):
         return install(a.venv, a.runner, a.replace_script)
     if a.verb == "uninstall":
         return uninstall(a.venv)
-    return status(a.venv, a.json)
+    return status(a.venv, a.json, a.doctor)
 
 
 if __name__ == "__main__":
