@@ -126,8 +126,7 @@ def _handle_use_tool(original):
         # Core tools, and every answer the original gives before it loads a module, stay the original's.
         if not tool_name or not action or tool_name not in personal_tools or tool_name in TOOL_MODULES:
             return original(self, args)
-        handler = sys.modules[type(self).__module__] if type(self).__module__ in sys.modules else None
-        handler = sys.modules.get("core.tooling.handler", handler)
+        handler = sys.modules["core.tooling.handler"]  # the original's own globals: its error helper, its logger
         _error_result = handler._error_result
         tool_args = args.get("args") or {}
         if not isinstance(tool_args, dict):
