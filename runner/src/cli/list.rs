@@ -263,11 +263,12 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let legacy = settings.policy(true);
     let names = |p| awt_core::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
     let credentials = credential_report(runner).await;
+    let adapter = super::animaworks::doctor_lines(runner);
     if as_json {
         say!(
             "{}",
             json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error, "settings_error": settings_error_json(runner),
-                   "credentials": credentials,
+                   "credentials": credentials, "animaworks_adapter": adapter,
                    "environment": {"legacy_env": legacy.as_str(),
                                    "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
@@ -339,6 +340,9 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
                 s["personal"],
                 s["unsupported"]
             );
+        }
+        for line in &adapter {
+            say!("{line}");
         }
     }
     if bad {

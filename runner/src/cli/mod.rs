@@ -27,6 +27,7 @@ macro_rules! tell {
 }
 
 pub mod admin;
+pub mod animaworks;
 pub mod author;
 pub mod complete;
 pub mod forward;
@@ -162,6 +163,8 @@ enum Cmd {
     Permissions(admin::PermissionsArgs),
     /// Copy a personal tool into the common tier (needs tool_creation.shared).
     Share(admin::ShareArgs),
+    /// Route AnimaWorks' own server through the runner: `animaworks install|uninstall|status --venv DIR`.
+    Animaworks(animaworks::AnimaworksArgs),
     /// Print a shell's completion script (tools, actions and flags come from the schema cache).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -278,6 +281,7 @@ pub fn main() -> i32 {
             Some(Cmd::Check(a)) => boxed(async move { author::check(runner, a).await }),
             Some(Cmd::Permissions(a)) => boxed(async move { admin::permissions(runner, a) }),
             Some(Cmd::Share(a)) => boxed(async move { admin::share(runner, a) }),
+            Some(Cmd::Animaworks(a)) => boxed(async move { animaworks::animaworks(runner, a).await }),
             Some(Cmd::Version { json }) => boxed(async move { version::version(json) }),
             Some(Cmd::Help { topic }) if topic.is_empty() => boxed(async move { help::top_help(&runner.dirs, 0, command) }),
             Some(Cmd::Help { topic }) => boxed(async move { help::help(runner, &topic, command).await }),

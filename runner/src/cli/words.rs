@@ -24,6 +24,7 @@ pub const COMMANDS: &[&str] = &[
     "schemas",
     "permissions",
     "share",
+    "animaworks",
     "new",
     "check",
     "help",

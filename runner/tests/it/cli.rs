@@ -803,6 +803,7 @@ fn no_command_panics_on_a_closed_pipe() {
         ("check", vec!["check", hello_path], None),
         ("permissions", vec!["permissions", "show"], None),
         ("share", vec!["share", "hello"], None),
+        ("animaworks", vec!["animaworks", "status", "--venv", scratch], None),
         ("completions", vec!["completions", "bash"], None),
         ("man", vec!["man"], None),
         ("help", vec!["help"], None),
