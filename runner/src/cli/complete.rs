@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub const VAR: &str = crate::env_vars::COMPLETE.name;
 
 /// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once. `root`
-/// builds the runner's command tree (only when asked: it is a fifth of a one-shot call's own time).
+/// builds the runner's command tree (only when asked: it is a large part of a one-shot call's own time).
 pub fn answer_if_asked(root: fn() -> Command) {
     if std::env::var_os(VAR).is_none() {
         return;
