@@ -1174,6 +1174,8 @@ fn a_misspelt_permissions_key_is_named_with_the_closest_key() {
         );
     }
     assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a warning, not a problem");
+    let show = w.run(&["permissions", "show"]);
+    assert!(stderr(&show).contains("unknown key \"credentails\""), "{}", stderr(&show));
 }
 
 /// A module with its own CLI takes the words after its name as its argv: completion offers its actions (in the
