@@ -1,7 +1,7 @@
-//! Link-time choice for the runner's start-up (bench/README.md, "Fourth pass"): every call starts the runner.
+//! Link-time choice for the runner's start-up (bench/README.md): every call starts the runner.
 //!
-//! No `libgcc_s.so.1`: ld.so loading it (open, map, relocate, its constructor) costs ~0.08 ms per start on the
-//! bench machine. Rust's std asks for `-lgcc_s` (the unwinder) by name; a linker script of that name, found
+//! No `libgcc_s.so.1`: ld.so loading it (open, map, relocate, its constructor) costs every start of the
+//! runner. Rust's std asks for `-lgcc_s` (the unwinder) by name; a linker script of that name, found
 //! first on the search path, hands the linker the static unwinder (`libgcc_eh.a`, what `gcc -static-libgcc`
 //! links) instead. Only on Linux with glibc, without `crt-static`, and only when the C compiler knows where
 //! `libgcc_eh.a` is, and not when cross-compiling: otherwise nothing changes and the shared library is linked as
@@ -11,7 +11,7 @@
 //! macro of every profile (and invalidate every build), and a `cargo install` run elsewhere does not read the
 //! repository's configuration; a build script's link argument is the runner binary's alone.
 //!
-//! The order of the functions in the text (`--symbol-ordering-file`, ~0.15 ms a call) was dropped: its names
+//! The order of the functions in the text (`--symbol-ordering-file`, a measurable gain a call) was dropped: its names
 //! carry per-build hashes, went stale silently with any dependency or toolchain update, and renewing them needed
 //! perf (bench/README.md, "Link tricks dropped").
 

@@ -271,8 +271,8 @@ async fn manifest_with(
 /// The runtime cold probes run on: the caller's when it has threads of its own, else one of as many threads as
 /// cores, made at the first cold probe and kept for the process's life. Why: on a one-thread runtime every
 /// probe's own work (its sandbox's plan, the cgroup, the start, reading its answer, the cache entry) was serial,
-/// about 2 ms a tool on that thread, and a cold listing of 1,000 sandboxed tools took as long as that thread's
-/// work (1.99× `xargs -P4`). Why kept: a tool's death signal follows the thread that started it
+/// milliseconds a tool on that thread, and a cold listing of many sandboxed tools took as long as that thread's
+/// work. Why kept: a tool's death signal follows the thread that started it
 /// (`spawn::starters`), so a thread that ended would kill the tools it started.
 pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
     use tokio::runtime::{Handle, RuntimeFlavor};
@@ -298,7 +298,7 @@ pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
 /// `spawn::start_width`), on the probe runtime's threads (as many as cores, kept for the process's life).
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
-/// warm listing of 10,000 tools spent a fifth of its time spawning and joining them).
+/// warm listing of many tools spent much of its time spawning and joining them).
 pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec<(ToolFile, Probed, Obtained)> {
     let mut lookup = cache::Lookup::new(dirs);
     let mut out: Vec<Option<(ToolFile, Probed, Obtained)>> = Vec::with_capacity(files.len());

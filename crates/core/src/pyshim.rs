@@ -79,7 +79,7 @@ const fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 const FNV_START: u64 = 0xcbf29ce484222325;
 
 /// Identifies this build's shim: schemas cached by another shim are probed again. Computed when the runner is
-/// compiled: hashing the 67 KB package at run time cost every `.py` call ~0.1 ms (bench/README.md, "Fourth pass").
+/// compiled: hashing the whole package at run time cost every `.py` call (bench/README.md).
 // A package several times today's 67 KB would trip the lint; the loop ends whatever its size.
 #[allow(long_running_const_eval)]
 const CONTENT_HASH: u64 = {
@@ -195,7 +195,7 @@ fn compiler_env(env: &[(OsString, OsString)]) -> impl Iterator<Item = (&OsString
 /// Why the runner does it: Python caches an imported module's byte code beside it, but a sandboxed tool cannot
 /// write under the cache dir (which must stay so: byte code there runs in every tool), and
 /// `PYTHONDONTWRITEBYTECODE`, common in containers, forbids it anyway; the shim was then compiled on every call
-/// (about 3 ms). The compiler is the tool's own interpreter, isolated (`-I -S`: no `PYTHON*` variables, no
+/// (milliseconds). The compiler is the tool's own interpreter, isolated (`-I -S`: no `PYTHON*` variables, no
 /// `site`, no user site-packages), so nothing but the standard library's `py_compile` runs unconfined (the
 /// interpreter is the operator's, `--python`, `$ANIMAWORKS_PYTHON` or `python3` on the tool's `PATH`, which the
 /// runner already runs unconfined for core tools and the AnimaWorks CLI). It runs

@@ -66,7 +66,7 @@ pub(crate) fn start_tool_with(
 }
 
 /// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
-/// namespace: about 2 ms until the tool has exec'd) waits on one of the runner's starter threads ([`starters`]),
+/// namespace: until the tool has exec'd) waits on one of the runner's starter threads ([`starters`]),
 /// so the runtime's thread goes on with other calls and probes meanwhile. Dropped before the start is done, the child is dropped too, which
 /// kills it.
 pub(crate) async fn start_tool_async(
@@ -157,7 +157,7 @@ fn with_spec<'a>(handover: &[Handover<'a>], spec: Option<&'a std::os::fd::OwnedF
 /// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
 /// How many confined starts, and cold probes (`probe::manifests`), run at once: `4 × cores`, at least 8. Why four
 /// a core: a probe holds its slot off the CPU for much of its life (its pipes; its namespaces' teardown waits for
-/// an RCU grace period), and with two a core a cold listing left a fifth of the cores idle. Asked once: the answer
+/// an RCU grace period), and with two a core a cold listing left the cores partly idle. Asked once: the answer
 /// reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
 pub(crate) fn start_width() -> usize {
     static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -203,7 +203,7 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// The file the child writes `0` to. v1: `tasks`, which moves the writing thread alone; the child is a process of
 /// one thread, so that is the whole process, and the kernel (since 6.1) then skips the write lock of every
 /// thread group's fork and exit (`cgroup_threadgroup_rwsem`), whose RCU grace period made `cgroup.procs` cost
-/// 0.5 ms on an idle machine and over 10 ms on a busy one. v2 has no such file outside threaded groups.
+/// a grace period per write, long on a busy machine. v2 has no such file outside threaded groups.
 fn join_file(v: Version) -> &'static str {
     match v {
         Version::V1 => "tasks",

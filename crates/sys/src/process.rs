@@ -2,7 +2,7 @@
 //! own, so the runner's page tables are never copied (std's `Command` forks as soon as there is a `pre_exec`
 //! step, and ours has several: new session, death signal, guardian registration, sandbox). The fork, its
 //! copy-on-write faults in both processes and the copy's teardown at the exec cost a one-shot call about
-//! 0.15 ms (bench/README.md). A plan with a PID namespace starts the child as process 1 of its new namespaces
+//! measurably (bench/README.md). A plan with a PID namespace starts the child as process 1 of its new namespaces
 //! with the same `clone(CLONE_VM)` and no fork either ([`Start::Init`]): that child stays beside the runner as
 //! the namespace's init and tells it how the tool ended through shared memory ([`Init`]).
 //!
@@ -132,7 +132,7 @@ pub enum Start {
     /// new PID namespace and starts the tool itself. It stays alive in the runner's memory, on stacks the
     /// [`Child`] owns, and reports the tool's exec through [`Init::report_fd`] and the tool's end through
     /// [`Init::tool_status`]. Why not a fork: copying the runner's page tables and tearing the copy down cost
-    /// a sandboxed call about 0.3 ms (bench/README.md, "Third pass").
+    /// a sandboxed call measurably (bench/README.md).
     Init(libc::c_int, Option<Join>),
 }
 

@@ -21,7 +21,7 @@ pub struct Prepared<'h> {
 }
 
 impl Prepared<'_> {
-    /// Whether the start waits for the child's report (a PID namespace: about 2 ms until the tool has exec'd).
+    /// Whether the start waits for the child's report (a PID namespace: until the tool has exec'd).
     pub fn waits(&self) -> bool {
         self.confined.as_ref().is_some_and(|c| c.pid_ns.is_some())
     }

@@ -1,6 +1,6 @@
 //! Is a recorded process (a pid and its start time) still running? A worker asks this of every running task's
 //! worker and every registered worker at each look, several looks a task; reading `/proc/<pid>/stat` each time
-//! was 6% of a worker's CPU (the kernel sums the times of all of a process's threads for that file). So a
+//! was a measurable share of a worker's CPU (the kernel sums the times of all of a process's threads for that file). So a
 //! process answers the first question for a pid from `/proc` and keeps a pidfd of it for the next ones.
 
 use rustix::process::{pidfd_open, Pid, PidfdFlags};

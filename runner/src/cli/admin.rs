@@ -55,6 +55,9 @@ pub fn permissions(runner: &Runner, args: PermissionsArgs) -> i32 {
         PermissionsCmd::Show => match permissions::load(dir) {
             Ok(loaded) => {
                 say_raw!("{}", permissions::render(&loaded));
+                for w in permissions::unknown_keys(&loaded) {
+                    tell!("warning: {w}");
+                }
                 0
             }
             Err(e) => fail(

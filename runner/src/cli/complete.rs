@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub const VAR: &str = crate::env_vars::COMPLETE.name;
 
 /// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once. `root`
-/// builds the runner's command tree (only when asked: it is a fifth of a one-shot call's own time).
+/// builds the runner's command tree (only when asked: it is a large part of a one-shot call's own time).
 pub fn answer_if_asked(root: fn() -> Command) {
     if std::env::var_os(VAR).is_none() {
         return;
@@ -118,9 +118,18 @@ pub fn cached_tools(dirs: &Dirs) -> Vec<(String, Option<Manifest>)> {
 
 /// The runner's command tree with the tools of `dirs` in it (under the top level, `call`, `submit` and `help`).
 pub fn command(root: fn() -> Command, dirs: &Dirs) -> Command {
-    let tools: Vec<Command> = cached_tools(dirs)
+    let cached = cached_tools(dirs);
+    let tools: Vec<Command> = cached.iter().map(|(name, m)| tool_command(name, m.as_ref())).collect();
+    // At the top level a module with its own CLI takes its argv, which only its argparse knows: its actions (in
+    // the schemas' spelling, which that argparse may refuse) are offered under `call` and `submit` only.
+    let top: Vec<Command> = cached
         .iter()
-        .map(|(name, m)| tool_command(name, m.as_ref()))
+        .map(|(name, m)| match m {
+            Some(m) if m.cli => Command::new(name.to_owned())
+                .about(format!("its own CLI (`animaworks-tool {name} -h`); `call {name}` for the runner's form"))
+                .arg(clap::Arg::new("argv").num_args(0..).trailing_var_arg(true).allow_hyphen_values(true)),
+            _ => tool_command(name, m.as_ref()),
+        })
         .collect();
     let ids = task_ids(dirs);
     let with_id = |c: Command| {
@@ -134,7 +143,7 @@ pub fn command(root: fn() -> Command, dirs: &Dirs) -> Command {
         })
     };
     runner_globals(root())
-        .subcommands(tools.iter().cloned())
+        .subcommands(top)
         .mut_subcommand("call", |c| tools_under(c, &tools))
         .mut_subcommand("submit", |c| tools_under(c, &tools))
         .mut_subcommand("jobs", |j| {

@@ -40,11 +40,20 @@ pub fn tool_help(runner: &awt_core::call::Runner, r: &Resolved) -> String {
     if m.cli {
         let _ = writeln!(s, "\n{}", cli_note(&r.file.name));
     }
-    let _ = writeln!(
-        s,
-        "\nUsage: animaworks-tool {} <action> [--param value …] [--json JSON] [--timeout S] [--events]\n\nActions:",
-        r.file.name
-    );
+    // A module with its own CLI gets the words after its name as its argv: the runner's call form is `call`.
+    let call = call_form(r);
+    if m.cli {
+        let _ = writeln!(s, "\nUsage: animaworks-tool {} <the argv of its cli_main…>", r.file.name);
+        let _ = writeln!(
+            s,
+            "       {call} <action> [--param value …] [--json JSON] [--timeout S] [--events]\n\nActions:"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\nUsage: {call} <action> [--param value …] [--json JSON] [--timeout S] [--events]\n\nActions:"
+        );
+    }
     let width = m.actions.iter().map(|a| a.name.len()).max().unwrap_or(0);
     for a in &m.actions {
         let gate = if a.profile.gated { " [gated]" } else { "" };
@@ -53,11 +62,7 @@ pub fn tool_help(runner: &awt_core::call::Runner, r: &Resolved) -> String {
     if m.actions.is_empty() {
         let _ = writeln!(s, "  (none: reachable only through its own CLI)");
     }
-    let _ = writeln!(
-        s,
-        "\nSee `animaworks-tool {} <action> --help` for an action's arguments.",
-        r.file.name
-    );
+    let _ = writeln!(s, "\nSee `{call} <action> --help` for an action's arguments.");
     let _ = writeln!(
         s,
         "\nEnvironment (protocol.md §8): {}.",
@@ -85,15 +90,19 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
+/// How the runner's own call form of `r` begins: `animaworks-tool <tool>`, or `animaworks-tool call <tool>` for a
+/// module whose words after its name go to its `cli_main`.
+fn call_form(r: &Resolved) -> String {
+    if r.manifest.cli {
+        format!("animaworks-tool call {}", r.file.name)
+    } else {
+        format!("animaworks-tool {}", r.file.name)
+    }
+}
+
 pub fn action_help(r: &Resolved, a: &ActionSpec) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "animaworks-tool {} {} — {}",
-        r.file.name,
-        a.name,
-        first_line(&a.description)
-    );
+    let _ = writeln!(s, "{} {} — {}", call_form(r), a.name, first_line(&a.description));
     let rest: Vec<&str> = a.description.lines().skip(1).collect();
     if !rest.is_empty() {
         let _ = writeln!(s, "{}", rest.join("\n"));

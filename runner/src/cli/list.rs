@@ -74,7 +74,7 @@ pub async fn catalog(runner: &Runner) -> (Vec<Value>, Vec<Problem>, usize) {
 }
 
 /// `tools --json`: serialized straight from the manifests into one buffer, written at once (a `Value` per tool
-/// and stdout's line buffer cost a warm listing of 10,000 tools a fifth of its time and 3,400 writes).
+/// and stdout's line buffer cost a warm listing of many tools much of its time and a write per line).
 async fn list_json(runner: &Runner) -> i32 {
     #[derive(Serialize)]
     struct Listing<'a> {
@@ -86,7 +86,7 @@ async fn list_json(runner: &Runner) -> i32 {
         tools: resolved.iter().map(ToolView::of).collect(),
         problems: &problems,
     };
-    // Sized for the listing up front: grown by doubling, a 3.4 MB listing was copied ~4 MB on the way.
+    // Sized for the listing up front: grown by doubling, a large listing was copied over again on the way.
     let mut out = Vec::with_capacity(4096 + 512 * listing.tools.len());
     match serde_json::to_writer(&mut out, &listing) {
         Ok(()) => {}

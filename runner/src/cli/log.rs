@@ -2,8 +2,8 @@
 //! `submit`, ...): every event at WARN or above as one line, `LEVEL message key=value`, as tracing-subscriber's
 //! formatter writes it without time and target, control characters escaped.
 //!
-//! Why not that formatter here: its registry of spans allocates and zeroes ~28 KiB and registers every call site
-//! at start, on every call (bench/README.md, "Fourth pass"); a call needs neither spans nor filters. The servers
+//! Why not that formatter here: its registry of spans allocates and zeroes tens of KiB and registers every call site
+//! at start, on every call (bench/README.md); a call needs neither spans nor filters. The servers
 //! (`mcp`, `use-tool --serve`) and `ANIMAWORKS_TOOL_LOG` still get the full formatter.
 
 use std::fmt::Write as _;

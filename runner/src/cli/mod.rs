@@ -240,7 +240,7 @@ pub fn main() -> i32 {
     }
     // Why threads only for the two servers (`use-tool --serve`, `mcp`): their concurrent calls' own work
     // (validation, the gate, the sandbox's plan and namespaces, the audit line) ran on one thread, which limited
-    // 4 calls in flight to 1.26x one (serve) and held MCP's sandboxed calls to one core; a one-shot command pays
+    // calls in flight to little more than one (serve) and held MCP's sandboxed calls to one core; a one-shot command pays
     // for no threads it cannot use.
     let serving = matches!(&cli.cmd, Some(Cmd::UseTool(a)) if a.serve) || matches!(&cli.cmd, Some(Cmd::Mcp(_)));
     let rt = if serving {
@@ -260,7 +260,7 @@ pub fn main() -> i32 {
         }
     };
     // Each command's future is boxed behind `dyn`: a single future over every command would be as large as the
-    // largest (the MCP server's), and its poll's stack frame, probed page by page, cost a call ~17 page faults.
+    // largest (the MCP server's), and its poll's stack frame, probed page by page, cost a call page faults.
     let code = rt.block_on(async move {
         let (runner, fwd) = (&runner, &fwd);
         let command = match cli.cmd {
@@ -375,7 +375,7 @@ impl Cli {
 }
 
 /// The two call forms and `submit <tool> <action> …` without global options, parsed without building clap's
-/// whole command tree (about a fifth of a one-shot call's own time). Anything else — a global option, a runner
+/// whole command tree (a large part of a one-shot call's own time). Anything else — a global option, a runner
 /// command, help — goes to clap.
 fn fast_parse() -> Option<Cli> {
     fast_parse_of(std::env::args_os().skip(1))

@@ -62,7 +62,7 @@ pub struct Human {
     live: Option<Live>,
     last_progress: Option<Instant>,
     /// The clock as read for this read of stdout (cleared at each [`Observer::flush`]): one read a batch, not
-    /// one an event (per event it was 28% of a fast stream's time).
+    /// one an event (per event it was a large share of a fast stream's time).
     batch_now: Option<Instant>,
 }
 

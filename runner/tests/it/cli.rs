@@ -1175,4 +1175,39 @@ fn a_misspelt_permissions_key_is_named_with_the_closest_key() {
         );
     }
     assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a warning, not a problem");
+    let show = w.run(&["permissions", "show"]);
+    assert!(stderr(&show).contains("unknown key \"credentails\""), "{}", stderr(&show));
+}
+
+/// A module with its own CLI takes the words after its name as its argv: completion offers its actions (in the
+/// schemas' spelling, which its argparse may refuse) only under `call`, and its help's usage lines say which form
+/// is which.
+#[test]
+fn a_cli_main_module_completes_and_helps_with_the_form_that_takes_its_words() {
+    let w = World::new();
+    let module = r#"import argparse
+
+def get_tool_schemas():
+    return [{"name": "notes_delete_all", "description": "Delete every note.", "input_schema": {"type": "object"}}]
+
+def dispatch(name, args):
+    return {"ok": True}
+
+def cli_main(argv=None):
+    p = argparse.ArgumentParser(prog="animaworks-tool notes")
+    p.add_subparsers(dest="action", required=True).add_parser("delete-all")
+    p.parse_args(argv)
+    print("deleted")
+"#;
+    w.tool(&w.personal(), "notes.py", module);
+    assert!(w.run(&["tools"]).status.success());
+    let top = complete(&w, 2, &["animaworks-tool", "notes", ""]);
+    assert!(!top.contains(&"delete_all".to_owned()), "argparse refuses delete_all: {top:?}");
+    assert_eq!(complete(&w, 3, &["animaworks-tool", "call", "notes", "del"]), vec!["delete_all"]);
+    let help = stdout(&w.run(&["help", "notes"]));
+    assert!(help.contains("Usage: animaworks-tool notes <the argv of its cli_main…>"), "{help}");
+    assert!(help.contains("animaworks-tool call notes <action> [--param value …]"), "{help}");
+    assert!(help.contains("See `animaworks-tool call notes <action> --help`"), "{help}");
+    let action = stdout(&w.run(&["help", "notes", "delete_all"]));
+    assert!(action.starts_with("animaworks-tool call notes delete_all — "), "{action}");
 }

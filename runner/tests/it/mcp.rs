@@ -426,6 +426,27 @@ fn an_empty_server_says_why() {
     assert!(err.contains("offers no tools") && err.contains("no anima dir"), "{err}");
 }
 
+/// A permissions file that cannot be used refuses every call: the server says so (stderr, `instructions`,
+/// `tools/list`) rather than offer its task tools alone without a word.
+#[test]
+fn a_server_with_an_unusable_permissions_file_says_so() {
+    let w = World::new();
+    std::fs::write(w.anima.join("permissions.json"), "{\"external_tools\": []}").unwrap();
+    let mut m = Mcp::start(w.cmd(), &[]);
+    let r = m.init("2025-11-25");
+    let instructions = r["result"]["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("permissions.json:1:") && instructions.contains("every call of this anima is refused"),
+        "{instructions}"
+    );
+    let l = m.ask("tools/list", json!({}));
+    let hint = l["result"]["_meta"]["animaworks-tool/hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("every call of this anima is refused"), "{l}");
+    let (status, err) = m.finish();
+    assert!(status.success());
+    assert!(err.contains("permissions.json"), "{err}");
+}
+
 #[test]
 fn every_bad_line_gets_an_answer_and_the_server_goes_on() {
     let w = world();

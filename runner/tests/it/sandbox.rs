@@ -422,7 +422,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn writable_places_never_run_and_animaworks_writes_land() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !pid_namespace() {
         return;
     }
     let w = World::sandboxed();
@@ -1635,6 +1635,7 @@ fn netns_tool(w: &World, name: &str) {
 #[test]
 fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other_tools_do_not() {
     if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+        awt_sys::skipped!("no PID namespace or no network proxy here");
         return;
     }
     let w = World::sandboxed();
@@ -1687,6 +1688,7 @@ fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other
 #[test]
 fn a_kept_network_namespace_whose_proxy_port_is_held_is_let_go_and_the_call_runs_in_a_fresh_one() {
     if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+        awt_sys::skipped!("no PID namespace or no network proxy here");
         return;
     }
     let w = World::sandboxed();

@@ -1,5 +1,5 @@
-//! What the runner loads when it starts: every call pays for each shared library ld.so maps (bench/README.md,
-//! "Fourth pass"), so the two it does without must not come back unnoticed with a new dependency.
+//! What the runner loads when it starts: every call pays for each shared library ld.so maps (bench/README.md),
+//! so the two it does without must not come back unnoticed with a new dependency.
 
 use crate::support::*;
 use std::process::Stdio;

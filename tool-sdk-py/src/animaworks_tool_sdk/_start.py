@@ -18,8 +18,8 @@ else:
 from animaworks_tool_sdk._shim import main  # noqa: E402
 
 # Why: the interpreter's last garbage collections at exit walk every object it holds, most of them made by `site`
-# and the standard library before the tool was even loaded: about 3 ms of every call (bench/README.md, "Fourth
-# pass"). Frozen here, those are left out of every collection; what the tool's module makes, from its import on,
+# and the standard library before the tool was even loaded: a measurable part of every call (bench/README.md).
+# Frozen here, those are left out of every collection; what the tool's module makes, from its import on,
 # is collected and finalized as before, unless a cycle holds it through one of the frozen objects.
 import gc  # noqa: E402
 

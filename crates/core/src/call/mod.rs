@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! runner.open(tool)                 discover + describe            → Tool      (an unknown tool is audited)
+//! runner.open_file(name, path)      probe a file outside the tiers → Tool      (`check`: its own manifest only)
 //! tool.action(name)                 pick the action                → Target    (an unknown action is audited)
 //! target.parse_flags(words)         the schema-driven flags (CLI)               (a bad flag is audited)
 //! target.prepare(args, &opts)       validate + permit + secrets + env + masker + audit handle → PreparedCall

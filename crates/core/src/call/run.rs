@@ -244,8 +244,8 @@ impl PreparedCli<'_> {
 /// one descriptor handed over ([`spawn::start_tool_async_with`]), its number in the tool's environment. The guard
 /// returned ends the broker's call when the caller drops it, after the call. `last`: the process starts nothing
 /// after this call (a one-shot command), so the start runs on this thread ([`spawn::start_tool_with`]): no other
-/// call waits for the thread meanwhile, and a thread made for the start would cost more (~0.25 ms: its creation,
-/// the hand-offs and its end at exit, bench/README.md "Issue 20's cost") than the start's wait.
+/// call waits for the thread meanwhile, and a thread made for the start would cost more (its creation,
+/// the hand-offs and its end at exit, bench/README.md) than the start's wait.
 async fn start_brokered(
     plan: Option<&super::prepare::BrokerPlan>,
     runner: &crate::call::Runner,

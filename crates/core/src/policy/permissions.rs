@@ -568,6 +568,18 @@ const KEYS: &[&str] = &[
 ];
 const RULE_KEYS: &[&str] = &["allow_all", "allow", "deny"];
 const CREATION_KEYS: &[&str] = &["personal", "shared"];
+/// The fields of [`crate::policy::sandbox_grants::Grants`] (a test pins them).
+const SANDBOX_KEYS: &[&str] = &[
+    "core",
+    "common",
+    "personal",
+    "net",
+    "direct_net",
+    "deny",
+    "read",
+    "write",
+    "exec",
+];
 
 /// Keys of `permissions.json` that nothing reads, each as `<file>:<line>:<col>: …` with its consequence and the
 /// closest key. They are ignored, as AnimaWorks' loader ignores them (a file it accepts stays accepted), but a
@@ -597,7 +609,12 @@ pub fn unknown_keys(loaded: &LoadedPermissions) -> Vec<String> {
         }
     };
     check("", &top, KEYS);
-    for (key, known) in [("commands", RULE_KEYS), ("external_tools", RULE_KEYS), ("tool_creation", CREATION_KEYS)] {
+    for (key, known) in [
+        ("commands", RULE_KEYS),
+        ("external_tools", RULE_KEYS),
+        ("tool_creation", CREATION_KEYS),
+        ("sandbox", SANDBOX_KEYS),
+    ] {
         if let Some(serde_json::Value::Object(m)) = top.get(key) {
             check(&format!("{key}."), m, known);
         }
@@ -636,6 +653,35 @@ mod tests {
         assert!(w[1].contains(":4:22: unknown key \"external_tools.alow\"") && w[1].contains("\"allow\""), "{w:?}");
         std::fs::write(d.path().join(JSON_FILE), "{\"$schema\": \"x\", \"version\": 1}").unwrap();
         assert!(unknown_keys(&load(d.path()).unwrap()).is_empty());
+        std::fs::write(d.path().join(JSON_FILE), "{\"sandbox\": {\"wirte\": [\"/x\"]}}").unwrap();
+        let w = unknown_keys(&load(d.path()).unwrap());
+        assert!(w.len() == 1 && w[0].contains("\"sandbox.wirte\"") && w[0].contains("\"write\""), "{w:?}");
+    }
+
+    /// The sandbox keys the warning knows are the grants' fields: every field set (a new field fails to compile
+    /// here until it is listed), serialized, gives exactly [`SANDBOX_KEYS`].
+    #[test]
+    fn the_sandbox_keys_are_the_fields_of_the_grants() {
+        use crate::policy::sandbox_grants::{Grants, NetGrant};
+        use crate::settings::sandbox::Mode;
+        let one = || vec!["x".to_owned()];
+        let all = Grants {
+            core: Some(Mode::Off),
+            common: Some(Mode::Off),
+            personal: Some(Mode::Off),
+            net: Some(NetGrant::All(true)),
+            direct_net: one(),
+            deny: one(),
+            read: one(),
+            write: one(),
+            exec: one(),
+        };
+        let v = serde_json::to_value(&all).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut known = SANDBOX_KEYS.to_vec();
+        keys.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(keys, known);
     }
 
     fn dir() -> tempfile::TempDir {
