@@ -26,6 +26,7 @@
 // hot loop, so boxing them would buy nothing measurable.
 #![allow(clippy::result_large_err)]
 
+pub mod beneath;
 pub mod broker;
 pub mod cache;
 pub mod call;
