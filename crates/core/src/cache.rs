@@ -1,7 +1,7 @@
 //! The schema cache: `--schemas` runs once per version of a tool file, not once per call.
 //!
-//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder>/<file name>.json`,
-//! holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
+//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder and the anima>/<file
+//! name>.json` (a probe runs as its anima, so one anima's answer is never another's), holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
 //! `--schemas` gave. An entry is used only when the identity still matches, so a changed, added or removed tool is
 //! noticed on the next invocation. Writes are atomic (temp file + rename): two runners writing at once each leave
 //! a whole file, and a corrupt or foreign file is only a cache miss.
