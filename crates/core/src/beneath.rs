@@ -1,8 +1,9 @@
 //! Opening the runner's own files below a folder a tool may write (the anima dir: its audit log, task store,
 //! notifications, `status.json`). The folder itself is the operator's choice and is followed as named; below it,
 //! nothing is followed: a symbolic link, on the way or at the end, is refused, and so is anything owned by
-//! another user. So a tool that swapped `state/` for a link to another anima's (or to any folder) cannot make the
-//! runner write its audit line, a task or a notification there, nor read another anima's tasks.
+//! another user than this one, the folder's owner or root. So a tool that swapped `state/` for a link to another
+//! anima's (or to any folder) cannot make the runner write its audit line, a task or a notification there, nor
+//! read another anima's tasks.
 //!
 //! The open is one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the folder's descriptor; where the
 //! kernel has no `openat2` (before Linux 5.6, or a container's seccomp profile refusing it), each component is
@@ -45,17 +46,22 @@ fn names(rel: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
         .collect()
 }
 
-/// The checks of one component already opened (`O_PATH | O_NOFOLLOW`): not a link, this user's own.
+/// The checks of one component already opened (`O_PATH | O_NOFOLLOW`): not a link, owned by this user, by the
+/// owner of `base` (a runner started as root for a user's anima dir) or by root.
 fn check_opened(fd: &OwnedFd, base: &Path, at: &Path, dir: bool) -> io::Result<()> {
     let m = File::from(fd.try_clone()?).metadata()?;
     if m.file_type().is_symlink() {
         return Err(refused(base, at, "it is a symbolic link"));
     }
-    if m.uid() != euid() {
+    let owner = m.uid();
+    if owner != euid() && owner != 0 && std::fs::metadata(base).map(|b| b.uid()).ok() != Some(owner) {
         return Err(refused(
             base,
             at,
-            &format!("it is owned by uid {}, not by this user (uid {})", m.uid(), euid()),
+            &format!(
+                "it is owned by uid {owner}, not by this user (uid {}) nor by the folder's owner",
+                euid()
+            ),
         ));
     }
     if dir && !m.is_dir() {
@@ -142,18 +148,7 @@ pub fn open(base: &Path, rel: &Path, flags: OFlags, mode: u32) -> io::Result<Fil
         }
         // No `openat2` here: component by component.
         Err(rustix::io::Errno::NOSYS) | Err(rustix::io::Errno::PERM) | Err(rustix::io::Errno::INVAL) => {
-            let parent = rel.parent().unwrap_or(Path::new(""));
-            let Some(dir) = walk(base, parent, false)? else {
-                return Err(io::Error::from(io::ErrorKind::NotFound));
-            };
-            let last = rel
-                .file_name()
-                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-            match rustix::fs::openat(&dir, last, flags, mode) {
-                Ok(fd) => fd,
-                Err(rustix::io::Errno::LOOP) => return Err(refused(base, rel, "it is a symbolic link")),
-                Err(e) => return Err(e.into()),
-            }
+            open_walking(base, rel, flags, mode)?
         }
         Err(e) => return Err(e.into()),
     };
@@ -163,6 +158,22 @@ pub fn open(base: &Path, rel: &Path, flags: OFlags, mode: u32) -> io::Result<Fil
         walk(base, parent, false)?;
     }
     Ok(File::from(fd))
+}
+
+/// [`open`] without `openat2`: each folder from its parent's descriptor, the file with `O_NOFOLLOW`.
+fn open_walking(base: &Path, rel: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let Some(dir) = walk(base, parent, false)? else {
+        return Err(io::Error::from(io::ErrorKind::NotFound));
+    };
+    let last = rel
+        .file_name()
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    match rustix::fs::openat(&dir, last, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, mode) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::LOOP) => Err(refused(base, rel, "it is a symbolic link")),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The bytes of the regular file `rel` below `base` (see [`open`]), at most `max` of them; `Ok(None)` when it is
@@ -219,5 +230,40 @@ mod tests {
         std::fs::write(other.join("x.json"), "{}").unwrap();
         assert!(read_if_present(&base, Path::new("status.json"), 10).is_err());
         assert!(open(&base, Path::new("../bob/x.json"), OFlags::RDONLY, 0).is_err());
+    }
+
+    #[test]
+    fn without_openat2_each_component_is_checked_alike() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("alice");
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::create_dir_all(t.path().join("bob/state")).unwrap();
+        std::fs::write(t.path().join("bob/state/log"), "bob").unwrap();
+        let walking = |rel: &str| open_walking(&base, Path::new(rel), OFlags::RDONLY, Mode::empty());
+        std::fs::write(base.join("state/log"), "alice").unwrap();
+        assert!(walking("state/log").is_ok());
+        std::os::unix::fs::symlink(t.path().join("bob/state/log"), base.join("state/link")).unwrap();
+        assert!(walking("state/link").unwrap_err().to_string().contains("symbolic link"));
+        std::fs::rename(base.join("state"), base.join("state.old")).unwrap();
+        std::os::unix::fs::symlink("../bob/state", base.join("state")).unwrap();
+        assert!(walking("state/log").unwrap_err().to_string().contains("symbolic link"));
+        assert_eq!(walking("none/log").unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn another_users_folder_below_the_base_is_refused() {
+        if euid() != 0 {
+            eprintln!("SKIPPED: only root can give a folder to another user");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("alice");
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::os::unix::fs::chown(base.join("state"), Some(4242), Some(4242)).unwrap();
+        let e = make_dirs(&base, Path::new("state/background_tasks")).unwrap_err();
+        assert!(e.to_string().contains("owned by uid 4242"), "{e}");
+        // The folder's owner is not another user.
+        std::os::unix::fs::chown(&base, Some(4242), Some(4242)).unwrap();
+        make_dirs(&base, Path::new("state/background_tasks")).unwrap();
     }
 }
