@@ -1,7 +1,7 @@
 //! The schema cache: `--schemas` runs once per version of a tool file, not once per call.
 //!
-//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder>/<file name>.json`,
-//! holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
+//! One small JSON file per tool file, under `<cache dir>/schemas/<hash of the tier folder and the anima>/<file
+//! name>.json` (a probe runs as its anima, so one anima's answer is never another's), holding the file's identity (size, mtime, ctime, inode, device, and for `.py` the interpreter) and what
 //! `--schemas` gave. An entry is used only when the identity still matches, so a changed, added or removed tool is
 //! noticed on the next invocation. Writes are atomic (temp file + rename): two runners writing at once each leave
 //! a whole file, and a corrupt or foreign file is only a cache miss.
@@ -106,15 +106,22 @@ fn fnv(s: &[u8]) -> u64 {
 }
 
 fn entry_path(dirs: &Dirs, file: &ToolFile) -> PathBuf {
-    entry_path_in(dirs, file, folder_hash(file))
+    entry_path_in(dirs, file, folder_hash(dirs, file))
 }
 
 /// The hash naming the entries' folder of `file`'s tier folder (its canonical path: a tier reached through a
-/// symlink shares its entries).
-fn folder_hash(file: &ToolFile) -> u64 {
+/// symlink shares its entries) and of the anima it was probed for: a probe runs with its anima's folder and
+/// grants, so what one anima's probe answered never decides another's listing or gate (a core or common tool
+/// may answer each anima otherwise).
+fn folder_hash(dirs: &Dirs, file: &ToolFile) -> u64 {
     let folder = file.path.parent().unwrap_or(Path::new("/"));
     let folder = awt_sys::confine::rules::canonical(folder).unwrap_or_else(|| folder.to_path_buf());
-    fnv(folder.as_os_str().as_encoded_bytes())
+    let mut key = folder.into_os_string().into_encoded_bytes();
+    if let Some(a) = &dirs.anima {
+        key.push(0);
+        key.extend_from_slice(a.as_os_str().as_encoded_bytes());
+    }
+    fnv(&key)
 }
 
 fn entry_path_in(dirs: &Dirs, file: &ToolFile, folder: u64) -> PathBuf {
@@ -280,7 +287,7 @@ impl<'a> Lookup<'a> {
         }
         let parent = file.path.parent().unwrap_or(Path::new("/"));
         if !self.folders.contains_key(parent) {
-            let dir = crate::fsread::open_dir(&entries_dir(self.dirs, folder_hash(file))).ok();
+            let dir = crate::fsread::open_dir(&entries_dir(self.dirs, folder_hash(self.dirs, file))).ok();
             self.folders.insert(parent.to_path_buf(), dir.map(|dir| Folder { dir, pack: None }));
         }
         let folder = self.folders.get_mut(parent)?.as_mut()?;
@@ -335,7 +342,7 @@ pub fn store_many(dirs: &Dirs, probed: &[(ToolFile, FileKey, Probed)]) {
     let mut folders: std::collections::BTreeMap<u64, Vec<&(ToolFile, FileKey, Probed)>> = Default::default();
     for item in probed {
         if packable(&entry_name(&item.0)) {
-            folders.entry(folder_hash(&item.0)).or_default().push(item);
+            folders.entry(folder_hash(dirs, &item.0)).or_default().push(item);
         } else {
             store(dirs, &item.0, &item.1, &item.2);
         }
@@ -546,11 +553,11 @@ mod tests {
         store_many(&dirs, std::slice::from_ref(&c));
         assert!(found(&a).is_some(), "a's line was lost when c was written");
         assert!(found(&c).is_some());
-        let pack = std::fs::read_to_string(entries_dir(&dirs, folder_hash(&a.0)).join(PACK)).unwrap();
+        let pack = std::fs::read_to_string(entries_dir(&dirs, folder_hash(&dirs, &a.0)).join(PACK)).unwrap();
         assert!(!pack.lines().any(|l| l.starts_with("b.json\t")), "{pack}");
         assert_eq!(pack.lines().count(), 2, "{pack}");
         // A forged line whose name leads out of the folder is dropped, never written anywhere.
-        let packed = entries_dir(&dirs, folder_hash(&a.0)).join(PACK);
+        let packed = entries_dir(&dirs, folder_hash(&dirs, &a.0)).join(PACK);
         std::fs::write(&packed, format!("{pack}../tools/a.json\t{{}}\n")).unwrap();
         store_many(&dirs, std::slice::from_ref(&b));
         let pack = std::fs::read_to_string(&packed).unwrap();

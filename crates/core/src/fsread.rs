@@ -97,6 +97,15 @@ pub fn read_at(dir: &File, name: &Path, max: u64) -> io::Result<Vec<u8>> {
     read_sized(f, max, m.len())
 }
 
+/// [`read`] of a file already open (without blocking, without becoming a controlling terminal).
+pub fn read_open(f: File, max: u64) -> io::Result<Vec<u8>> {
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(not_regular(m.file_type()));
+    }
+    read_sized(f, max, m.len())
+}
+
 /// [`read_capped`] of a file whose size `len` (at most `max`) the open file's `fstat` gave: the `len` bytes that
 /// were there then, in one `read` (a file that grew since is read as it was; one that shrank, to its end).
 fn read_sized(mut f: File, max: u64, len: u64) -> io::Result<Vec<u8>> {

@@ -27,6 +27,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod animas;
+pub mod beneath;
 pub mod broker;
 pub mod cache;
 pub mod call;

@@ -64,7 +64,7 @@ pub async fn run(runner: &Runner) -> i32 {
                 }
             },
         };
-        if let Some(why) = unsigned(&key, &store, &task) {
+        if let Some(why) = unsigned(&key, &store, &task, runner.dirs.anima_name().as_deref()) {
             eprintln!(
                 "animaworks-tool jobs worker: refused task {} (moved aside): {why}",
                 task.task_id
@@ -141,8 +141,16 @@ const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// Why a claimed task file must not run: only the runner's submit writes task files, and signs them
 /// ([`super::mac`]); a file of the same anima's name written by anything else is refused (the anima of a file
-/// store is the worker's own, so the task's anima name must be it too).
-fn unsigned(key: &super::mac::Key, store: &FileStore, t: &Task) -> Option<String> {
+/// store is the worker's own, so the task's anima name must be it too: a task of another anima, signed for it,
+/// is never run here, whatever the file system put in this store).
+fn unsigned(key: &super::mac::Key, store: &FileStore, t: &Task, anima: Option<&str>) -> Option<String> {
+    if anima != Some(t.anima_name.as_str()) {
+        return Some(format!(
+            "it is a task of the anima {:?}, and this worker runs only those of {:?}",
+            t.anima_name,
+            anima.unwrap_or("")
+        ));
+    }
     let private = match store.private_args(&t.task_id) {
         Ok(p) => p,
         Err(e) => return Some(format!("its private arguments cannot be read: {e}")),

@@ -114,6 +114,34 @@ impl FileStore {
         }
     }
 
+    /// Make `dir` (one of the store's folders, `<anima dir>/state/...`) and the folders on its way below the anima
+    /// dir, never through a link nor into another user's folder: a tool may have swapped `state/` for a link to
+    /// another anima's (or any folder), which would merge stores and send notifications elsewhere.
+    fn make(dir: &Path) -> io::Result<()> {
+        match Self::anima_of(dir) {
+            Some(anima) => {
+                // The anima dir itself is the operator's, made as named.
+                fs::create_dir_all(anima)?;
+                awt_core::beneath::make_dirs(anima, dir.strip_prefix(anima).unwrap_or(dir))
+            }
+            None => fs::create_dir_all(dir),
+        }
+    }
+
+    fn anima_of(dir: &Path) -> Option<&Path> {
+        dir.parent().and_then(Path::parent)
+    }
+
+    /// The store's folders, where they exist, are plain folders of this user's below the anima dir.
+    pub fn checked(&self) -> io::Result<()> {
+        for d in [&self.dir, &self.notify_dir] {
+            if let Some(anima) = Self::anima_of(d) {
+                awt_core::beneath::check(anima, d.strip_prefix(anima).unwrap_or(d))?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.json"))
     }
@@ -135,7 +163,7 @@ impl FileStore {
     }
 
     fn lock(&self) -> io::Result<Lock> {
-        fs::create_dir_all(&self.dir)?;
+        Self::make(&self.dir)?;
         let f = OpenOptions::new()
             .create(true)
             .read(true)
@@ -523,7 +551,7 @@ fn worker_needed(index: &Index, census: &Census, active: &[Task], limit: usize) 
 
 impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
+        Self::make(&self.dir)?;
         self.locked(|index| self.create_locked(index, task, private_args))
     }
 
@@ -536,7 +564,7 @@ impl TaskStore for FileStore {
         let limit = awt_core::settings::Settings::load(&dirs.data)
             .map(|s| s.max_running_tasks)
             .unwrap_or(super::queue::DEFAULT_MAX_RUNNING);
-        fs::create_dir_all(&self.dir)?;
+        Self::make(&self.dir)?;
         // One look: store the task, mark the tasks of dead workers lost (as every task command does), and see
         // whether a worker that will claim again is free for it.
         let needed = self.locked(|index| {
@@ -638,7 +666,7 @@ impl TaskStore for FileStore {
     }
 
     fn notify(&self, t: &Task) -> io::Result<()> {
-        fs::create_dir_all(&self.notify_dir)?;
+        Self::make(&self.notify_dir)?;
         let text = t.notification(self.locale);
         write_atomic(&self.notify_dir.join(format!("{}.md", t.task_id)), text.as_bytes())
     }
@@ -707,10 +735,19 @@ impl TaskStore for FileStore {
 /// The store of the runner's anima; a runner without an anima dir cannot keep tasks.
 pub fn store_of(runner: &awt_core::Runner) -> Result<FileStore, awt_core::CallError> {
     match &runner.dirs.anima {
-        Some(a) => Ok(FileStore {
-            locale: awt_core::locale::Locale::of_data_dir(&runner.dirs.data),
-            ..FileStore::for_anima(a)
-        }),
+        Some(a) => {
+            let store = FileStore {
+                locale: awt_core::locale::Locale::of_data_dir(&runner.dirs.data),
+                ..FileStore::for_anima(a)
+            };
+            store.checked().map_err(|e| {
+                awt_core::CallError::new(
+                    awt_core::ErrorCode::PermissionDenied,
+                    format!("the task store of {} cannot be used: {e}", a.display()),
+                )
+            })?;
+            Ok(store)
+        }
         None => Err(awt_core::CallError::new(
             awt_core::ErrorCode::Usage,
             "background tasks need an anima: they are kept under <anima dir>/state/background_tasks",

@@ -286,7 +286,11 @@ fn task_ids(dirs: &Dirs) -> Vec<(String, String)> {
     let Some(anima) = &dirs.anima else {
         return Vec::new();
     };
-    let dir = awt_tasks::files::FileStore::for_anima(anima).dir;
+    let store = awt_tasks::files::FileStore::for_anima(anima);
+    if store.checked().is_err() {
+        return Vec::new();
+    }
+    let dir = store.dir;
     let mut found: Vec<(std::time::SystemTime, String, String)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()

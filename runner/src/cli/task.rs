@@ -496,6 +496,9 @@ async fn run_pending(runner: &Runner, store: &dyn TaskStore) -> Result<i32, Call
         .as_ref()
         .ok_or_else(|| CallError::new(ErrorCode::Usage, "run-pending needs an anima dir"))?;
     let pending_dir = FileStore::for_anima(anima).dir.join("pending");
+    // Never through a link a tool could have left (another anima's descriptors would become this anima's tasks).
+    awt_core::beneath::check(anima, pending_dir.strip_prefix(anima).unwrap_or(&pending_dir))
+        .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;
     let report = tasks::pending::take_over(runner, &pending_dir, store)
         .await
         .map_err(|e| io_err("cannot take over AnimaWorks' pending descriptors", e))?;

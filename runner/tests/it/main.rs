@@ -24,6 +24,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_servers;
 mod output;
+mod pinned;
 mod pipeline;
 mod policy;
 mod policy_paths;

@@ -443,6 +443,8 @@ fn writable_places_never_run_and_animaworks_writes_land() {
         }
     }
     std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    // As every AnimaWorks anima has: without it, the top level is split as without permissions.json.
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
     let shared = w.data.join("shared");
     std::fs::create_dir_all(&shared).unwrap();
     std::fs::write(shared.join("credentials.json"), r#"{"x": "secret"}"#).unwrap();

@@ -1198,3 +1198,35 @@ fn a_malformed_task_database_url_is_an_error_naming_where_it_came_from() {
         stderr(&o)
     );
 }
+
+/// A row whose anima is not its signed record's (bob's signed task, its row moved to alice): before, a worker ran
+/// it all the same (as alice's row: under alice's limit, by a worker serving alice). A task runs only as its own
+/// anima, whatever the row says (hostile tools, fourth round, item 1).
+#[test]
+fn pg_a_row_carrying_another_animas_signed_task_is_never_run() {
+    need_postgres!();
+    let e = Env::ready(Backend::Postgres, json!({}));
+    let url = e.url.clone().unwrap();
+    let o = e.run_as("bob", &["submit", "bg", "once"]);
+    let id = json(&o)["task_id"].as_str().unwrap().to_owned();
+    let ran = |e: &Env| runs_log(e).iter().filter(|(ev, i, _)| ev == "S" && *i == id).count();
+    let status = || scalar(&url, &format!("SELECT status FROM awt_tasks WHERE id = '{id}'"));
+    assert!(eventually(60, || ran(&e) == 1 && status() == "completed"), "{}", e.all_worker_logs());
+    pg_cluster::query(
+        &url,
+        &format!(
+            "UPDATE awt_tasks SET anima = 'alice', status = 'pending', \
+             record = jsonb_set(record - 'outcome' - 'result' - 'completed_at', '{{status}}', '\"pending\"') \
+             WHERE id = '{id}'"
+        ),
+    )
+    .unwrap();
+    let note = || scalar(&url, &format!("SELECT coalesce(record->>'waiting', '') FROM awt_tasks WHERE id = '{id}'"));
+    assert!(
+        eventually(60, || note().contains("never run")),
+        "{}\n{}",
+        note(),
+        e.all_worker_logs()
+    );
+    assert_eq!(ran(&e), 1, "bob's task ran again from alice's row");
+}

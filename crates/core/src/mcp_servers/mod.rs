@@ -169,7 +169,16 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
         Tier::Personal => {
             if let Some(anima) = anima_dir {
                 let status = anima.join("status.json");
-                if let Some(servers) = servers_in(&status, &["extra_mcp_servers"], &mut problems, tier) {
+                // Never through a link a tool could have put there (it decides which programs start).
+                let bytes = match crate::beneath::read_if_present(anima, Path::new("status.json"), MAX_DECL_FILE) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        problems.push(problem("extra_mcp_servers", tier, &status, e.to_string()));
+                        None
+                    }
+                };
+                let servers = bytes.and_then(|b| servers_in_bytes(&b, &status, &["extra_mcp_servers"], &mut problems, tier));
+                if let Some(servers) = servers {
                     for (name, v) in servers {
                         if let Some(spec) = from_animaworks(&name, tier, &status, v, &mut problems) {
                             push(
@@ -262,11 +271,21 @@ fn settings_servers(file: &Path) -> Map<String, Value> {
 /// The object at `path` inside the JSON file, when the file exists and mentions servers at all.
 fn servers_in(file: &Path, path: &[&str], problems: &mut Vec<DeclProblem>, tier: Tier) -> Option<Map<String, Value>> {
     let bytes = crate::fsread::read_if_present(file, MAX_DECL_FILE).ok()??;
+    servers_in_bytes(&bytes, file, path, problems, tier)
+}
+
+fn servers_in_bytes(
+    bytes: &[u8],
+    file: &Path,
+    path: &[&str],
+    problems: &mut Vec<DeclProblem>,
+    tier: Tier,
+) -> Option<Map<String, Value>> {
     let last = path.last().expect("a key");
-    if memchr::memmem::find(&bytes, last.as_bytes()).is_none() {
+    if memchr::memmem::find(bytes, last.as_bytes()).is_none() {
         return None;
     }
-    let mut v: Value = serde_json::from_slice(&bytes).ok()?;
+    let mut v: Value = serde_json::from_slice(bytes).ok()?;
     for key in path {
         v = v.as_object_mut()?.remove(*key)?;
     }

@@ -104,6 +104,8 @@ impl AuditRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditLog {
     path: PathBuf,
+    /// The anima dir of an anima's log: below it, nothing is followed ([`crate::beneath`]).
+    base: Option<PathBuf>,
 }
 
 impl AuditLog {
@@ -111,12 +113,16 @@ impl AuditLog {
     pub fn for_anima(anima_dir: &Path) -> Self {
         AuditLog {
             path: anima_dir.join(AUDIT_FILE),
+            base: Some(anima_dir.to_path_buf()),
         }
     }
 
     /// An audit log at any path.
     pub fn at(path: impl Into<PathBuf>) -> Self {
-        AuditLog { path: path.into() }
+        AuditLog {
+            path: path.into(),
+            base: None,
+        }
     }
 
     /// The file written to.
@@ -142,6 +148,25 @@ impl AuditLog {
     /// The file, opened for appending (created 0600 with its folder when missing; never through a FIFO or a
     /// device). Opening it before a call lets a gated call be refused when its line could not be written.
     pub fn open(&self) -> io::Result<std::fs::File> {
+        if let Some(base) = &self.base {
+            // A tool may have swapped `state/` for a link (to another anima's, to any folder): never followed.
+            let rel = Path::new(AUDIT_FILE);
+            crate::beneath::make_dirs(base, rel.parent().unwrap_or(Path::new("")))?;
+            use rustix::fs::OFlags;
+            let f = crate::beneath::open(
+                base,
+                rel,
+                OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NONBLOCK | OFlags::NOCTTY,
+                0o600,
+            )?;
+            if !f.metadata()?.file_type().is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a regular file", self.path.display()),
+                ));
+            }
+            return Ok(f);
+        }
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent)?;
         }

@@ -13,9 +13,11 @@
 //! read nor written); the permissions files, the audit log, the task store, the tool tiers and the runner's
 //! settings (never written).
 
+mod cwd;
 mod declared;
 mod hide_animas;
 mod netns;
+mod pinned;
 mod places;
 mod probe_plans;
 mod tmp;
@@ -800,13 +802,14 @@ fn covered(
 
 /// The caller's working directory (canonical), writable by an undeclared module and declarable as `$CWD`, unless
 /// it is a protected place: `/`, the home folder or a folder above it, the data dir or one above it, a tier
-/// folder, the runner's state or another anima's folder.
+/// folder, the runner's state or another anima's folder, or a place whose files run or are trusted ([`cwd`]).
 fn usable_cwd(dirs: &Dirs, home: Option<&Path>, protected_write: &Protected) -> Option<PathBuf> {
     let cwd = rules::canonical(&std::env::current_dir().ok()?)?;
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
     let home = home.map(|h| rules::canonical(h).unwrap_or_else(|| h.to_path_buf()));
-    let wide = cwd == Path::new("/") || home.is_some_and(|h| h.starts_with(&cwd)) || data.starts_with(&cwd);
-    (!wide && !protected_write.covers(&cwd)).then_some(cwd)
+    let wide = cwd == Path::new("/") || home.as_ref().is_some_and(|h| h.starts_with(&cwd)) || data.starts_with(&cwd);
+    let trusted = cwd::refused(&cwd, home.as_deref(), crate::env_vars::PATH.get_os().as_deref()).is_some();
+    (!wide && !trusted && !protected_write.covers(&cwd)).then_some(cwd)
 }
 
 /// At most this many entries of one folder are hidden one by one (other animas, the cache beside the shim).
@@ -841,6 +844,7 @@ fn mounts(
             kind: MountKind::NoExec,
         });
     }
+    out.extend(pinned::state_pin(dirs.anima.as_deref(), &roots));
     for e in exec {
         if inside(e) {
             out.push(PlannedMount {
@@ -978,6 +982,7 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
     let mut out = Vec::new();
     // An empty tier folder changes nothing, and a new one could not be made read-only.
     let _ = std::fs::create_dir(anima.join("tools"));
+    pinned::make_code_places(&anima);
     // Likewise an empty credentials file (a flat object without keys) in `shared/`, which tools may write whole:
     // hidden by a mount, it cannot be planted by a tool to answer another tool's credential.
     if let Some(shared) = rules::canonical(&dirs.data.join("shared")) {
@@ -1107,6 +1112,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
         ] {
             runner_files.push(a.join(f));
         }
+        runner_files.extend(pinned::CODE_FILES.iter().map(|f| a.join(f)));
     }
     if let Some(r) = raw {
         r.extend(runner_files.iter().cloned());

@@ -325,6 +325,12 @@ fn check_row(w: &Worker, row: &tokio_postgres::Row) -> Result<Task, String> {
     match (task_of(row), w.dirs_for(&anima)) {
         (Err(e), _) => Err(format!("cannot read the task: {e}")),
         (Ok(_), None) => Err(format!("the anima name {anima:?} is not a folder name")),
+        // The row's anima (which the claim filtered on) and the signed record's must be one: a task runs only as
+        // its own anima, under that anima's folder and grants.
+        (Ok(t), Some(_)) if t.anima_name != anima => Err(format!(
+            "is a task of the anima {:?} in a row of {anima:?}; never run",
+            t.anima_name
+        )),
         (Ok(t), Some(d)) => match d.anima.as_ref().filter(|a| a.is_dir()) {
             None => Err(format!("has no anima dir {}", w.animas.join(&anima).display())),
             Some(_) if matches!(crate::mac::verify(&w.key, &t, None), crate::mac::Verdict::OtherKey(_)) => {

@@ -1,0 +1,269 @@
+//! Opening the runner's own files below a folder a tool may write (the anima dir: its audit log, task store,
+//! notifications, `status.json`). The folder itself is the operator's choice and is followed as named; below it,
+//! nothing is followed: a symbolic link, on the way or at the end, is refused, and so is anything owned by
+//! another user than this one, the folder's owner or root. So a tool that swapped `state/` for a link to another
+//! anima's (or to any folder) cannot make the runner write its audit line, a task or a notification there, nor
+//! read another anima's tasks.
+//!
+//! The open is one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the folder's descriptor; where the
+//! kernel has no `openat2` (before Linux 5.6, or a container's seccomp profile refusing it), each component is
+//! opened from its parent's descriptor with `O_NOFOLLOW` and checked, which is as safe, one call a component.
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path};
+
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+fn refused(base: &Path, at: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "refusing {}: {why}; the runner never follows a link nor uses another user's file below {} (a tool may \
+             have put it there: move it away, and the runner makes the folder again)",
+            base.join(at).display(),
+            base.display()
+        ),
+    )
+}
+
+/// The names of `rel`, each one folder or file name (no `..`, no root).
+fn names(rel: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
+    rel.components()
+        .filter(|c| *c != Component::CurDir)
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a relative path of names", rel.display()),
+            )),
+        })
+        .collect()
+}
+
+/// The checks of one component already opened (`O_PATH | O_NOFOLLOW`): not a link, owned by this user, by the
+/// owner of `base` (a runner started as root for a user's anima dir) or by root.
+fn check_opened(fd: &OwnedFd, base: &Path, at: &Path, dir: bool) -> io::Result<()> {
+    let m = File::from(fd.try_clone()?).metadata()?;
+    if m.file_type().is_symlink() {
+        return Err(refused(base, at, "it is a symbolic link"));
+    }
+    let owner = m.uid();
+    if owner != euid() && owner != 0 && std::fs::metadata(base).map(|b| b.uid()).ok() != Some(owner) {
+        return Err(refused(
+            base,
+            at,
+            &format!(
+                "it is owned by uid {owner}, not by this user (uid {}) nor by the folder's owner",
+                euid()
+            ),
+        ));
+    }
+    if dir && !m.is_dir() {
+        return Err(refused(base, at, "it is not a folder"));
+    }
+    Ok(())
+}
+
+/// Walk `rel` below `base`: each folder opened from its parent with `O_NOFOLLOW` and checked; missing folders
+/// made (mode 0700 but the umask) when `make`. The last folder's descriptor, or `None` when one is missing and
+/// not made.
+fn walk(base: &Path, rel: &Path, make: bool) -> io::Result<Option<OwnedFd>> {
+    let mut cur = match rustix::fs::open(base, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+        Err(rustix::io::Errno::NOENT) if !make => return Ok(None),
+        r => r?,
+    };
+    let mut at = std::path::PathBuf::new();
+    for n in names(rel)? {
+        at.push(n);
+        let open = |cur: &OwnedFd| {
+            rustix::fs::openat(cur, n, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        };
+        let fd = match open(&cur) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) if make => {
+                match rustix::fs::mkdirat(&cur, n, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                open(&cur)?
+            }
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        check_opened(&fd, base, &at, true)?;
+        cur = fd;
+    }
+    Ok(Some(cur))
+}
+
+/// Every existing component of `rel` below `base` is a folder or file of this user's own, and no link; missing
+/// folders of `rel` are made (the whole of `rel`, as `create_dir_all` would, but never through a link).
+pub fn make_dirs(base: &Path, rel: &Path) -> io::Result<()> {
+    walk(base, rel, true).map(|_| ())
+}
+
+/// Every existing component of `rel` below `base` is this user's own and no link (`rel` may be missing, or end
+/// anywhere on its way).
+pub fn check(base: &Path, rel: &Path) -> io::Result<()> {
+    let n = names(rel)?;
+    let Some((last, dirs)) = n.split_last() else {
+        return Ok(());
+    };
+    let dir_rel: std::path::PathBuf = dirs.iter().collect();
+    let Some(dir) = walk(base, &dir_rel, false)? else {
+        return Ok(());
+    };
+    match rustix::fs::openat(
+        &dir,
+        *last,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => check_opened(&fd, base, rel, false),
+        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Open `rel` below `base` with `flags` (and `mode` when it creates), never through a link: the file must be this
+/// user's own. `NotFound` when it is missing (and `flags` do not create it).
+pub fn open(base: &Path, rel: &Path, flags: OFlags, mode: u32) -> io::Result<File> {
+    names(rel)?;
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(mode);
+    let dir = rustix::fs::open(base, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let fd = match rustix::fs::openat2(&dir, rel, flags, mode, resolve) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::XDEV) => {
+            // Which component: the walk says (and names it).
+            check(base, rel)?;
+            return Err(refused(base, rel, "a symbolic link is on its way"));
+        }
+        // No `openat2` here: component by component.
+        Err(rustix::io::Errno::NOSYS) | Err(rustix::io::Errno::PERM) | Err(rustix::io::Errno::INVAL) => {
+            open_walking(base, rel, flags, mode)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    check_opened(&fd, base, rel, false)?;
+    // The folders on the way: another user's folder (which this user could not have made) is refused too.
+    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        walk(base, parent, false)?;
+    }
+    Ok(File::from(fd))
+}
+
+/// [`open`] without `openat2`: each folder from its parent's descriptor, the file with `O_NOFOLLOW`.
+fn open_walking(base: &Path, rel: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let Some(dir) = walk(base, parent, false)? else {
+        return Err(io::Error::from(io::ErrorKind::NotFound));
+    };
+    let last = rel
+        .file_name()
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    match rustix::fs::openat(&dir, last, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, mode) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::LOOP) => Err(refused(base, rel, "it is a symbolic link")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The bytes of the regular file `rel` below `base` (see [`open`]), at most `max` of them; `Ok(None)` when it is
+/// missing.
+pub fn read_if_present(base: &Path, rel: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let f = match open(base, rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY, 0) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    crate::fsread::read_open(f, max).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_below_the_base_are_refused_and_plain_paths_work() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("alice");
+        let other = t.path().join("bob");
+        std::fs::create_dir_all(other.join("state")).unwrap();
+        std::fs::create_dir_all(&base).unwrap();
+        make_dirs(&base, Path::new("state/background_tasks")).unwrap();
+        assert!(base.join("state/background_tasks").is_dir());
+        let f = open(
+            &base,
+            Path::new("state/log"),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::APPEND,
+            0o600,
+        )
+        .unwrap();
+        drop(f);
+        assert_eq!(
+            read_if_present(&base, Path::new("state/log"), 10).unwrap().unwrap(),
+            b""
+        );
+        assert!(read_if_present(&base, Path::new("state/none"), 10).unwrap().is_none());
+        std::fs::rename(base.join("state"), base.join("state.old")).unwrap();
+        std::os::unix::fs::symlink("../bob/state", base.join("state")).unwrap();
+        let e = open(&base, Path::new("state/log"), OFlags::WRONLY | OFlags::CREATE, 0o600).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!other.join("state/log").exists());
+        let e = make_dirs(&base, Path::new("state/background_tasks")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(check(&base, Path::new("state/x")).is_err());
+        assert!(check(&base, Path::new("state")).is_err());
+        assert!(read_if_present(&base, Path::new("state/log"), 10).is_err());
+        // The file itself a link.
+        std::fs::remove_file(base.join("state")).unwrap();
+        std::fs::rename(base.join("state.old"), base.join("state")).unwrap();
+        std::os::unix::fs::symlink(other.join("x.json"), base.join("status.json")).unwrap();
+        std::fs::write(other.join("x.json"), "{}").unwrap();
+        assert!(read_if_present(&base, Path::new("status.json"), 10).is_err());
+        assert!(open(&base, Path::new("../bob/x.json"), OFlags::RDONLY, 0).is_err());
+    }
+
+    #[test]
+    fn without_openat2_each_component_is_checked_alike() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("alice");
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::create_dir_all(t.path().join("bob/state")).unwrap();
+        std::fs::write(t.path().join("bob/state/log"), "bob").unwrap();
+        let walking = |rel: &str| open_walking(&base, Path::new(rel), OFlags::RDONLY, Mode::empty());
+        std::fs::write(base.join("state/log"), "alice").unwrap();
+        assert!(walking("state/log").is_ok());
+        std::os::unix::fs::symlink(t.path().join("bob/state/log"), base.join("state/link")).unwrap();
+        assert!(walking("state/link").unwrap_err().to_string().contains("symbolic link"));
+        std::fs::rename(base.join("state"), base.join("state.old")).unwrap();
+        std::os::unix::fs::symlink("../bob/state", base.join("state")).unwrap();
+        assert!(walking("state/log").unwrap_err().to_string().contains("symbolic link"));
+        assert_eq!(walking("none/log").unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn another_users_folder_below_the_base_is_refused() {
+        if euid() != 0 {
+            eprintln!("SKIPPED: only root can give a folder to another user");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("alice");
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::os::unix::fs::chown(base.join("state"), Some(4242), Some(4242)).unwrap();
+        let e = make_dirs(&base, Path::new("state/background_tasks")).unwrap_err();
+        assert!(e.to_string().contains("owned by uid 4242"), "{e}");
+        // The folder's owner is not another user.
+        std::os::unix::fs::chown(&base, Some(4242), Some(4242)).unwrap();
+        make_dirs(&base, Path::new("state/background_tasks")).unwrap();
+    }
+}
