@@ -217,11 +217,14 @@ fn a_confined_tool_sees_no_other_process_command_line() {
     }
     let w = World::sandboxed();
     let mut other = std::process::Command::new("bash")
-        .args(["-c", "sleep 60", "marker-of-another-caller-7731"])
+        .args(["-c", "sleep 60; exit 0", "marker-of-another-caller-7731"])
         .spawn()
         .unwrap();
     let pid = other.id();
-    assert!(eventually(10, || Path::new(&format!("/proc/{pid}/cmdline")).exists()));
+    let marked = || {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("marker-of"))
+    };
+    assert!(eventually(10, marked), "the other process runs with its command line");
     let body = r#"
 n=$(grep -las 'marker-of-another-caller-77[3]1' /proc/[0-9]*/cmdline | wc -l)
 self=$(cat /proc/self/stat >/dev/null 2>&1 && echo yes || echo no)
