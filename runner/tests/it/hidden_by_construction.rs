@@ -217,11 +217,14 @@ fn a_confined_tool_sees_no_other_process_command_line() {
     }
     let w = World::sandboxed();
     let mut other = std::process::Command::new("bash")
-        .args(["-c", "sleep 60", "marker-of-another-caller-7731"])
+        .args(["-c", "sleep 60; exit 0", "marker-of-another-caller-7731"])
         .spawn()
         .unwrap();
     let pid = other.id();
-    assert!(eventually(10, || Path::new(&format!("/proc/{pid}/cmdline")).exists()));
+    let marked = || {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("marker-of"))
+    };
+    assert!(eventually(10, marked), "the other process runs with its command line");
     let body = r#"
 n=$(grep -las 'marker-of-another-caller-77[3]1' /proc/[0-9]*/cmdline | wc -l)
 self=$(cat /proc/self/stat >/dev/null 2>&1 && echo yes || echo no)
@@ -238,4 +241,83 @@ printf '{"seen":%d,"own_proc":"%s"}\n' $n $self
     let r = json(&o);
     assert_eq!(r["seen"], 0, "another process's command line was read: {r}");
     assert_eq!(r["own_proc"], "yes", "the tool's own /proc works: {r}");
+}
+
+/// A bash tool that answers with its network namespace and what a connection to 127.0.0.1:7777 (its "own
+/// sidecar") got.
+fn sidecar_tool(w: &World, name: &str) {
+    let schemas = format!(r#"[{{"name":"{name}_show","input_schema":{{"type":"object"}}}}]"#);
+    let body = r#"got=$( (exec 3<>/dev/tcp/127.0.0.1/7777 && head -c 6 <&3) 2>/dev/null )
+printf '{"net":"%s","got":"%s"}\n' "$(readlink /proc/self/ns/net)" "$got""#;
+    w.tool(&w.personal(), &format!("{name}.sh"), &bash_tool(&schemas, body));
+}
+
+/// A kept network namespace in which a socket lives at hand-over (a listener a process outside the calls holds,
+/// as one a call passed out) is not handed on: the next call of the key runs in a fresh one, and what listens on
+/// the kept one's loopback never gets its connection. (Fails while a kept namespace is handed on whatever
+/// sockets live in it.)
+#[test]
+fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
+    if !mount_ns() || !animaworks_tool::sandbox::netproxy::available() {
+        return;
+    }
+    let w = World::sandboxed();
+    sidecar_tool(&w, "nsk");
+    let mut s = w.serve();
+    let call = |s: &mut Serve, id: u32| -> Value {
+        let a = s.ask(&json!({"id": id, "tool_name": "nsk", "action": "show", "args": {}}));
+        assert_eq!(a["status"], "ok", "{a}");
+        serde_json::from_str(a["result"].as_str().unwrap()).unwrap()
+    };
+    call(&mut s, 0);
+    let kept = call(&mut s, 1)["net"].as_str().unwrap().to_owned();
+    assert_eq!(call(&mut s, 2)["net"], kept, "the third call joins the kept namespace");
+    let runner = s.child.id();
+    let fd_path = std::fs::read_dir(format!("/proc/{runner}/fd"))
+        .unwrap()
+        .flatten()
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new(&kept)))
+        .map(|e| e.path())
+        .expect("the runner holds the kept namespace");
+    let ns = std::fs::File::open(fd_path).unwrap();
+    let (bound_tx, bound) = std::sync::mpsc::channel();
+    let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on this thread only, with a descriptor it owns.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            bound_tx.send(Err(std::io::Error::last_os_error())).unwrap();
+            return;
+        }
+        let l = match std::net::TcpListener::bind(("127.0.0.1", 7777)) {
+            Ok(l) => l,
+            Err(e) => {
+                bound_tx.send(Err(e)).unwrap();
+                return;
+            }
+        };
+        bound_tx.send(Ok(())).unwrap();
+        l.set_nonblocking(true).unwrap();
+        while stop_rx.try_recv().is_err() {
+            if let Ok((mut c, _)) = l.accept() {
+                let _ = c.write_all(b"CAUGHT");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    match bound.recv().unwrap() {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            eprintln!("SKIPPED: this test cannot enter the runner's namespaces here ({e})");
+            return;
+        }
+        Err(e) => panic!("could not listen in the kept namespace: {e}"),
+    }
+    let r = call(&mut s, 3);
+    assert_eq!(r["got"], "", "a later call's connection was caught: {r}");
+    assert_ne!(r["net"], kept, "a namespace with a socket in it was handed on: {r}");
+    stop.send(()).unwrap();
+    holder.join().unwrap();
+    assert!(s.finish().success());
 }

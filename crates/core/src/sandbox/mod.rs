@@ -1427,7 +1427,7 @@ impl Plan {
                 let maps = s
                     .needs_user_namespace
                     .then_some((uid_map.as_slice(), gid_map.as_slice()));
-                let key = netns::Key::of(i.tmp.key()?, hosts, &i.private_net, maps);
+                let key = netns::Key::of(i.tmp.key()?, hosts, &i.private_net, maps)?;
                 let mut lease = netns::Lease::take(key, maps)?;
                 lease.proxied_by(listening.clone());
                 let ns = lease.ns();

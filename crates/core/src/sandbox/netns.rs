@@ -13,7 +13,11 @@
 //!   process of those calls is gone; recorded by the start itself, so a call dropped mid-start counts too) and
 //!   the call's proxy holds no listener on its port;
 //! - never again after a start that joined it failed in its setup (the proxy's port held: bound `SO_REUSEADDR`,
-//!   so only a listener holds it), which is retried in a fresh namespace.
+//!   so only a listener holds it), which is retried in a fresh namespace;
+//! - never again when, at hand-over, a socket that a process holds lives in it (its `tcp`, `tcp6`, `udp`, `udp6`
+//!   and `unix` tables, [`KeptNet::holds_sockets`]): only a process outside the calls can hold one then, passed
+//!   to it by a call, and it could catch a later call's connection to its own loopback listener;
+//! - never to a call whose grants reach loopback or private targets: such a call always gets a fresh one.
 
 use awt_sys::confine::keptnet::KeptNet;
 use std::sync::{Arc, Mutex, Weak};
@@ -30,11 +34,14 @@ impl Key {
         hosts: &[String],
         private: &[String],
         maps: Option<(&[u8], &[u8])>,
-    ) -> Key {
+    ) -> Option<Key> {
+        if !private.is_empty() {
+            return None;
+        }
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
         ("netns", call, hosts, private, maps).hash(&mut h);
-        Key(h.finish())
+        Some(Key(h.finish()))
     }
 }
 
@@ -80,6 +87,8 @@ impl Lease {
         }
         let found = {
             let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            // A socket in it at hand-over: let go, never joined again.
+            v.retain(|i| !(i.key == key && i.free() && i.ns.holds_sockets()));
             v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
         };
         let ns = match found {
@@ -145,9 +154,17 @@ fn fresh_only() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// A call dropped while its start still ran records no init: its namespace must wait for that start, and for
     /// every init started in it, before another call of the key gets it.
+    #[test]
+    fn a_call_whose_grants_reach_private_targets_never_shares_a_namespace() {
+        let call = || super::super::tmp::ReuseKey::of(Path::new("/d"), None, Path::new("/d/common_tools/t"));
+        assert!(Key::of(call(), &["*".into()], &[], None).is_some());
+        assert!(Key::of(call(), &["*".into()], &["127.0.0.1:5432".into()], None).is_none());
+    }
+
     #[test]
     fn a_namespace_is_not_handed_on_while_a_start_holds_it_or_an_init_started_in_it_lives() {
         let key = Key(0x6b65_7074_6e65_7431);

@@ -24,12 +24,34 @@ pub struct KeptNet {
     /// The inits started in it, as pidfds, recorded by the start itself: a call whose future was dropped while its
     /// start ran (so it recorded nothing) still holds the namespace until its init is gone.
     joined: std::sync::Mutex<Vec<OwnedFd>>,
+    /// Its socket tables (`/proc/<pid>/net/…` of a process in it, opened when it was made): they show it whatever
+    /// process is in it since.
+    tables: std::sync::Mutex<Vec<(Table, OwnedFd)>>,
 }
+
+/// A socket table of `/proc/<pid>/net/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    /// `tcp`, `tcp6`, `udp`, `udp6`: the inode is the tenth field (0: a socket no process holds, as in
+    /// `TIME_WAIT`).
+    Inet,
+    /// `unix`: every line is a socket.
+    Unix,
+}
+
+const TABLES: [(&[u8], Table); 5] = [
+    (b"/proc/self/net/tcp\0", Table::Inet),
+    (b"/proc/self/net/tcp6\0", Table::Inet),
+    (b"/proc/self/net/udp\0", Table::Inet),
+    (b"/proc/self/net/udp6\0", Table::Inet),
+    (b"/proc/self/net/unix\0", Table::Unix),
+];
 
 struct MakeArgs<'a> {
     maps: Option<(&'a [u8], &'a [u8])>,
     user: AtomicI32,
     net: AtomicI32,
+    tables: [AtomicI32; 5],
     err: AtomicI32,
 }
 
@@ -41,6 +63,7 @@ impl KeptNet {
             maps,
             user: AtomicI32::new(-1),
             net: AtomicI32::new(-1),
+            tables: std::array::from_fn(|_| AtomicI32::new(-1)),
             err: AtomicI32::new(0),
         };
         let stack = crate::syscall::Stacks::new(1)?;
@@ -83,6 +106,11 @@ impl KeptNet {
             own(args.user.load(Ordering::SeqCst)),
             own(args.net.load(Ordering::SeqCst)),
         );
+        let tables: Vec<(Table, OwnedFd)> = TABLES
+            .iter()
+            .zip(&args.tables)
+            .filter_map(|((_, t), fd)| Some((*t, own(fd.load(Ordering::SeqCst))?)))
+            .collect();
         match args.err.load(Ordering::SeqCst) {
             0 => {}
             e => return Err(io::Error::from_raw_os_error(e)),
@@ -96,6 +124,7 @@ impl KeptNet {
             net,
             spoiled: AtomicBool::new(false),
             joined: Default::default(),
+            tables: std::sync::Mutex::new(tables),
         })
     }
 
@@ -133,6 +162,44 @@ impl KeptNet {
     pub fn spoiled(&self) -> bool {
         self.spoiled.load(Ordering::SeqCst)
     }
+
+    /// Does a socket live in it that a process holds (a listener, a connection, a UNIX socket)? Only a process
+    /// outside the calls can hold one once they are over: one a call passed out, through which that process could
+    /// catch a later call's connections. `true` too when its tables cannot be read.
+    pub fn holds_sockets(&self) -> bool {
+        let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if tables.len() < 3 {
+            return true;
+        }
+        tables.iter().any(|(t, fd)| table_holds(*t, fd).unwrap_or(true))
+    }
+}
+
+/// The largest table read: past it, it holds sockets.
+const MAX_TABLE: usize = 1 << 20;
+
+fn table_holds(t: Table, fd: &OwnedFd) -> io::Result<bool> {
+    rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(0))?;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = rustix::io::read(fd, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+        if text.len() > MAX_TABLE {
+            return Ok(true);
+        }
+    }
+    let mut rows = text.split(|b| *b == b'\n').skip(1).filter(|l| !l.is_empty());
+    Ok(match t {
+        Table::Unix => rows.next().is_some(),
+        Table::Inet => rows.any(|l| {
+            let inode = l.split(|b| *b == b' ').filter(|f| !f.is_empty()).nth(9);
+            inode.is_none_or(|i| i != b"0")
+        }),
+    })
 }
 
 /// The helper: in its new namespaces, the maps, then a descriptor of each namespace in the runner's table.
@@ -163,6 +230,12 @@ extern "C" fn helper(arg: *mut libc::c_void) -> libc::c_int {
             a.user.store(open(b"/proc/self/ns/user\0")?, Ordering::SeqCst);
         }
         a.net.store(open(b"/proc/self/ns/net\0")?, Ordering::SeqCst);
+        // A table missing here (no IPv6) has no socket either.
+        for ((path, _), fd) in TABLES.iter().zip(&a.tables) {
+            if let Ok(t) = open(path) {
+                fd.store(t, Ordering::SeqCst);
+            }
+        }
         Ok(())
     })();
     if let Err(e) = r {
