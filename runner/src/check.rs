@@ -283,7 +283,13 @@ async fn call_action(runner: &Runner, r: &Resolved, act: &ActionSpec, opts: &Che
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    if let Err(e) = awt_core::validate::check_args(&r.file.name, act, &args, &Default::default()) {
+    if let Err(e) = awt_core::validate::check_args(
+        &r.file.name,
+        act,
+        &args,
+        &Default::default(),
+        std::time::Duration::from_secs_f64(act.timeout_s()),
+    ) {
         return f.warn(
             &subject,
             format!(
