@@ -895,3 +895,71 @@ fn costly_validation_ends_at_the_timeout_and_the_server_goes_on() {
     let _ = m.child.kill();
     let _ = m.child.wait();
 }
+
+/// Peak resident memory of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A client that reads nothing while a tool writes 100,000 log events of 2 KB: what the server holds for it is
+/// bounded (before, it held every one: hundreds of MB), and once the client reads it learns how many were dropped,
+/// then gets the result.
+#[test]
+fn notifications_for_a_client_that_does_not_read_are_bounded() {
+    let w = World::new();
+    let done = w.tmp.path().join("done");
+    let body = format!(
+        r#"python3 -c '
+import json, sys
+line = json.dumps({{"type": "log", "level": "error", "message": "x" * 2048}}) + "\n"
+out = sys.stdout
+for i in range(100000):
+    out.write(line)
+out.write(json.dumps({{"type": "result", "result": "spoke"}}) + "\n")
+out.flush()
+open("{}", "w").close()
+'"#,
+        done.display()
+    );
+    let doc = json!({"protocol": 1, "events": true, "actions": [{"name": "go", "input_schema": {"type": "object"}}]});
+    w.tool(&w.common(), "loud", &bash_tool(&doc.to_string(), &body));
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "loud_go", "arguments": {}}}));
+    assert!(eventually(120, || done.exists()), "the tool did not finish writing");
+    let pid = m.child.id();
+    // The runner has read the tool's last line once the tool's stdout is closed and its process reaped; the
+    // audit line says so.
+    assert!(eventually(60, || audit_text(&w).contains("loud")), "no audit line");
+    let peak = peak_kib(pid);
+    let (mut warned, mut logs) = (None, 0usize);
+    let answer = loop {
+        let v = m.line();
+        match v.get("method").and_then(Value::as_str) {
+            Some("notifications/message") => {
+                let text = v["params"]["data"].as_str().unwrap_or_default().to_owned();
+                if text.contains("dropped") {
+                    warned = Some(text);
+                } else {
+                    logs += 1;
+                }
+            }
+            Some(_) => {}
+            None => break v,
+        }
+    };
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(warned.is_some(), "no notice of dropped log messages");
+    assert!(logs < 100_000, "{logs} log notifications all kept");
+    assert!(
+        peak < 150 * 1024,
+        "the server grew to {} MiB for a client that did not read",
+        peak / 1024
+    );
+    m.finish();
+}
