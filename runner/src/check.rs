@@ -273,7 +273,13 @@ async fn call_action(tool: &OpenTool<'_>, act: &ActionSpec, opts: &CheckOptions,
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    if let Err(e) = awt_core::validate::check_args(&r.file.name, act, &args, &Default::default()) {
+    if let Err(e) = awt_core::validate::check_args(
+        &r.file.name,
+        act,
+        &args,
+        &Default::default(),
+        std::time::Duration::from_secs_f64(act.timeout_s()),
+    ) {
         return f.warn(
             &subject,
             format!(

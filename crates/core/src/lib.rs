@@ -50,6 +50,7 @@ pub mod probe;
 pub mod pyshim;
 pub mod resources;
 pub mod sandbox;
+pub mod schema_size;
 pub mod settings;
 pub mod spawn;
 pub mod spill;

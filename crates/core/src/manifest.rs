@@ -108,6 +108,11 @@ pub enum ManifestError {
     NewerProtocol(u64),
     #[error("--schemas printed JSON that is neither a protocol document nor a list of schemas ({0})")]
     Shape(serde_json::Error),
+    #[error(
+        "--schemas lists {0} actions; a tool may have at most {MAX_ACTIONS} (split it into several tools)",
+        MAX_ACTIONS = MAX_ACTIONS
+    )]
+    TooManyActions(usize),
     #[error("--schemas lists no actions")]
     NoActions,
     /// An action or schema name that is not one (the reason says which).
@@ -144,6 +149,9 @@ pub enum SchemaError {
     /// The meta-schema accepts it but it cannot be compiled (an unresolvable `$ref`, a bad regex).
     #[error("{0}")]
     Unusable(jsonschema::ValidationError<'static>),
+    /// Checking a value against it could cost without bound (`schema_size`).
+    #[error("{0}")]
+    Expansion(#[from] crate::schema_size::ExpansionError),
 }
 
 fn at_prefix(e: &jsonschema::ValidationError<'_>) -> String {
@@ -213,12 +221,21 @@ pub fn owns_schema_name(tool: &str, schema_name: &str) -> bool {
             .is_some_and(|rest| rest.len() > 1 && rest.starts_with('_'))
 }
 
+/// The most actions one tool may declare. Why a cap: each action's schema is checked and compiled at discovery,
+/// and every listing carries every action; a tool past it is refused whole, never cut.
+pub const MAX_ACTIONS: usize = 1024;
+
 fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
     // An AnimaWorks module that lists nothing is still a tool: AnimaWorks hands any action to its `dispatch`.
     if doc.actions.is_empty() && !doc.cli && !doc.legacy {
         return Err(ManifestError::NoActions);
     }
+    if doc.actions.len() > MAX_ACTIONS {
+        return Err(ManifestError::TooManyActions(doc.actions.len()));
+    }
     let mut actions: Vec<ActionSpec> = Vec::with_capacity(doc.actions.len());
+    // Each kept action's canonical name, to its index in `actions`.
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut refused = Vec::new();
     let had_actions = !doc.actions.is_empty();
     for a in doc.actions {
@@ -234,9 +251,9 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
         if let Some(p) = action_name_problem(&a.name, &schema_name) {
             return Err(ManifestError::BadName(p));
         }
-        if let Some(other) = actions.iter().find(|b| canon(&b.name) == canon(&a.name)) {
+        if let Some(&other) = seen.get(&canon(&a.name)) {
             return Err(ManifestError::DifferOnlyInDash {
-                first: other.name.clone(),
+                first: actions[other].name.clone(),
                 second: a.name,
             });
         }
@@ -255,6 +272,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
                 source,
             })?;
         }
+        seen.insert(canon(&a.name), actions.len());
         actions.push(ActionSpec {
             name: a.name,
             schema_name,
@@ -306,6 +324,7 @@ pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
     if let Err(e) = meta.validate(schema) {
         return Err(SchemaError::MetaInvalid(e.to_owned()));
     }
+    crate::schema_size::expanded_size(schema)?;
     jsonschema::validator_for(schema)
         .map(|_| ())
         .map_err(SchemaError::Unusable)
@@ -342,6 +361,43 @@ mod tests {
         .unwrap();
         assert_eq!(m.actions.len(), 1);
         assert!(owns_schema_name("a", "a_b") && !owns_schema_name("a", "ab_c") && !owns_schema_name("a", "a_"));
+    }
+
+    /// Past [`MAX_ACTIONS`] a tool is refused whole, with the count; at the cap it is kept.
+    #[test]
+    fn actions_past_the_cap_are_refused() {
+        let doc = |n: usize| {
+            let actions: Vec<_> = (0..n).map(|i| serde_json::json!({"name": format!("a{i}")})).collect();
+            serde_json::json!({"actions": actions}).to_string()
+        };
+        let m = parse("t", doc(MAX_ACTIONS).as_bytes()).unwrap();
+        assert_eq!(m.actions.len(), MAX_ACTIONS);
+        let e = parse("t", doc(MAX_ACTIONS + 1).as_bytes()).unwrap_err();
+        assert!(
+            matches!(e, ManifestError::TooManyActions(n) if n == MAX_ACTIONS + 1),
+            "{e}"
+        );
+        assert!(e.to_string().contains("at most 1024"), "{e}");
+    }
+
+    /// A schema whose `$ref`s expand past the measure is refused at discovery, before any call can check it.
+    #[test]
+    fn an_exploding_schema_is_refused() {
+        let mut defs = serde_json::Map::new();
+        defs.insert("d0".into(), serde_json::json!({"type": "string"}));
+        for i in 1..=59 {
+            let r = format!("#/$defs/d{}", i - 1);
+            defs.insert(
+                format!("d{i}"),
+                serde_json::json!({"allOf": [{"$ref": r}, {"$ref": r}]}),
+            );
+        }
+        let schema = serde_json::json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d59"}}, "$defs": defs});
+        let doc = serde_json::json!({"actions": [{"name": "a", "input_schema": schema}]}).to_string();
+        let e = parse("t", doc.as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("expands to more than"), "{e}");
+        let doc = serde_json::json!({"actions": [{"name": "a", "output_schema": schema}]}).to_string();
+        assert!(parse("t", doc.as_bytes()).is_err());
     }
 
     #[test]

@@ -4,6 +4,9 @@ use crate::error::{CallError, Detail, ErrorCode};
 use crate::manifest::ActionSpec;
 use crate::policy::mask::Masker;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// The most bytes of a bad value shown in an `invalid_arguments` problem.
 const SHOWN_MAX: usize = 200;
@@ -16,33 +19,47 @@ const SHOWN_MAX: usize = 200;
 /// builds its meta-schema validator), which would be most of a call's overhead. Most tool schemas use a small
 /// subset of keywords, which [`quick`] checks exactly; it answers only when it is sure the arguments are valid,
 /// and everything else — invalid arguments, keywords outside the subset — goes to the jsonschema crate.
+///
+/// The full validator runs on a thread of its own for at most `within` (the call's timeout): a schema whose
+/// validation costs more than that is refused with `timeout`, and the runtime that called goes on serving.
 pub fn check_args(
     tool: &str,
     action: &ActionSpec,
     args: &Map<String, Value>,
     masker: &Masker,
+    within: Duration,
 ) -> Result<(), CallError> {
     let instance = Value::Object(args.clone());
     if quick(&action.input_schema, &instance) == Some(true) {
         return Ok(());
     }
-    let validator = jsonschema::validator_for(&action.input_schema).map_err(|e| {
+    let schema = action.input_schema.clone();
+    let found = bounded(schema_key(&schema), within, move || {
+        let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+        Ok::<_, String>(
+            validator
+                .iter_errors(&instance)
+                .take(10)
+                .map(|e| (e.instance_path().to_string(), e.instance().to_string(), e.to_string()))
+                .collect::<Vec<_>>(),
+        )
+    })
+    .map_err(|o| o.error(tool, &action.name, "arguments", within))?;
+    let found = found.map_err(|e| {
         CallError::new(
             ErrorCode::UnknownAction,
             format!("{tool}.{}: its input_schema does not compile: {e}", action.name),
         )
         .hint("fix the tool's --schemas; `animaworks-tool doctor` shows every problem")
     })?;
-    let problems: Vec<Value> = validator
-        .iter_errors(&instance)
-        .take(10)
-        .map(|e| {
-            let pointer = e.instance_path().to_string();
-            let (mut shown, cut) = masker.head(&e.instance().to_string(), SHOWN_MAX);
+    let problems: Vec<Value> = found
+        .into_iter()
+        .map(|(pointer, instance, expected)| {
+            let (mut shown, cut) = masker.head(&instance, SHOWN_MAX);
             if cut {
                 shown.push('…');
             }
-            serde_json::json!({"pointer": pointer, "value": shown, "expected": e.to_string()})
+            serde_json::json!({"pointer": pointer, "value": shown, "expected": expected})
         })
         .collect();
     if problems.is_empty() {
@@ -76,24 +93,31 @@ pub fn check_args(
 }
 
 /// Check a result against the action's `output_schema`, when it declares one (protocol.md §5). A mismatch is
-/// `bad_output` naming the JSON pointer, with the result kept in the error.
-pub fn check_output(tool: &str, action: &ActionSpec, result: &Value) -> Result<(), CallError> {
+/// `bad_output` naming the JSON pointer, with the result kept in the error. Like [`check_args`], the full
+/// validator runs for at most `within`.
+pub fn check_output(tool: &str, action: &ActionSpec, result: &Value, within: Duration) -> Result<(), CallError> {
     let Some(schema) = &action.output_schema else {
         return Ok(());
     };
     if quick(schema, result) == Some(true) {
         return Ok(());
     }
-    // `format` is asserted here (not in input schemas): MCP clients validate `structuredContent` with format
-    // assertions (the TypeScript SDK: AJV with ajv-formats), so a result they would refuse is `bad_output` here.
-    let Ok(validator) = jsonschema::options().should_validate_formats(true).build(schema) else {
+    let (schema, instance) = (schema.clone(), result.clone());
+    let first = bounded(schema_key(&schema), within, move || {
+        // `format` is asserted here (not in input schemas): MCP clients validate `structuredContent` with format
+        // assertions (the TypeScript SDK: AJV with ajv-formats), so a result they would refuse is `bad_output`.
         // Discovery refuses an output_schema that does not compile; nothing to hold the result to.
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .ok()?;
+        let first = validator.iter_errors(&instance).next()?;
+        Some((first.instance_path().to_string(), first.to_string()))
+    })
+    .map_err(|o| o.error(tool, &action.name, "result", within))?;
+    let Some((pointer, first)) = first else {
         return Ok(());
     };
-    let Some(first) = validator.iter_errors(result).next() else {
-        return Ok(());
-    };
-    let pointer = first.instance_path().to_string();
     let at = if pointer.is_empty() { "/ (the result)" } else { &pointer };
     Err(CallError::new(
         ErrorCode::BadOutput,
@@ -105,6 +129,117 @@ pub fn check_output(tool: &str, action: &ActionSpec, result: &Value) -> Result<(
     .hint("fix the tool's result or its output_schema (`animaworks-tool check` calls every action)")
     .with(Detail::Pointer, pointer.clone())
     .with(Detail::Result, result.clone()))
+}
+
+/// Why a bounded validation gave no answer.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Overrun {
+    /// It did not end within the time it had; its thread runs on and is counted in [`RUNAWAY`].
+    Late,
+    /// A validation against the same schema still runs past an earlier call's deadline.
+    StillRunning,
+}
+
+impl Overrun {
+    fn error(&self, tool: &str, action: &str, what: &str, within: Duration) -> CallError {
+        let message = match self {
+            Overrun::Late => format!(
+                "{tool}.{action}: checking the {what} against its schema took longer than the call's timeout ({:.3}s)",
+                within.as_secs_f64()
+            ),
+            Overrun::StillRunning => format!(
+                "{tool}.{action}: refused: a check of the {what} against the same schema is still running past an \
+                 earlier call's timeout"
+            ),
+        };
+        CallError::new(ErrorCode::Timeout, message)
+            .hint("the action's schema is too costly to check: make it simpler (fewer nested allOf/anyOf/$ref)")
+            .with(Detail::Tool, tool)
+            .with(Detail::Action, action)
+    }
+}
+
+/// Validations that overran their deadline and still run, by schema. Why: a thread cannot be stopped, so while
+/// one runs, another against the same schema is refused at once rather than started beside it.
+static RUNAWAY: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
+
+fn schema_key(schema: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    schema.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Run `work` (a validation against the schema of `key`) on a thread of its own and wait for it at most `within`. The wait
+/// leaves the runtime's worker (`block_in_place` on a multi-thread runtime), so a long-lived server goes on
+/// answering other requests while it waits.
+pub(crate) fn bounded<T: Send + 'static>(
+    key: u64,
+    within: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Overrun> {
+    if RUNAWAY
+        .lock()
+        .expect("runaway lock")
+        .as_ref()
+        .is_some_and(|m| m.contains_key(&key))
+    {
+        return Err(Overrun::StillRunning);
+    }
+    // (the answer, whether the waiter gave up on it)
+    let slot = Arc::new((Mutex::new((None::<T>, false)), Condvar::new()));
+    let theirs = slot.clone();
+    let spawned = std::thread::Builder::new().name("validate".into()).spawn(move || {
+        let out = work();
+        let (lock, done) = &*theirs;
+        let mut s = lock.lock().expect("validation slot");
+        if s.1 {
+            forget_runaway(key);
+        } else {
+            s.0 = Some(out);
+            done.notify_one();
+        }
+    });
+    if spawned.is_err() {
+        return Err(Overrun::Late);
+    }
+    let wait = || {
+        let (lock, done) = &*slot;
+        let s = lock.lock().expect("validation slot");
+        let (mut s, _) = done
+            .wait_timeout_while(s, within, |s| s.0.is_none())
+            .expect("validation slot");
+        match s.0.take() {
+            Some(out) => Ok(out),
+            None => {
+                s.1 = true;
+                *RUNAWAY
+                    .lock()
+                    .expect("runaway lock")
+                    .get_or_insert_with(HashMap::new)
+                    .entry(key)
+                    .or_default() += 1;
+                Err(Overrun::Late)
+            }
+        }
+    };
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
+        _ => wait(),
+    }
+}
+
+fn forget_runaway(key: u64) {
+    let mut m = RUNAWAY.lock().expect("runaway lock");
+    if let Some(m) = m.as_mut() {
+        if let Some(n) = m.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&key);
+            }
+        }
+    }
 }
 
 /// Keywords that constrain nothing (annotations), which [`quick`] may pass over.
@@ -300,13 +435,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const SOON: Duration = Duration::from_secs(60);
+
     #[test]
     fn output_formats_are_asserted() {
         let mut a = action(json!({"type": "object"}));
         a.output_schema =
             Some(json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}));
-        assert!(check_output("t", &a, &json!({"at": "2025-11-25T10:30:00Z"})).is_ok());
-        let e = check_output("t", &a, &json!({"at": "yesterday"})).unwrap_err();
+        assert!(check_output("t", &a, &json!({"at": "2025-11-25T10:30:00Z"}), SOON).is_ok());
+        let e = check_output("t", &a, &json!({"at": "yesterday"}), SOON).unwrap_err();
         assert_eq!(e.code, ErrorCode::BadOutput);
         assert!(e.message.contains("/at"), "{}", e.message);
     }
@@ -321,6 +458,41 @@ mod tests {
             profile: Default::default(),
             annotations: None,
         }
+    }
+
+    /// A recursive schema that checks each level twice: 2^depth steps for a value `depth` levels deep.
+    pub(crate) fn twice_per_level() -> Value {
+        json!({"type": "object", "allOf": [
+            {"properties": {"a": {"$ref": "#"}}},
+            {"properties": {"a": {"$ref": "#"}}, "description": "twice"}
+        ]})
+    }
+
+    pub(crate) fn deep(levels: usize) -> Map<String, Value> {
+        let mut v = json!({});
+        for _ in 0..levels {
+            v = json!({"a": v});
+        }
+        v.as_object().unwrap().clone()
+    }
+
+    /// Validation costlier than the call's timeout is refused with `timeout` when the timeout passes, and a
+    /// second call against the same schema is refused at once while the first one's check still runs.
+    #[test]
+    fn validation_is_bounded_by_the_timeout() {
+        let a = action(twice_per_level());
+        assert!(crate::schema_size::expanded_size(&a.input_schema).is_ok());
+        assert!(check_args("t", &a, &deep(3), &Masker::default(), SOON).is_ok());
+        let e = check_args("t", &a, &deep(60), &Masker::default(), Duration::from_millis(200)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(
+            e.message.contains("took longer than the call's timeout"),
+            "{}",
+            e.message
+        );
+        let e = check_args("t", &a, &deep(2), &Masker::default(), SOON).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(e.message.contains("still running"), "{}", e.message);
     }
 
     /// `quick` never disagrees with the jsonschema crate when it answers.
@@ -395,8 +567,8 @@ mod tests {
     #[test]
     fn names_pointer_value_and_expectation() {
         let a = action(json!({"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"]}));
-        assert!(check_args("t", &a, json!({"n": 3}).as_object().unwrap(), &Masker::default()).is_ok());
-        let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap(), &Masker::default()).unwrap_err();
+        assert!(check_args("t", &a, json!({"n": 3}).as_object().unwrap(), &Masker::default(), SOON).is_ok());
+        let e = check_args("t", &a, json!({"n": 0}).as_object().unwrap(), &Masker::default(), SOON).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArguments);
         assert_eq!(e.detail(Detail::Pointer).unwrap(), "/n");
         assert!(
@@ -404,7 +576,7 @@ mod tests {
             "{}",
             e.message
         );
-        let e = check_args("t", &a, json!({}).as_object().unwrap(), &Masker::default()).unwrap_err();
+        let e = check_args("t", &a, json!({}).as_object().unwrap(), &Masker::default(), SOON).unwrap_err();
         assert!(e.message.contains("\"n\" is a required property"), "{}", e.message);
     }
 
@@ -416,7 +588,7 @@ mod tests {
         let a = action(json!({"type":"object","properties":{"n":{"type":"integer"}}}));
         for pad in 180..SHOWN_MAX {
             let v = format!("{}{secret} tail", "x".repeat(pad));
-            let e = check_args("t", &a, json!({"n": v}).as_object().unwrap(), &m).unwrap_err();
+            let e = check_args("t", &a, json!({"n": v}).as_object().unwrap(), &m, SOON).unwrap_err();
             let shown = e.detail(Detail::Problems).unwrap()[0]["value"]
                 .as_str()
                 .unwrap()

@@ -23,6 +23,7 @@
 // rmcp marks logging deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which this server speaks, has it.
 #![allow(deprecated)]
 
+mod outbox;
 mod tasks;
 
 use crate::{background, catalog, providers, use_tool};
@@ -30,6 +31,7 @@ use awt_core::call::{CallOptions, Runner};
 use awt_core::error::{CallError, Detail, ErrorCode};
 use awt_core::stream::{Cancel, Observer};
 use awt_protocol::Event;
+use outbox::Note;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
@@ -246,10 +248,10 @@ impl Server {
             ct.cancelled().await;
             let _ = cancel_tx.send(true);
         });
-        let (ptx, mut prx) = tokio::sync::mpsc::unbounded_channel::<Note>();
-        let peer = ctx.peer.clone();
+        let outbox = Arc::new(outbox::Outbox::default());
+        let (peer, theirs, logger) = (ctx.peer.clone(), outbox.clone(), tool.clone());
         let forwarder = tokio::spawn(async move {
-            while let Some(n) = prx.recv().await {
+            while let Some(n) = theirs.next(&logger).await {
                 let _ = match n {
                     Note::Progress(p) => peer.notify_progress(p).await,
                     Note::Log(l) => peer.notify_logging_message(l).await,
@@ -258,7 +260,7 @@ impl Server {
         });
         let mut obs = Progress {
             token: ctx.meta.get_progress_token(),
-            tx: ptx,
+            outbox,
             logger: tool.clone(),
             level: rank(*self.level.lock().expect("level lock")),
             stderr: Vec::new(),
@@ -351,12 +353,6 @@ fn empty_reason(runner: &Runner, found: usize, problems: &[awt_core::discover::P
     format!("This server offers no tools: {}.", why.join("; "))
 }
 
-/// What a call sends the client besides its result.
-enum Note {
-    Progress(ProgressNotificationParam),
-    Log(LoggingMessageNotificationParam),
-}
-
 /// The rank of a level, lowest first (MCP's order, RFC 5424's severities).
 fn rank(l: LoggingLevel) -> u8 {
     match l {
@@ -378,7 +374,8 @@ const STDERR_LINE: usize = 8 * 1024;
 /// events and stderr lines as `notifications/message` (what the observer sees is already masked).
 struct Progress {
     token: Option<ProgressToken>,
-    tx: tokio::sync::mpsc::UnboundedSender<Note>,
+    /// Bounded: a client that reads slower than the tool writes loses log messages (counted), never memory.
+    outbox: Arc<outbox::Outbox>,
     logger: String,
     level: u8,
     stderr: Vec<u8>,
@@ -387,7 +384,7 @@ struct Progress {
 impl Progress {
     fn log(&self, level: LoggingLevel, data: Value) {
         if rank(level) >= self.level {
-            let _ = self.tx.send(Note::Log(
+            self.outbox.put(Note::Log(
                 LoggingMessageNotificationParam::new(level, data).with_logger(&self.logger),
             ));
         }
@@ -410,6 +407,7 @@ impl Drop for Progress {
             let n = self.stderr.len();
             self.stderr_line(n);
         }
+        self.outbox.close();
     }
 }
 
@@ -440,7 +438,7 @@ impl Observer for Progress {
                 if let Some(m) = message {
                     p = p.with_message(m.clone());
                 }
-                let _ = self.tx.send(Note::Progress(p));
+                self.outbox.put(Note::Progress(p));
             }
             _ => {}
         }

@@ -829,3 +829,169 @@ fn a_session_with_open_tasks_ends_with_its_input_and_the_task_goes_on() {
     );
     assert!(w.run(&["jobs", "cancel", &id]).status.success());
 }
+
+/// `d_i = allOf[$ref d_{i-1}, $ref d_{i-1}]` for i up to `levels`: 2^levels nodes in a few kilobytes.
+fn doubling_schema(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    defs.insert("d0".into(), json!({"type": "string"}));
+    for i in 1..=levels {
+        let r = format!("#/$defs/d{}", i - 1);
+        defs.insert(format!("d{i}"), json!({"allOf": [{"$ref": r}, {"$ref": r}]}));
+    }
+    json!({"type": "object", "properties": {"x": {"$ref": format!("#/$defs/d{levels}")}}, "$defs": defs})
+}
+
+/// A schema that checks each level of a value twice (recursive, so its size is small): 2^depth steps.
+fn twice_per_level_schema() -> Value {
+    json!({"type": "object", "allOf": [
+        {"properties": {"a": {"$ref": "#"}}},
+        {"properties": {"a": {"$ref": "#"}}, "description": "twice"}
+    ]})
+}
+
+fn nested(levels: usize) -> Value {
+    let mut v = json!({});
+    for _ in 0..levels {
+        v = json!({"a": v});
+    }
+    v
+}
+
+/// A schema whose `$ref`s expand past the measure is refused at discovery with the reason, so a call never
+/// checks against it (before, the call hung in validation whatever its timeout).
+#[test]
+fn a_schema_that_expands_without_bound_is_refused_at_discovery() {
+    let w = World::new();
+    let doc = json!({"protocol": 1, "actions": [{"name": "go", "input_schema": doubling_schema(59)}]});
+    w.tool(
+        &w.common(),
+        "boom",
+        &bash_tool(&doc.to_string(), r#"echo '{"ok":true}'"#),
+    );
+    let o = run_guarded(
+        w.cmd()
+            .args(["call", "boom", "go", "--timeout", "2", "--json", r#"{"x":"s"}"#]),
+        60,
+    )
+    .expect("the call did not end");
+    assert_ne!(code(&o), 0);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("expands to more than 100000"), "{text}");
+}
+
+/// Four calls whose arguments cost 2^60 steps to check end with `timeout` when their timeout passes; a ping and
+/// a plain call sent after them are answered meanwhile (before, four such calls held every runtime thread and the
+/// server answered nothing).
+#[test]
+fn costly_validation_ends_at_the_timeout_and_the_server_goes_on() {
+    let w = world();
+    let doc = json!({"protocol": 1, "actions": [{"name": "deep", "input_schema": twice_per_level_schema()}]});
+    w.tool(
+        &w.common(),
+        "sch",
+        &bash_tool(&doc.to_string(), r#"echo '{"ok":true}'"#),
+    );
+    let mut m = Mcp::start(w.cmd(), &["--timeout", "3"]);
+    // Its validation threads run on: the server is ended with the test, passed or failed.
+    let _end = KillOnDrop(m.child.id());
+    m.init("2025-11-25");
+    for i in 0..4 {
+        m.send(&json!({"jsonrpc": "2.0", "id": 2000 + i, "method": "tools/call",
+                       "params": {"name": "sch_deep", "arguments": nested(60)}}));
+    }
+    m.send(&json!({"jsonrpc": "2.0", "id": 3000, "method": "ping"}));
+    m.send(&json!({"jsonrpc": "2.0", "id": 3001, "method": "tools/call",
+                   "params": {"name": "m_ok", "arguments": {"n": 1}}}));
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < 6 {
+        let v = m.answer();
+        got.insert(v["id"].as_i64().unwrap(), v);
+    }
+    assert!(got[&3000].get("result").is_some(), "{}", got[&3000]);
+    assert_eq!(got[&3001]["result"]["isError"], false, "{}", got[&3001]);
+    for i in 0..4 {
+        let r = &got[&(2000 + i)]["result"];
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(r["_meta"]["animaworks-tool/error"]["code"], "timeout", "{r}");
+    }
+    drop(_end);
+    let _ = m.child.wait();
+}
+
+/// Kills a process when dropped (a test's server whose work cannot end by itself).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: a signal to a pid this test started and has not reaped yet.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// Peak resident memory of a process, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A client that reads nothing while a tool writes 100,000 log events of 2 KB: what the server holds for it is
+/// bounded (before, it held every one: hundreds of MB), and once the client reads it learns how many were dropped,
+/// then gets the result.
+#[test]
+fn notifications_for_a_client_that_does_not_read_are_bounded() {
+    let w = World::new();
+    let done = w.tmp.path().join("done");
+    let body = format!(
+        r#"python3 -c '
+import json, sys
+line = json.dumps({{"type": "log", "level": "error", "message": "x" * 2048}}) + "\n"
+out = sys.stdout
+for i in range(100000):
+    out.write(line)
+out.write(json.dumps({{"type": "result", "result": "spoke"}}) + "\n")
+out.flush()
+open("{}", "w").close()
+'"#,
+        done.display()
+    );
+    let doc = json!({"protocol": 1, "events": true, "actions": [{"name": "go", "input_schema": {"type": "object"}}]});
+    w.tool(&w.common(), "loud", &bash_tool(&doc.to_string(), &body));
+    let mut m = Mcp::start(w.cmd(), &[]);
+    m.init("2025-11-25");
+    m.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "loud_go", "arguments": {}}}));
+    assert!(eventually(120, || done.exists()), "the tool did not finish writing");
+    let pid = m.child.id();
+    // The runner has read the tool's last line once the tool's stdout is closed and its process reaped; the
+    // audit line says so.
+    assert!(eventually(60, || audit_text(&w).contains("loud")), "no audit line");
+    let peak = peak_kib(pid);
+    let (mut warned, mut logs) = (None, 0usize);
+    let answer = loop {
+        let v = m.line();
+        match v.get("method").and_then(Value::as_str) {
+            Some("notifications/message") => {
+                let text = v["params"]["data"].as_str().unwrap_or_default().to_owned();
+                if text.contains("dropped") {
+                    warned = Some(text);
+                } else {
+                    logs += 1;
+                }
+            }
+            Some(_) => {}
+            None => break v,
+        }
+    };
+    assert!(
+        peak < 96 * 1024,
+        "the server grew to {} MiB for a client that did not read",
+        peak / 1024
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(warned.is_some(), "no notice of dropped log messages");
+    assert!(logs < 100_000, "{logs} log notifications all kept");
+    m.finish();
+}

@@ -1762,3 +1762,59 @@ fn a_kept_network_namespace_whose_proxy_port_is_held_is_let_go_and_the_call_runs
     squatter.join().unwrap();
     assert!(s.finish().success());
 }
+
+/// A pathname UNIX socket in the task database's socket folder is hidden from a confined tool (before, a client
+/// over it read every anima's rows while the same over 127.0.0.1 was refused); a grant naming the folder keeps it.
+#[test]
+fn the_task_databases_socket_folder_is_hidden_unless_granted() {
+    use std::io::Write;
+    if !landlock() {
+        return;
+    }
+    let w = World::sandboxed();
+    let dir = w.tmp.path().join("pgsock");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join(".s.PGSQL.5432");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let _ = c.and_then(|mut c| c.write_all(b"rows\n"));
+        }
+    });
+    let body = format!(
+        r#"python3 -c '
+import json, socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("{}")
+    r = s.recv(10).decode().strip()
+except OSError as e:
+    r = type(e).__name__
+print(json.dumps({{"got": r}}))'"#,
+        sock.display()
+    );
+    w.tool(
+        &w.personal(),
+        "peek",
+        &bash_tool(r#"[{"name":"peek_go","input_schema":{"type":"object"}}]"#, &body),
+    );
+    let url = format!("postgres:///tasks?host={}", dir.display());
+    let got = || {
+        let o = w
+            .cmd()
+            .env("ANIMAWORKS_TOOL_TASKS_URL", &url)
+            .args(["call", "peek", "go"])
+            .output()
+            .unwrap();
+        format!("{}{}", stdout(&o), stderr(&o))
+    };
+    let hidden = got();
+    assert!(hidden.contains("FileNotFoundError"), "{hidden}");
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"read": [dir]}}).to_string(),
+    )
+    .unwrap();
+    let granted = got();
+    assert!(granted.contains("rows"), "{granted}");
+}

@@ -98,7 +98,13 @@ impl<'r> Target<'r> {
         let fail = |a: &Attempt, e: CallError, m: &Masker| Err(super::masking::mask_error(a.failed(runner, e, m), m));
         let early = || lenient_masker(runner, &resolved, Some(&action));
         let masker = early();
-        if let Err(e) = crate::validate::check_args(&tool, &action, &args, &masker) {
+        let timeout = match opts.timeout {
+            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
+            None => timeout_from_secs(action.timeout_s(), &format!("{tool}.{}: timeout_s", action.name)),
+        };
+        // Validation is bounded by the call's timeout too (a schema can cost more to check than any call).
+        let within = timeout.as_ref().map_or(CLI_TIMEOUT, |t| *t);
+        if let Err(e) = crate::validate::check_args(&tool, &action, &args, &masker, within) {
             return fail(&attempt, e, &masker);
         }
         let gate = gate_of(&resolved, &action);
@@ -109,10 +115,6 @@ impl<'r> Target<'r> {
         {
             return fail(&attempt, e, &early());
         }
-        let timeout = match opts.timeout {
-            Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
-            None => timeout_from_secs(action.timeout_s(), &format!("{tool}.{}: timeout_s", action.name)),
-        };
         let timeout = match timeout {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),

@@ -22,7 +22,7 @@ impl PreparedCall<'_> {
         self.note_worker_sandbox();
         let out = out.and_then(|v| {
             let v = self.masker.mask_value(&v);
-            crate::validate::check_output(&self.resolved.file.name, &self.action, &v).map(|_| v)
+            crate::validate::check_output(&self.resolved.file.name, &self.action, &v, self.timeout).map(|_| v)
         });
         settle(self.runner, &mut self.audit, &self.attempt, &self.masker, out)
     }

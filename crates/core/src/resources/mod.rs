@@ -461,6 +461,10 @@ impl CallLimits {
     }
 }
 
+/// What `RLIMIT_DATA` does not count, said wherever memory falls back to it.
+pub const SHARED_NOT_COUNTED: &str = "shared memory is not counted: a MAP_SHARED mapping, a memfd or a tmpfs file \
+     grows past it; only a cgroup bounds those";
+
 /// What `doctor` says of the limits: each tier's amounts and how each kind is enforced on this machine.
 pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<String>) {
     // Settings that cannot be used are reported on their own; the defaults are shown here then.
@@ -485,8 +489,13 @@ pub fn doctor(settings: Option<&crate::settings::Settings>) -> (Value, Vec<Strin
     }
     for k in Key::ALL {
         let h = planned(k, cgroups);
-        lines.push(format!("limit {}: {}", k.name(), h.words()));
         let mut o = json!({"enforced": h.to_json()});
+        if k == Key::Memory && matches!(h, How::Rlimit(_)) {
+            lines.push(format!("limit {}: {} ({SHARED_NOT_COUNTED})", k.name(), h.words()));
+            o["not_counted"] = json!(SHARED_NOT_COUNTED);
+        } else {
+            lines.push(format!("limit {}: {}", k.name(), h.words()));
+        }
         if let How::Not(w) = &h {
             o["why"] = json!(w);
         }
@@ -534,6 +543,15 @@ mod tests {
             let e = crate::settings::Settings::from_value(PathBuf::from("/x/animaworks-tool.json"), &bad).unwrap_err();
             assert!(e.reason.contains("limits."), "{bad}: {e}");
         }
+    }
+
+    /// Memory held by rlimits only: `doctor` says that shared memory passes it.
+    #[test]
+    fn doctor_says_rlimits_do_not_count_shared_memory() {
+        let (v, lines) = doctor(Some(&settings(json!({"limits": {"cgroups": false}}))));
+        let line = lines.iter().find(|l| l.starts_with("limit memory_mib:")).unwrap();
+        assert!(line.contains("RLIMIT_DATA") && line.contains("MAP_SHARED"), "{line}");
+        assert_eq!(v["how"]["memory_mib"]["not_counted"], SHARED_NOT_COUNTED);
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod netns;
 mod pinned;
 mod places;
 mod probe_plans;
+mod sockets;
 mod tmp;
 pub use probe_plans::ProbePlans;
 pub use tmp::{calls_dir, release_spares};
@@ -472,6 +473,17 @@ fn plan_with(
             protected_read.paths.insert(p.clone());
             protected_write.paths.insert(p);
         }
+    }
+    let granted: Vec<PathBuf> = grants
+        .read
+        .iter()
+        .chain(&grants.write)
+        .filter_map(|r| places.expand(r).ok().flatten())
+        .collect();
+    for p in sockets::hidden(&dirs.data, &granted) {
+        let p = rules::canonical(&p).unwrap_or(p);
+        protected_read.paths.insert(p.clone());
+        protected_write.paths.insert(p);
     }
     places.cwd = usable_cwd(dirs, home.as_deref(), &protected_write);
 

@@ -233,34 +233,108 @@ pub struct Targets {
     pub private: Vec<Allowed>,
 }
 
-/// An address a tool may reach without a grant naming it: not loopback, private (RFC 1918, IPv6 ULA), link-local
-/// (the cloud metadata address 169.254.169.254 among them), shared (CGNAT), unspecified, multicast or broadcast.
+/// An address a tool may reach without a grant naming it: a global unicast address. Not loopback, private (RFC
+/// 1918, IPv6 ULA), link-local (the cloud metadata address 169.254.169.254 among them), shared (CGNAT),
+/// unspecified, multicast, broadcast, nor any range IANA reserves (documentation, benchmarking, protocol
+/// assignments, 240/4, IPv6 outside 2000::/3). An IPv4 address inside an IPv6 one (v4-mapped, NAT64 64:ff9b::/96,
+/// 6to4 2002::/16) is judged as the IPv4 address it reaches.
 pub fn is_public(ip: std::net::IpAddr) -> bool {
     use std::net::IpAddr;
     match ip {
         IpAddr::V4(a) => {
             let o = a.octets();
+            let within = |net: [u8; 4], bits: u32| {
+                let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                u32::from(a) & mask == u32::from_be_bytes(net) & mask
+            };
             !(a.is_loopback()
                 || a.is_private()
                 || a.is_link_local()
                 || a.is_unspecified()
-                || a.is_broadcast()
                 || a.is_multicast()
                 || o[0] == 0
-                || (o[0] == 100 && (o[1] & 0xc0) == 64))
+                || within([100, 64, 0, 0], 10)
+                || within([192, 0, 0, 0], 24)
+                || within([192, 0, 2, 0], 24)
+                || within([192, 88, 99, 0], 24)
+                || within([198, 18, 0, 0], 15)
+                || within([198, 51, 100, 0], 24)
+                || within([203, 0, 113, 0], 24)
+                || within([240, 0, 0, 0], 4))
         }
         IpAddr::V6(a) => {
-            if let Some(v4) = a.to_ipv4_mapped() {
+            if let Some(v4) = embedded_v4(a) {
                 return is_public(IpAddr::V4(v4));
             }
             let s = a.segments();
-            !(a.is_loopback()
-                || a.is_unspecified()
-                || a.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80)
+            (s[0] & 0xe000) == 0x2000
+                && !((s[0] == 0x2001 && s[1] < 0x0200)
+                    || (s[0] == 0x2001 && s[1] == 0x0db8)
+                    || (s[0] == 0x3fff && s[1] < 0x1000))
         }
     }
+}
+
+/// The IPv4 address an IPv6 address carries to (v4-mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4
+/// `2002:AABB:CCDD::`), if it is one of those.
+fn embedded_v4(a: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = a.segments();
+    let tail = |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    if let Some(v4) = a.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(tail(s[6], s[7]));
+    }
+    (s[0] == 0x2002).then(|| tail(s[1], s[2]))
+}
+
+/// An address as the host it reaches: the IPv4 address inside an IPv6 form of it, else itself.
+fn reached(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(a) => embedded_v4(a).map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// May a tool reach `ip` without a grant: a public address that is none of `own` (the host's addresses, each as
+/// [`reached`]), in whichever spelling.
+fn reachable(ip: std::net::IpAddr, own: &[std::net::IpAddr]) -> bool {
+    is_public(ip) && !own.contains(&reached(ip))
+}
+
+/// Every address of this host's interfaces (in the runner's network namespace), read now: an address added after
+/// the runner started counts.
+pub fn local_addresses() -> io::Result<Vec<std::net::IpAddr>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list it allocated, freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*p };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: a non-null ifa_addr points to a sockaddr whose family names its real type.
+            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+            if family == libc::AF_INET {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+            } else if family == libc::AF_INET6 {
+                // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+            }
+        }
+        p = ifa.ifa_next;
+    }
+    // SAFETY: the list getifaddrs returned, not used after.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
 }
 
 /// The listener with [`Proxy::listening`]'s token: fields drop in order, the listener first.
@@ -449,11 +523,20 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
         Err(e) => return Err(("502 Bad Gateway", format!("cannot resolve {host}: {e}"))),
     };
     let granted = t.private.iter().any(|a| a.permits(host, port));
+    // Read at each request, and refused when unreadable: the host's own addresses are never "public" to a tool.
+    let own: Vec<std::net::IpAddr> = if granted {
+        Vec::new()
+    } else {
+        match local_addresses() {
+            Ok(l) => l.into_iter().map(reached).collect(),
+            Err(e) => return Err(("403 Forbidden", format!("cannot read this host's own addresses: {e}"))),
+        }
+    };
     addrs
         .iter()
         .find(|a| {
             granted
-                || is_public(a.ip())
+                || reachable(a.ip(), &own)
                 || t.private.iter().any(|g| g.permits(&a.ip().to_string(), port))
         })
         .copied()
@@ -461,8 +544,9 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
             (
                 "403 Forbidden",
                 format!(
-                    "{host}:{port} is a loopback, private or link-local address; a sandboxed tool reaches one only when \
-                     the anima's permissions.json names it: \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
+                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's own; a \
+                     sandboxed tool reaches one only when the anima's permissions.json names it: \
+                     \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
                 ),
             )
         })
@@ -840,6 +924,125 @@ mod tests {
         for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "100.128.0.1"] {
             assert!(is_public(a.parse().unwrap()), "{a}");
         }
+    }
+
+    /// Documentation, benchmarking and reserved ranges, and IPv6 forms that carry a non-public IPv4 address.
+    #[test]
+    fn reserved_ranges_and_embedded_addresses_are_not_public() {
+        for a in [
+            "192.0.0.8",
+            "192.0.2.1",
+            "192.88.99.1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "198.51.100.7",
+            "203.0.113.9",
+            "240.0.0.1",
+            "255.255.255.255",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::192.0.2.1",
+            "64:ff9b:1::1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "2001:db8::1",
+            "2001::1",
+            "2001:2::1",
+            "3fff::1",
+            "100::1",
+            "fec0::1",
+            "::a00:1",
+            "::ffff:192.0.2.1",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        for a in [
+            "64:ff9b::8.8.8.8",
+            "2002:808:808::1",
+            "2a00:1450::1",
+            "198.20.0.1",
+            "203.0.114.1",
+        ] {
+            assert!(is_public(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    /// An address of the host's own is refused however it is spelled (v4-mapped, NAT64, 6to4).
+    #[test]
+    fn own_addresses_are_not_reachable_in_any_spelling() {
+        let own: Vec<std::net::IpAddr> = ["8.8.4.4", "2a00:1450::5"]
+            .iter()
+            .map(|a| reached(a.parse().unwrap()))
+            .collect();
+        for a in [
+            "8.8.4.4",
+            "::ffff:8.8.4.4",
+            "64:ff9b::8.8.4.4",
+            "2002:808:404::1",
+            "2a00:1450::5",
+        ] {
+            assert!(!reachable(a.parse().unwrap(), &own), "{a}");
+        }
+        for a in ["8.8.8.8", "2a00:1450::6"] {
+            assert!(reachable(a.parse().unwrap(), &own), "{a}");
+        }
+    }
+
+    /// Every address of this host's interfaces, as it is now (a server bound to 0.0.0.0 listens on each): refused,
+    /// in its v4-mapped spelling too.
+    #[tokio::test]
+    async fn the_hosts_own_addresses_are_refused() {
+        use std::io::{Read, Write};
+        let own: Vec<std::net::IpAddr> = local_addresses().unwrap();
+        assert!(!own.is_empty(), "getifaddrs named no address");
+        let upstream = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let (proxy, child) = start(vec![Allowed::any()], vec![]).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        {
+            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+            use std::os::fd::AsFd;
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut cmsg = SendAncillaryBuffer::new(&mut space);
+            let fds = [l.as_fd()];
+            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
+            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
+        }
+        drop(l);
+        drop(child);
+        let mut asked = 0;
+        for ip in own {
+            let spellings = match ip {
+                std::net::IpAddr::V4(v4) => vec![v4.to_string(), format!("[::ffff:{v4}]")],
+                std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => continue,
+                std::net::IpAddr::V6(v6) => vec![format!("[{v6}]")],
+            };
+            for target in spellings {
+                let req = format!("CONNECT {target}:{up_port} HTTP/1.1\r\n\r\n");
+                let out = tokio::task::spawn_blocking(move || {
+                    let mut s = std::net::TcpStream::connect(addr).unwrap();
+                    s.write_all(req.as_bytes()).unwrap();
+                    let mut out = String::new();
+                    let _ = s.read_to_string(&mut out);
+                    out
+                })
+                .await
+                .unwrap();
+                assert!(
+                    out.starts_with("HTTP/1.1 403") && out.contains("this host's own"),
+                    "{target}: {out}"
+                );
+                asked += 1;
+            }
+        }
+        assert!(asked >= 2, "no address of this host to try");
+        assert_eq!(proxy.log()["relayed"], 0);
     }
 
     /// The listener a child would send, made here in the runner's own namespace: targets are held to the list,
