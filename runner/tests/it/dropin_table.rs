@@ -459,3 +459,45 @@ fn the_daemon_rows_restore_line_lets_the_daemon_outlive_the_call() {
     end_all(&marker);
     assert!(outlived, "restored: the daemon outlives the call");
 }
+
+/// What a module's `cli_main` sees of itself: argparse's program name, its module and logger names, its argv.
+const SELF_AWARE: &str = r#"
+import argparse, json, logging, os, sys
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("words", nargs="*")
+    ns = p.parse_args(argv)
+    print(json.dumps({"prog": p.prog, "name": __name__, "logger": logging.getLogger(__name__).name,
+                      "argv0": os.path.basename(sys.argv[0]), "argv": sys.argv[1:], "words": ns.words}))
+"#;
+
+#[test]
+fn side_by_side_what_a_cli_main_sees_of_itself() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "selfaware.py", SELF_AWARE);
+    w.tool(&w.common(), "commonself.py", SELF_AWARE);
+    for argv in [
+        &["selfaware", "a", "b"][..],
+        &["selfaware"],
+        &["commonself", "x"],
+    ] {
+        let t = original_cmd(&w, &venv).args(argv).output().unwrap();
+        let o = ours(&w, &venv, argv);
+        assert_eq!(
+            (o.status.code(), stdout(&o)),
+            (t.status.code(), stdout(&t)),
+            "{argv:?}: {}",
+            stderr(&o)
+        );
+        assert!(t.status.success(), "{}", stderr(&t));
+    }
+    // argparse's own usage line, too.
+    let t = original_cmd(&w, &venv).args(["selfaware", "--bad"]).output().unwrap();
+    let o = ours(&w, &venv, &["selfaware", "--bad"]);
+    assert_eq!((o.status.code(), stderr(&o)), (t.status.code(), stderr(&t)));
+}
