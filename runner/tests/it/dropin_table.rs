@@ -481,11 +481,7 @@ fn side_by_side_what_a_cli_main_sees_of_itself() {
     let w = World::sandboxed();
     w.tool(&w.personal(), "selfaware.py", SELF_AWARE);
     w.tool(&w.common(), "commonself.py", SELF_AWARE);
-    for argv in [
-        &["selfaware", "a", "b"][..],
-        &["selfaware"],
-        &["commonself", "x"],
-    ] {
+    for argv in [&["selfaware", "a", "b"][..], &["selfaware"], &["commonself", "x"]] {
         let t = original_cmd(&w, &venv).args(argv).output().unwrap();
         let o = ours(&w, &venv, argv);
         assert_eq!(
@@ -500,4 +496,40 @@ fn side_by_side_what_a_cli_main_sees_of_itself() {
     let t = original_cmd(&w, &venv).args(["selfaware", "--bad"]).output().unwrap();
     let o = ours(&w, &venv, &["selfaware", "--bad"]);
     assert_eq!((o.status.code(), stderr(&o)), (t.status.code(), stderr(&t)));
+}
+
+/// The original's `_handle_use_tool` (taken from its source: handler.py imports the whole server) on requests
+/// it answers before it looks at any tool.
+const USE_TOOL_EARLY: &str = r#"
+import ast, json, logging, pathlib, sys
+from typing import Any
+logging.disable(logging.CRITICAL)
+import core.tooling
+from core.tooling.handler_base import _error_result
+from core.i18n import t
+src = pathlib.Path(core.tooling.__file__).with_name("handler.py").read_text(encoding="utf-8")
+ns = {"_error_result": _error_result, "t": t, "Any": Any, "Path": pathlib.Path, "logger": logging.getLogger("x")}
+for node in ast.walk(ast.parse(src)):
+    if isinstance(node, ast.FunctionDef) and node.name == "_handle_use_tool":
+        exec(compile(ast.Module(body=[node], type_ignores=[]), "handler.py", "exec"), ns)
+reqs = json.load(sys.stdin)
+print(json.dumps([ns["_handle_use_tool"](None, r) for r in reqs], ensure_ascii=False))
+"#;
+
+#[test]
+fn side_by_side_a_use_tool_request_without_its_names() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    let reqs = json!([{"tool_name": "x"}, {"action": "y"}, {"tool_name": "", "action": "y"}, {}]);
+    let theirs = original_python(&venv, &w, USE_TOOL_EARLY, &json!(reqs));
+    for (i, req) in reqs.as_array().unwrap().iter().enumerate() {
+        let o = feed(ours_cmd(&w, &venv).arg("use-tool"), req.to_string().as_bytes());
+        let mine: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let their: Value = serde_json::from_str(theirs[i].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (&mine["error_type"], &mine["message"]),
+            (&their["error_type"], &their["message"]),
+            "{req}"
+        );
+    }
 }
