@@ -533,3 +533,116 @@ fn side_by_side_a_use_tool_request_without_its_names() {
         );
     }
 }
+
+/// What the sandbox's rows are about: a secret of the home folder read, a program the module wrote run, a new
+/// file at the top of its anima dir.
+const EFFECTS: &str = r##"
+import json, os, pathlib, subprocess
+
+ANIMA = pathlib.Path(os.environ["ANIMAWORKS_ANIMA_DIR"])
+
+def _try(fn):
+    try:
+        return fn()
+    except Exception as e:
+        return type(e).__name__
+
+def _exec_own():
+    b = ANIMA / "bin"
+    b.mkdir(exist_ok=True)
+    s = b / "hello.sh"
+    s.write_text("#!/bin/sh\necho hi\n")
+    s.chmod(0o755)
+    return subprocess.run([str(s)], capture_output=True, text=True, check=True).stdout.strip()
+
+def _top_new():
+    (ANIMA / "new.txt").write_text("n")
+    return "ok"
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    ops = {
+        "read_secret": lambda: (pathlib.Path.home() / ".aws/credentials").read_text(),
+        "exec_own": _exec_own,
+        "top_new": _top_new,
+    }
+    print(json.dumps({k: _try(ops[k]) for k in argv}, sort_keys=True))
+"##;
+
+#[test]
+fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no mount namespace here: the deny list is not mounted; skipped");
+        return;
+    }
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "effects.py", EFFECTS);
+    std::fs::create_dir_all(w.tmp.path().join(".aws")).unwrap();
+    std::fs::write(w.tmp.path().join(".aws/credentials"), "[default]\nkey = k\n").unwrap();
+    std::fs::create_dir_all(w.data.join("shared")).unwrap();
+    let ops = ["read_secret", "exec_own", "top_new"];
+    let reset = || {
+        let _ = std::fs::remove_dir_all(w.anima.join("bin"));
+        let _ = std::fs::remove_file(w.anima.join("new.txt"));
+    };
+    let run = |c: &mut Command, ops: &[&str]| -> Value {
+        reset();
+        let o = c.arg("effects").args(ops).output().unwrap();
+        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+    };
+    let theirs = run(&mut original_cmd(&w, &venv), &ops);
+    assert_eq!(theirs["exec_own"], "hi", "{theirs}");
+    // Nothing made in the operator's tree before the first sandboxed call; then the row's files.
+    let made = [
+        w.anima.join("state/background_notifications"),
+        w.data.join("shared/credentials.json"),
+    ];
+    assert!(made.iter().all(|p| !p.exists()));
+    // An anima dir without permissions.json: no new file at its top level (the row), and the others' rows.
+    let mine = run(&mut ours_cmd(&w, &venv), &ops);
+    assert!(made.iter().all(|p| p.exists()), "the row says so");
+    for op in ops {
+        assert_ne!(mine[op], theirs[op], "{op}: the row's difference: {mine}");
+    }
+    // Each row's restore line.
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    assert_eq!(
+        run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
+        theirs["top_new"]
+    );
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"exec": ["$ANIMA_DIR/bin"]}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(w.anima.join("bin")).unwrap();
+    let o = ours_cmd(&w, &venv).args(["effects", "exec_own"]).output().unwrap();
+    assert_eq!(json(&o)["exec_own"], theirs["exec_own"], "{}", stderr(&o));
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    assert_eq!(
+        run(&mut ours_cmd(&w, &venv), &ops),
+        theirs,
+        "the tier off: every one of them"
+    );
+
+    // The tiers off: the first call makes nothing in the operator's tree.
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "effects.py", EFFECTS);
+    std::fs::create_dir_all(w.data.join("shared")).unwrap();
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    let o = ours_cmd(&w, &venv).args(["effects", "top_new"]).output().unwrap();
+    assert_eq!(json(&o)["top_new"], "ok", "{}", stderr(&o));
+    assert!(
+        [
+            w.anima.join("state/background_notifications"),
+            w.data.join("shared/credentials.json")
+        ]
+        .iter()
+        .all(|p| !p.exists()),
+        "restored: nothing made"
+    );
+}
