@@ -646,3 +646,56 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
         "restored: nothing made"
     );
 }
+
+/// Opens 1,100 files at once and writes one byte past 1 GiB of a sparse file: within what the original allows,
+/// past the runner's default limits of a personal tool.
+const HEAVY: &str = r#"
+import json, os, tempfile
+
+def _try(fn):
+    try:
+        return fn()
+    except Exception as e:
+        return type(e).__name__
+
+def _files():
+    d = tempfile.mkdtemp()
+    fs = [open(os.path.join(d, str(i)), "w") for i in range(1100)]
+    for f in fs:
+        f.close()
+    return "ok"
+
+def _big():
+    with tempfile.TemporaryFile() as f:
+        f.seek((1 << 30) + 1)
+        f.write(b"x")
+        f.flush()
+    return "ok"
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    print(json.dumps({"files": _try(_files), "big": _try(_big)}, sort_keys=True))
+"#;
+
+#[test]
+fn the_limits_rows_restore_line_lifts_the_limits() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "heavy.py", HEAVY);
+    let t = original_cmd(&w, &venv).arg("heavy").output().unwrap();
+    let theirs: Value = serde_json::from_str(stdout(&t).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&t)));
+    assert_eq!(theirs, json!({"files": "ok", "big": "ok"}));
+    let o = ours(&w, &venv, &["heavy"]);
+    let mine: Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(mine, json!({"files": "OSError", "big": "OSError"}), "the row: limited");
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        r#"{"limits": {"common": {"memory_mib": null, "processes": null, "open_files": null, "file_size_mib": null},
+                       "personal": {"memory_mib": null, "processes": null, "open_files": null, "file_size_mib": null}}}"#,
+    )
+    .unwrap();
+    let o = ours(&w, &venv, &["heavy"]);
+    assert_eq!(stdout(&o).trim(), stdout(&t).trim(), "{}", stderr(&o));
+}
