@@ -559,6 +559,14 @@ def _top_new():
     (ANIMA / "new.txt").write_text("n")
     return "ok"
 
+def _beside_me():
+    (pathlib.Path(__file__).parent / "effects.cache").write_text("c")
+    return "ok"
+
+def _signal(pid):
+    os.kill(int(pid), 0)
+    return "ok"
+
 def get_tool_schemas():
     return []
 
@@ -567,8 +575,13 @@ def cli_main(argv):
         "read_secret": lambda: (pathlib.Path.home() / ".aws/credentials").read_text(),
         "exec_own": _exec_own,
         "top_new": _top_new,
+        "beside_me": _beside_me,
     }
-    print(json.dumps({k: _try(ops[k]) for k in argv}, sort_keys=True))
+    out = {}
+    for k in argv:
+        name, _, arg = k.partition(":")
+        out[name] = _try(lambda: _signal(arg)) if name == "signal" else _try(ops[k])
+    print(json.dumps(out, sort_keys=True))
 "##;
 
 #[test]
@@ -583,10 +596,14 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
     std::fs::create_dir_all(w.tmp.path().join(".aws")).unwrap();
     std::fs::write(w.tmp.path().join(".aws/credentials"), "[default]\nkey = k\n").unwrap();
     std::fs::create_dir_all(w.data.join("shared")).unwrap();
-    let ops = ["read_secret", "exec_own", "top_new"];
+    // A process outside the call, as the original's module may signal it.
+    let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
+    let signal = format!("signal:{}", outside.id());
+    let ops = ["read_secret", "exec_own", "top_new", "beside_me", signal.as_str()];
     let reset = || {
         let _ = std::fs::remove_dir_all(w.anima.join("bin"));
         let _ = std::fs::remove_file(w.anima.join("new.txt"));
+        let _ = std::fs::remove_file(w.personal().join("effects.cache"));
     };
     let run = |c: &mut Command, ops: &[&str]| -> Value {
         reset();
@@ -605,7 +622,7 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
     // An anima dir without permissions.json: no new file at its top level (the row), and the others' rows.
     let mine = run(&mut ours_cmd(&w, &venv), &ops);
     assert!(made.iter().all(|p| p.exists()), "the row says so");
-    for op in ops {
+    for op in ["read_secret", "exec_own", "top_new", "beside_me", "signal"] {
         assert_ne!(mine[op], theirs[op], "{op}: the row's difference: {mine}");
     }
     // Each row's restore line.
@@ -628,6 +645,8 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
         theirs,
         "the tier off: every one of them"
     );
+    let _ = outside.kill();
+    let _ = outside.wait();
 
     // The tiers off: the first call makes nothing in the operator's tree.
     let w = World::sandboxed();
