@@ -718,3 +718,43 @@ fn the_limits_rows_restore_line_lifts_the_limits() {
     let o = ours(&w, &venv, &["heavy"]);
     assert_eq!(stdout(&o).trim(), stdout(&t).trim(), "{}", stderr(&o));
 }
+
+/// Asks for a credential whose key does not start with its name, as AnimaWorks' `x_search` does.
+const TWITTERISH: &str = r#"
+from core.integrations._base import get_credential
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    try:
+        print(get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN"))
+    except Exception as e:
+        print(type(e).__name__)
+"#;
+
+#[test]
+fn the_credential_key_rows_restore_line_names_the_key() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "twitterish.py", TWITTERISH);
+    let with_token = |mut c: Command| {
+        let o = c
+            .env("TWITTER_BEARER_TOKEN", "tw-token-5678")
+            .arg("twitterish")
+            .output()
+            .unwrap();
+        (stdout(&o).trim().to_owned(), stderr(&o))
+    };
+    let (theirs, err) = with_token(original_cmd(&w, &venv));
+    assert_eq!(theirs, "tw-token-5678", "{err}");
+    w.grant_credentials("twitterish", &["x_twitter"]);
+    let (mine, _) = with_token(ours_cmd(&w, &venv));
+    assert_ne!(mine, theirs, "the row: the name alone does not cover the key");
+    w.grant_credentials("twitterish", &["x_twitter", "TWITTER_BEARER_TOKEN"]);
+    let (mine, err) = with_token(ours_cmd(&w, &venv));
+    assert_eq!(mine, theirs, "{err}");
+    w.grant_credentials("twitterish", &["*"]);
+    let (mine, err) = with_token(ours_cmd(&w, &venv));
+    assert_eq!(mine, theirs, "{err}");
+}
