@@ -167,11 +167,17 @@ pub fn parse_request(v: &Value) -> Result<UseToolCall, CallError> {
     let Some(obj) = v.as_object() else {
         return Err(bad(format!("expected a JSON object, got {}", short(v))));
     };
+    // A missing or empty name is answered in the original's words.
+    let both = || {
+        let mut e = bad(String::new());
+        e.message = "use_tool requires both 'tool_name' and 'action'".to_owned();
+        e
+    };
     let field = |k: &str| -> Result<String, CallError> {
         match obj.get(k) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            None | Some(Value::String(_)) | Some(Value::Null) => Err(both()),
             Some(other) => Err(bad(format!("{k:?} must be a non-empty string, got {}", short(other)))),
-            None => Err(bad(format!("{k:?} is missing"))),
         }
     };
     let tool_name = field("tool_name")?;
@@ -568,7 +574,7 @@ mod tests {
         let r = parse_request(&json!({"tool_name": "t", "action": "a", "args": "{\"x\": 1}"})).unwrap();
         assert_eq!(r.args["x"], 1);
         let e = parse_request(&json!({"tool_name": "t"})).unwrap_err();
-        assert!(e.message.contains("\"action\" is missing"), "{}", e.message);
+        assert_eq!(e.message, "use_tool requires both 'tool_name' and 'action'");
         assert!(parse_request(&json!([1])).is_err());
     }
 

@@ -459,3 +459,302 @@ fn the_daemon_rows_restore_line_lets_the_daemon_outlive_the_call() {
     end_all(&marker);
     assert!(outlived, "restored: the daemon outlives the call");
 }
+
+/// What a module's `cli_main` sees of itself: argparse's program name, its module and logger names, its argv.
+const SELF_AWARE: &str = r#"
+import argparse, json, logging, os, sys
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("words", nargs="*")
+    ns = p.parse_args(argv)
+    print(json.dumps({"prog": p.prog, "name": __name__, "logger": logging.getLogger(__name__).name,
+                      "argv0": os.path.basename(sys.argv[0]), "argv": sys.argv[1:], "words": ns.words}))
+"#;
+
+#[test]
+fn side_by_side_what_a_cli_main_sees_of_itself() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "selfaware.py", SELF_AWARE);
+    w.tool(&w.common(), "commonself.py", SELF_AWARE);
+    for argv in [&["selfaware", "a", "b"][..], &["selfaware"], &["commonself", "x"]] {
+        let t = original_cmd(&w, &venv).args(argv).output().unwrap();
+        let o = ours(&w, &venv, argv);
+        assert_eq!(
+            (o.status.code(), stdout(&o)),
+            (t.status.code(), stdout(&t)),
+            "{argv:?}: {}",
+            stderr(&o)
+        );
+        assert!(t.status.success(), "{}", stderr(&t));
+    }
+    // argparse's own usage line, too.
+    let t = original_cmd(&w, &venv).args(["selfaware", "--bad"]).output().unwrap();
+    let o = ours(&w, &venv, &["selfaware", "--bad"]);
+    assert_eq!((o.status.code(), stderr(&o)), (t.status.code(), stderr(&t)));
+}
+
+/// The original's `_handle_use_tool` (taken from its source: handler.py imports the whole server) on requests
+/// it answers before it looks at any tool.
+const USE_TOOL_EARLY: &str = r#"
+import ast, json, logging, pathlib, sys
+from typing import Any
+logging.disable(logging.CRITICAL)
+import core.tooling
+from core.tooling.handler_base import _error_result
+from core.i18n import t
+src = pathlib.Path(core.tooling.__file__).with_name("handler.py").read_text(encoding="utf-8")
+ns = {"_error_result": _error_result, "t": t, "Any": Any, "Path": pathlib.Path, "logger": logging.getLogger("x")}
+for node in ast.walk(ast.parse(src)):
+    if isinstance(node, ast.FunctionDef) and node.name == "_handle_use_tool":
+        exec(compile(ast.Module(body=[node], type_ignores=[]), "handler.py", "exec"), ns)
+reqs = json.load(sys.stdin)
+print(json.dumps([ns["_handle_use_tool"](None, r) for r in reqs], ensure_ascii=False))
+"#;
+
+#[test]
+fn side_by_side_a_use_tool_request_without_its_names() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    let reqs = json!([{"tool_name": "x"}, {"action": "y"}, {"tool_name": "", "action": "y"}, {}]);
+    let theirs = original_python(&venv, &w, USE_TOOL_EARLY, &json!(reqs));
+    for (i, req) in reqs.as_array().unwrap().iter().enumerate() {
+        let o = feed(ours_cmd(&w, &venv).arg("use-tool"), req.to_string().as_bytes());
+        let mine: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let their: Value = serde_json::from_str(theirs[i].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (&mine["error_type"], &mine["message"]),
+            (&their["error_type"], &their["message"]),
+            "{req}"
+        );
+    }
+}
+
+/// What the sandbox's rows are about: a secret of the home folder read, a program the module wrote run, a new
+/// file at the top of its anima dir.
+const EFFECTS: &str = r##"
+import json, os, pathlib, subprocess
+
+ANIMA = pathlib.Path(os.environ["ANIMAWORKS_ANIMA_DIR"])
+
+def _try(fn):
+    try:
+        return fn()
+    except Exception as e:
+        return type(e).__name__
+
+def _exec_own():
+    b = ANIMA / "bin"
+    b.mkdir(exist_ok=True)
+    s = b / "hello.sh"
+    s.write_text("#!/bin/sh\necho hi\n")
+    s.chmod(0o755)
+    return subprocess.run([str(s)], capture_output=True, text=True, check=True).stdout.strip()
+
+def _top_new():
+    (ANIMA / "new.txt").write_text("n")
+    return "ok"
+
+def _beside_me():
+    (pathlib.Path(__file__).parent / "effects.cache").write_text("c")
+    return "ok"
+
+def _signal(pid):
+    os.kill(int(pid), 0)
+    return "ok"
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    ops = {
+        "read_secret": lambda: (pathlib.Path.home() / ".aws/credentials").read_text(),
+        "exec_own": _exec_own,
+        "top_new": _top_new,
+        "beside_me": _beside_me,
+    }
+    out = {}
+    for k in argv:
+        name, _, arg = k.partition(":")
+        out[name] = _try(lambda: _signal(arg)) if name == "signal" else _try(ops[k])
+    print(json.dumps(out, sort_keys=True))
+"##;
+
+#[test]
+fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no mount namespace here: the deny list is not mounted; skipped");
+        return;
+    }
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "effects.py", EFFECTS);
+    std::fs::create_dir_all(w.tmp.path().join(".aws")).unwrap();
+    std::fs::write(w.tmp.path().join(".aws/credentials"), "[default]\nkey = k\n").unwrap();
+    std::fs::create_dir_all(w.data.join("shared")).unwrap();
+    // A process outside the call, as the original's module may signal it.
+    let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
+    let signal = format!("signal:{}", outside.id());
+    let ops = ["read_secret", "exec_own", "top_new", "beside_me", signal.as_str()];
+    let reset = || {
+        let _ = std::fs::remove_dir_all(w.anima.join("bin"));
+        let _ = std::fs::remove_file(w.anima.join("new.txt"));
+        let _ = std::fs::remove_file(w.personal().join("effects.cache"));
+    };
+    let run = |c: &mut Command, ops: &[&str]| -> Value {
+        reset();
+        let o = c.arg("effects").args(ops).output().unwrap();
+        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+    };
+    let theirs = run(&mut original_cmd(&w, &venv), &ops);
+    assert_eq!(theirs["exec_own"], "hi", "{theirs}");
+    // Nothing made in the operator's tree before the first sandboxed call; then the row's files.
+    let made = [
+        w.anima.join("state/background_notifications"),
+        w.data.join("shared/credentials.json"),
+    ];
+    assert!(made.iter().all(|p| !p.exists()));
+    // An anima dir without permissions.json: no new file at its top level (the row), and the others' rows.
+    let mine = run(&mut ours_cmd(&w, &venv), &ops);
+    assert!(made.iter().all(|p| p.exists()), "the row says so");
+    for op in ["read_secret", "exec_own", "top_new", "beside_me", "signal"] {
+        assert_ne!(mine[op], theirs[op], "{op}: the row's difference: {mine}");
+    }
+    // Each row's restore line.
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    assert_eq!(
+        run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
+        theirs["top_new"]
+    );
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"sandbox": {"exec": ["$ANIMA_DIR/bin"]}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(w.anima.join("bin")).unwrap();
+    let o = ours_cmd(&w, &venv).args(["effects", "exec_own"]).output().unwrap();
+    assert_eq!(json(&o)["exec_own"], theirs["exec_own"], "{}", stderr(&o));
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    assert_eq!(
+        run(&mut ours_cmd(&w, &venv), &ops),
+        theirs,
+        "the tier off: every one of them"
+    );
+    let _ = outside.kill();
+    let _ = outside.wait();
+
+    // The tiers off: the first call makes nothing in the operator's tree.
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "effects.py", EFFECTS);
+    std::fs::create_dir_all(w.data.join("shared")).unwrap();
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    let o = ours_cmd(&w, &venv).args(["effects", "top_new"]).output().unwrap();
+    assert_eq!(json(&o)["top_new"], "ok", "{}", stderr(&o));
+    assert!(
+        [
+            w.anima.join("state/background_notifications"),
+            w.data.join("shared/credentials.json")
+        ]
+        .iter()
+        .all(|p| !p.exists()),
+        "restored: nothing made"
+    );
+}
+
+/// Opens 1,100 files at once and writes one byte past 1 GiB of a sparse file: within what the original allows,
+/// past the runner's default limits of a personal tool.
+const HEAVY: &str = r#"
+import json, os, tempfile
+
+def _try(fn):
+    try:
+        return fn()
+    except Exception as e:
+        return type(e).__name__
+
+def _files():
+    d = tempfile.mkdtemp()
+    fs = [open(os.path.join(d, str(i)), "w") for i in range(1100)]
+    for f in fs:
+        f.close()
+    return "ok"
+
+def _big():
+    with tempfile.TemporaryFile() as f:
+        f.seek((1 << 30) + 1)
+        f.write(b"x")
+        f.flush()
+    return "ok"
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    print(json.dumps({"files": _try(_files), "big": _try(_big)}, sort_keys=True))
+"#;
+
+#[test]
+fn the_limits_rows_restore_line_lifts_the_limits() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "heavy.py", HEAVY);
+    let t = original_cmd(&w, &venv).arg("heavy").output().unwrap();
+    let theirs: Value = serde_json::from_str(stdout(&t).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&t)));
+    assert_eq!(theirs, json!({"files": "ok", "big": "ok"}));
+    let o = ours(&w, &venv, &["heavy"]);
+    let mine: Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(mine, json!({"files": "OSError", "big": "OSError"}), "the row: limited");
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        r#"{"limits": {"common": {"memory_mib": null, "processes": null, "open_files": null, "file_size_mib": null},
+                       "personal": {"memory_mib": null, "processes": null, "open_files": null, "file_size_mib": null}}}"#,
+    )
+    .unwrap();
+    let o = ours(&w, &venv, &["heavy"]);
+    assert_eq!(stdout(&o).trim(), stdout(&t).trim(), "{}", stderr(&o));
+}
+
+/// Asks for a credential whose key does not start with its name, as AnimaWorks' `x_search` does.
+const TWITTERISH: &str = r#"
+from core.integrations._base import get_credential
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    try:
+        print(get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN"))
+    except Exception as e:
+        print(type(e).__name__)
+"#;
+
+#[test]
+fn the_credential_key_rows_restore_line_names_the_key() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "twitterish.py", TWITTERISH);
+    let with_token = |mut c: Command| {
+        let o = c
+            .env("TWITTER_BEARER_TOKEN", "tw-token-5678")
+            .arg("twitterish")
+            .output()
+            .unwrap();
+        (stdout(&o).trim().to_owned(), stderr(&o))
+    };
+    let (theirs, err) = with_token(original_cmd(&w, &venv));
+    assert_eq!(theirs, "tw-token-5678", "{err}");
+    w.grant_credentials("twitterish", &["x_twitter"]);
+    let (mine, _) = with_token(ours_cmd(&w, &venv));
+    assert_ne!(mine, theirs, "the row: the name alone does not cover the key");
+    w.grant_credentials("twitterish", &["x_twitter", "TWITTER_BEARER_TOKEN"]);
+    let (mine, err) = with_token(ours_cmd(&w, &venv));
+    assert_eq!(mine, theirs, "{err}");
+    w.grant_credentials("twitterish", &["*"]);
+    let (mine, err) = with_token(ours_cmd(&w, &venv));
+    assert_eq!(mine, theirs, "{err}");
+}

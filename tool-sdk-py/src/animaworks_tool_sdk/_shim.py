@@ -52,10 +52,23 @@ class ImportFailed(Exception):
         self.line = line
 
 
-def load_module(path: str, stem: str) -> "ModuleType":
+def _cli_module_name(path: str, stem: str) -> str:
+    """The name AnimaWorks' CLI imports a common or personal module under (its loggers are named after it):
+    ``animaworks_personal_tool_<stem>`` for ``$ANIMAWORKS_ANIMA_DIR/tools``, ``animaworks_common_tool_<stem>`` for
+    ``$ANIMAWORKS_DATA_DIR/common_tools``, else the runner's own name."""
+    here = os.path.dirname(os.path.realpath(path))
+    for var, sub, origin in (("ANIMAWORKS_ANIMA_DIR", "tools", "personal"),
+                             ("ANIMAWORKS_DATA_DIR", "common_tools", "common")):
+        base = os.environ.get(var)
+        if base and os.path.realpath(os.path.join(base, sub)) == here:
+            return f"animaworks_{origin}_tool_{stem}"
+    return ""
+
+
+def load_module(path: str, stem: str, modname: str = "") -> "ModuleType":
     """Import the tool file once, registered in sys.modules before it runs (dataclasses need that)."""
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
-    modname = "animaworks_tool_" + safe
+    modname = modname or "animaworks_tool_" + safe
     tool_dir = os.path.dirname(os.path.abspath(path))
     if tool_dir not in sys.path:
         sys.path.append(tool_dir)  # last, so that sibling helpers import but a tool never shadows a library
@@ -307,13 +320,14 @@ def main(argv: "list[str]") -> int:
         from animaworks_tool_sdk import _broker
 
         _broker.install_from_environment()
-    # The module sees the argv it would see if run by itself.
-    sys.argv = [path, *(rest[1:] if mode == "cli" else rest)]
+    # The module sees the argv it would see if run by itself; a cli_main the argv of AnimaWorks' CLI
+    # (`animaworks-tool <tool> ARG...`: argparse names itself after it).
+    sys.argv = ["animaworks-tool", stem, *rest[1:]] if mode == "cli" else [path, *rest]
 
     if mode == "cli":
         # stdout, stderr and the exit code belong to the module's own CLI; SystemExit passes through.
         try:
-            module = load_module(path, stem)
+            module = load_module(path, stem, _cli_module_name(path, stem))
         except ImportFailed as failure:
             print(failure.line, file=sys.stderr)
             return 3
