@@ -33,6 +33,7 @@
 //! let _ = animaworks_tool::Runner::open_resolved; // prepare a call from a forged manifest (its own gates)
 //! ```
 
+pub mod approve;
 mod audit;
 pub mod cli_alias;
 mod masking;
@@ -98,6 +99,8 @@ pub struct CallOptions {
     /// The call is checked here and run elsewhere (a submit: its worker prepares it again): its sandbox is
     /// planned for the decisions and refusals only ([`crate::sandbox::Needs::Decide`]), and it can start nothing.
     pub check_only: bool,
+    /// How a gated action that asks a human gets its answer ([`approve::Approval`]).
+    pub approval: approve::Approval,
 }
 
 /// A tool that was found and described.
