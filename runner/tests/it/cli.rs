@@ -792,6 +792,7 @@ fn no_command_panics_on_a_closed_pipe() {
         ("new", vec!["new", "fresh", "--lang", "bash", "--dir", scratch], None),
         ("check", vec!["check", hello_path], None),
         ("permissions", vec!["permissions", "show"], None),
+        ("approvals", vec!["approvals", "list", "--all"], None),
         ("share", vec!["share", "hello"], None),
         ("completions", vec!["completions", "bash"], None),
         ("man", vec!["man"], None),

@@ -4,6 +4,7 @@
 mod pg_cluster;
 mod support;
 
+mod approvals;
 mod author;
 mod cache;
 mod cli;
