@@ -524,8 +524,15 @@ pub fn operator(by: Option<&str>) -> String {
     if let Some(b) = by.filter(|b| !b.is_empty()) {
         return b.to_owned();
     }
-    std::env::var("USER")
+    // The account of the process's uid, not $USER: the variable is the caller's to set.
+    let uid = rustix::process::geteuid().as_raw();
+    let name = awt_core::fsread::read(Path::new("/etc/passwd"), awt_core::fsread::SMALL)
         .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| format!("uid {}", rustix::process::geteuid().as_raw()))
+        .and_then(|b| {
+            String::from_utf8_lossy(&b).lines().find_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                (f.len() > 2 && f[2].parse() == Ok(uid) && !f[0].is_empty()).then(|| f[0].to_owned())
+            })
+        });
+    name.unwrap_or_else(|| format!("uid {uid}"))
 }

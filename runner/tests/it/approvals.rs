@@ -231,3 +231,66 @@ fn use_tool_answers_pending_in_animaworks_shape_and_locale() {
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 1);
 }
+
+/// Run the runner with stdin and stderr on a fresh pseudo-terminal (stdout piped); once the terminal shows the
+/// prompt, type `answer`. Returns the exit code, stdout and what the terminal showed.
+fn at_terminal(w: &World, args: &[&str], answer: &'static str) -> (Option<i32>, String, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    use std::process::Stdio;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two fds into the given ints.
+    let rc = unsafe {
+        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+    };
+    assert_eq!(rc, 0, "openpty failed");
+    // SAFETY: both fds were just opened by openpty and are owned here.
+    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
+    let mut cmd = w.cmd();
+    cmd.args(args)
+        .stdin(slave.try_clone().unwrap())
+        .stderr(slave)
+        .stdout(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    drop(cmd);
+    let mut typist = master.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let (mut all, mut buf, mut typed) = (Vec::new(), [0u8; 4096], false);
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            if !typed && String::from_utf8_lossy(&all).contains("[y/N]") {
+                typed = true;
+                typist.write_all(answer.as_bytes()).unwrap();
+            }
+        }
+        all
+    });
+    let out = child.wait_with_output().unwrap();
+    let term = reader.join().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&term).into_owned(),
+    )
+}
+
+#[test]
+fn at_a_terminal_the_prompt_runs_the_call_on_y_and_refuses_otherwise() {
+    let w = asking();
+    let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "bob"], "y\n");
+    assert_eq!(code, Some(0), "stdout {out}\nterminal {term}");
+    assert!(term.contains("mail_send") && term.contains("alice") && term.contains("bob"), "{term}");
+    assert_eq!(sent(&w).len(), 1, "{term}");
+    let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "carol"], "n\n");
+    assert_eq!(code, Some(6), "stdout {out}\nterminal {term}");
+    assert!(term.contains("approval_declined") || term.contains("not approved"), "{term}");
+    let (code, _, term) = at_terminal(&w, &["mail", "send", "--to", "dave"], "yes please\n");
+    assert_eq!(code, Some(6), "only y runs it: {term}");
+    assert_eq!(sent(&w).len(), 1);
+    let o = w.run(&["approvals", "list", "--all", "--json"]);
+    assert_eq!(json(&o), json!([]), "a prompt files no request");
+}
