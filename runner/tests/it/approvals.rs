@@ -294,3 +294,41 @@ fn at_a_terminal_the_prompt_runs_the_call_on_y_and_refuses_otherwise() {
     let o = w.run(&["approvals", "list", "--all", "--json"]);
     assert_eq!(json(&o), json!([]), "a prompt files no request");
 }
+
+#[test]
+fn submit_and_serve_answer_pending_and_each_approval_runs_once() {
+    let w = asking();
+    let o = w.run(&["submit", "mail", "send", "--to", "bob"]);
+    assert_eq!(code(&o), 14, "{} {}", stdout(&o), stderr(&o));
+    let by_submit = json(&o)["error"]["approval_id"].as_str().unwrap().to_owned();
+    let jobs = tasks_of(&w);
+    assert!(jobs.is_empty(), "nothing is queued before approval: {jobs:?}");
+    let mut serve = w.serve();
+    let answer = serve.ask(&json!({"tool_name": "mail", "action": "send", "args": {"to": "zed"}}));
+    assert_eq!(answer["error_type"], "ApprovalPending", "{answer}");
+    let by_serve = answer["approval_id"].as_str().unwrap().to_owned();
+    assert!(serve.finish().success());
+    assert_ne!(by_submit, by_serve);
+    for id in [&by_submit, &by_serve] {
+        let o = w.run(&["approvals", "approve", id]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    assert!(eventually(20, || note(&w, &by_submit).exists() && note(&w, &by_serve).exists()));
+    let mut got = sent(&w);
+    got.sort();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().any(|l| l.contains(r#""to":"bob""#)) && got.iter().any(|l| l.contains(r#""to":"zed""#)));
+    // The approved task is an ordinary task of the same id, with the anima's result.
+    let o = w.run(&["jobs", "show", &by_submit]);
+    assert_eq!(json(&o)["status"], "completed", "{}", stdout(&o));
+}
+
+fn tasks_of(w: &World) -> Vec<String> {
+    std::fs::read_dir(w.anima.join("state/background_tasks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json") && n.len() == 17)
+        .collect()
+}
