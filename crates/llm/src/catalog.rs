@@ -123,6 +123,8 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
     // Why not Runner::permit per action: the same decision, with the permissions file read once, not once per
     // action (tools/list over hundreds of actions).
     let perms = runner.permissions();
+    // An action that asks a human is offered too: calling it is how the anima asks.
+    let approvals = runner.settings().map(|s| s.approvals.clone()).unwrap_or_default();
     tools
         .into_iter()
         .filter_map(|r| {
@@ -131,14 +133,14 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
                 .actions
                 .iter()
                 .filter(|a| {
-                    gate::decide(
+                    let d = gate::decide(
                         &perms,
                         &r.file.name,
                         r.file.tier,
                         &a.name,
                         &awt_core::call::gate_of(&r, a),
-                    )
-                    .is_allow()
+                    );
+                    awt_core::policy::approval::callable(&d, &perms, &approvals, r.file.tier)
                 })
                 .cloned()
                 .collect();

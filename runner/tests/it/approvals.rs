@@ -332,3 +332,62 @@ fn tasks_of(w: &World) -> Vec<String> {
         .filter(|n| n.ends_with(".json") && n.len() == 17)
         .collect()
 }
+
+/// The MCP server with the official Python SDK client: `elicitation/create` when the client declared the
+/// capability (accept runs the call, decline and cancel refuse it), the pending path when it did not.
+#[test]
+fn mcp_elicitation_with_the_python_sdk_client() {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-venv/bin/python3");
+    let python = if std::path::Path::new(venv).exists() { venv } else { "python3" };
+    let has_mcp = std::process::Command::new(python)
+        .args(["-c", "import mcp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_mcp,
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt (./test.sh does)"
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client/approval.py");
+    let run = |w: &World, mode: &str| {
+        let mut c = w.cmd();
+        c.env_remove("PATH");
+        let mut p = std::process::Command::new(python);
+        p.args([script, BIN, mode]).env_clear();
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                p.env(k, v);
+            }
+        }
+        p.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        let o = p.output().unwrap();
+        assert!(o.status.success(), "{mode}: client failed:\n{}\n{}", stdout(&o), stderr(&o));
+        json(&o)
+    };
+    let w = asking();
+    let v = run(&w, "accept");
+    assert!(v["listed"].as_array().unwrap().contains(&json!("mail_send")), "an asking action is offered: {v}");
+    let asked = v["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{v}");
+    let msg = asked[0]["message"].as_str().unwrap();
+    assert!(msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"), "{msg}");
+    assert_ne!(v["call"]["isError"], json!(true), "accepted: it runs: {v}");
+    assert_eq!(sent(&w).len(), 1);
+    for mode in ["decline", "cancel"] {
+        let v = run(&w, mode);
+        assert_eq!(v["call"]["isError"], json!(true), "{mode}: {v}");
+        assert_eq!(v["call"]["_meta"]["animaworks-tool/error"]["reason"], "approval_declined", "{mode}: {v}");
+        assert_eq!(sent(&w).len(), 1, "{mode}");
+    }
+    let o = w.run(&["approvals", "list", "--all", "--json"]);
+    assert_eq!(json(&o), json!([]), "an elicitation files no request");
+    let v = run(&w, "none");
+    assert_eq!(v["asked"], json!([]));
+    assert_eq!(v["call"]["isError"], json!(true), "{v}");
+    let e = &v["call"]["_meta"]["animaworks-tool/error"];
+    assert_eq!(e["code"], "approval_pending", "{v}");
+    let id = e["approval_id"].as_str().unwrap();
+    let o = w.run(&["approvals", "approve", id]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(eventually(20, || note(&w, id).exists()));
+    assert_eq!(sent(&w).len(), 2);
+}

@@ -53,6 +53,24 @@ pub fn asks(p: &Permissions, settings: &ApprovalsSettings, tier: Tier, grant: &s
         .any(|pat| pattern_matches(pat, grant))
 }
 
+/// May a call the gate decided `d` on be made at all: allowed, or asking a human? What listings (`tools/list`,
+/// `use_tool`'s catalogue) offer, so that an anima can ask for an action it may not run alone.
+pub fn callable(
+    d: &super::gate::Decision,
+    perms: &Result<super::permissions::LoadedPermissions, super::permissions::PermissionsError>,
+    settings: &ApprovalsSettings,
+    tier: Tier,
+) -> bool {
+    match (d, perms) {
+        (super::gate::Decision::Allow, _) => true,
+        (super::gate::Decision::Deny(r), Ok(p)) => {
+            r.kind == super::gate::RefusalKind::GrantMissing
+                && r.key.as_deref().is_some_and(|k| asks(&p.permissions, settings, tier, k))
+        }
+        _ => false,
+    }
+}
+
 /// How the call names its tool: a structured action, or a legacy `cli_main` argv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
