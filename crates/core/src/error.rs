@@ -34,10 +34,12 @@ pub enum ErrorCode {
     OutputCapped,
     /// The runner itself failed.
     Internal,
+    /// A gated action that asks a human: the call did not run; a request waits for approval.
+    ApprovalPending,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::ToolError,
         ErrorCode::Usage,
         ErrorCode::UnknownTool,
@@ -51,6 +53,7 @@ impl ErrorCode {
         ErrorCode::Crashed,
         ErrorCode::OutputCapped,
         ErrorCode::Internal,
+        ErrorCode::ApprovalPending,
     ];
 
     /// The process exit code of `animaworks-tool` for this outcome.
@@ -69,6 +72,7 @@ impl ErrorCode {
             ErrorCode::Crashed => 11,
             ErrorCode::OutputCapped => 12,
             ErrorCode::Internal => 13,
+            ErrorCode::ApprovalPending => 14,
         }
     }
 
@@ -87,6 +91,7 @@ impl ErrorCode {
             ErrorCode::Crashed => "crashed",
             ErrorCode::OutputCapped => "output_capped",
             ErrorCode::Internal => "internal",
+            ErrorCode::ApprovalPending => "approval_pending",
         }
     }
 }
@@ -137,6 +142,14 @@ pub enum Detail {
     Problems,
     /// A result that does not match the action's `output_schema`.
     Result,
+    /// The id of an approval request (`approval_pending`).
+    ApprovalId,
+    /// The command a human runs to approve it.
+    Approve,
+    /// When the request expires (RFC 3339).
+    ExpiresAt,
+    /// What an approval would bind ([`crate::call::approve::Grant::from_error`]).
+    Binding,
 }
 
 impl Detail {
@@ -161,6 +174,10 @@ impl Detail {
             Detail::DidYouMean => "did_you_mean",
             Detail::Problems => "problems",
             Detail::Result => "result",
+            Detail::ApprovalId => "approval_id",
+            Detail::Approve => "approve",
+            Detail::ExpiresAt => "expires_at",
+            Detail::Binding => "binding",
         }
     }
 }

@@ -133,6 +133,41 @@ impl Locale {
         })
     }
 
+    /// What an anima reads when a gated action waits for a human's approval (no such string in the original:
+    /// written in its register, naming the inbox as `submitted` does).
+    pub fn approval_pending(self, tool: &str, action: &str, id: &str) -> String {
+        match self {
+            Locale::Ja => format!(
+                "アクション '{action}' (ツール '{tool}') は人間の承認が必要です。承認リクエストを送信しました。承認されると実行され、結果はinboxに通知されます。却下・期限切れの場合も通知されます。(approval_id: {id})"
+            ),
+            Locale::Ko => format!(
+                "액션 '{action}' (도구 '{tool}')은 사람의 승인이 필요합니다. 승인 요청을 보냈습니다. 승인되면 실행되고 결과가 inbox로 알림됩니다. 거절되거나 만료되어도 알림이 전달됩니다. (approval_id: {id})"
+            ),
+            _ => format!(
+                "Action '{action}' on tool '{tool}' needs a human's approval. An approval request was sent; once approved it runs and you will be notified in your inbox with the result (also if it is denied or expires). (approval_id: {id})"
+            ),
+        }
+    }
+
+    /// The notification of a request that will not run: `denied` or `expired`.
+    pub fn approval_closed(self, tool: &str, id: &str, denied: bool, by: &str, reason: &str) -> String {
+        let reason = if reason.is_empty() { "-" } else { reason };
+        match (self, denied) {
+            (Locale::Ja, true) => format!(
+                "# 承認リクエスト却下: {tool}\n\n- 承認ID: {id}\n- ツール: {tool}\n- ステータス: denied\n- 却下者: {by}\n- 理由: {reason}\n"
+            ),
+            (Locale::Ja, false) => format!(
+                "# 承認リクエスト期限切れ: {tool}\n\n- 承認ID: {id}\n- ツール: {tool}\n- ステータス: expired\n- 結果: 期限内に承認されなかったため実行されませんでした\n"
+            ),
+            (_, true) => format!(
+                "# Approval request denied: {tool}\n\n- Approval ID: {id}\n- Tool: {tool}\n- Status: denied\n- Denied by: {by}\n- Reason: {reason}\n"
+            ),
+            (_, false) => format!(
+                "# Approval request expired: {tool}\n\n- Approval ID: {id}\n- Tool: {tool}\n- Status: expired\n- Result: not approved in time, so it did not run\n"
+            ),
+        }
+    }
+
     /// `tooling.permission_check_failed`.
     pub fn permission_check_failed(self, tool: &str, error: &str) -> String {
         match self {

@@ -6,6 +6,7 @@
 //! settings and by `doctor`. The JSON Schema and docs/configuration.md are generated from the same shape
 //! ([`mod@reference`]).
 
+pub mod approvals;
 pub mod limits;
 pub mod mcp;
 pub mod reference;
@@ -146,6 +147,9 @@ pub struct File {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<BTreeMap<String, mcp::ServerSpec>>")]
     pub mcp_servers: Option<Map<String, Value>>,
+    /// Gated actions that ask a human instead of being refused (docs/policy.md#approvals).
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<approvals::ApprovalsSettings>,
 }
 
 /// The runner's settings, every key typed and every default applied.
@@ -176,6 +180,8 @@ pub struct Settings {
     pub tasks: Option<tasks::TasksSettings>,
     /// `mcp_servers`, each declaration still to be read ([`crate::mcp_servers`]).
     pub mcp_servers: Map<String, Value>,
+    /// `approvals`, as written.
+    pub approvals: approvals::ApprovalsSettings,
 }
 
 /// The settings file exists but cannot be used.
@@ -277,7 +283,15 @@ impl Settings {
                 format!("\"limits.{at}\" is 0: each amount is a whole number above 0, or null for no limit"),
             ));
         }
+        let approvals = f.approvals.unwrap_or_default();
+        if let Some(t) = approvals.ttl_s.filter(|t| !(t.is_finite() && (1.0..=approvals::MAX_TTL_S).contains(t))) {
+            return Err(key_error(
+                "approvals.ttl_s",
+                format!("approvals.ttl_s must be a number of seconds from 1 to 30 days, not {t}"),
+            ));
+        }
         Ok(Settings {
+            approvals,
             env_passthrough: f.env_passthrough.unwrap_or_default(),
             worker_idle,
             workers_per_tool: count("workers_per_tool", f.workers_per_tool)?.unwrap_or(DEFAULT_WORKERS_PER_TOOL),

@@ -141,6 +141,8 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
     // action (tools/list over hundreds of actions).
     let perms = runner.permissions();
     let off = super::services::disabled(&runner.dirs.data);
+    // An action that asks a human is offered too: calling it is how the anima asks.
+    let approvals = runner.settings().map(|s| s.approvals.clone()).unwrap_or_default();
     tools
         .into_iter()
         .filter(|r| !off.contains(&r.file.name.as_str()))
@@ -150,14 +152,14 @@ pub fn permitted_of(runner: &Runner, tools: Vec<Resolved>) -> Vec<Entry> {
                 .actions
                 .iter()
                 .filter(|a| {
-                    gate::decide(
+                    let d = gate::decide(
                         &perms,
                         &r.file.name,
                         r.file.tier,
                         &a.name,
                         &awt_core::call::gate_of(&r, a),
-                    )
-                    .is_allow()
+                    );
+                    awt_core::policy::approval::callable(&d, &perms, &approvals, r.file.tier)
                 })
                 .cloned()
                 .collect();

@@ -17,6 +17,7 @@
 pub mod annotations;
 pub mod background;
 pub mod catalog;
+mod elicit;
 pub mod lines;
 pub mod mcp;
 mod mcp_front;

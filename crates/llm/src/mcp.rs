@@ -237,7 +237,7 @@ impl Server {
             .and_then(|o| o.get("type"))
             .and_then(Value::as_str)
             == Some("object");
-        let call = match target.prepare(args, &opts) {
+        let call = match crate::elicit::prepare(r, target, &tool, &action, args, opts, &ctx.peer).await {
             Ok(c) => c,
             Err(e) => return Ok(failure(&e)),
         };

@@ -19,6 +19,7 @@
 //! | `timeout` | `Timeout` |
 //! | `cancelled` | `Cancelled` |
 //! | `spawn_failed`, `bad_output`, `crashed`, `output_capped`, `internal` | `ToolExecutionError` |
+//! | `approval_pending` (a human is asked; the anima is notified in its inbox) | `ApprovalPending` |
 //!
 //! The meta tool `help` (a name no tool can take: it is reserved) keeps the catalogue out of the LLM's context
 //! until it needs it: action `list` gives the compact catalogue, `describe` (`{"tool": "<tool>"}`, optional
@@ -101,6 +102,7 @@ pub fn error_type(code: ErrorCode) -> &'static str {
         | ErrorCode::Crashed
         | ErrorCode::OutputCapped
         | ErrorCode::Internal => "ToolExecutionError",
+        ErrorCode::ApprovalPending => "ApprovalPending",
     }
 }
 
@@ -117,6 +119,9 @@ pub fn error_answer(e: &CallError) -> Answer {
     obj.insert("code".into(), e.code.as_str().into());
     if let Some(k) = e.detail(Detail::Key) {
         obj.insert("key".into(), k.clone());
+    }
+    if let Some(id) = e.detail(Detail::ApprovalId) {
+        obj.insert("approval_id".into(), id.clone());
     }
     Answer::Error(Value::Object(obj), e.code)
 }
@@ -287,6 +292,9 @@ pub fn render_error(e: &CallError, req: &UseToolCall, limits: &Limits, locale: L
         if let Some(k) = e.detail(Detail::Key) {
             obj.insert("key".into(), k.clone());
         }
+        if let Some(id) = e.detail(Detail::ApprovalId) {
+            obj.insert("approval_id".into(), id.clone());
+        }
         Answer::Error(Value::Object(obj), e.code)
     };
     // The tool's own error, and an action the tool does not have (the original hands any name to the module's
@@ -318,6 +326,10 @@ pub fn render_error(e: &CallError, req: &UseToolCall, limits: &Limits, locale: L
                 .refusal(e, tool, &req.action)
                 .unwrap_or_else(|| e.message.clone());
             structured("PermissionDenied", message, ours())
+        }
+        ErrorCode::ApprovalPending => {
+            let id = e.detail(Detail::ApprovalId).and_then(Value::as_str).unwrap_or("");
+            structured("ApprovalPending", locale.approval_pending(tool, &req.action, id), ours())
         }
         _ => error_answer(e),
     }

@@ -343,12 +343,19 @@ pub async fn execute(
     let timeout = task
         .timeout_s
         .map(|t| awt_core::limits::clamp_seconds(t, awt_core::manifest::DEFAULT_TIMEOUT_S));
-    let opts = CallOptions {
+    let mut opts = CallOptions {
         timeout,
         max_output: task.max_output,
         call_id: Some(task.task_id.clone()),
         ..Default::default()
     };
+    // An approved request's task runs on its approval, used here once; the gate checks the binding.
+    if task.source.as_deref() == Some("approval") {
+        match super::approvals::Approvals::open(&runner.dirs.data).and_then(|a| a.redeem(&task.task_id)) {
+            Ok(g) => opts.approval = awt_core::call::approve::Approval::Granted(g),
+            Err(e) => return Err(tool.refuse(Some(label), args, e)),
+        }
+    }
     match task.kind {
         Kind::Action => {
             let Value::Object(map) = args else {

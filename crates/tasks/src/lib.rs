@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alive;
+pub mod approvals;
 pub mod backend;
 pub mod cancel;
 pub mod config;

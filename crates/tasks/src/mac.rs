@@ -235,6 +235,35 @@ pub fn verify(key: &Key, t: &Task, private_args: Option<&Value>) -> Verdict {
     }
 }
 
+/// A MAC over any record (`domain` names what it is, so that one kind of record is never taken for another):
+/// `<key id>:<hex>`. Approval requests are signed so ([`crate::approvals`]).
+pub fn sign_value(key: &Key, domain: &str, v: &Value) -> String {
+    let tag: String = value_hmac(key, domain, v)
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    format!("{}:{tag}", key.id)
+}
+
+/// Does `mac` sign `v` under `domain` with `key`? (Constant time.)
+pub fn verify_value(key: &Key, domain: &str, v: &Value, mac: &str) -> bool {
+    let Some((id, hex)) = mac.split_once(':') else { return false };
+    if id != key.id {
+        return false;
+    }
+    unhex(hex).is_some_and(|tag| value_hmac(key, domain, v).verify_slice(&tag).is_ok())
+}
+
+fn value_hmac(key: &Key, domain: &str, v: &Value) -> hmac::Hmac<sha2::Sha256> {
+    let mut bytes = format!("{domain}:").into_bytes();
+    canonical(v, &mut bytes);
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key.bytes).expect("HMAC takes any key length");
+    m.update(&bytes);
+    m
+}
+
 /// Write the audit line of a refused task into its anima's audit log (`anima_dir`, when it has one).
 pub fn audit_refused(anima_dir: Option<&Path>, t: &Task, why: &str) {
     let Some(dir) = anima_dir.filter(|d| d.is_dir()) else {

@@ -151,6 +151,22 @@ pub fn command(root: fn() -> Command, dirs: &Dirs) -> Command {
                 .mut_subcommand("wait", with_id)
                 .mut_subcommand("cancel", with_id)
         })
+        .mut_subcommand("approvals", |a| {
+            let ids = crate::cli::approvals::completion_ids(&dirs.data);
+            let with = move |c: Command| {
+                let ids = ids.clone();
+                c.mut_arg("id", move |a| {
+                    a.add(ArgValueCandidates::new(move || {
+                        ids.iter()
+                            .map(|(id, about)| CompletionCandidate::new(id).help(Some(about.into())))
+                            .collect()
+                    }))
+                })
+            };
+            a.mut_subcommand("show", with.clone())
+                .mut_subcommand("approve", with.clone())
+                .mut_subcommand("deny", with)
+        })
 }
 
 /// The tree with its global options made local to the top level and to each runner command (clap would otherwise

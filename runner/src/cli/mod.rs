@@ -28,6 +28,7 @@ macro_rules! tell {
 
 pub mod admin;
 pub mod animaworks;
+pub mod approvals;
 pub mod author;
 pub mod complete;
 pub mod forward;
@@ -67,7 +68,7 @@ Calling tools:
 Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
-13 internal. See protocol.md and docs/ (docs/command-line.md).";
+13 internal, 14 approval_pending. See protocol.md and docs/ (docs/command-line.md).";
 
 /// [`AFTER_HELP`] and the variables an operator sets, from the registry ([`crate::env_vars`]).
 /// An option's help that names the variable it defaults to, from the registry: "<what> Default: $VAR<how>, else
@@ -148,6 +149,8 @@ enum Cmd {
     Jobs(task::TaskArgs),
     /// Run background tasks from the shared Postgres queue on this machine (until SIGTERM).
     Worker(task::WorkerArgs),
+    /// Answer gated calls that ask a human: `approvals list|show|approve|deny <id>`.
+    Approvals(approvals::ApprovalsArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
     #[command(name = "use-tool", after_help = llm::USE_TOOL_HELP)]
     UseTool(llm::UseToolArgs),
@@ -238,6 +241,7 @@ pub fn main() -> i32 {
             return fail(&e, false);
         }
     }
+    awt_tasks::approvals::install();
     // Why threads only for the two servers (`use-tool --serve`, `mcp`): their concurrent calls' own work
     // (validation, the gate, the sandbox's plan and namespaces, the audit line) ran on one thread, which limited
     // calls in flight to little more than one (serve) and held MCP's sandboxed calls to one core; a one-shot command pays
@@ -274,6 +278,7 @@ pub fn main() -> i32 {
             Some(Cmd::Submit(a)) => boxed(async move { task::submit(runner, a).await }),
             Some(Cmd::Jobs(a)) => boxed(async move { task::task(runner, a).await }),
             Some(Cmd::Worker(a)) => boxed(async move { task::worker(runner, a).await }),
+            Some(Cmd::Approvals(a)) => boxed(async move { approvals::approvals(runner, a) }),
             Some(Cmd::UseTool(a)) => boxed(async move { llm::use_tool(runner, a).await }),
             Some(Cmd::Mcp(a)) => boxed(async move { llm::mcp(runner, a).await }),
             Some(Cmd::Schemas(a)) => boxed(async move { llm::schemas(runner, a).await }),
@@ -497,6 +502,7 @@ async fn structured_on(tool: awt_core::call::OpenTool<'_>, action: &str, words: 
         max_output: flags.max_output,
         cwd: std::env::current_dir().ok(),
         last_spawn: true,
+        approval: approvals::from_terminal(),
         ..Default::default()
     };
     let call = match target.prepare(args, &opts) {
@@ -567,6 +573,7 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         let opts = CallOptions {
             cwd: std::env::current_dir().ok(),
             last_spawn: true,
+            approval: approvals::from_terminal(),
             ..Default::default()
         };
         let call = match tool.prepare_cli(rest, &opts) {

@@ -19,6 +19,7 @@ pub const COMMANDS: &[&str] = &[
     "submit",
     "jobs",
     "worker",
+    "approvals",
     "use-tool",
     "mcp",
     "schemas",

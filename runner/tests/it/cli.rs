@@ -802,6 +802,7 @@ fn no_command_panics_on_a_closed_pipe() {
         ("new", vec!["new", "fresh", "--lang", "bash", "--dir", scratch], None),
         ("check", vec!["check", hello_path], None),
         ("permissions", vec!["permissions", "show"], None),
+        ("approvals", vec!["approvals", "list", "--all"], None),
         ("share", vec!["share", "hello"], None),
         ("animaworks", vec!["animaworks", "status", "--venv", scratch], None),
         ("completions", vec!["completions", "bash"], None),

@@ -5,6 +5,7 @@ mod pg_cluster;
 mod support;
 
 mod animaworks_adapter;
+mod approvals;
 mod author;
 mod cache;
 mod cli;

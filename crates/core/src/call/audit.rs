@@ -103,7 +103,7 @@ impl Handle {
 
 /// The decision an error stands for: a refusal of the gate or of a missing credential, else allowed.
 fn decision_of(e: &CallError) -> Decision {
-    if e.code != ErrorCode::PermissionDenied {
+    if !matches!(e.code, ErrorCode::PermissionDenied | ErrorCode::ApprovalPending) {
         return Decision::Allow;
     }
     let kind = match e.detail(Detail::Reason).and_then(Value::as_str) {

@@ -40,6 +40,7 @@
 //! }
 //! ```
 
+pub mod approve;
 mod audit;
 pub mod cli_alias;
 mod masking;
@@ -106,6 +107,8 @@ pub struct CallOptions {
     /// The call is checked here and run elsewhere (a submit: its worker prepares it again): its sandbox is
     /// planned for the decisions and refusals only ([`crate::sandbox::Needs::Decide`]), and it can start nothing.
     pub check_only: bool,
+    /// How a gated action that asks a human gets its answer ([`approve::Approval`]).
+    pub approval: approve::Approval,
 }
 
 /// A tool that was found and described.

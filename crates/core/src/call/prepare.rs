@@ -108,13 +108,22 @@ impl<'r> Target<'r> {
             return fail(&attempt, e, &masker);
         }
         let gate = gate_of(&resolved, &action);
-        let perms = runner.permissions();
-        let d = gate::decide(&perms, &tool, resolved.file.tier, &action.name, &gate);
-        if let Err(e) =
-            refusal_to_error(d, &tool, Some(&action.name)).and_then(|_| shadow_refusal(runner, &resolved, &perms))
-        {
-            return fail(&attempt, e, &early());
-        }
+        let perms = super::approve::settle(
+            runner,
+            &resolved,
+            crate::policy::approval::CallKind::Action,
+            &action.name,
+            &Value::Object(args.clone()),
+            &masker,
+            runner.permissions(),
+            &|p| gate::decide(p, &tool, resolved.file.tier, &action.name, &gate),
+            opts,
+            &|d| refusal_to_error(d, &tool, Some(&action.name)),
+        );
+        let perms = match perms.and_then(|p| shadow_refusal(runner, &resolved, &p).map(|_| p)) {
+            Ok(p) => p,
+            Err(e) => return fail(&attempt, e, &early()),
+        };
         let timeout = match timeout {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
@@ -238,11 +247,22 @@ impl<'r> OpenTool<'r> {
                 .any(|v| v.get("gated").and_then(Value::as_bool).unwrap_or(false)),
             LegacyProfile::Absent => false,
         };
-        let perms = runner.permissions();
-        let d = gate::decide_cli(&perms, &tool, resolved.file.tier, argv, profile);
-        if let Err(e) = refusal_to_error(d, &tool, None).and_then(|_| shadow_refusal(runner, &resolved, &perms)) {
-            return fail(&attempt, e, &early());
-        }
+        let perms = super::approve::settle(
+            runner,
+            &resolved,
+            crate::policy::approval::CallKind::Cli,
+            "cli",
+            &Value::from(argv.to_vec()),
+            &early(),
+            runner.permissions(),
+            &|p| gate::decide_cli(p, &tool, resolved.file.tier, argv, profile),
+            opts,
+            &|d| refusal_to_error(d, &tool, None),
+        );
+        let perms = match perms.and_then(|p| shadow_refusal(runner, &resolved, &p).map(|_| p)) {
+            Ok(p) => p,
+            Err(e) => return fail(&attempt, e, &early()),
+        };
         let timeout = match opts.timeout {
             Some(t) => timeout_from_secs(t.as_secs_f64(), "the call's timeout"),
             None => cli_timeout(&resolved, argv),

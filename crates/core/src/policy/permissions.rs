@@ -105,6 +105,9 @@ pub struct RuleSet {
     pub allow: Vec<String>,
     /// Names refused whatever else says.
     pub deny: Vec<String>,
+    /// Grants of gated actions that ask a human instead of being refused (`*` matches any run of characters);
+    /// `allow` and `deny` win over it (docs/policy.md#approvals).
+    pub ask: Vec<String>,
 }
 
 impl Default for RuleSet {
@@ -113,6 +116,7 @@ impl Default for RuleSet {
             allow_all: true,
             allow: Vec::new(),
             deny: Vec::new(),
+            ask: Vec::new(),
         }
     }
 }

@@ -1,0 +1,216 @@
+//! `approvals list|show|approve|deny`: a human's answers to gated calls that ask ([`awt_tasks::approvals`]), and
+//! the terminal prompt of a call made at a terminal.
+
+use crate::cli::term;
+use awt_core::call::approve::{Approval, Request};
+use awt_core::call::Runner;
+use awt_core::error::CallError;
+use awt_tasks::approvals::{Approvals, Record, State};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+pub struct ApprovalsArgs {
+    #[command(subcommand)]
+    pub cmd: ApprovalsCmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCmd {
+    /// Requests waiting for a human (every anima of the data dir), oldest first.
+    List {
+        /// Only this anima's requests.
+        #[arg(long, value_name = "NAME")]
+        anima: Option<String>,
+        /// Decided requests too (approved, used, denied, expired).
+        #[arg(long)]
+        all: bool,
+        /// As JSON (an array of requests).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One request: the anima, tool, action, arguments (masked) and its state.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a request: it runs once in the background, as its anima, with the arguments shown.
+    Approve {
+        id: String,
+        /// Why (kept in the request and the audit log).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who approves. Default: the OS user.
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny a request: it never runs; its anima is notified.
+    Deny {
+        id: String,
+        /// Why (told to the anima, kept in the request and the audit log).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who denies. Default: the OS user.
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn fail(e: &CallError) -> i32 {
+    crate::cli::render::print_error(e, false);
+    e.code.exit_code()
+}
+
+fn line(r: &Record) -> String {
+    let b = &r.binding;
+    format!(
+        "{}  {:<8}  {:<12} {}:{}  {}",
+        r.id,
+        r.status.as_str(),
+        b.anima.as_deref().unwrap_or("-"),
+        b.tool,
+        b.action,
+        r.args
+    )
+}
+
+fn show_text(r: &Record) -> String {
+    let v = r.public();
+    let mut out = String::new();
+    for k in [
+        "id", "status", "created", "expires", "keys", "decided_by", "reason", "approve",
+    ] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            let s = x.as_str().map_or_else(|| x.to_string(), str::to_owned);
+            out.push_str(&format!("{k}: {s}\n"));
+        }
+    }
+    let b = &r.binding;
+    out.push_str(&format!(
+        "anima: {}\ntool: {} ({} tier, {})\naction: {}\narguments: {}\n",
+        b.anima.as_deref().unwrap_or("-"),
+        b.tool,
+        b.tier,
+        b.tool_path,
+        b.action,
+        serde_json::to_string_pretty(&r.args).unwrap_or_default()
+    ));
+    out
+}
+
+pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
+    let store = match Approvals::open(&runner.dirs.data) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    match a.cmd {
+        ApprovalsCmd::List { anima, all, json } => {
+            let list: Vec<Record> = store
+                .list()
+                .into_iter()
+                .filter(|r| all || r.status == State::Pending)
+                .filter(|r| anima.is_none() || r.binding.anima == anima)
+                .collect();
+            if json {
+                say!("{}", Value::Array(list.iter().map(Record::public).collect()));
+            } else if list.is_empty() {
+                tell!("no {}approval requests", if all { "" } else { "pending " });
+            } else {
+                for r in &list {
+                    say!("{}", term::for_stdout(&line(r)));
+                }
+            }
+            0
+        }
+        ApprovalsCmd::Show { id, json } => match store.get(&id) {
+            Ok(r) if json => {
+                say!("{}", serde_json::to_string_pretty(&r.public()).unwrap_or_default());
+                0
+            }
+            Ok(r) => {
+                say_raw!("{}", term::for_stdout(&show_text(&r)));
+                0
+            }
+            Err(e) => fail(&e),
+        },
+        ApprovalsCmd::Approve { id, reason, by, json } => {
+            let by = awt_tasks::approvals::operator(by.as_deref());
+            match store.approve(runner, &id, &by, reason.as_deref()) {
+                Ok((r, warnings)) => {
+                    for w in warnings {
+                        tell!("warning: {w}");
+                    }
+                    if json {
+                        say!("{}", r.public());
+                    } else {
+                        say!("approved {id}: it runs once in the background as {} (task {id}; `animaworks-tool jobs show {id}` with that anima dir)",
+                            r.binding.anima.as_deref().unwrap_or("-"));
+                    }
+                    0
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ApprovalsCmd::Deny { id, reason, by, json } => {
+            let by = awt_tasks::approvals::operator(by.as_deref());
+            match store.deny(&id, &by, reason.as_deref()) {
+                Ok(r) => {
+                    if json {
+                        say!("{}", r.public());
+                    } else {
+                        say!("denied {id}; {} is notified", r.binding.anima.as_deref().unwrap_or("the anima"));
+                    }
+                    0
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
+
+/// How a call made from this command line is approved: a prompt when a person is at a terminal (stdin and stderr
+/// are terminals), else a filed request.
+pub fn from_terminal() -> Approval {
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Approval::Pending;
+    }
+    Approval::Prompt(std::sync::Arc::new(prompt))
+}
+
+fn prompt(req: &Request) -> bool {
+    use std::io::{BufRead, Read, Write};
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "{} needs your approval to run once:\n{}",
+        req.keys.join(", "),
+        term::for_stderr(&req.summary())
+    );
+    let _ = write!(err, "Run it? [y/N] ");
+    let _ = err.flush();
+    drop(err);
+    let mut answer = String::new();
+    // At most one short line: a terminal sends a line at a time.
+    let read = std::io::stdin().lock().take(256).read_line(&mut answer);
+    read.is_ok() && matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES")
+}
+
+/// Request ids with their state and call, for completion (pending first, at most 100).
+pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(store) = Approvals::open(data) else { return Vec::new() };
+    let mut list = store.list();
+    list.sort_by_key(|r| r.status != State::Pending);
+    list.truncate(100);
+    list.into_iter()
+        .map(|r| {
+            let about = format!("{} {}:{}", r.status.as_str(), r.binding.tool, r.binding.action);
+            (r.id, about)
+        })
+        .collect()
+}
