@@ -144,6 +144,7 @@ fn steps() -> Value {
         ["handle", "hello_greet", {"who": "Cy"}],
         ["handle", "hello_delete_all", {}],
         ["refresh"],
+        ["fork", ["dispatch", "hello_greet", {"who": "Fay"}]],
     ])
 }
 

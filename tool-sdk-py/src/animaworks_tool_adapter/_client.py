@@ -108,6 +108,11 @@ def manifests(tools):
                 out[name] = hit[1:]
                 continue
             missing.setdefault(dirs_of(path), {})[name] = (path, key)
+    # Common tools asked with one anima's personal ones: one listing (the common tier is the same for every anima).
+    for (anima_dir, data) in list(missing):
+        common = missing.get((None, data))
+        if anima_dir is not None and common is not None:
+            missing[(anima_dir, data)].update(missing.pop((None, data)))
     for (anima_dir, data), group in missing.items():
         listing = _ask_manifests(anima_dir, data)
         by_path = {}
@@ -168,7 +173,8 @@ class _Serve:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as e:
             raise RunnerUnavailable(f"cannot run {argv[0]}: {e}") from None
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the waiting calls; never held while blocked on the pipe
+        self.write_lock = threading.Lock()
         self.waiting = {}
         self.count = 0
         self.dead = None
@@ -202,13 +208,15 @@ class _Serve:
             self.count += 1
             rid = f"aw{self.count}"
             self.waiting[rid] = (event, slot)
-            line = json.dumps(dict(request, id=rid), ensure_ascii=False).encode("utf-8") + b"\n"
-            try:
+        line = json.dumps(dict(request, id=rid), ensure_ascii=False).encode("utf-8") + b"\n"
+        try:
+            with self.write_lock:
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
-            except (OSError, ValueError) as e:
+        except (OSError, ValueError) as e:
+            with self.lock:
                 self.waiting.pop(rid, None)
-                raise RunnerUnavailable(f"the runner's use-tool --serve does not read: {e}") from None
+            raise RunnerUnavailable(f"the runner's use-tool --serve does not read: {e}") from None
         event.wait()
         if not slot:
             raise RunnerUnavailable(self.dead or "the runner's use-tool --serve gave no answer")
@@ -243,6 +251,17 @@ def call(anima_dir, data, request):
     if answer.get("status") == "error" and "error_type" in answer:
         return "refused", answer
     raise RunnerUnavailable(f"the runner's use-tool --serve answered {json.dumps(answer)[:_TAIL]}")
+
+
+def _forget_servers_in_child():
+    # A forked child shares the parent's pipes but not its reader threads: it starts servers of its own.
+    global _servers, _servers_lock, _lock
+    _servers = {}
+    _servers_lock = threading.Lock()
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_servers_in_child)
 
 
 def close_all():

@@ -4,7 +4,8 @@ answered as one JSON object. argv[1]: the anima dir; argv[2]: a JSON list of ste
 A step is [kind, ...]: ["schemas"], ["dispatch", name, args], ["files", name, args] (the
 dispatcher's file fallback alone), ["use_tool", tool, action, args],
 ["handle", name, args] (a real ToolHandler built by core.tooling.standalone), ["gate", tool, action],
-["refresh"].
+["refresh"],
+["fork", step] (the step in a forked child).
 """
 import json
 import logging
@@ -60,6 +61,30 @@ def run(step):
         from core.tooling.dispatch import ExternalToolDispatcher
 
         return ExternalToolDispatcher([], tools())._dispatch_from_files(step[1], {**step[2], "anima_dir": str(anima)})
+    if kind == "fork":  # the step after it, in a forked child (AnimaWorks' processes fork), bounded
+        import select
+
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                out = run(step[1])
+            except Exception as e:
+                out = {"raised": type(e).__name__, "text": str(e)}
+            os.write(w, json.dumps(out).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while select.select([r], [], [], 60)[0]:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        else:
+            os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        return json.loads(data) if data else "the forked child gave no answer within 60 s"
     if kind == "use_tool":
         return handler().handle("use_tool", {"tool_name": step[1], "action": step[2], "args": step[3]})
     if kind == "handle":
