@@ -332,6 +332,8 @@ fn from_animaworks(
         limits: None,
         timeout_s: None,
         handshake_s: None,
+        workers: None,
+        idle_s: None,
         transport: s("type"),
         url: s("url"),
     })
