@@ -52,12 +52,6 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
 
 /// [`probe`], one of a listing's: its plan may be one the listing made for an earlier probe.
 async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> Probed {
-    let failed = |reason: String, stderr_tail: String| Probed::Failed {
-        reason,
-        stderr_tail,
-        spawn: false,
-        timed_out: false,
-    };
     // A server is started to be listed: it gets what its declaration gives its calls.
     let needs = match &file.mcp {
         Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
@@ -113,6 +107,29 @@ async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<
     };
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
+    let out = read_probe(file, f, tail);
+    // A server's listing that failed confined says so, as a failed call does, and names the key that grants more.
+    match (out, &file.mcp) {
+        (Probed::Failed { reason, stderr_tail, spawn, timed_out }, Some(decl)) if plan.is_confined() => {
+            Probed::Failed {
+                reason: format!("{reason}; {}", crate::mcp_servers::confined_words(decl, &plan, &stderr_tail)),
+                stderr_tail,
+                spawn,
+                timed_out,
+            }
+        }
+        (out, _) => out,
+    }
+}
+
+/// A finished `--schemas` as what it says, or why not.
+fn read_probe(file: &ToolFile, f: stream::Finished, tail: String) -> Probed {
+    let failed = |reason: String, stderr_tail: String| Probed::Failed {
+        reason,
+        stderr_tail,
+        spawn: false,
+        timed_out: false,
+    };
     match (f.ending, f.stdout) {
         (Ending::TimedOut, _) => Probed::Failed {
             reason: format!("--schemas did not answer within {} s", probe_timeout(file).as_secs()),

@@ -730,3 +730,22 @@ fn an_idle_session_ends_after_its_own_idle_s() {
     assert_ne!(again, pid);
     s.finish();
 }
+
+/// A server whose listing fails confined says so, and names its own entry's key (a failed listing said only
+/// "did not answer initialize", with nothing of the sandbox).
+#[test]
+fn a_listing_that_fails_confined_says_so_and_names_the_servers_key() {
+    let w = World::sandboxed();
+    let outside = w.tmp.path().join("outside.txt");
+    let script = format!("echo x > {} && exec {} {}", outside.display(), python(), PY_SERVER);
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"mcp_servers": {"wr": {"command": "sh", "args": ["-c", script], "handshake_s": 60}}}).to_string(),
+    )
+    .unwrap();
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("it ran confined"), "{text}");
+    assert!(text.contains(r#""mcp_servers"."wr"."sandbox""#), "{text}");
+    assert!(!outside.exists());
+}

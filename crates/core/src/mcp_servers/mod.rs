@@ -367,3 +367,53 @@ pub fn runner_exe() -> std::io::Result<PathBuf> {
 pub fn handshake(spec: &ServerSpec) -> std::time::Duration {
     std::time::Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
 }
+
+/// What a server that failed confined is told (its listing, its call): that it ran confined, with what, and the
+/// key of its own entry that grants more.
+pub fn confined_words(d: &Declared, plan: &crate::sandbox::Plan, stderr: &str) -> String {
+    let Some(g) = plan.given() else { return String::new() };
+    let net = match (g.hosts, g.net) {
+        (Some(h), _) => format!("only {} through the runner's proxy", h.join(", ")),
+        (None, crate::sandbox::NetPlan::None) => "none".into(),
+        (None, crate::sandbox::NetPlan::All) => "open".into(),
+        (None, crate::sandbox::NetPlan::Ports(p)) => format!("TCP ports {p:?}"),
+    };
+    let cause = match crate::confined::cause(plan, stderr) {
+        Some(crate::confined::Cause::Path(p)) => format!("{} is outside what it may write; ", p.display()),
+        Some(crate::confined::Cause::Network | crate::confined::Cause::Refused(_)) => {
+            "it had no network for that; ".to_owned()
+        }
+        _ => String::new(),
+    };
+    let starter = matches!(
+        Path::new(&d.spec.command).file_name().and_then(|n| n.to_str()),
+        Some("npx" | "uvx" | "uv" | "pipx" | "bunx" | "pnpm" | "yarn")
+    );
+    let key = match d.origin {
+        Origin::Settings => format!(
+            "give the server more with \"mcp_servers\".\"{}\".\"sandbox\" in {}",
+            d.name,
+            d.file.display()
+        ),
+        _ => format!(
+            "to give the server more, declare it in {} \"mcp_servers\" with a \"sandbox\" (it is read from {})",
+            crate::settings::SETTINGS_FILE,
+            d.file.display()
+        ),
+    };
+    format!(
+        "{cause}it ran confined, by the {} tier's sandbox (network {net}; writes to its $TMP{}): {key} (protocol.md §2.4: \"read\", \"write\", \"net\", \"exec\"){}{}",
+        d.tier,
+        if g.write.is_empty() { String::new() } else { format!(" and {} more", g.write.len()) },
+        if starter {
+            format!(" ({} downloads and runs a package at start: install it first and name the installed program as \"command\")", d.spec.command)
+        } else {
+            String::new()
+        },
+        if d.origin == Origin::Settings {
+            ", or \"tier\": \"core\" there to run it unconfined"
+        } else {
+            ""
+        },
+    )
+}
