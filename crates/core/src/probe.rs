@@ -53,8 +53,9 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
 /// [`probe`], one of a listing's: its plan may be one the listing made for an earlier probe.
 async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> Probed {
     // A server is started to be listed: it gets what its declaration gives its calls.
-    let needs = match &file.mcp {
-        Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
+    let server_sandbox = file.mcp.as_ref().map(|d| crate::mcp_servers::sandbox_of(&d.spec));
+    let needs = match &server_sandbox {
+        Some(s) => crate::sandbox::Needs::Call(Some(s)),
         None => crate::sandbox::Needs::Probe,
     };
     let memo = plans.filter(|_| matches!(needs, crate::sandbox::Needs::Probe));

@@ -749,3 +749,53 @@ fn a_listing_that_fails_confined_says_so_and_names_the_servers_key() {
     assert!(text.contains(r#""mcp_servers"."wr"."sandbox""#), "{text}");
     assert!(!outside.exists());
 }
+
+/// A server that declares no sandbox gets its $TMP, not the anima's write grants (one server could write
+/// another's data); the refusal's hint names the server's own entry.
+#[test]
+fn a_server_without_a_sandbox_cannot_write_the_animas_folder() {
+    let w = World::sandboxed();
+    let decl = |extra: Value| {
+        let mut server = json!({"command": python(), "args": [PY_SERVER]});
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                server[k] = v;
+            }
+        }
+        std::fs::write(
+            w.data.join("animaworks-tool.json"),
+            json!({"mcp_servers": {"py": server}}).to_string(),
+        )
+        .unwrap();
+    };
+    decl(json!({}));
+    permissions(
+        &w,
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note"]}}),
+    );
+    let note = w.anima.join("note.txt");
+    let o = w.run(&[
+        "call",
+        "py",
+        "write_note",
+        "--json",
+        &json!({"path": note, "text": "x"}).to_string(),
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(!note.exists(), "the server wrote the anima's folder");
+    let err = json(&o)["error"].clone();
+    assert!(
+        err.to_string().contains(r#"\"mcp_servers\".\"py\".\"sandbox\""#),
+        "the hint names the server's entry: {err}"
+    );
+    decl(json!({"sandbox": {"write": ["$ANIMA_DIR"]}}));
+    let o = w.run(&[
+        "call",
+        "py",
+        "write_note",
+        "--json",
+        &json!({"path": note, "text": "x"}).to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "x");
+}

@@ -351,11 +351,20 @@ pub fn enforce(m: &mut crate::manifest::Manifest, d: &Declared) {
         p.gated = !p.hints.read_only || d.gated_by_name(&a.name);
         p.gated_as = None;
         p.credentials = Vec::new();
-        p.sandbox = d.spec.sandbox.clone();
+        p.sandbox = Some(sandbox_of(&d.spec));
         if let Some(t) = d.spec.timeout_s {
             p.timeout_s = Some(t);
         }
     }
+}
+
+/// What a server may touch: its entry's `"sandbox"`, or, when it declares none, its `$TMP` and the network (never
+/// the anima's write grants, which are an AnimaWorks tool's default: one server must not write another's data).
+pub fn sandbox_of(spec: &ServerSpec) -> awt_protocol::Sandbox {
+    spec.sandbox.clone().unwrap_or_else(|| awt_protocol::Sandbox {
+        net: awt_protocol::Net::All(true),
+        ..Default::default()
+    })
 }
 
 /// The runner's own executable, which is the bridge.
