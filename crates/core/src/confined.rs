@@ -143,11 +143,16 @@ pub fn explain(e: CallError, plan: &Plan, file: &ToolFile, perms_path: Option<&P
     let text = format!("{}\n{}\n{tail}", e.message, e.hint.as_deref().unwrap_or(""));
     let perms = perms_path.map_or("permissions.json".to_owned(), |p| p.display().to_string());
     let legacy = !plan.given().is_some_and(|g| g.declared);
+    // A server's declaration is its entry in the settings, not a profile of its own.
+    let declared_in = match &file.mcp {
+        Some(d) => format!("\"mcp_servers\".\"{}\".\"sandbox\" in {}", d.name, d.file.display()),
+        None => "the action's profile \"sandbox\" (protocol.md §2.4)".to_owned(),
+    };
     let declare = |what: &str| {
         if legacy {
             String::new()
         } else {
-            format!(", and declare {what} in the action's profile \"sandbox\" (protocol.md §2.4)")
+            format!(", and declare {what} in {declared_in}")
         }
     };
     let off = format!(
@@ -201,11 +206,19 @@ pub fn explain(e: CallError, plan: &Plan, file: &ToolFile, perms_path: Option<&P
         ),
         Cause::Refused(t) => (
             format!("the runner's proxy refused {}", t.join(", ")),
-            format!(
-                "add {} to the action's \"sandbox\" \"net\" list (a private, loopback or link-local target needs it named exactly){}",
-                t.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
-                if legacy { format!(" {off}") } else { String::new() }
-            ),
+            if file.mcp.is_some() {
+                // The proxy lets a private target through only when the anima's permissions name it.
+                format!(
+                    "grant it in {perms}: \"sandbox\": {{\"net\": [{}]}} (a private, loopback or link-local target is reachable only when named there), and list it in {declared_in} \"net\" {off}",
+                    t.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
+                )
+            } else {
+                format!(
+                    "add {} to the action's \"sandbox\" \"net\" list (a private, loopback or link-local target needs it named exactly){}",
+                    t.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
+                    if legacy { format!(" {off}") } else { String::new() }
+                )
+            },
             "sandbox.net",
         ),
         Cause::Syscall => (

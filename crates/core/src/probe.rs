@@ -52,15 +52,10 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
 
 /// [`probe`], one of a listing's: its plan may be one the listing made for an earlier probe.
 async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> Probed {
-    let failed = |reason: String, stderr_tail: String| Probed::Failed {
-        reason,
-        stderr_tail,
-        spawn: false,
-        timed_out: false,
-    };
     // A server is started to be listed: it gets what its declaration gives its calls.
-    let needs = match &file.mcp {
-        Some(decl) => crate::sandbox::Needs::Call(decl.spec.sandbox.as_ref()),
+    let server_sandbox = file.mcp.as_ref().map(|d| crate::mcp_servers::sandbox_of(&d.spec));
+    let needs = match &server_sandbox {
+        Some(s) => crate::sandbox::Needs::Call(Some(s)),
         None => crate::sandbox::Needs::Probe,
     };
     let memo = plans.filter(|_| matches!(needs, crate::sandbox::Needs::Probe));
@@ -113,6 +108,29 @@ async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<
     };
     let f = stream::drive(child, d, &mut Quiet, Cancel::never()).await;
     let tail = f.stderr_tail.clone();
+    let out = read_probe(file, f, tail);
+    // A server's listing that failed confined says so, as a failed call does, and names the key that grants more.
+    match (out, &file.mcp) {
+        (Probed::Failed { reason, stderr_tail, spawn, timed_out }, Some(decl)) if plan.is_confined() => {
+            Probed::Failed {
+                reason: format!("{reason}; {}", crate::mcp_servers::confined_words(decl, &plan, &stderr_tail)),
+                stderr_tail,
+                spawn,
+                timed_out,
+            }
+        }
+        (out, _) => out,
+    }
+}
+
+/// A finished `--schemas` as what it says, or why not.
+fn read_probe(file: &ToolFile, f: stream::Finished, tail: String) -> Probed {
+    let failed = |reason: String, stderr_tail: String| Probed::Failed {
+        reason,
+        stderr_tail,
+        spawn: false,
+        timed_out: false,
+    };
     match (f.ending, f.stdout) {
         (Ending::TimedOut, _) => Probed::Failed {
             reason: format!("--schemas did not answer within {} s", probe_timeout(file).as_secs()),

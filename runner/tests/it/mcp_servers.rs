@@ -196,19 +196,6 @@ fn a_warm_server_serves_calls_and_a_crash_fails_its_call_then_it_is_restarted() 
 }
 
 #[test]
-fn an_idle_server_is_stopped() {
-    let w = py_world(json!({}), json!({"worker_idle_s": 1}));
-    let mut s = w.serve();
-    let pid = answer_pid(&serve_ask(&mut s, "pid", json!({}))) as i32;
-    assert!(pid_alive(pid));
-    assert!(
-        eventually(20, || !pid_alive(pid)),
-        "the idle server {pid} is still running"
-    );
-    s.finish();
-}
-
-#[test]
 fn a_cancelled_call_ends_the_server_and_its_group() {
     let w = py_world(json!({}), json!({}));
     let pidfile = w.tmp.path().join("hang.pid");
@@ -528,4 +515,287 @@ fn a_server_runs_in_its_tiers_sandbox_and_cannot_read_the_runners_secrets() {
     let audit = audit_lines(&w);
     let last = audit.iter().rev().find(|l| l["tool"] == "py").expect("an audit line");
     assert_ne!(last["sandbox"]["mode"], "off", "{last}");
+}
+
+/// `animaworks-tool mcp` driven by raw JSON-RPC lines: requests go out with their ids, answers are collected by
+/// a thread, so that many calls can be in flight at once.
+struct Gateway {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Gateway {
+    fn start(w: &World) -> Gateway {
+        let mut child = w
+            .cmd()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in out.lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut g = Gateway {
+            child,
+            stdin,
+            answers,
+            seen: Vec::new(),
+        };
+        g.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        g.answer(0);
+        g.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        g
+    }
+
+    fn send(&mut self, v: &Value) {
+        use std::io::Write;
+        writeln!(self.stdin.as_ref().unwrap(), "{v}").unwrap();
+    }
+
+    fn call(&mut self, id: u64, tool: &str, args: Value) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
+        );
+    }
+
+    /// The answer to request `id` (waiting up to 120 s).
+    fn answer(&mut self, id: u64) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            if let Some(i) = self
+                .seen
+                .iter()
+                .position(|v| v["id"] == id && v.get("method").is_none())
+            {
+                return self.seen.remove(i);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.answers.recv_timeout(left) {
+                Ok(v) => self.seen.push(v),
+                Err(_) => panic!("no answer to request {id}; seen: {:?}", self.seen),
+            }
+        }
+    }
+
+    /// The `structuredContent` (or the text parsed) of a `tools/call` answer.
+    fn value(&mut self, id: u64) -> Value {
+        let a = self.answer(id);
+        let r = &a["result"];
+        assert_ne!(r["isError"], true, "{a}");
+        if let Some(s) = r.get("structuredContent") {
+            return s.clone();
+        }
+        let text = r["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{a}"));
+        serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A server is one session: its state holds across calls, concurrent calls and the tools' idle time, all on one
+/// process (it was a pool of workers: four concurrent calls met four counters, and an idle pause a fresh one).
+#[test]
+fn a_servers_state_survives_concurrent_calls_and_idle_time() {
+    let w = py_world(json!({}), json!({"worker_idle_s": 1}));
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_counter", json!({}));
+    let first = g.value(1);
+    assert_eq!(first["count"], 1, "{first}");
+    let pid = first["pid"].clone();
+    for id in 2..6 {
+        g.call(id, "py_counter", json!({"wait_s": 0.5}));
+    }
+    let mut counts: Vec<i64> = (2..6)
+        .map(|id| {
+            let v = g.value(id);
+            assert_eq!(v["pid"], pid, "one process takes every call: {v}");
+            v["count"].as_i64().unwrap()
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(counts, vec![2, 3, 4, 5]);
+    // Longer than worker_idle_s: a tool's worker would be gone, the server's session is not.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    g.call(6, "py_counter", json!({}));
+    let after = g.value(6);
+    assert_eq!(after["count"], 6, "{after}");
+    assert_eq!(after["pid"], pid, "{after}");
+    g.finish();
+}
+
+/// Four calls meet in the server at once: they run concurrently on one session (a worker took one at a time).
+#[test]
+fn concurrent_calls_run_at_once_on_one_session() {
+    let w = py_world(json!({}), json!({}));
+    let mut g = Gateway::start(&w);
+    for id in 1..5 {
+        g.call(id, "py_meet", json!({"n": 4, "within_s": 30}));
+    }
+    let seen: Vec<Value> = (1..5).map(|id| g.value(id)).collect();
+    for v in &seen {
+        assert_eq!(v["seen"], 4, "{seen:?}");
+        assert_eq!(v["pid"], seen[0]["pid"], "{seen:?}");
+    }
+    g.finish();
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_in_the_server_and_the_session_goes_on() {
+    let w = py_world(json!({}), json!({}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_hang", json!({"pidfile": pidfile, "cancelled_to": marker}));
+    assert!(
+        eventually(60, || read_pid(&pidfile).is_some()),
+        "the server never started"
+    );
+    let pid = read_pid(&pidfile).unwrap();
+    g.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}));
+    assert!(
+        eventually(20, || std::fs::read_to_string(&marker).is_ok_and(|s| s == "cancelled")),
+        "the server was not told of the cancellation"
+    );
+    g.call(2, "py_counter", json!({}));
+    let v = g.value(2);
+    assert_eq!(v["pid"], pid, "the session outlives a cancelled call: {v}");
+    assert_eq!(v["count"], 1, "{v}");
+    g.finish();
+}
+
+/// A deadline through `use-tool --serve` is forwarded as `notifications/cancelled`, and the session goes on.
+#[test]
+fn a_deadline_through_serve_is_cancelled_in_the_server() {
+    let w = py_world(json!({"timeout_s": 5}), json!({}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let mut s = w.serve();
+    let out = serve_ask(&mut s, "hang", json!({"pidfile": pidfile, "cancelled_to": marker}));
+    assert_eq!(out["status"], "error", "{out}");
+    assert!(
+        eventually(20, || std::fs::read_to_string(&marker).is_ok_and(|s| s == "cancelled")),
+        "the server was not told of the cancellation: {out}"
+    );
+    let pid = read_pid(&pidfile).unwrap() as i64;
+    let after = serve_ask(&mut s, "pid", json!({}));
+    assert_eq!(answer_pid(&after), pid, "the session goes on: {after}");
+    s.finish();
+}
+
+/// A server that prints a banner on stdout: the line is skipped (and said on stderr), the server works.
+#[test]
+fn a_stray_stdout_line_is_skipped_and_said() {
+    let w = py_world(json!({"env": {"PY_SERVER_BANNER": "1"}}), json!({}));
+    let o = w.run(&["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"echo\""), "{}", stdout(&o));
+    let o = w.run(&["py", "echo", "--text", "still here"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o), json!({"result": "still here"}));
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_echo", json!({"text": "through the session"}));
+    assert_eq!(g.value(1), json!({"result": "through the session"}));
+    g.finish();
+}
+
+#[test]
+fn an_idle_session_ends_after_its_own_idle_s() {
+    let w = py_world(json!({"idle_s": 1}), json!({}));
+    let mut s = w.serve();
+    let pid = answer_pid(&serve_ask(&mut s, "pid", json!({}))) as i32;
+    assert!(pid_alive(pid));
+    assert!(
+        eventually(20, || !pid_alive(pid)),
+        "the idle server {pid} is still running"
+    );
+    let again = answer_pid(&serve_ask(&mut s, "pid", json!({}))) as i32;
+    assert_ne!(again, pid);
+    s.finish();
+}
+
+/// A server whose listing fails confined says so, and names its own entry's key (a failed listing said only
+/// "did not answer initialize", with nothing of the sandbox).
+#[test]
+fn a_listing_that_fails_confined_says_so_and_names_the_servers_key() {
+    let w = World::sandboxed();
+    let outside = w.tmp.path().join("outside.txt");
+    let script = format!("echo x > {} && exec {} {}", outside.display(), python(), PY_SERVER);
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"mcp_servers": {"wr": {"command": "sh", "args": ["-c", script], "handshake_s": 60}}}).to_string(),
+    )
+    .unwrap();
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("it ran confined"), "{text}");
+    assert!(text.contains(r#""mcp_servers"."wr"."sandbox""#), "{text}");
+    assert!(!outside.exists());
+}
+
+/// A server that declares no sandbox gets its $TMP, not the anima's write grants (one server could write
+/// another's data); the refusal's hint names the server's own entry.
+#[test]
+fn a_server_without_a_sandbox_cannot_write_the_animas_folder() {
+    let w = World::sandboxed();
+    let decl = |extra: Value| {
+        let mut server = json!({"command": python(), "args": [PY_SERVER]});
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                server[k] = v;
+            }
+        }
+        std::fs::write(
+            w.data.join("animaworks-tool.json"),
+            json!({"mcp_servers": {"py": server}}).to_string(),
+        )
+        .unwrap();
+    };
+    decl(json!({}));
+    permissions(
+        &w,
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note"]}}),
+    );
+    let note = w.anima.join("note.txt");
+    let o = w.run(&[
+        "call",
+        "py",
+        "write_note",
+        "--json",
+        &json!({"path": note, "text": "x"}).to_string(),
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(!note.exists(), "the server wrote the anima's folder");
+    let err = json(&o)["error"].clone();
+    assert!(
+        err.to_string().contains(r#"\"mcp_servers\".\"py\".\"sandbox\""#),
+        "the hint names the server's entry: {err}"
+    );
+    decl(json!({"sandbox": {"write": ["$ANIMA_DIR"]}}));
+    let o = w.run(&[
+        "call",
+        "py",
+        "write_note",
+        "--json",
+        &json!({"path": note, "text": "x"}).to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "x");
 }

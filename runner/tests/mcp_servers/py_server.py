@@ -48,12 +48,49 @@ async def count(n: int, ctx: Context) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def hang(pidfile: str) -> str:
-    """Write the server's pid and wait forever (cancel and kill tests)."""
+async def hang(pidfile: str, cancelled_to: str = "") -> str:
+    """Write the server's pid and wait forever (cancel and kill tests); when the call is cancelled in the server
+    (notifications/cancelled), write "cancelled" to `cancelled_to`."""
     with open(pidfile, "w") as f:
         f.write(str(os.getpid()))
-    await asyncio.sleep(3600)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        if cancelled_to:
+            with open(cancelled_to, "w") as f:
+                f.write("cancelled")
+        raise
     return "never"
+
+
+COUNTER = [0]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def counter(wait_s: float = 0.0) -> dict:
+    """The server's own state: a counter raised by each call (after `wait_s`), with the server's pid."""
+    await asyncio.sleep(wait_s)
+    COUNTER[0] += 1
+    return {"count": COUNTER[0], "pid": os.getpid()}
+
+
+IN_FLIGHT = [0]
+MET = [0]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def meet(n: int, within_s: float = 60.0) -> dict:
+    """Wait until `n` calls of meet are in flight at once (or `within_s` passed); say how many were seen."""
+    IN_FLIGHT[0] += 1
+    MET[0] = max(MET[0], IN_FLIGHT[0])
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within_s
+        while MET[0] < n and loop.time() < end:
+            await asyncio.sleep(0.02)
+        return {"seen": MET[0], "pid": os.getpid()}
+    finally:
+        IN_FLIGHT[0] -= 1
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -76,4 +113,7 @@ def fail() -> str:
 
 
 if __name__ == "__main__":
+    if os.environ.get("PY_SERVER_BANNER"):
+        # A stray line on stdout, as a server's print() at start leaves one.
+        print("py-test server starting", flush=True)
     server.run()

@@ -7,16 +7,22 @@
 //! translates: `--schemas` is `initialize` + `tools/list`; a request is `tools/call`; the server's progress and log
 //! notifications become events; SIGTERM (a cancel, a deadline) sends `notifications/cancelled` before it exits.
 //! Every decision (validation, gates, grants, masking, audit) stays in the pipeline.
+//!
+//! `--serve` is a session ([`crate::pool::session`]), not a §9 worker: requests are taken while others are in
+//! flight, each a `tools/call` of its own id, and `{"cancel": call_id}` cancels one of them in the server. A
+//! stdout line of the server that is not JSON-RPC is skipped and counted.
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 
 /// The longest line read from the server or from the runner (a line past it is a fault, not a buffer).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -83,7 +89,7 @@ pub fn main(args: &[OsString]) -> i32 {
             return 13;
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         match mode {
             Some("--schemas") => schemas(&spec).await,
             Some("--serve") => serve(&spec).await,
@@ -93,7 +99,10 @@ pub fn main(args: &[OsString]) -> i32 {
                 2
             }
         }
-    })
+    });
+    // Why not a plain drop: the runtime would wait for its blocking read of stdin, which the runner keeps open.
+    rt.shutdown_background();
+    code
 }
 
 /// A JSON-RPC error answer of the server.
@@ -103,7 +112,7 @@ enum Fault {
     Rpc { code: i64, message: String },
     /// The server went away, timed out or spoke garbage: the call cannot go on.
     Broken(String),
-    /// The runner asked the call to end (SIGTERM).
+    /// The runner asked the call to end (SIGTERM, or a cancel line of the session).
     Terminated,
 }
 
@@ -117,19 +126,35 @@ impl std::fmt::Display for Fault {
     }
 }
 
-struct Conn {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    incoming: mpsc::Receiver<Result<Value, String>>,
-    next_id: u64,
-    term: tokio::signal::unix::Signal,
-    server: String,
+/// How many skipped stdout lines are quoted on stderr (the rest are only counted).
+const STRAY_QUOTED: u64 = 3;
+
+/// Where the server's notifications go: the calls in flight, by their progress token and call id.
+#[derive(Default)]
+struct Routes {
+    /// call id (empty in a one-shot call) -> (the JSON-RPC id of its `tools/call`, its progress token)
+    calls: BTreeMap<String, (u64, Value)>,
 }
 
-impl Conn {
-    async fn start(spec: &Spec) -> Result<Conn, String> {
-        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+/// One MCP session with the server: requests of many calls in flight at once, each with its own id; a reader task
+/// hands each answer to its request and each notification to its call.
+struct Client {
+    server: String,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Fault>>>>,
+    next_id: AtomicU64,
+    routes: Mutex<Routes>,
+    /// Events carry the call id (`--serve`): more than one call may be in flight.
+    tag: bool,
+    /// An answer to a request after `initialize` came: a `list_changed` from now on is news.
+    answered: AtomicBool,
+    /// stdout lines that were not JSON-RPC, skipped.
+    stray: AtomicU64,
+}
+
+impl Client {
+    /// Start the server; its stdout is read by a task of its own until it closes.
+    fn start(spec: &Spec, tag: bool) -> Result<(Arc<Client>, Child), String> {
         let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
             .envs(&spec.env)
@@ -141,139 +166,262 @@ impl Conn {
             .spawn()
             .map_err(|e| format!("cannot start the MCP server '{}' (`{}`): {e}", spec.name, spec.command))?;
         let stdout = child.stdout.take().expect("piped");
-        let stdin = child.stdin.take();
-        let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let line = match read_line(&mut r).await {
-                    Ok(Some(l)) => l,
-                    Ok(None) => break,
-                    Err(why) => {
-                        let _ = tx.send(Err(why)).await;
-                        break;
-                    }
-                };
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let msg = match serde_json::from_slice::<Value>(&line) {
-                    Ok(v) => Ok(v),
-                    Err(e) => Err(format!("the MCP server wrote a line that is not JSON-RPC: {e}")),
-                };
-                let stop = msg.is_err();
-                if tx.send(msg).await.is_err() || stop {
-                    break;
-                }
-            }
-        });
-        Ok(Conn {
-            child,
-            stdin,
-            incoming: rx,
-            next_id: 0,
-            term,
+        let client = Arc::new(Client {
             server: spec.name.clone(),
-        })
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            routes: Mutex::new(Routes::default()),
+            tag,
+            answered: AtomicBool::new(false),
+            stray: AtomicU64::new(0),
+        });
+        tokio::spawn(client.clone().read_from(stdout));
+        Ok((client, child))
     }
 
-    async fn send(&mut self, msg: &Value) -> Result<(), Fault> {
+    async fn read_from(self: Arc<Self>, stdout: tokio::process::ChildStdout) {
+        let mut r = BufReader::new(stdout);
+        let why = loop {
+            let line = match read_line(&mut r).await {
+                Ok(Some(l)) => l,
+                Ok(None) => {
+                    break format!(
+                        "the MCP server '{}' closed its output (it exited?) before answering",
+                        self.server
+                    )
+                }
+                Err(why) => break format!("the MCP server '{}' wrote {why}", self.server),
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<Value>(&line) {
+                Ok(msg) if msg.is_object() => self.dispatch(msg).await,
+                _ => {
+                    // A banner or a stray print(): skipped, as the official SDKs do, and counted.
+                    let n = self.stray.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n <= STRAY_QUOTED {
+                        let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+                        eprintln!(
+                            "MCP server '{}': skipped a stdout line that is not JSON-RPC: {shown:?}",
+                            self.server
+                        );
+                    }
+                }
+            }
+        };
+        let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(Fault::Broken(why.clone())));
+        }
+    }
+
+    async fn dispatch(&self, msg: Value) {
+        let method = msg.get("method").and_then(Value::as_str);
+        match (msg.get("id"), method) {
+            (Some(req_id), Some(server_method)) => {
+                let answer = match server_method {
+                    "ping" => json!({"jsonrpc": "2.0", "id": req_id, "result": {}}),
+                    "roots/list" => json!({"jsonrpc": "2.0", "id": req_id, "result": {"roots": []}}),
+                    other => json!({"jsonrpc": "2.0", "id": req_id, "error": {
+                        "code": -32601, "message": format!("{other} is not offered by animaworks-tool")}}),
+                };
+                let _ = self.send(&answer).await;
+            }
+            (None, Some(note)) => self.note(note, msg.get("params").unwrap_or(&Value::Null)),
+            (Some(id), None) => {
+                let Some(id) = id.as_u64() else { return };
+                // An answer to nothing we asked (or to a cancelled request) is ignored, as JSON-RPC allows.
+                let Some(tx) = self.pending.lock().expect("pending lock").remove(&id) else {
+                    return;
+                };
+                if id > 1 {
+                    self.answered.store(true, Ordering::Relaxed);
+                }
+                let out = match msg.get("error") {
+                    Some(e) => Err(Fault::Rpc {
+                        code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        message: e
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("no message")
+                            .to_owned(),
+                    }),
+                    None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
+                };
+                let _ = tx.send(out);
+            }
+            _ => {}
+        }
+    }
+
+    /// A notification of the server, as events of the calls it concerns.
+    fn note(&self, method: &str, p: &Value) {
+        let routes = self.routes.lock().expect("routes lock");
+        let tagged = |call_id: &str, mut ev: Value| {
+            if self.tag {
+                ev["call_id"] = json!(call_id);
+            }
+            out_line(&ev);
+        };
+        match method {
+            "notifications/progress" => {
+                let token = p.get("progressToken");
+                let Some((call_id, _)) = routes.calls.iter().find(|(_, (_, t))| Some(t) == token) else {
+                    return;
+                };
+                let mut ev =
+                    json!({"type": "progress", "progress": p.get("progress").and_then(Value::as_f64).unwrap_or(0.0)});
+                if let Some(t) = p.get("total").and_then(Value::as_f64) {
+                    ev["total"] = json!(t);
+                }
+                if let Some(m) = p.get("message").and_then(Value::as_str) {
+                    ev["message"] = json!(m);
+                }
+                tagged(call_id, ev);
+            }
+            // Not tied to a call: every call in flight hears it.
+            "notifications/message" => {
+                let level = match p.get("level").and_then(Value::as_str).unwrap_or("info") {
+                    "debug" => "debug",
+                    "warning" => "warning",
+                    "error" | "critical" | "alert" | "emergency" => "error",
+                    _ => "info",
+                };
+                let text = match p.get("data").cloned().unwrap_or(Value::Null) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                for call_id in routes.calls.keys() {
+                    tagged(call_id, json!({"type": "log", "level": level, "message": text}));
+                }
+            }
+            // A server that announces its tools right after it started says nothing new.
+            "notifications/tools/list_changed" if self.answered.load(Ordering::Relaxed) => {
+                for call_id in routes.calls.keys() {
+                    tagged(
+                        call_id,
+                        json!({"type": "log", "level": "info", "message": format!(
+                            "the MCP server '{}' says its tools changed; `animaworks-tool refresh` reads them again",
+                            self.server)}),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn send(&self, msg: &Value) -> Result<(), Fault> {
         let mut line = serde_json::to_vec(msg).expect("JSON");
         line.push(b'\n');
-        let Some(stdin) = self.stdin.as_mut() else {
-            return Err(Fault::Broken("the MCP server's input is closed".into()));
+        let mut stdin = self.stdin.lock().await;
+        let Some(w) = stdin.as_mut() else {
+            return Err(Fault::Broken(format!(
+                "the MCP server '{}': its input is closed",
+                self.server
+            )));
         };
-        stdin
-            .write_all(&line)
+        w.write_all(&line)
             .await
             .map_err(|e| Fault::Broken(format!("cannot write to the MCP server '{}': {e}", self.server)))
     }
 
-    async fn notify(&mut self, method: &str, params: Value) -> Result<(), Fault> {
+    async fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
             .await
     }
 
-    /// Send a request and wait for its answer, handing every notification to `on_note` meanwhile and answering
-    /// the server's own requests (`ping`, `roots/list`; anything else is refused as not offered).
-    async fn request(
-        &mut self,
+    /// Send a request; its answer arrives on the receiver. `route`: the call (and progress token) whose
+    /// notifications this request's are, noted before the request leaves.
+    async fn ask(
+        &self,
         method: &str,
         params: Value,
-        within: Option<Duration>,
-        on_note: &mut dyn FnMut(&str, &Value),
-    ) -> Result<Value, Fault> {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        let deadline = within.map(|d| tokio::time::Instant::now() + d);
-        loop {
-            let next = async {
-                match deadline {
-                    Some(at) => tokio::time::timeout_at(at, self.incoming.recv()).await.ok(),
-                    None => Some(self.incoming.recv().await),
-                }
-            };
-            let msg = tokio::select! {
-                m = next => m,
-                _ = self.term.recv() => {
-                    let _ = self
-                        .notify("notifications/cancelled", json!({"requestId": id, "reason": "cancelled by the runner"}))
-                        .await;
-                    return Err(Fault::Terminated);
-                }
-            };
-            let msg = match msg {
-                None => {
-                    return Err(Fault::Broken(format!(
-                        "the MCP server '{}' did not answer {method} within {} s",
-                        self.server,
-                        within.map(|d| d.as_secs_f64()).unwrap_or_default()
-                    )))
-                }
-                Some(None) => {
-                    return Err(Fault::Broken(format!(
-                        "the MCP server '{}' closed its output (it exited?) before answering {method}",
-                        self.server
-                    )))
-                }
-                Some(Some(Err(why))) => return Err(Fault::Broken(why)),
-                Some(Some(Ok(m))) => m,
-            };
-            let m_method = msg.get("method").and_then(Value::as_str);
-            match (msg.get("id"), m_method) {
-                (Some(req_id), Some(server_method)) => {
-                    let answer = match server_method {
-                        "ping" => json!({"jsonrpc": "2.0", "id": req_id, "result": {}}),
-                        "roots/list" => json!({"jsonrpc": "2.0", "id": req_id, "result": {"roots": []}}),
-                        other => json!({"jsonrpc": "2.0", "id": req_id, "error": {
-                            "code": -32601, "message": format!("{other} is not offered by animaworks-tool")}}),
-                    };
-                    self.send(&answer).await?;
-                }
-                (None, Some(note)) => on_note(note, msg.get("params").unwrap_or(&Value::Null)),
-                (Some(answer_id), None) if answer_id.as_u64() == Some(id) => {
-                    if let Some(e) = msg.get("error") {
-                        return Err(Fault::Rpc {
-                            code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                            message: e
-                                .get("message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("no message")
-                                .to_owned(),
-                        });
-                    }
-                    return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
-                }
-                // An answer to nothing we asked: ignored, as JSON-RPC allows.
-                _ => {}
+        route: Option<(&str, Value)>,
+    ) -> Result<(u64, oneshot::Receiver<Result<Value, Fault>>), Fault> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        if let Some((call_id, token)) = route {
+            self.routes
+                .lock()
+                .expect("routes lock")
+                .calls
+                .insert(call_id.to_owned(), (id, token));
+        }
+        if let Err(f) = self
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
+        {
+            self.pending.lock().expect("pending lock").remove(&id);
+            return Err(f);
+        }
+        Ok((id, rx))
+    }
+
+    /// A request and its answer, within `within`.
+    async fn request(&self, method: &str, params: Value, within: Duration) -> Result<Value, Fault> {
+        let (id, rx) = self.ask(method, params, None).await?;
+        match tokio::time::timeout(within, rx).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(_)) => Err(Fault::Terminated),
+            Err(_) => {
+                self.pending.lock().expect("pending lock").remove(&id);
+                Err(Fault::Broken(format!(
+                    "the MCP server '{}' did not answer {method} within {} s",
+                    self.server,
+                    within.as_secs_f64()
+                )))
             }
         }
     }
 
-    async fn initialize(&mut self, spec: &Spec) -> Result<Value, Fault> {
-        let within = Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0));
+    /// Tell the server a request is no longer wanted (its answer, if any, is ignored).
+    async fn cancel(&self, id: u64) {
+        self.pending.lock().expect("pending lock").remove(&id);
+        let _ = self
+            .notify(
+                "notifications/cancelled",
+                json!({"requestId": id, "reason": "cancelled by the runner"}),
+            )
+            .await;
+    }
+
+    /// Cancel the `tools/call` of a call in flight.
+    async fn cancel_call(&self, call_id: &str) {
+        let id = self
+            .routes
+            .lock()
+            .expect("routes lock")
+            .calls
+            .remove(call_id)
+            .map(|(id, _)| id);
+        if let Some(id) = id {
+            self.cancel(id).await;
+        }
+    }
+
+    /// Resolves when no call is in flight.
+    async fn idle(&self) {
+        while !self.routes.lock().expect("routes lock").calls.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Cancel every call in flight (the bridge is ending).
+    async fn cancel_all(&self) {
+        let ids: Vec<u64> = std::mem::take(&mut self.routes.lock().expect("routes lock").calls)
+            .into_values()
+            .map(|(id, _)| id)
+            .collect();
+        for id in ids {
+            self.cancel(id).await;
+        }
+    }
+
+    async fn initialize(&self, spec: &Spec) -> Result<Value, Fault> {
+        let within = handshake(spec);
         let info = self
             .request(
                 "initialize",
@@ -282,29 +430,39 @@ impl Conn {
                     "capabilities": {},
                     "clientInfo": {"name": "animaworks-tool", "version": env!("CARGO_PKG_VERSION")},
                 }),
-                Some(within),
-                &mut |_, _| {},
+                within,
             )
             .await?;
         self.notify("notifications/initialized", json!({})).await?;
         Ok(info)
     }
 
-    /// End the server: its input closed, a moment to exit, then killed.
-    async fn shut(mut self) {
-        drop(self.stdin.take());
-        if tokio::time::timeout(Duration::from_secs(2), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+    /// Note the skipped lines once more at the end, when there were any.
+    fn stray_note(&self) {
+        let n = self.stray.load(Ordering::Relaxed);
+        if n > 0 {
+            eprintln!(
+                "MCP server '{}': {n} stdout line(s) that are not JSON-RPC were skipped (a server writes only JSON-RPC to stdout; logs go to stderr)",
+                self.server
+            );
         }
+    }
+}
+
+/// End the server: its input closed, a moment to exit, then killed.
+async fn shut(client: &Client, mut child: Child) {
+    drop(client.stdin.lock().await.take());
+    if tokio::time::timeout(Duration::from_secs(2), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
     }
 }
 
 /// A line of at most [`MAX_LINE`] bytes, without its newline; `None` at the end. A longer line is an error after
 /// reading no more than the bound.
-async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Option<Vec<u8>>, String> {
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Option<Vec<u8>>, String> {
     let mut line = Vec::new();
     loop {
         let buf = r.fill_buf().await.map_err(|e| format!("cannot read: {e}"))?;
@@ -340,18 +498,19 @@ fn action_name_ok(name: &str) -> bool {
 }
 
 async fn schemas(spec: &Spec) -> i32 {
-    let mut conn = match Conn::start(spec).await {
+    let (client, child) = match Client::start(spec, false) {
         Ok(c) => c,
         Err(why) => {
             eprintln!("{why}");
             return 1;
         }
     };
-    let info = match conn.initialize(spec).await {
+    let info = match client.initialize(spec).await {
         Ok(i) => i,
         Err(f) => {
-            eprintln!("initialize: {f}");
-            conn.shut().await;
+            eprintln!("MCP server '{}': initialize: {f}", spec.name);
+            client.stray_note();
+            shut(&client, child).await;
             return 1;
         }
     };
@@ -362,14 +521,12 @@ async fn schemas(spec: &Spec) -> i32 {
             Some(c) => json!({"cursor": c}),
             None => json!({}),
         };
-        let page = match conn
-            .request("tools/list", params, Some(Duration::from_secs(9)), &mut |_, _| {})
-            .await
-        {
+        let page = match client.request("tools/list", params, handshake(spec)).await {
             Ok(p) => p,
             Err(f) => {
-                eprintln!("tools/list: {f}");
-                conn.shut().await;
+                eprintln!("MCP server '{}': tools/list: {f}", spec.name);
+                client.stray_note();
+                shut(&client, child).await;
                 return 1;
             }
         };
@@ -381,7 +538,8 @@ async fn schemas(spec: &Spec) -> i32 {
             break;
         }
     }
-    conn.shut().await;
+    client.stray_note();
+    shut(&client, child).await;
     let mut actions = Vec::new();
     for t in tools {
         let Some(name) = t.get("name").and_then(Value::as_str) else {
@@ -447,13 +605,15 @@ async fn schemas(spec: &Spec) -> i32 {
     0
 }
 
-/// One request line from the runner.
+/// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight.
 #[derive(Debug, Deserialize)]
 struct Request {
     #[serde(default)]
     args: Map<String, Value>,
     #[serde(default)]
     context: Context,
+    #[serde(default)]
+    cancel: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -465,65 +625,46 @@ struct Context {
 }
 
 /// Run one `tools/call`, writing its events; `Err` when the server is gone (the bridge then exits, and the
-/// runner reports the call `crashed` with the server's stderr).
-async fn call(conn: &mut Conn, req: Request, tag: bool) -> Result<(), Fault> {
-    let call_id = req.context.call_id.clone();
+/// runner reports the call `crashed` with the server's stderr) or the call was cancelled (nothing is written).
+async fn call(client: &Client, req: Request) -> Result<(), Fault> {
+    let call_id = req.context.call_id;
     let with_id = |mut v: Value| {
-        if tag {
+        if client.tag {
             v["call_id"] = json!(call_id);
         }
         v
     };
     let token = if call_id.is_empty() {
-        json!(conn.next_id + 1)
+        json!(client.next_id.load(Ordering::Relaxed) + 1)
     } else {
         json!(call_id)
     };
     let params = json!({"name": req.context.action, "arguments": req.args, "_meta": {"progressToken": token}});
-    let mut on_note = |method: &str, p: &Value| match method {
-        "notifications/progress" if p.get("progressToken") == Some(&token) => {
-            let mut ev =
-                json!({"type": "progress", "progress": p.get("progress").and_then(Value::as_f64).unwrap_or(0.0)});
-            if let Some(t) = p.get("total").and_then(Value::as_f64) {
-                ev["total"] = json!(t);
-            }
-            if let Some(m) = p.get("message").and_then(Value::as_str) {
-                ev["message"] = json!(m);
-            }
-            out_line(&with_id(ev));
-        }
-        "notifications/message" => {
-            let level = match p.get("level").and_then(Value::as_str).unwrap_or("info") {
-                "debug" => "debug",
-                "warning" => "warning",
-                "error" | "critical" | "alert" | "emergency" => "error",
-                _ => "info",
-            };
-            let data = p.get("data").cloned().unwrap_or(Value::Null);
-            let text = match data {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            out_line(&with_id(json!({"type": "log", "level": level, "message": text})));
-        }
-        "notifications/tools/list_changed" => out_line(&with_id(json!({
-            "type": "log", "level": "info",
-            "message": "the MCP server's tools changed; `animaworks-tool refresh` reads them again"}))),
-        _ => {}
-    };
-    match conn.request("tools/call", params, None, &mut on_note).await {
-        Ok(result) => {
+    let (_, rx) = client.ask("tools/call", params, Some((&call_id, token))).await?;
+    let out = rx.await;
+    let was_routed = client
+        .routes
+        .lock()
+        .expect("routes lock")
+        .calls
+        .remove(&call_id)
+        .is_some();
+    match out {
+        // Cancelled (its sender dropped): the runner has ended the call already.
+        Err(_) => Err(Fault::Terminated),
+        Ok(_) if !was_routed => Err(Fault::Terminated),
+        Ok(Ok(result)) => {
             out_line(&with_id(final_event(&result)));
             Ok(())
         }
-        Err(Fault::Rpc { code, message }) => {
+        Ok(Err(Fault::Rpc { code, message })) => {
             out_line(&with_id(json!({
                 "type": "error", "code": "tool_error",
-                "message": format!("the MCP server refused the call: {message} (MCP error {code})"),
+                "message": format!("the MCP server '{}' refused the call: {message} (MCP error {code})", client.server),
             })));
             Ok(())
         }
-        Err(f) => Err(f),
+        Ok(Err(f)) => Err(f),
     }
 }
 
@@ -555,27 +696,42 @@ fn final_event(result: &Value) -> Value {
     json!({"type": "result", "result": value})
 }
 
-async fn started(spec: &Spec) -> Option<Conn> {
-    let mut conn = match Conn::start(spec).await {
+async fn started(spec: &Spec, tag: bool) -> Option<(Arc<Client>, Child)> {
+    let (client, child) = match Client::start(spec, tag) {
         Ok(c) => c,
         Err(why) => {
             eprintln!("{why}");
             return None;
         }
     };
-    if let Err(f) = conn.initialize(spec).await {
-        eprintln!("initialize: {f}");
-        conn.shut().await;
+    if let Err(f) = client.initialize(spec).await {
+        eprintln!("MCP server '{}': initialize: {f}", spec.name);
+        client.stray_note();
+        shut(&client, child).await;
         return None;
     }
-    Some(conn)
+    Some((client, child))
 }
 
 fn parse_request(line: &[u8]) -> Result<Request, String> {
     serde_json::from_slice(line).map_err(|e| format!("the request is not valid: {e}"))
 }
 
+fn sigterm() -> Option<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok()
+}
+
+async fn terminated(term: &mut Option<tokio::signal::unix::Signal>) {
+    match term {
+        Some(t) => {
+            t.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn one_call(spec: &Spec) -> i32 {
+    let mut term = sigterm();
     let mut stdin = BufReader::new(tokio::io::stdin());
     let req = match read_line(&mut stdin).await.map(|l| l.map(|l| parse_request(&l))) {
         Ok(Some(Ok(r))) => r,
@@ -588,33 +744,70 @@ async fn one_call(spec: &Spec) -> i32 {
             return 2;
         }
     };
-    let Some(mut conn) = started(spec).await else {
+    let Some((client, mut child)) = started(spec, false).await else {
         return 1;
     };
-    let code = match call(&mut conn, req, false).await {
-        Ok(()) => 0,
-        Err(Fault::Terminated) => 143,
-        Err(f) => {
-            eprintln!("{f}");
+    let code = tokio::select! {
+        out = call(&client, req) => match out {
+            Ok(()) => 0,
+            Err(Fault::Terminated) => 143,
+            Err(f) => {
+                eprintln!("{f}");
+                1
+            }
+        },
+        _ = terminated(&mut term) => {
+            client.cancel_all().await;
+            143
+        }
+        s = child.wait() => {
+            eprintln!("{}", exited(spec, s));
             1
         }
     };
-    conn.shut().await;
+    client.stray_note();
+    shut(&client, child).await;
     code
 }
 
+fn exited(spec: &Spec, s: std::io::Result<std::process::ExitStatus>) -> String {
+    match s {
+        Ok(s) => format!("the MCP server '{}' exited ({s})", spec.name),
+        Err(e) => format!("the MCP server '{}' was lost: {e}", spec.name),
+    }
+}
+
+/// A session: calls arrive one a line and run concurrently, each a `tools/call` of its own id; a cancel line
+/// cancels one call and the session goes on. The bridge ends when its input closes, on SIGTERM (every call in
+/// flight told `notifications/cancelled` first), or when the server exits.
 async fn serve(spec: &Spec) -> i32 {
-    let Some(mut conn) = started(spec).await else {
+    let mut term = sigterm();
+    let Some((client, mut child)) = started(spec, true).await else {
         return 1;
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let code = loop {
         let line = tokio::select! {
             l = read_line(&mut stdin) => l,
-            _ = conn.term.recv() => break 143,
+            _ = terminated(&mut term) => {
+                client.cancel_all().await;
+                break 143;
+            }
+            s = child.wait() => {
+                eprintln!("{}", exited(spec, s));
+                break 1;
+            }
         };
         let req = match line {
-            Ok(None) => break 0,
+            // The session's end: the calls in flight finish first (§9), unless the runner ends the bridge.
+            Ok(None) => {
+                tokio::select! {
+                    _ = client.idle() => {}
+                    _ = terminated(&mut term) => client.cancel_all().await,
+                    _ = child.wait() => {}
+                }
+                break 0;
+            }
             Err(why) => {
                 eprintln!("{why}");
                 break 2;
@@ -627,15 +820,25 @@ async fn serve(spec: &Spec) -> i32 {
                 }
             },
         };
-        match call(&mut conn, req, true).await {
-            Ok(()) => {}
-            Err(Fault::Terminated) => break 143,
-            Err(f) => {
-                eprintln!("{f}");
-                break 1;
-            }
+        if let Some(call_id) = &req.cancel {
+            client.cancel_call(call_id).await;
+            continue;
         }
+        let c = client.clone();
+        tokio::spawn(async move {
+            if let Err(f) = call(&c, req).await {
+                if !matches!(f, Fault::Terminated) {
+                    eprintln!("{f}");
+                }
+            }
+        });
     };
-    conn.shut().await;
+    client.stray_note();
+    shut(&client, child).await;
     code
+}
+
+/// How long the server may take to start and answer `initialize`, and each `tools/list` page.
+fn handshake(spec: &Spec) -> Duration {
+    Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
 }

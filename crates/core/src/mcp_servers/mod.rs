@@ -352,6 +352,8 @@ fn from_animaworks(
         limits: None,
         timeout_s: None,
         handshake_s: None,
+        workers: None,
+        idle_s: None,
         transport: s("type"),
         url: s("url"),
     })
@@ -369,11 +371,20 @@ pub fn enforce(m: &mut crate::manifest::Manifest, d: &Declared) {
         p.gated = !p.hints.read_only || d.gated_by_name(&a.name);
         p.gated_as = None;
         p.credentials = Vec::new();
-        p.sandbox = d.spec.sandbox.clone();
+        p.sandbox = Some(sandbox_of(&d.spec));
         if let Some(t) = d.spec.timeout_s {
             p.timeout_s = Some(t);
         }
     }
+}
+
+/// What a server may touch: its entry's `"sandbox"`, or, when it declares none, its `$TMP` and the network (never
+/// the anima's write grants, which are an AnimaWorks tool's default: one server must not write another's data).
+pub fn sandbox_of(spec: &ServerSpec) -> awt_protocol::Sandbox {
+    spec.sandbox.clone().unwrap_or_else(|| awt_protocol::Sandbox {
+        net: awt_protocol::Net::All(true),
+        ..Default::default()
+    })
 }
 
 /// The runner's own executable, which is the bridge.
@@ -384,4 +395,54 @@ pub fn runner_exe() -> std::io::Result<PathBuf> {
 /// How long a server may take to start and answer `initialize`.
 pub fn handshake(spec: &ServerSpec) -> std::time::Duration {
     std::time::Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
+}
+
+/// What a server that failed confined is told (its listing, its call): that it ran confined, with what, and the
+/// key of its own entry that grants more.
+pub fn confined_words(d: &Declared, plan: &crate::sandbox::Plan, stderr: &str) -> String {
+    let Some(g) = plan.given() else { return String::new() };
+    let net = match (g.hosts, g.net) {
+        (Some(h), _) => format!("only {} through the runner's proxy", h.join(", ")),
+        (None, crate::sandbox::NetPlan::None) => "none".into(),
+        (None, crate::sandbox::NetPlan::All) => "open".into(),
+        (None, crate::sandbox::NetPlan::Ports(p)) => format!("TCP ports {p:?}"),
+    };
+    let cause = match crate::confined::cause(plan, stderr) {
+        Some(crate::confined::Cause::Path(p)) => format!("{} is outside what it may write; ", p.display()),
+        Some(crate::confined::Cause::Network | crate::confined::Cause::Refused(_)) => {
+            "it had no network for that; ".to_owned()
+        }
+        _ => String::new(),
+    };
+    let starter = matches!(
+        Path::new(&d.spec.command).file_name().and_then(|n| n.to_str()),
+        Some("npx" | "uvx" | "uv" | "pipx" | "bunx" | "pnpm" | "yarn")
+    );
+    let key = match d.origin {
+        Origin::Settings => format!(
+            "give the server more with \"mcp_servers\".\"{}\".\"sandbox\" in {}",
+            d.name,
+            d.file.display()
+        ),
+        _ => format!(
+            "to give the server more, declare it in {} \"mcp_servers\" with a \"sandbox\" (it is read from {})",
+            crate::settings::SETTINGS_FILE,
+            d.file.display()
+        ),
+    };
+    format!(
+        "{cause}it ran confined, by the {} tier's sandbox (network {net}; writes to its $TMP{}): {key} (protocol.md §2.4: \"read\", \"write\", \"net\", \"exec\"){}{}",
+        d.tier,
+        if g.write.is_empty() { String::new() } else { format!(" and {} more", g.write.len()) },
+        if starter {
+            format!(" ({} downloads and runs a package at start: install it first and name the installed program as \"command\")", d.spec.command)
+        } else {
+            String::new()
+        },
+        if d.origin == Origin::Settings {
+            ", or \"tier\": \"core\" there to run it unconfined"
+        } else {
+            ""
+        },
+    )
 }

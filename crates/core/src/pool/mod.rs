@@ -8,6 +8,7 @@
 //! dies, misses a deadline, is cancelled or breaks the protocol is ended (its whole group) and never reused.
 
 pub mod serve_process;
+pub mod session;
 
 use crate::cache::FileKey;
 use crate::dirs::Dirs;
@@ -97,6 +98,8 @@ struct Inner {
     config: PoolConfig,
     state: Mutex<State>,
     freed: Notify,
+    /// MCP servers are sessions, not workers ([`session`]).
+    sessions: Arc<session::Sessions>,
 }
 
 /// Kept workers, shared by every call of a long-lived runner. Dropping the pool kills its workers.
@@ -119,6 +122,7 @@ impl WorkerPool {
                 config,
                 state: Mutex::new(State::default()),
                 freed: Notify::new(),
+                sessions: Arc::default(),
             }),
         }
     }
@@ -137,8 +141,13 @@ impl WorkerPool {
             .collect()
     }
 
-    /// Run one call of a persistent tool on a worker. `job.request` is the §4 line (newline included). Masking
-    /// and auditing are the caller's (the call pipeline's).
+    /// Process ids of the live sessions of the MCP server `name`.
+    pub fn session_pids(&self, name: &str) -> Vec<u32> {
+        self.inner.sessions.pids(name)
+    }
+
+    /// Run one call of a persistent tool on a worker (an MCP server's on its session). `job.request` is the §4
+    /// line (newline included). Masking and auditing are the caller's (the call pipeline's).
     pub(crate) async fn run(
         &self,
         spec: &WorkerSpec<'_>,
@@ -146,6 +155,9 @@ impl WorkerPool {
         obs: &mut dyn Observer,
         cancel: Cancel,
     ) -> Result<Value, CallError> {
+        if spec.file.launch == crate::discover::Launch::Mcp && spec.file.mcp.is_some() {
+            return self.inner.sessions.run(spec, job, obs, cancel).await;
+        }
         let version = FileKey::of(spec.file, spec.dirs)
             .ok()
             .and_then(|k| serde_json::to_string(&k).ok())

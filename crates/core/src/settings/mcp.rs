@@ -45,6 +45,14 @@ pub struct ServerSpec {
     /// How long the server may take to start and answer `initialize`, in seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshake_s: Option<f64>,
+    /// How many sessions of the server run at once (default 1: one session takes every call, concurrently). A
+    /// second session is started only while every session has a call in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub workers: Option<usize>,
+    /// Seconds a session without calls lives before it is ended (default: as long as the runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_s: Option<f64>,
     /// `stdio` (the default). Other transports are refused with a clear problem.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
