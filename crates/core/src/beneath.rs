@@ -49,11 +49,13 @@ fn names(rel: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
 /// The checks of one component already opened (`O_PATH | O_NOFOLLOW`): not a link, owned by this user, by the
 /// owner of `base` (a runner started as root for a user's anima dir) or by root.
 fn check_opened(fd: &OwnedFd, base: &Path, at: &Path, dir: bool) -> io::Result<()> {
-    let m = File::from(fd.try_clone()?).metadata()?;
-    if m.file_type().is_symlink() {
+    use rustix::fs::FileType;
+    let m = rustix::fs::fstat(fd)?;
+    let kind = FileType::from_raw_mode(m.st_mode);
+    if kind == FileType::Symlink {
         return Err(refused(base, at, "it is a symbolic link"));
     }
-    let owner = m.uid();
+    let owner = m.st_uid;
     if owner != euid() && owner != 0 && std::fs::metadata(base).map(|b| b.uid()).ok() != Some(owner) {
         return Err(refused(
             base,
@@ -64,7 +66,7 @@ fn check_opened(fd: &OwnedFd, base: &Path, at: &Path, dir: bool) -> io::Result<(
             ),
         ));
     }
-    if dir && !m.is_dir() {
+    if dir && kind != FileType::Directory {
         return Err(refused(base, at, "it is not a folder"));
     }
     Ok(())
@@ -132,7 +134,8 @@ pub fn check(base: &Path, rel: &Path) -> io::Result<()> {
 }
 
 /// Open `rel` below `base` with `flags` (and `mode` when it creates), never through a link: the file must be this
-/// user's own. `NotFound` when it is missing (and `flags` do not create it).
+/// user's own. `NotFound` when it is missing (and `flags` do not create it). The owners of the folders on the way
+/// are not looked at here: [`make_dirs`] or [`check`] them first where they matter.
 pub fn open(base: &Path, rel: &Path, flags: OFlags, mode: u32) -> io::Result<File> {
     names(rel)?;
     let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -153,10 +156,6 @@ pub fn open(base: &Path, rel: &Path, flags: OFlags, mode: u32) -> io::Result<Fil
         Err(e) => return Err(e.into()),
     };
     check_opened(&fd, base, rel, false)?;
-    // The folders on the way: another user's folder (which this user could not have made) is refused too.
-    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-        walk(base, parent, false)?;
-    }
     Ok(File::from(fd))
 }
 

@@ -1010,7 +1010,8 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
         }
     }
     for d in ["background_tasks", "background_notifications"] {
-        if std::fs::create_dir_all(state.join(d)).is_ok() {
+        // Never through a link a tool left in place of `state/` (the runner refuses its files there anyway).
+        if crate::beneath::make_dirs(&anima, &Path::new("state").join(d)).is_ok() {
             out.extend(rules::canonical(&state.join(d)));
         }
     }
@@ -1022,14 +1023,9 @@ fn runner_state_files(dirs: &Dirs) -> Vec<PathBuf> {
             .create(state.join("background_tasks").join(crate::dirs::TASKS_PRIVATE_DIR));
     }
     let audit = anima.join(crate::policy::audit::AUDIT_FILE);
-    use std::os::unix::fs::OpenOptionsExt;
-    if std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&audit)
-        .is_ok()
-    {
+    use rustix::fs::OFlags;
+    let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NONBLOCK | OFlags::NOCTTY;
+    if crate::beneath::open(&anima, Path::new(crate::policy::audit::AUDIT_FILE), flags, 0o600).is_ok() {
         out.extend(rules::canonical(&audit));
     }
     out
