@@ -14,6 +14,7 @@
 //! 5. After the call, [`audit::AuditLog::append`] one JSON line, with arguments masked by a [`mask::Masker`]
 //!    that holds every resolved secret.
 
+pub mod addresses;
 pub mod audit;
 pub mod credentials;
 pub mod env;

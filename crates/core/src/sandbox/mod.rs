@@ -1349,7 +1349,7 @@ impl Plan {
                     .iter()
                     .filter_map(|e| netproxy::Allowed::parse(e))
                     .collect();
-                let (proxy, child_net) = netproxy::start(allowed, private)?;
+                let (proxy, child_net) = netproxy::start(allowed, private, crate::policy::addresses::reachable)?;
                 let listening = proxy.listening();
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some((child_net, listening, h))
