@@ -1818,3 +1818,53 @@ print(json.dumps({{"got": r}}))'"#,
     let granted = got();
     assert!(granted.contains("rows"), "{granted}");
 }
+
+/// Through the proxy, an address of the machine's own interfaces is refused like loopback (before, `CONNECT
+/// <eth0 address>:port` reached a server bound to 0.0.0.0, also as `[::ffff:…]`).
+#[test]
+fn the_proxy_refuses_the_machines_own_addresses() {
+    use std::io::Write;
+    if !landlock() || !pid_namespace() {
+        return;
+    }
+    let own = animaworks_tool::sandbox::netproxy::local_addresses().unwrap();
+    let Some(addr) = own.iter().find(|a| a.is_ipv4() && !a.is_loopback()) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no IPv4 address but loopback here"
+        );
+        eprintln!("SKIPPED: no IPv4 address but loopback here");
+        return;
+    };
+    let server = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in server.incoming() {
+            let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+        }
+    });
+    let w = World::sandboxed();
+    let body = format!(
+        r#"python3 -c '
+import json, socket
+out = {{}}
+for t in ["{addr}:{port}", "[::ffff:{addr}]:{port}"]:
+    s = socket.create_connection(("127.0.0.1", {proxy}))
+    s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % t).encode())
+    out[t] = s.recv(200).decode().split("\r\n")[0]
+print(json.dumps(out))'"#,
+        proxy = animaworks_tool::sandbox::netproxy::PORT
+    );
+    let doc = json!({"protocol": 1, "actions": [{"name": "go", "input_schema": {"type": "object"},
+                     "profile": {"sandbox": {"net": [format!("*:{port}")]}}}]});
+    w.tool(&w.personal(), "own", &bash_tool(&doc.to_string(), &body));
+    let o = w.run(&["call", "own", "go"]);
+    let r = json(&o);
+    for t in [format!("{addr}:{port}"), format!("[::ffff:{addr}]:{port}")] {
+        assert!(
+            r[&t].as_str().unwrap_or_default().starts_with("HTTP/1.1 403"),
+            "{t}: {r}\n{}",
+            stderr(&o)
+        );
+    }
+}

@@ -15,6 +15,7 @@
 //!    that holds every resolved secret.
 
 pub mod approval;
+pub mod addresses;
 pub mod audit;
 pub mod credentials;
 pub mod env;

@@ -474,16 +474,18 @@ fn plan_with(
             protected_write.paths.insert(p);
         }
     }
-    let granted: Vec<PathBuf> = grants
-        .read
-        .iter()
-        .chain(&grants.write)
-        .filter_map(|r| places.expand(r).ok().flatten())
-        .collect();
-    for p in sockets::hidden(&dirs.data, &granted) {
-        let p = rules::canonical(&p).unwrap_or(p);
-        protected_read.paths.insert(p.clone());
-        protected_write.paths.insert(p);
+    // Not for a probe: it has no network, so no `connect` (and a remembered plan would watch `/tmp` and `/run`).
+    if !matches!(needs, Needs::Probe) {
+        let granted: Vec<PathBuf> = grants
+            .read
+            .iter()
+            .chain(&grants.write)
+            .filter_map(|r| places.expand(r).ok().flatten())
+            .collect();
+        // Only those there now, and not cut out of write grants: a missing one would split a writable `/tmp`.
+        for p in sockets::hidden(&dirs.data, &granted) {
+            protected_read.paths.extend(rules::canonical(&p));
+        }
     }
     places.cwd = usable_cwd(dirs, home.as_deref(), &protected_write);
 
@@ -1365,7 +1367,7 @@ impl Plan {
                     .iter()
                     .filter_map(|e| netproxy::Allowed::parse(e))
                     .collect();
-                let (proxy, child_net) = netproxy::start(allowed, private)?;
+                let (proxy, child_net) = netproxy::start(allowed, private, crate::policy::addresses::reachable)?;
                 let listening = proxy.listening();
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some((child_net, listening, h))
