@@ -758,3 +758,43 @@ fn the_credential_key_rows_restore_line_names_the_key() {
     let (mine, err) = with_token(ours_cmd(&w, &venv));
     assert_eq!(mine, theirs, "{err}");
 }
+
+#[test]
+fn side_by_side_an_invalid_or_newer_permissions_file() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "selfaware.py", SELF_AWARE);
+    for body in [
+        r#"{"external_tools": "#,
+        "",
+        "[]",
+        r#"{"external_tools": {"allow_all": "maybe"}}"#,
+    ] {
+        std::fs::write(w.anima.join("permissions.json"), body).unwrap();
+        let t = original_cmd(&w, &venv).arg("selfaware").output().unwrap();
+        let o = ours(&w, &venv, &["selfaware"]);
+        assert_eq!(o.status.code(), t.status.code(), "{body:?}");
+        // The original logs the exception's traceback first; its refusal is its last line.
+        let theirs = stderr(&t).lines().last().unwrap_or_default().to_owned();
+        assert!(theirs.starts_with("Error: "), "{theirs}");
+        assert_eq!(stderr(&o).lines().next().unwrap_or_default(), theirs, "{body:?}");
+    }
+    // A version it does not know: the fields it knows, and AnimaWorks' warning.
+    std::fs::write(w.anima.join("permissions.json"), r#"{"version": 2}"#).unwrap();
+    let t = original_cmd(&w, &venv).arg("selfaware").output().unwrap();
+    let o = ours(&w, &venv, &["selfaware"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (t.status.code(), stdout(&t)),
+        "{}",
+        stderr(&o)
+    );
+    let warning = "permissions.json version 2 is unknown; using known fields only";
+    assert!(stderr(&t).contains(warning), "{}", stderr(&t));
+    assert_eq!(
+        stderr(&o).lines().filter(|l| *l == warning).count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}
