@@ -798,3 +798,51 @@ fn side_by_side_an_invalid_or_newer_permissions_file() {
         stderr(&o)
     );
 }
+
+/// Where a module's temporary files go, and whether it can write a file by name in the caller's `TMPDIR`.
+const TEMPS: &str = r#"
+import json, os, tempfile
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    try:
+        with open(os.path.join(argv[0], "named.tmp"), "w") as f:
+            f.write("x")
+        named = "ok"
+    except Exception as e:
+        named = type(e).__name__
+    print(json.dumps({"gettempdir": tempfile.gettempdir(), "named": named}))
+"#;
+
+#[test]
+fn the_tmpdir_rows_restore_lines() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no mount namespace here; skipped");
+        return;
+    }
+    let w = world_outside_tmp();
+    w.tool(&w.personal(), "temps.py", TEMPS);
+    let big = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let big_s = big.path().to_str().unwrap();
+    let run = |mut c: Command| -> Value {
+        let o = c.env("TMPDIR", big.path()).args(["temps", big_s]).output().unwrap();
+        let _ = std::fs::remove_file(big.path().join("named.tmp"));
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)))
+    };
+    let theirs = run(original_cmd(&w, &venv));
+    assert_eq!(theirs, json!({"gettempdir": big_s, "named": "ok"}));
+    let mine = run(ours_cmd(&w, &venv));
+    assert_ne!(mine["gettempdir"], theirs["gettempdir"], "the row: {mine}");
+    assert_eq!(mine["named"], "PermissionError", "{mine}");
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"write": [big_s]}}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(run(ours_cmd(&w, &venv))["named"], "ok", "granted, by name");
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    assert_eq!(run(ours_cmd(&w, &venv)), theirs, "the tier off");
+}
