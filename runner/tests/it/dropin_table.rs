@@ -846,3 +846,27 @@ fn the_tmpdir_rows_restore_lines() {
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
     assert_eq!(run(ours_cmd(&w, &venv)), theirs, "the tier off");
 }
+
+#[test]
+fn side_by_side_a_module_that_fails_to_import() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(
+        &w.personal(),
+        "broken.py",
+        "import nosuchmodule_awt\n\ndef cli_main(argv):\n    print(argv)\n",
+    );
+    let t = original_cmd(&w, &venv).args(["broken", "go"]).output().unwrap();
+    let o = ours(&w, &venv, &["broken", "go"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (t.status.code(), stdout(&t)),
+        "{}",
+        stderr(&o)
+    );
+    let line = "ModuleNotFoundError: No module named 'nosuchmodule_awt'";
+    for err in [stderr(&t), stderr(&o)] {
+        assert!(err.contains("Traceback (most recent call last):"), "{err}");
+        assert!(err.lines().any(|l| l == line), "{err}");
+    }
+}
