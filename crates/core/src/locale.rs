@@ -128,7 +128,7 @@ impl Locale {
                 let action = key.strip_prefix(&format!("{tool}_")).unwrap_or(action).to_owned();
                 self.gated_action_denied(tool, &action, &key)
             }
-            "permissions_unusable" => self.permission_check_failed(tool, "PermissionsError"),
+            "permissions_unusable" => self.permission_check_failed(tool, python_exception(&e.message)),
             _ => return None,
         })
     }
@@ -177,9 +177,39 @@ impl Locale {
     }
 }
 
+/// The exception AnimaWorks' loader raises for the fault a permissions refusal describes: `json.loads`'
+/// `JSONDecodeError` for text that is not JSON, pydantic's `ValidationError` for JSON of the wrong shape (serde's
+/// data errors); the runner's own name for a file it cannot read.
+fn python_exception(message: &str) -> &'static str {
+    const SHAPE: &[&str] = &[
+        "invalid type",
+        "invalid value",
+        "invalid length",
+        "missing field",
+        "unknown field",
+        "unknown variant",
+        "duplicate",
+    ];
+    if !message.contains("invalid permissions file") {
+        "PermissionsError"
+    } else if SHAPE.iter().any(|s| message.contains(s)) {
+        "ValidationError"
+    } else {
+        "JSONDecodeError"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_permissions_fault_is_named_as_animaworks_names_it() {
+        let m = |r: &str| format!("every tool call is refused: invalid permissions file /a/permissions.json:1:2: {r}");
+        assert_eq!(python_exception(&m("EOF while parsing an object")), "JSONDecodeError");
+        assert_eq!(python_exception(&m("invalid type: sequence, expected a map")), "ValidationError");
+        assert_eq!(python_exception("cannot read permissions file /a: denied"), "PermissionsError");
+    }
 
     #[test]
     fn locale_from_config_json_with_ja_by_default() {

@@ -550,7 +550,10 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
             // Not one of AnimaWorks' words either: an attempt at an unknown tool, audited.
             return fail(&runner.refuse_open(&first, e), json_errors);
         }
-        Err(e) => return fail(&runner.refuse_open(&first, e), json_errors),
+        Err(e) => {
+            let e = runner.refuse_open(&first, e);
+            return legacy_import_failure(&e).unwrap_or_else(|| fail(&e, json_errors));
+        }
     };
     let words: Vec<String> = match words
         .iter()
@@ -610,6 +613,17 @@ pub(super) fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &
     let message = awt_core::locale::Locale::of_data_dir(&runner.dirs.data).refusal(e, tool, word)?;
     tell!("Error: {message}");
     tell!("  hint: {}", e.hint.as_deref().unwrap_or(&e.message));
+    Some(1)
+}
+
+/// A module that cannot be imported, called by its legacy argv, as AnimaWorks' CLI shows it: the traceback on
+/// stderr, exit 1 (Python's own for an uncaught exception), nothing on stdout. `None` for other errors.
+fn legacy_import_failure(e: &CallError) -> Option<i32> {
+    if e.code != ErrorCode::UnknownAction || !e.message.contains("animaworks-tool: cannot import ") {
+        return None;
+    }
+    let tail = e.detail(awt_core::error::Detail::StderrTail)?.as_str()?;
+    tell!("{}", tail.trim_end());
     Some(1)
 }
 

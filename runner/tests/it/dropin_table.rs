@@ -758,3 +758,115 @@ fn the_credential_key_rows_restore_line_names_the_key() {
     let (mine, err) = with_token(ours_cmd(&w, &venv));
     assert_eq!(mine, theirs, "{err}");
 }
+
+#[test]
+fn side_by_side_an_invalid_or_newer_permissions_file() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(&w.personal(), "selfaware.py", SELF_AWARE);
+    for body in [
+        r#"{"external_tools": "#,
+        "",
+        "[]",
+        r#"{"external_tools": {"allow_all": "maybe"}}"#,
+    ] {
+        std::fs::write(w.anima.join("permissions.json"), body).unwrap();
+        let t = original_cmd(&w, &venv).arg("selfaware").output().unwrap();
+        let o = ours(&w, &venv, &["selfaware"]);
+        assert_eq!(o.status.code(), t.status.code(), "{body:?}");
+        // The original logs the exception's traceback first; its refusal is its last line.
+        let theirs = stderr(&t).lines().last().unwrap_or_default().to_owned();
+        assert!(theirs.starts_with("Error: "), "{theirs}");
+        assert_eq!(stderr(&o).lines().next().unwrap_or_default(), theirs, "{body:?}");
+    }
+    // A version it does not know: the fields it knows, and AnimaWorks' warning.
+    std::fs::write(w.anima.join("permissions.json"), r#"{"version": 2}"#).unwrap();
+    let t = original_cmd(&w, &venv).arg("selfaware").output().unwrap();
+    let o = ours(&w, &venv, &["selfaware"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (t.status.code(), stdout(&t)),
+        "{}",
+        stderr(&o)
+    );
+    let warning = "permissions.json version 2 is unknown; using known fields only";
+    assert!(stderr(&t).contains(warning), "{}", stderr(&t));
+    assert_eq!(
+        stderr(&o).lines().filter(|l| *l == warning).count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Where a module's temporary files go, and whether it can write a file by name in the caller's `TMPDIR`.
+const TEMPS: &str = r#"
+import json, os, tempfile
+
+def get_tool_schemas():
+    return []
+
+def cli_main(argv):
+    try:
+        with open(os.path.join(argv[0], "named.tmp"), "w") as f:
+            f.write("x")
+        named = "ok"
+    except Exception as e:
+        named = type(e).__name__
+    print(json.dumps({"gettempdir": tempfile.gettempdir(), "named": named}))
+"#;
+
+#[test]
+fn the_tmpdir_rows_restore_lines() {
+    let Some(venv) = original() else { return };
+    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+        eprintln!("note: no mount namespace here; skipped");
+        return;
+    }
+    let w = world_outside_tmp();
+    w.tool(&w.personal(), "temps.py", TEMPS);
+    let big = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let big_s = big.path().to_str().unwrap();
+    let run = |mut c: Command| -> Value {
+        let o = c.env("TMPDIR", big.path()).args(["temps", big_s]).output().unwrap();
+        let _ = std::fs::remove_file(big.path().join("named.tmp"));
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)))
+    };
+    let theirs = run(original_cmd(&w, &venv));
+    assert_eq!(theirs, json!({"gettempdir": big_s, "named": "ok"}));
+    let mine = run(ours_cmd(&w, &venv));
+    assert_ne!(mine["gettempdir"], theirs["gettempdir"], "the row: {mine}");
+    assert_eq!(mine["named"], "PermissionError", "{mine}");
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"sandbox": {"write": [big_s]}}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(run(ours_cmd(&w, &venv))["named"], "ok", "granted, by name");
+    std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"personal": "off"}}"#).unwrap();
+    assert_eq!(run(ours_cmd(&w, &venv)), theirs, "the tier off");
+}
+
+#[test]
+fn side_by_side_a_module_that_fails_to_import() {
+    let Some(venv) = original() else { return };
+    let w = World::sandboxed();
+    w.tool(
+        &w.personal(),
+        "broken.py",
+        "import nosuchmodule_awt\n\ndef cli_main(argv):\n    print(argv)\n",
+    );
+    let t = original_cmd(&w, &venv).args(["broken", "go"]).output().unwrap();
+    let o = ours(&w, &venv, &["broken", "go"]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (t.status.code(), stdout(&t)),
+        "{}",
+        stderr(&o)
+    );
+    let line = "ModuleNotFoundError: No module named 'nosuchmodule_awt'";
+    for err in [stderr(&t), stderr(&o)] {
+        assert!(err.contains("Traceback (most recent call last):"), "{err}");
+        assert!(err.lines().any(|l| l == line), "{err}");
+    }
+}

@@ -106,11 +106,14 @@ fn run_cli(w: &World, args: &[&str]) -> Seen {
 /// A legacy argv's refusal is AnimaWorks' (`Error: …` on stderr, exit 1, nothing on stdout); the key it names is
 /// the one to grant.
 fn run_legacy_argv(w: &World, args: &[&str]) -> Seen {
-    let o = w.run(args);
-    let err = stderr(&o);
+    legacy_seen(&w.run(args))
+}
+
+fn legacy_seen(o: &std::process::Output) -> Seen {
+    let err = stderr(o);
     let refused = o.status.code() == Some(1) && err.starts_with("Error: ");
     if refused {
-        assert_eq!(stdout(&o), "", "{err}");
+        assert_eq!(stdout(o), "", "{err}");
     }
     let key = err
         .split("external_tools.allow に '")
@@ -120,13 +123,17 @@ fn run_legacy_argv(w: &World, args: &[&str]) -> Seen {
     Seen {
         code: refused.then(|| "permission_denied".to_owned()),
         key,
-        blob: format!("{}{err}", stdout(&o)),
+        blob: format!("{}{err}", stdout(o)),
     }
 }
 
 fn submit(w: &World, args: &[&str]) -> Seen {
     let o = w.run(args);
     let out = stdout(&o);
+    // A refused gated submit is AnimaWorks' refusal, as a legacy argv's.
+    if o.status.code() == Some(1) && stderr(&o).starts_with("Error: ") {
+        return legacy_seen(&o);
+    }
     if o.status.code() != Some(0) {
         return seen_of(&out, format!("{out}{}", stderr(&o)));
     }

@@ -254,6 +254,9 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
     let json_path = anima_dir.join(JSON_FILE);
     if let Some(text) = read_if_present(&json_path)? {
         let permissions = parse_json(&json_path, &text)?;
+        if permissions.version != 1 {
+            unknown_version(permissions.version);
+        }
         return Ok(LoadedPermissions {
             permissions,
             source: PermissionsFile::Json(json_path),
@@ -271,6 +274,13 @@ pub fn load(anima_dir: &Path) -> Result<LoadedPermissions, PermissionsError> {
         permissions: Permissions::default(),
         source: PermissionsFile::Defaults(json_path),
     })
+}
+
+/// AnimaWorks' warning for a version it does not know, word for word, once per process (it reads the fields it
+/// knows, as here).
+fn unknown_version(version: i128) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("permissions.json version {version} is unknown; using known fields only"));
 }
 
 /// `Ok(None)` only when nothing at all is at `path` (not even a dangling symlink); any other failure to read
