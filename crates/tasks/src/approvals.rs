@@ -144,6 +144,11 @@ impl Approvals {
         })
     }
 
+    /// The store when requests were ever filed here (a look that must not create the folder or the key: `doctor`).
+    pub fn existing(data: &Path) -> Option<Approvals> {
+        data.join(DIR).is_dir().then(|| Approvals::open(data).ok()).flatten()
+    }
+
     fn path(&self, id: &str, ext: &str) -> PathBuf {
         self.dir.join(format!("{id}.{ext}"))
     }

@@ -214,3 +214,14 @@ pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// The pending requests of the data dir, for `doctor`: as JSON, and as lines.
+pub fn pending_report(data: &std::path::Path) -> (Vec<Value>, Vec<String>) {
+    let list: Vec<Record> = Approvals::existing(data)
+        .map(|s| s.list())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.status == State::Pending)
+        .collect();
+    (list.iter().map(Record::public).collect(), list.iter().map(line).collect())
+}

@@ -391,3 +391,77 @@ fn mcp_elicitation_with_the_python_sdk_client() {
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 2);
 }
+
+/// An AnimaWorks module's gated subcommand asks as an action does, answered in AnimaWorks' words.
+const LEGACY: &str = r#"
+import argparse, json, os
+
+EXECUTION_PROFILE = {"delete-all": {"gated": True, "background_eligible": True}}
+
+
+def get_tool_schemas():
+    return []
+
+
+def cli_main(argv):
+    p = argparse.ArgumentParser(prog="leg")
+    sub = p.add_subparsers(dest="cmd")
+    d = sub.add_parser("delete-all")
+    d.add_argument("--scope")
+    d.add_argument("-j", action="store_true")
+    sub.add_parser("list")
+    p.add_argument("-j", action="store_true")
+    a = p.parse_args(argv)
+    out = os.path.join(os.environ["ANIMAWORKS_ANIMA_DIR"], "out")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "sent"), "a") as f:
+        f.write(json.dumps({"cmd": a.cmd, "scope": getattr(a, "scope", None)}) + "\n")
+    print("ran", a.cmd)
+"#;
+
+#[test]
+fn a_legacy_subcommand_asks_and_runs_once_approved() {
+    let w = world(json!({"external_tools": {"ask": ["leg_*"]}}));
+    std::fs::remove_file(w.data.join("config.json")).unwrap();
+    std::fs::write(w.personal().join("leg.py"), LEGACY).unwrap();
+    let o = run_guarded(w.cmd().args(["leg", "delete-all", "--scope", "tmp"]), 60).unwrap();
+    assert_eq!(code(&o), 14, "{} {}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("Error: ") && err.contains("承認") && err.contains("inbox"), "{err}");
+    assert!(sent(&w).is_empty());
+    let o = w.run(&["approvals", "list", "--json"]);
+    let list = json(&o);
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(list[0]["binding"]["action"], "cli", "{list}");
+    assert_eq!(list[0]["keys"], json!(["leg_delete-all"]), "{list}");
+    let o = w.run(&["approvals", "approve", &id]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(eventually(60, || note(&w, &id).exists()), "no notification");
+    let text = std::fs::read_to_string(note(&w, &id)).unwrap();
+    assert!(text.contains("completed"), "{text}");
+    assert_eq!(sent(&w), vec![r#"{"cmd": "delete-all", "scope": "tmp"}"#.to_owned()]);
+}
+
+#[test]
+fn the_notify_command_gets_the_request_and_doctor_lists_it() {
+    let w = asking();
+    let seen = w.tmp.path().join("notified.json");
+    let script = w.tool(
+        w.tmp.path(),
+        "notify.sh",
+        &format!("#!/bin/sh\ncat > {}.tmp && mv {}.tmp {}\n", seen.display(), seen.display(), seen.display()),
+    );
+    w.settings(&json!({"approvals": {"notify": [script]}}).to_string());
+    let id = pending(&w, "bob");
+    assert!(eventually(20, || seen.exists()), "the notify command never ran");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(v["id"], id.as_str(), "{v}");
+    assert_eq!(v["args"], json!({"to": "bob"}), "{v}");
+    assert_eq!(v["approve"], format!("animaworks-tool approvals approve {id}"), "{v}");
+    assert!(v.get("mac").is_none(), "{v}");
+    let o = w.run(&["doctor", "--json"]);
+    let d = json(&o);
+    assert_eq!(d["approvals_pending"][0]["id"], id.as_str(), "{d}");
+    let o = w.run(&["doctor"]);
+    assert!(stdout(&o).contains(&id) && stdout(&o).contains("approvals waiting"), "{}", stdout(&o));
+}
