@@ -49,6 +49,11 @@ fn pending(w: &World, to: &str) -> String {
     id
 }
 
+/// The runner as a human at their own shell: not in the anima's environment.
+fn operator(w: &World, args: &[&str]) -> std::process::Output {
+    w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(args).output().unwrap()
+}
+
 fn record_path(w: &World, id: &str) -> PathBuf {
     w.data.join(format!("state/animaworks-tool/approvals/{id}.json"))
 }
@@ -68,7 +73,7 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert_eq!(list[0]["args"], json!({"to": "bob"}));
     // The same call asked again while its request waits is the same request.
     assert_eq!(pending(&w, "bob"), id);
-    let o = w.run(&["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"]);
+    let o = operator(&w, &["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"]);
     assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
     assert!(eventually(20, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -78,7 +83,7 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     let audit = audit_text(&w);
     assert!(audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"), "{audit}");
     // Used: approving it again is refused, and the same call asks anew (an approval is one call).
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     let again = pending(&w, "bob");
     assert_ne!(again, id);
@@ -94,7 +99,7 @@ fn a_denied_request_never_runs_and_the_anima_is_told() {
     let text = std::fs::read_to_string(note(&w, &id)).expect("the anima is notified");
     assert!(text.contains("denied") && text.contains("not to eve") && text.contains("boss"), "{text}");
     assert!(sent(&w).is_empty());
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "a denied request cannot be approved after: {}", stderr(&o));
     assert!(audit_text(&w).contains("approval_denied"));
 }
@@ -113,7 +118,7 @@ fn an_expired_request_is_not_approved_and_the_anima_is_told() {
     );
     let text = std::fs::read_to_string(note(&w, &id)).expect("the anima is notified");
     assert!(text.contains("expired"), "{text}");
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(sent(&w).is_empty());
 }
@@ -126,7 +131,7 @@ fn a_forged_or_changed_request_is_refused() {
     let text = std::fs::read_to_string(&path).unwrap();
     // Changed arguments (the MAC covers every field).
     std::fs::write(&path, text.replace(r#""to": "bob""#, r#""to": "mallory""#)).unwrap();
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     assert!(stderr(&o).contains("forged or changed"), "{}", stderr(&o));
     // A request written by anything but the runner (no key): refused too.
@@ -134,7 +139,7 @@ fn a_forged_or_changed_request_is_refused() {
     v["id"] = json!("aaaaaaaaaaaa");
     v["mac"] = json!("0000000000000000:00");
     std::fs::write(record_path(&w, "aaaaaaaaaaaa"), v.to_string()).unwrap();
-    let o = w.run(&["approvals", "approve", "aaaaaaaaaaaa"]);
+    let o = operator(&w, &["approvals", "approve", "aaaaaaaaaaaa"]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     assert!(sent(&w).is_empty());
     let o = w.run(&["approvals", "list", "--json"]);
@@ -146,7 +151,7 @@ fn a_tool_file_rewritten_after_the_request_does_not_run_on_its_approval() {
     let w = asking();
     let id = pending(&w, "bob");
     w.tool(&w.common(), "mail", &bash_tool(SCHEMAS, &format!("{BODY}\n# changed")));
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -226,7 +231,7 @@ fn use_tool_answers_pending_in_animaworks_shape_and_locale() {
     let msg = answer["message"].as_str().unwrap();
     assert!(msg.contains("承認") && msg.contains("inbox") && msg.contains(id), "ja by default: {msg}");
     assert!(sent(&w).is_empty());
-    let o = w.run(&["approvals", "approve", id]);
+    let o = operator(&w, &["approvals", "approve", id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 1);
@@ -310,7 +315,7 @@ fn submit_and_serve_answer_pending_and_each_approval_runs_once() {
     assert!(serve.finish().success());
     assert_ne!(by_submit, by_serve);
     for id in [&by_submit, &by_serve] {
-        let o = w.run(&["approvals", "approve", id]);
+        let o = operator(&w, &["approvals", "approve", id]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
     }
     assert!(eventually(20, || note(&w, &by_submit).exists() && note(&w, &by_serve).exists()));
@@ -386,7 +391,7 @@ fn mcp_elicitation_with_the_python_sdk_client() {
     let e = &v["call"]["_meta"]["animaworks-tool/error"];
     assert_eq!(e["code"], "approval_pending", "{v}");
     let id = e["approval_id"].as_str().unwrap();
-    let o = w.run(&["approvals", "approve", id]);
+    let o = operator(&w, &["approvals", "approve", id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 2);
@@ -434,7 +439,7 @@ fn a_legacy_subcommand_asks_and_runs_once_approved() {
     let id = list[0]["id"].as_str().unwrap().to_owned();
     assert_eq!(list[0]["binding"]["action"], "cli", "{list}");
     assert_eq!(list[0]["keys"], json!(["leg_delete-all"]), "{list}");
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(60, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -464,4 +469,18 @@ fn the_notify_command_gets_the_request_and_doctor_lists_it() {
     assert_eq!(d["approvals_pending"][0]["id"], id.as_str(), "{d}");
     let o = w.run(&["doctor"]);
     assert!(stdout(&o).contains(&id) && stdout(&o).contains("approvals waiting"), "{}", stdout(&o));
+}
+
+#[test]
+fn an_anima_does_not_approve_its_own_request_nor_a_tool() {
+    let w = asking();
+    let id = pending(&w, "bob");
+    let o = w.run(&["approvals", "approve", &id]);
+    assert_eq!(code(&o), 6, "from the anima's own environment: {}", stderr(&o));
+    assert!(stderr(&o).contains("does not approve its own request"), "{}", stderr(&o));
+    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").env("ANIMAWORKS_CALL_ID", "c-1").args(["approvals", "approve", &id]).output().unwrap();
+    assert_eq!(code(&o), 6, "from inside a tool call: {}", stderr(&o));
+    let o = w.run(&["approvals", "list", "--json"]);
+    assert_eq!(json(&o)[0]["status"], "pending");
+    assert!(sent(&w).is_empty());
 }
