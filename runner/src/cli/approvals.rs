@@ -235,7 +235,7 @@ fn prompt(req: &Request) -> bool {
 
 /// Request ids with their state and call, for completion (pending first, at most 100).
 pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
-    let Ok(store) = Approvals::open(data) else { return Vec::new() };
+    let Some(store) = Approvals::existing(data) else { return Vec::new() };
     let mut list = store.list();
     list.sort_by_key(|r| r.status != State::Pending);
     list.truncate(100);

@@ -82,6 +82,10 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert!(sent(&w)[0].contains(r#""to":"bob""#), "{:?}", sent(&w));
     let audit = audit_text(&w);
     assert!(audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"), "{audit}");
+    // A replayed task of the same approval (its worker redeems it again) is refused: the approval was used.
+    let store = animaworks_tool::tasks::approvals::Approvals::open(&w.data).unwrap();
+    let e = store.redeem(&id).err().expect("used once");
+    assert!(e.message.contains("used"), "{e}");
     // Used: approving it again is refused, and the same call asks anew (an approval is one call).
     let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
