@@ -84,7 +84,14 @@ fn show_text(r: &Record) -> String {
     let v = r.public();
     let mut out = String::new();
     for k in [
-        "id", "status", "created", "expires", "keys", "decided_by", "reason", "approve",
+        "id",
+        "status",
+        "created",
+        "expires",
+        "keys",
+        "decided_by",
+        "reason",
+        "approve",
     ] {
         if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
             let s = x.as_str().map_or_else(|| x.to_string(), str::to_owned);
@@ -167,7 +174,10 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
                     if json {
                         say!("{}", r.public());
                     } else {
-                        say!("denied {id}; {} is notified", r.binding.anima.as_deref().unwrap_or("the anima"));
+                        say!(
+                            "denied {id}; {} is notified",
+                            r.binding.anima.as_deref().unwrap_or("the anima")
+                        );
                     }
                     0
                 }
@@ -187,10 +197,17 @@ fn not_the_asker(r: &Record) -> Result<(), CallError> {
             .hint("a human approves from their own shell, outside the anima's environment"))
     };
     if CALL_ID.get_os().is_some() {
-        return refuse(format!("approval request {} cannot be approved from inside a tool call (${} is set)", r.id, CALL_ID.name));
+        return refuse(format!(
+            "approval request {} cannot be approved from inside a tool call (${} is set)",
+            r.id, CALL_ID.name
+        ));
     }
     let same = |a: &std::path::Path, b: &std::path::Path| {
-        a == b || std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(b).ok()).is_some_and(|(x, y)| x == y)
+        a == b
+            || std::fs::canonicalize(a)
+                .ok()
+                .zip(std::fs::canonicalize(b).ok())
+                .is_some_and(|(x, y)| x == y)
     };
     if let (Some(env), Some(asker)) = (ANIMA_DIR.get_os(), r.anima_dir.as_deref()) {
         if same(std::path::Path::new(&env), asker) {
@@ -235,7 +252,9 @@ fn prompt(req: &Request) -> bool {
 
 /// Request ids with their state and call, for completion (pending first, at most 100).
 pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
-    let Some(store) = Approvals::existing(data) else { return Vec::new() };
+    let Some(store) = Approvals::existing(data) else {
+        return Vec::new();
+    };
     let mut list = store.list();
     list.sort_by_key(|r| r.status != State::Pending);
     list.truncate(100);
@@ -255,5 +274,8 @@ pub fn pending_report(data: &std::path::Path) -> (Vec<Value>, Vec<String>) {
         .into_iter()
         .filter(|r| r.status == State::Pending)
         .collect();
-    (list.iter().map(Record::public).collect(), list.iter().map(line).collect())
+    (
+        list.iter().map(Record::public).collect(),
+        list.iter().map(line).collect(),
+    )
 }

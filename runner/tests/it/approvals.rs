@@ -11,7 +11,8 @@ const SCHEMAS: &str = r#"{"protocol":1,"actions":[
 ]}"#;
 
 /// Each run appends its request to `<anima dir>/out/sent`.
-const BODY: &str = r#"mkdir -p "$ANIMAWORKS_ANIMA_DIR/out"; echo "$req" >> "$ANIMAWORKS_ANIMA_DIR/out/sent"; echo '{"sent":true}'"#;
+const BODY: &str =
+    r#"mkdir -p "$ANIMAWORKS_ANIMA_DIR/out"; echo "$req" >> "$ANIMAWORKS_ANIMA_DIR/out/sent"; echo '{"sent":true}'"#;
 
 fn world(permissions: Value) -> World {
     let w = World::new();
@@ -40,12 +41,21 @@ fn note(w: &World, id: &str) -> PathBuf {
 /// `call mail send` without a terminal: exit 14, the request id.
 fn pending(w: &World, to: &str) -> String {
     let o = w.run(&["call", "mail", "send", "--json", &json!({"to": to}).to_string()]);
-    assert_eq!(code(&o), 14, "approval_pending is exit 14: {} {}", stdout(&o), stderr(&o));
+    assert_eq!(
+        code(&o),
+        14,
+        "approval_pending is exit 14: {} {}",
+        stdout(&o),
+        stderr(&o)
+    );
     let e = &json(&o)["error"];
     assert_eq!(e["code"], "approval_pending", "{e}");
     assert_eq!(e["key"], "mail_send", "{e}");
     let id = e["approval_id"].as_str().expect("the request id").to_owned();
-    assert!(e["hint"].as_str().unwrap().contains(&format!("approvals approve {id}")), "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains(&format!("approvals approve {id}")),
+        "{e}"
+    );
     id
 }
 
@@ -73,7 +83,10 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert_eq!(list[0]["args"], json!({"to": "bob"}));
     // The same call asked again while its request waits is the same request.
     assert_eq!(pending(&w, "bob"), id);
-    let o = operator(&w, &["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"]);
+    let o = operator(
+        &w,
+        &["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"],
+    );
     assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
     assert!(eventually(20, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -81,7 +94,10 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert_eq!(sent(&w).len(), 1, "{:?}", sent(&w));
     assert!(sent(&w)[0].contains(r#""to":"bob""#), "{:?}", sent(&w));
     let audit = audit_text(&w);
-    assert!(audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"), "{audit}");
+    assert!(
+        audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"),
+        "{audit}"
+    );
     // A replayed task of the same approval (its worker redeems it again) is refused: the approval was used.
     let store = animaworks_tool::tasks::approvals::Approvals::open(&w.data).unwrap();
     let e = store.redeem(&id).err().expect("used once");
@@ -101,7 +117,10 @@ fn a_denied_request_never_runs_and_the_anima_is_told() {
     let o = w.run(&["approvals", "deny", &id, "--reason", "not to eve", "--by", "boss"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = std::fs::read_to_string(note(&w, &id)).expect("the anima is notified");
-    assert!(text.contains("denied") && text.contains("not to eve") && text.contains("boss"), "{text}");
+    assert!(
+        text.contains("denied") && text.contains("not to eve") && text.contains("boss"),
+        "{text}"
+    );
     assert!(sent(&w).is_empty());
     let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "a denied request cannot be approved after: {}", stderr(&o));
@@ -169,7 +188,10 @@ fn an_approval_is_not_stretched_to_other_arguments() {
     use animaworks_tool::call::approve::{Approval, Grant};
     let w = asking();
     let runner = w.runner();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let args = |to: &str| json!({"to": to}).as_object().unwrap().clone();
         let deferred = animaworks_tool::call::CallOptions {
@@ -177,7 +199,12 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             ..Default::default()
         };
         let tool = runner.open("mail").await.unwrap();
-        let e = tool.action("send").unwrap().prepare(args("bob"), &deferred).err().expect("asks");
+        let e = tool
+            .action("send")
+            .unwrap()
+            .prepare(args("bob"), &deferred)
+            .err()
+            .expect("asks");
         assert_eq!(e.code, animaworks_tool::error::ErrorCode::ApprovalPending);
         let grant = Grant::from_error(&e).expect("the binding");
         let granted = animaworks_tool::call::CallOptions {
@@ -185,7 +212,12 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             ..Default::default()
         };
         let tool = runner.open("mail").await.unwrap();
-        let e = tool.action("send").unwrap().prepare(args("mallory"), &granted).err().expect("refused");
+        let e = tool
+            .action("send")
+            .unwrap()
+            .prepare(args("mallory"), &granted)
+            .err()
+            .expect("refused");
         assert_eq!(e.code, animaworks_tool::error::ErrorCode::PermissionDenied, "{e}");
         assert_eq!(e.details["reason"], "approval_mismatch", "{e}");
         let tool = runner.open("mail").await.unwrap();
@@ -233,7 +265,10 @@ fn use_tool_answers_pending_in_animaworks_shape_and_locale() {
     assert_eq!(answer["code"], "approval_pending", "{answer}");
     let id = answer["approval_id"].as_str().expect("the id");
     let msg = answer["message"].as_str().unwrap();
-    assert!(msg.contains("承認") && msg.contains("inbox") && msg.contains(id), "ja by default: {msg}");
+    assert!(
+        msg.contains("承認") && msg.contains("inbox") && msg.contains(id),
+        "ja by default: {msg}"
+    );
     assert!(sent(&w).is_empty());
     let o = operator(&w, &["approvals", "approve", id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -250,7 +285,13 @@ fn at_terminal(w: &World, args: &[&str], answer: &'static str) -> (Option<i32>, 
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty writes two fds into the given ints.
     let rc = unsafe {
-        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     };
     assert_eq!(rc, 0, "openpty failed");
     // SAFETY: both fds were just opened by openpty and are owned here.
@@ -292,11 +333,17 @@ fn at_a_terminal_the_prompt_runs_the_call_on_y_and_refuses_otherwise() {
     let w = asking();
     let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "bob"], "y\n");
     assert_eq!(code, Some(0), "stdout {out}\nterminal {term}");
-    assert!(term.contains("mail_send") && term.contains("alice") && term.contains("bob"), "{term}");
+    assert!(
+        term.contains("mail_send") && term.contains("alice") && term.contains("bob"),
+        "{term}"
+    );
     assert_eq!(sent(&w).len(), 1, "{term}");
     let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "carol"], "n\n");
     assert_eq!(code, Some(6), "stdout {out}\nterminal {term}");
-    assert!(term.contains("approval_declined") || term.contains("not approved"), "{term}");
+    assert!(
+        term.contains("approval_declined") || term.contains("not approved"),
+        "{term}"
+    );
     let (code, _, term) = at_terminal(&w, &["mail", "send", "--to", "dave"], "yes please\n");
     assert_eq!(code, Some(6), "only y runs it: {term}");
     assert_eq!(sent(&w).len(), 1);
@@ -347,7 +394,11 @@ fn tasks_of(w: &World) -> Vec<String> {
 #[test]
 fn mcp_elicitation_with_the_python_sdk_client() {
     let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-venv/bin/python3");
-    let python = if std::path::Path::new(venv).exists() { venv } else { "python3" };
+    let python = if std::path::Path::new(venv).exists() {
+        venv
+    } else {
+        "python3"
+    };
     let has_mcp = std::process::Command::new(python)
         .args(["-c", "import mcp"])
         .status()
@@ -369,22 +420,36 @@ fn mcp_elicitation_with_the_python_sdk_client() {
         }
         p.env("PATH", std::env::var_os("PATH").unwrap_or_default());
         let o = p.output().unwrap();
-        assert!(o.status.success(), "{mode}: client failed:\n{}\n{}", stdout(&o), stderr(&o));
+        assert!(
+            o.status.success(),
+            "{mode}: client failed:\n{}\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
         json(&o)
     };
     let w = asking();
     let v = run(&w, "accept");
-    assert!(v["listed"].as_array().unwrap().contains(&json!("mail_send")), "an asking action is offered: {v}");
+    assert!(
+        v["listed"].as_array().unwrap().contains(&json!("mail_send")),
+        "an asking action is offered: {v}"
+    );
     let asked = v["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "{v}");
     let msg = asked[0]["message"].as_str().unwrap();
-    assert!(msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"), "{msg}");
+    assert!(
+        msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"),
+        "{msg}"
+    );
     assert_ne!(v["call"]["isError"], json!(true), "accepted: it runs: {v}");
     assert_eq!(sent(&w).len(), 1);
     for mode in ["decline", "cancel"] {
         let v = run(&w, mode);
         assert_eq!(v["call"]["isError"], json!(true), "{mode}: {v}");
-        assert_eq!(v["call"]["_meta"]["animaworks-tool/error"]["reason"], "approval_declined", "{mode}: {v}");
+        assert_eq!(
+            v["call"]["_meta"]["animaworks-tool/error"]["reason"], "approval_declined",
+            "{mode}: {v}"
+        );
         assert_eq!(sent(&w).len(), 1, "{mode}");
     }
     let o = w.run(&["approvals", "list", "--all", "--json"]);
@@ -436,7 +501,10 @@ fn a_legacy_subcommand_asks_and_runs_once_approved() {
     let o = run_guarded(w.cmd().args(["leg", "delete-all", "--scope", "tmp"]), 60).unwrap();
     assert_eq!(code(&o), 14, "{} {}", stdout(&o), stderr(&o));
     let err = stderr(&o);
-    assert!(err.starts_with("Error: ") && err.contains("承認") && err.contains("inbox"), "{err}");
+    assert!(
+        err.starts_with("Error: ") && err.contains("承認") && err.contains("inbox"),
+        "{err}"
+    );
     assert!(sent(&w).is_empty());
     let o = w.run(&["approvals", "list", "--json"]);
     let list = json(&o);
@@ -458,7 +526,12 @@ fn the_notify_command_gets_the_request_and_doctor_lists_it() {
     let script = w.tool(
         w.tmp.path(),
         "notify.sh",
-        &format!("#!/bin/sh\ncat > {}.tmp && mv {}.tmp {}\n", seen.display(), seen.display(), seen.display()),
+        &format!(
+            "#!/bin/sh\ncat > {}.tmp && mv {}.tmp {}\n",
+            seen.display(),
+            seen.display(),
+            seen.display()
+        ),
     );
     w.settings(&json!({"approvals": {"notify": [script]}}).to_string());
     let id = pending(&w, "bob");
@@ -472,7 +545,11 @@ fn the_notify_command_gets_the_request_and_doctor_lists_it() {
     let d = json(&o);
     assert_eq!(d["approvals_pending"][0]["id"], id.as_str(), "{d}");
     let o = w.run(&["doctor"]);
-    assert!(stdout(&o).contains(&id) && stdout(&o).contains("approvals waiting"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&id) && stdout(&o).contains("approvals waiting"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -481,8 +558,18 @@ fn an_anima_does_not_approve_its_own_request_nor_a_tool() {
     let id = pending(&w, "bob");
     let o = w.run(&["approvals", "approve", &id]);
     assert_eq!(code(&o), 6, "from the anima's own environment: {}", stderr(&o));
-    assert!(stderr(&o).contains("does not approve its own request"), "{}", stderr(&o));
-    let o = w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").env("ANIMAWORKS_CALL_ID", "c-1").args(["approvals", "approve", &id]).output().unwrap();
+    assert!(
+        stderr(&o).contains("does not approve its own request"),
+        "{}",
+        stderr(&o)
+    );
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .env("ANIMAWORKS_CALL_ID", "c-1")
+        .args(["approvals", "approve", &id])
+        .output()
+        .unwrap();
     assert_eq!(code(&o), 6, "from inside a tool call: {}", stderr(&o));
     let o = w.run(&["approvals", "list", "--json"]);
     assert_eq!(json(&o)[0]["status"], "pending");
