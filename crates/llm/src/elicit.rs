@@ -42,7 +42,9 @@ pub async fn prepare<'r>(
         Err(e) if e.code == ErrorCode::ApprovalPending => e,
         other => return other,
     };
-    let Some(grant) = Grant::from_error(&e) else { return Err(e) };
+    let Some(grant) = Grant::from_error(&e) else {
+        return Err(e);
+    };
     opts.approval = match ask(peer, &e, &grant).await {
         Some(true) => Approval::Granted(grant),
         Some(false) => Approval::Prompt(std::sync::Arc::new(|_| false)),
@@ -67,7 +69,10 @@ async fn ask(peer: &Peer<RoleServer>, e: &CallError, grant: &Grant) -> Option<bo
         message,
         requested_schema: ElicitationSchema::new(Default::default()),
     };
-    match peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params))).await {
+    match peer
+        .send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
+        .await
+    {
         Ok(ClientResult::ElicitResult(r)) => Some(r.action == ElicitationAction::Accept),
         Ok(_) => None,
         Err(err) => {

@@ -144,6 +144,11 @@ impl Approvals {
         })
     }
 
+    /// The store when requests were ever filed here (a look that must not create the folder or the key: `doctor`).
+    pub fn existing(data: &Path) -> Option<Approvals> {
+        data.join(DIR).is_dir().then(|| Approvals::open(data).ok()).flatten()
+    }
+
     fn path(&self, id: &str, ext: &str) -> PathBuf {
         self.dir.join(format!("{id}.{ext}"))
     }
@@ -160,8 +165,8 @@ impl Approvals {
             }
             Err(e) => return Err(internal(&format!("cannot read approval request {id}"), e)),
         };
-        let r: Record = serde_json::from_slice(&bytes)
-            .map_err(|e| refused(id, &format!("its file is not a request ({e})")))?;
+        let r: Record =
+            serde_json::from_slice(&bytes).map_err(|e| refused(id, &format!("its file is not a request ({e})")))?;
         if r.id != id || !r.verified(&self.key) {
             return Err(refused(
                 id,
@@ -174,10 +179,14 @@ impl Approvals {
     /// Every request that verifies (others are skipped), oldest first; expired ones are marked so on the way.
     pub fn list(&self) -> Vec<Record> {
         let mut out = Vec::new();
-        let Ok(rd) = std::fs::read_dir(&self.dir) else { return out };
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return out;
+        };
         for e in rd.filter_map(Result::ok) {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(id) = name.strip_suffix(".json").filter(|i| !i.contains('.')) else { continue };
+            let Some(id) = name.strip_suffix(".json").filter(|i| !i.contains('.')) else {
+                continue;
+            };
             if let Ok(r) = self.get(id) {
                 out.push(self.expire_if_due(r));
             }
@@ -209,7 +218,9 @@ impl Approvals {
 
     fn private_args(&self, r: &Record) -> Result<Value, CallError> {
         let args = match awt_core::fsread::read(&self.path(&r.id, "args.json"), 64 * 1024 * 1024) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| refused(&r.id, &format!("its arguments file is bad ({e})")))?,
+            Ok(b) => {
+                serde_json::from_slice(&b).map_err(|e| refused(&r.id, &format!("its arguments file is bad ({e})")))?
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => r.args.clone(),
             Err(e) => return Err(internal(&format!("cannot read the arguments of {}", r.id), e)),
         };
@@ -277,10 +288,19 @@ impl Approvals {
     }
 
     /// `approvals approve`: the request becomes a background task of the same id, run once as its anima.
-    pub fn approve(&self, runner: &Runner, id: &str, by: &str, reason: Option<&str>) -> Result<(Record, Vec<String>), CallError> {
+    pub fn approve(
+        &self,
+        runner: &Runner,
+        id: &str,
+        by: &str,
+        reason: Option<&str>,
+    ) -> Result<(Record, Vec<String>), CallError> {
         let r = self.expire_if_due(self.get(id)?);
         if r.status != State::Pending {
-            return Err(usage(format!("approval request {id} is {}, not pending", r.status.as_str())));
+            return Err(usage(format!(
+                "approval request {id} is {}, not pending",
+                r.status.as_str()
+            )));
         }
         let args = self.private_args(&r)?;
         let anima_dir = r
@@ -288,7 +308,9 @@ impl Approvals {
             .clone()
             .ok_or_else(|| refused(id, "it names no anima dir to run in"))?;
         if !self.once(id, "decided").map_err(|e| internal("cannot decide", e))? {
-            return Err(usage(format!("approval request {id} was decided by someone else just now")));
+            return Err(usage(format!(
+                "approval request {id} was decided by someone else just now"
+            )));
         }
         let mut r = r;
         r.status = State::Approved;
@@ -328,10 +350,15 @@ impl Approvals {
     pub fn deny(&self, id: &str, by: &str, reason: Option<&str>) -> Result<Record, CallError> {
         let mut r = self.expire_if_due(self.get(id)?);
         if r.status != State::Pending {
-            return Err(usage(format!("approval request {id} is {}, not pending", r.status.as_str())));
+            return Err(usage(format!(
+                "approval request {id} is {}, not pending",
+                r.status.as_str()
+            )));
         }
         if !self.once(id, "decided").map_err(|e| internal("cannot decide", e))? {
-            return Err(usage(format!("approval request {id} was decided by someone else just now")));
+            return Err(usage(format!(
+                "approval request {id} was decided by someone else just now"
+            )));
         }
         r.status = State::Denied;
         r.decided_by = Some(by.to_owned());
@@ -350,7 +377,10 @@ impl Approvals {
         if r.status != State::Approved {
             return Err(refused(id, &format!("it is {}, not approved", r.status.as_str())));
         }
-        if !self.once(id, "used").map_err(|e| internal("cannot use the approval", e))? {
+        if !self
+            .once(id, "used")
+            .map_err(|e| internal("cannot use the approval", e))?
+        {
             return Err(refused(id, "it was used already (an approval runs one call once)"));
         }
         r.status = State::Used;
@@ -359,7 +389,9 @@ impl Approvals {
     }
 
     fn notify_anima(&self, r: &Record, denied: bool) {
-        let Some(dir) = r.anima_dir.as_deref().filter(|d| d.is_dir()) else { return };
+        let Some(dir) = r.anima_dir.as_deref().filter(|d| d.is_dir()) else {
+            return;
+        };
         let notes = dir.join("state/background_notifications");
         let text = self.locale.approval_closed(
             &format!("{}:{}", r.binding.tool, r.binding.action),
@@ -451,7 +483,9 @@ fn task_of(r: &Record, _args: &Value, anima_dir: &Path) -> Task {
 
 /// One audit line in the anima's log for a decision: who, when, why.
 fn audit(r: &Record, what: &str) {
-    let Some(dir) = r.anima_dir.as_deref().filter(|d| d.is_dir()) else { return };
+    let Some(dir) = r.anima_dir.as_deref().filter(|d| d.is_dir()) else {
+        return;
+    };
     let b = &r.binding;
     let mut rec = awt_core::policy::audit::AuditRecord::new(
         b.anima.as_deref(),

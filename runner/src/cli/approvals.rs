@@ -84,7 +84,14 @@ fn show_text(r: &Record) -> String {
     let v = r.public();
     let mut out = String::new();
     for k in [
-        "id", "status", "created", "expires", "keys", "decided_by", "reason", "approve",
+        "id",
+        "status",
+        "created",
+        "expires",
+        "keys",
+        "decided_by",
+        "reason",
+        "approve",
     ] {
         if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
             let s = x.as_str().map_or_else(|| x.to_string(), str::to_owned);
@@ -140,6 +147,9 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
             Err(e) => fail(&e),
         },
         ApprovalsCmd::Approve { id, reason, by, json } => {
+            if let Err(e) = store.get(&id).and_then(|r| not_the_asker(&r)) {
+                return fail(&e);
+            }
             let by = awt_tasks::approvals::operator(by.as_deref());
             match store.approve(runner, &id, &by, reason.as_deref()) {
                 Ok((r, warnings)) => {
@@ -164,7 +174,10 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
                     if json {
                         say!("{}", r.public());
                     } else {
-                        say!("denied {id}; {} is notified", r.binding.anima.as_deref().unwrap_or("the anima"));
+                        say!(
+                            "denied {id}; {} is notified",
+                            r.binding.anima.as_deref().unwrap_or("the anima")
+                        );
                     }
                     0
                 }
@@ -172,6 +185,42 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
             }
         }
     }
+}
+
+/// An approval is a human's: refused from inside a tool call, and from the environment of the anima that asked (an
+/// agent's shell has its `ANIMAWORKS_ANIMA_DIR`). A speed bump, not a wall: an unconfined shell of the same OS user
+/// could unset the variable, as it could edit permissions.json (docs/policy.md#approvals).
+fn not_the_asker(r: &Record) -> Result<(), CallError> {
+    use awt_core::env_vars::{ANIMA_DIR, CALL_ID};
+    let refuse = |why: String| {
+        Err(CallError::new(awt_core::error::ErrorCode::PermissionDenied, why)
+            .hint("a human approves from their own shell, outside the anima's environment"))
+    };
+    if CALL_ID.get_os().is_some() {
+        return refuse(format!(
+            "approval request {} cannot be approved from inside a tool call (${} is set)",
+            r.id, CALL_ID.name
+        ));
+    }
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a == b
+            || std::fs::canonicalize(a)
+                .ok()
+                .zip(std::fs::canonicalize(b).ok())
+                .is_some_and(|(x, y)| x == y)
+    };
+    if let (Some(env), Some(asker)) = (ANIMA_DIR.get_os(), r.anima_dir.as_deref()) {
+        if same(std::path::Path::new(&env), asker) {
+            return refuse(format!(
+                "approval request {} was asked by the anima whose environment this is (${} names {}): an anima does \
+                 not approve its own request",
+                r.id,
+                ANIMA_DIR.name,
+                asker.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How a call made from this command line is approved: a prompt when a person is at a terminal (stdin and stderr
@@ -203,7 +252,9 @@ fn prompt(req: &Request) -> bool {
 
 /// Request ids with their state and call, for completion (pending first, at most 100).
 pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
-    let Ok(store) = Approvals::open(data) else { return Vec::new() };
+    let Some(store) = Approvals::existing(data) else {
+        return Vec::new();
+    };
     let mut list = store.list();
     list.sort_by_key(|r| r.status != State::Pending);
     list.truncate(100);
@@ -213,4 +264,18 @@ pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
             (r.id, about)
         })
         .collect()
+}
+
+/// The pending requests of the data dir, for `doctor`: as JSON, and as lines.
+pub fn pending_report(data: &std::path::Path) -> (Vec<Value>, Vec<String>) {
+    let list: Vec<Record> = Approvals::existing(data)
+        .map(|s| s.list())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.status == State::Pending)
+        .collect();
+    (
+        list.iter().map(Record::public).collect(),
+        list.iter().map(line).collect(),
+    )
 }

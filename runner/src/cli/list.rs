@@ -264,11 +264,12 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
     let names = |p| awt_core::policy::env::visible_names(std::env::vars_os(), p, &settings.passthrough);
     let credentials = credential_report(runner).await;
     let adapter = super::animaworks::doctor_lines(runner);
+    let (approvals, approval_lines) = super::approvals::pending_report(&runner.dirs.data);
     if as_json {
         say!(
             "{}",
             json!({"ok": !bad, "tools": tools.len(), "problems": problems, "notes": note.iter().map(|n| &n.0).collect::<Vec<_>>(), "warnings": shadowed, "sandbox": sandbox, "sandbox_error": settings_error, "settings_error": settings_error_json(runner),
-                   "credentials": credentials, "animaworks_adapter": adapter,
+                   "credentials": credentials, "animaworks_adapter": adapter, "approvals_pending": approvals,
                    "environment": {"legacy_env": legacy.as_str(),
                                    "clean": names(EnvPolicy::Clean), "inherit": names(EnvPolicy::Inherit)}})
         );
@@ -324,6 +325,12 @@ pub async fn doctor(runner: &Runner, as_json: bool) -> i32 {
                     format!("not granted: {refused}")
                 }
             );
+        }
+        if !approval_lines.is_empty() {
+            say!("approvals waiting for a human (`animaworks-tool approvals approve|deny <id>`):");
+            for l in &approval_lines {
+                say!("  {}", super::term::for_stdout(l));
+            }
         }
         say!("sandbox:");
         for line in sandbox["report"].as_array().into_iter().flatten() {

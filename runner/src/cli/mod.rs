@@ -606,10 +606,18 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
 /// AnimaWorks wrote); the runner's own sentence, with the file to edit, follows as a hint. `None` for other
 /// errors.
 pub(super) fn legacy_refusal(e: &CallError, runner: &Runner, tool: &str, argv: &[String]) -> Option<i32> {
+    let word = argv.iter().find(|w| !w.starts_with('-')).map_or("", String::as_str);
+    if e.code == ErrorCode::ApprovalPending {
+        // Its own exit code (14), the message in AnimaWorks' words and locale, how a human approves as the hint.
+        let id = e.detail(awt_core::error::Detail::ApprovalId).and_then(serde_json::Value::as_str).unwrap_or("");
+        let locale = awt_core::locale::Locale::of_data_dir(&runner.dirs.data);
+        tell!("Error: {}", locale.approval_pending(tool, word, id));
+        tell!("  hint: {}", e.hint.as_deref().unwrap_or(&e.message));
+        return Some(e.code.exit_code());
+    }
     if e.code != ErrorCode::PermissionDenied {
         return None;
     }
-    let word = argv.iter().find(|w| !w.starts_with('-')).map_or("", String::as_str);
     let message = awt_core::locale::Locale::of_data_dir(&runner.dirs.data).refusal(e, tool, word)?;
     tell!("Error: {message}");
     tell!("  hint: {}", e.hint.as_deref().unwrap_or(&e.message));

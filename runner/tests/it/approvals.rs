@@ -11,7 +11,8 @@ const SCHEMAS: &str = r#"{"protocol":1,"actions":[
 ]}"#;
 
 /// Each run appends its request to `<anima dir>/out/sent`.
-const BODY: &str = r#"mkdir -p "$ANIMAWORKS_ANIMA_DIR/out"; echo "$req" >> "$ANIMAWORKS_ANIMA_DIR/out/sent"; echo '{"sent":true}'"#;
+const BODY: &str =
+    r#"mkdir -p "$ANIMAWORKS_ANIMA_DIR/out"; echo "$req" >> "$ANIMAWORKS_ANIMA_DIR/out/sent"; echo '{"sent":true}'"#;
 
 fn world(permissions: Value) -> World {
     let w = World::new();
@@ -40,13 +41,27 @@ fn note(w: &World, id: &str) -> PathBuf {
 /// `call mail send` without a terminal: exit 14, the request id.
 fn pending(w: &World, to: &str) -> String {
     let o = w.run(&["call", "mail", "send", "--json", &json!({"to": to}).to_string()]);
-    assert_eq!(code(&o), 14, "approval_pending is exit 14: {} {}", stdout(&o), stderr(&o));
+    assert_eq!(
+        code(&o),
+        14,
+        "approval_pending is exit 14: {} {}",
+        stdout(&o),
+        stderr(&o)
+    );
     let e = &json(&o)["error"];
     assert_eq!(e["code"], "approval_pending", "{e}");
     assert_eq!(e["key"], "mail_send", "{e}");
     let id = e["approval_id"].as_str().expect("the request id").to_owned();
-    assert!(e["hint"].as_str().unwrap().contains(&format!("approvals approve {id}")), "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains(&format!("approvals approve {id}")),
+        "{e}"
+    );
     id
+}
+
+/// The runner as a human at their own shell: not in the anima's environment.
+fn operator(w: &World, args: &[&str]) -> std::process::Output {
+    w.cmd().env_remove("ANIMAWORKS_ANIMA_DIR").args(args).output().unwrap()
 }
 
 fn record_path(w: &World, id: &str) -> PathBuf {
@@ -68,7 +83,10 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert_eq!(list[0]["args"], json!({"to": "bob"}));
     // The same call asked again while its request waits is the same request.
     assert_eq!(pending(&w, "bob"), id);
-    let o = w.run(&["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"]);
+    let o = operator(
+        &w,
+        &["approvals", "approve", &id, "--by", "ops", "--reason", "looks fine"],
+    );
     assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
     assert!(eventually(20, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -76,9 +94,16 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
     assert_eq!(sent(&w).len(), 1, "{:?}", sent(&w));
     assert!(sent(&w)[0].contains(r#""to":"bob""#), "{:?}", sent(&w));
     let audit = audit_text(&w);
-    assert!(audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"), "{audit}");
+    assert!(
+        audit.contains("approval_approved") && audit.contains("by ops") && audit.contains("looks fine"),
+        "{audit}"
+    );
+    // A replayed task of the same approval (its worker redeems it again) is refused: the approval was used.
+    let store = animaworks_tool::tasks::approvals::Approvals::open(&w.data).unwrap();
+    let e = store.redeem(&id).err().expect("used once");
+    assert!(e.message.contains("used"), "{e}");
     // Used: approving it again is refused, and the same call asks anew (an approval is one call).
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     let again = pending(&w, "bob");
     assert_ne!(again, id);
@@ -92,9 +117,12 @@ fn a_denied_request_never_runs_and_the_anima_is_told() {
     let o = w.run(&["approvals", "deny", &id, "--reason", "not to eve", "--by", "boss"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = std::fs::read_to_string(note(&w, &id)).expect("the anima is notified");
-    assert!(text.contains("denied") && text.contains("not to eve") && text.contains("boss"), "{text}");
+    assert!(
+        text.contains("denied") && text.contains("not to eve") && text.contains("boss"),
+        "{text}"
+    );
     assert!(sent(&w).is_empty());
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "a denied request cannot be approved after: {}", stderr(&o));
     assert!(audit_text(&w).contains("approval_denied"));
 }
@@ -113,7 +141,7 @@ fn an_expired_request_is_not_approved_and_the_anima_is_told() {
     );
     let text = std::fs::read_to_string(note(&w, &id)).expect("the anima is notified");
     assert!(text.contains("expired"), "{text}");
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(sent(&w).is_empty());
 }
@@ -126,7 +154,7 @@ fn a_forged_or_changed_request_is_refused() {
     let text = std::fs::read_to_string(&path).unwrap();
     // Changed arguments (the MAC covers every field).
     std::fs::write(&path, text.replace(r#""to": "bob""#, r#""to": "mallory""#)).unwrap();
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     assert!(stderr(&o).contains("forged or changed"), "{}", stderr(&o));
     // A request written by anything but the runner (no key): refused too.
@@ -134,7 +162,7 @@ fn a_forged_or_changed_request_is_refused() {
     v["id"] = json!("aaaaaaaaaaaa");
     v["mac"] = json!("0000000000000000:00");
     std::fs::write(record_path(&w, "aaaaaaaaaaaa"), v.to_string()).unwrap();
-    let o = w.run(&["approvals", "approve", "aaaaaaaaaaaa"]);
+    let o = operator(&w, &["approvals", "approve", "aaaaaaaaaaaa"]);
     assert_eq!(code(&o), 6, "{}", stderr(&o));
     assert!(sent(&w).is_empty());
     let o = w.run(&["approvals", "list", "--json"]);
@@ -146,7 +174,7 @@ fn a_tool_file_rewritten_after_the_request_does_not_run_on_its_approval() {
     let w = asking();
     let id = pending(&w, "bob");
     w.tool(&w.common(), "mail", &bash_tool(SCHEMAS, &format!("{BODY}\n# changed")));
-    let o = w.run(&["approvals", "approve", &id]);
+    let o = operator(&w, &["approvals", "approve", &id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, &id).exists()), "no notification");
     let text = std::fs::read_to_string(note(&w, &id)).unwrap();
@@ -160,7 +188,10 @@ fn an_approval_is_not_stretched_to_other_arguments() {
     use animaworks_tool::call::approve::{Approval, Grant};
     let w = asking();
     let runner = w.runner();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let args = |to: &str| json!({"to": to}).as_object().unwrap().clone();
         let deferred = animaworks_tool::call::CallOptions {
@@ -168,7 +199,12 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             ..Default::default()
         };
         let tool = runner.open("mail").await.unwrap();
-        let e = tool.action("send").unwrap().prepare(args("bob"), &deferred).err().expect("asks");
+        let e = tool
+            .action("send")
+            .unwrap()
+            .prepare(args("bob"), &deferred)
+            .err()
+            .expect("asks");
         assert_eq!(e.code, animaworks_tool::error::ErrorCode::ApprovalPending);
         let grant = Grant::from_error(&e).expect("the binding");
         let granted = animaworks_tool::call::CallOptions {
@@ -176,7 +212,12 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             ..Default::default()
         };
         let tool = runner.open("mail").await.unwrap();
-        let e = tool.action("send").unwrap().prepare(args("mallory"), &granted).err().expect("refused");
+        let e = tool
+            .action("send")
+            .unwrap()
+            .prepare(args("mallory"), &granted)
+            .err()
+            .expect("refused");
         assert_eq!(e.code, animaworks_tool::error::ErrorCode::PermissionDenied, "{e}");
         assert_eq!(e.details["reason"], "approval_mismatch", "{e}");
         let tool = runner.open("mail").await.unwrap();
@@ -224,9 +265,12 @@ fn use_tool_answers_pending_in_animaworks_shape_and_locale() {
     assert_eq!(answer["code"], "approval_pending", "{answer}");
     let id = answer["approval_id"].as_str().expect("the id");
     let msg = answer["message"].as_str().unwrap();
-    assert!(msg.contains("承認") && msg.contains("inbox") && msg.contains(id), "ja by default: {msg}");
+    assert!(
+        msg.contains("承認") && msg.contains("inbox") && msg.contains(id),
+        "ja by default: {msg}"
+    );
     assert!(sent(&w).is_empty());
-    let o = w.run(&["approvals", "approve", id]);
+    let o = operator(&w, &["approvals", "approve", id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 1);
@@ -241,7 +285,13 @@ fn at_terminal(w: &World, args: &[&str], answer: &'static str) -> (Option<i32>, 
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty writes two fds into the given ints.
     let rc = unsafe {
-        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     };
     assert_eq!(rc, 0, "openpty failed");
     // SAFETY: both fds were just opened by openpty and are owned here.
@@ -283,11 +333,17 @@ fn at_a_terminal_the_prompt_runs_the_call_on_y_and_refuses_otherwise() {
     let w = asking();
     let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "bob"], "y\n");
     assert_eq!(code, Some(0), "stdout {out}\nterminal {term}");
-    assert!(term.contains("mail_send") && term.contains("alice") && term.contains("bob"), "{term}");
+    assert!(
+        term.contains("mail_send") && term.contains("alice") && term.contains("bob"),
+        "{term}"
+    );
     assert_eq!(sent(&w).len(), 1, "{term}");
     let (code, out, term) = at_terminal(&w, &["mail", "send", "--to", "carol"], "n\n");
     assert_eq!(code, Some(6), "stdout {out}\nterminal {term}");
-    assert!(term.contains("approval_declined") || term.contains("not approved"), "{term}");
+    assert!(
+        term.contains("approval_declined") || term.contains("not approved"),
+        "{term}"
+    );
     let (code, _, term) = at_terminal(&w, &["mail", "send", "--to", "dave"], "yes please\n");
     assert_eq!(code, Some(6), "only y runs it: {term}");
     assert_eq!(sent(&w).len(), 1);
@@ -310,7 +366,7 @@ fn submit_and_serve_answer_pending_and_each_approval_runs_once() {
     assert!(serve.finish().success());
     assert_ne!(by_submit, by_serve);
     for id in [&by_submit, &by_serve] {
-        let o = w.run(&["approvals", "approve", id]);
+        let o = operator(&w, &["approvals", "approve", id]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
     }
     assert!(eventually(20, || note(&w, &by_submit).exists() && note(&w, &by_serve).exists()));
@@ -338,7 +394,11 @@ fn tasks_of(w: &World) -> Vec<String> {
 #[test]
 fn mcp_elicitation_with_the_python_sdk_client() {
     let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-venv/bin/python3");
-    let python = if std::path::Path::new(venv).exists() { venv } else { "python3" };
+    let python = if std::path::Path::new(venv).exists() {
+        venv
+    } else {
+        "python3"
+    };
     let has_mcp = std::process::Command::new(python)
         .args(["-c", "import mcp"])
         .status()
@@ -360,22 +420,36 @@ fn mcp_elicitation_with_the_python_sdk_client() {
         }
         p.env("PATH", std::env::var_os("PATH").unwrap_or_default());
         let o = p.output().unwrap();
-        assert!(o.status.success(), "{mode}: client failed:\n{}\n{}", stdout(&o), stderr(&o));
+        assert!(
+            o.status.success(),
+            "{mode}: client failed:\n{}\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
         json(&o)
     };
     let w = asking();
     let v = run(&w, "accept");
-    assert!(v["listed"].as_array().unwrap().contains(&json!("mail_send")), "an asking action is offered: {v}");
+    assert!(
+        v["listed"].as_array().unwrap().contains(&json!("mail_send")),
+        "an asking action is offered: {v}"
+    );
     let asked = v["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "{v}");
     let msg = asked[0]["message"].as_str().unwrap();
-    assert!(msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"), "{msg}");
+    assert!(
+        msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"),
+        "{msg}"
+    );
     assert_ne!(v["call"]["isError"], json!(true), "accepted: it runs: {v}");
     assert_eq!(sent(&w).len(), 1);
     for mode in ["decline", "cancel"] {
         let v = run(&w, mode);
         assert_eq!(v["call"]["isError"], json!(true), "{mode}: {v}");
-        assert_eq!(v["call"]["_meta"]["animaworks-tool/error"]["reason"], "approval_declined", "{mode}: {v}");
+        assert_eq!(
+            v["call"]["_meta"]["animaworks-tool/error"]["reason"], "approval_declined",
+            "{mode}: {v}"
+        );
         assert_eq!(sent(&w).len(), 1, "{mode}");
     }
     let o = w.run(&["approvals", "list", "--all", "--json"]);
@@ -386,8 +460,118 @@ fn mcp_elicitation_with_the_python_sdk_client() {
     let e = &v["call"]["_meta"]["animaworks-tool/error"];
     assert_eq!(e["code"], "approval_pending", "{v}");
     let id = e["approval_id"].as_str().unwrap();
-    let o = w.run(&["approvals", "approve", id]);
+    let o = operator(&w, &["approvals", "approve", id]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(eventually(20, || note(&w, id).exists()));
     assert_eq!(sent(&w).len(), 2);
+}
+
+/// An AnimaWorks module's gated subcommand asks as an action does, answered in AnimaWorks' words.
+const LEGACY: &str = r#"
+import argparse, json, os
+
+EXECUTION_PROFILE = {"delete-all": {"gated": True, "background_eligible": True}}
+
+
+def get_tool_schemas():
+    return []
+
+
+def cli_main(argv):
+    p = argparse.ArgumentParser(prog="leg")
+    sub = p.add_subparsers(dest="cmd")
+    d = sub.add_parser("delete-all")
+    d.add_argument("--scope")
+    d.add_argument("-j", action="store_true")
+    sub.add_parser("list")
+    p.add_argument("-j", action="store_true")
+    a = p.parse_args(argv)
+    out = os.path.join(os.environ["ANIMAWORKS_ANIMA_DIR"], "out")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "sent"), "a") as f:
+        f.write(json.dumps({"cmd": a.cmd, "scope": getattr(a, "scope", None)}) + "\n")
+    print("ran", a.cmd)
+"#;
+
+#[test]
+fn a_legacy_subcommand_asks_and_runs_once_approved() {
+    let w = world(json!({"external_tools": {"ask": ["leg_*"]}}));
+    std::fs::remove_file(w.data.join("config.json")).unwrap();
+    std::fs::write(w.personal().join("leg.py"), LEGACY).unwrap();
+    let o = run_guarded(w.cmd().args(["leg", "delete-all", "--scope", "tmp"]), 60).unwrap();
+    assert_eq!(code(&o), 14, "{} {}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("Error: ") && err.contains("承認") && err.contains("inbox"),
+        "{err}"
+    );
+    assert!(sent(&w).is_empty());
+    let o = w.run(&["approvals", "list", "--json"]);
+    let list = json(&o);
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(list[0]["binding"]["action"], "cli", "{list}");
+    assert_eq!(list[0]["keys"], json!(["leg_delete-all"]), "{list}");
+    let o = operator(&w, &["approvals", "approve", &id]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(eventually(60, || note(&w, &id).exists()), "no notification");
+    let text = std::fs::read_to_string(note(&w, &id)).unwrap();
+    assert!(text.contains("completed"), "{text}");
+    assert_eq!(sent(&w), vec![r#"{"cmd": "delete-all", "scope": "tmp"}"#.to_owned()]);
+}
+
+#[test]
+fn the_notify_command_gets_the_request_and_doctor_lists_it() {
+    let w = asking();
+    let seen = w.tmp.path().join("notified.json");
+    let script = w.tool(
+        w.tmp.path(),
+        "notify.sh",
+        &format!(
+            "#!/bin/sh\ncat > {}.tmp && mv {}.tmp {}\n",
+            seen.display(),
+            seen.display(),
+            seen.display()
+        ),
+    );
+    w.settings(&json!({"approvals": {"notify": [script]}}).to_string());
+    let id = pending(&w, "bob");
+    assert!(eventually(20, || seen.exists()), "the notify command never ran");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(v["id"], id.as_str(), "{v}");
+    assert_eq!(v["args"], json!({"to": "bob"}), "{v}");
+    assert_eq!(v["approve"], format!("animaworks-tool approvals approve {id}"), "{v}");
+    assert!(v.get("mac").is_none(), "{v}");
+    let o = w.run(&["doctor", "--json"]);
+    let d = json(&o);
+    assert_eq!(d["approvals_pending"][0]["id"], id.as_str(), "{d}");
+    let o = w.run(&["doctor"]);
+    assert!(
+        stdout(&o).contains(&id) && stdout(&o).contains("approvals waiting"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn an_anima_does_not_approve_its_own_request_nor_a_tool() {
+    let w = asking();
+    let id = pending(&w, "bob");
+    let o = w.run(&["approvals", "approve", &id]);
+    assert_eq!(code(&o), 6, "from the anima's own environment: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not approve its own request"),
+        "{}",
+        stderr(&o)
+    );
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .env("ANIMAWORKS_CALL_ID", "c-1")
+        .args(["approvals", "approve", &id])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 6, "from inside a tool call: {}", stderr(&o));
+    let o = w.run(&["approvals", "list", "--json"]);
+    assert_eq!(json(&o)[0]["status"], "pending");
+    assert!(sent(&w).is_empty());
 }

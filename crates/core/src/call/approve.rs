@@ -169,7 +169,10 @@ pub(crate) fn settle(
     let tool_sha256 = approval::file_sha256(&resolved.file.path).map_err(|e| {
         CallError::new(
             ErrorCode::PermissionDenied,
-            format!("cannot read the tool file {} to bind an approval to it: {e}", resolved.file.path.display()),
+            format!(
+                "cannot read the tool file {} to bind an approval to it: {e}",
+                resolved.file.path.display()
+            ),
         )
         .with(Detail::Tool, resolved.file.name.clone())
         .with(Detail::Reason, "approval_unavailable")
@@ -218,7 +221,10 @@ pub(crate) fn settle(
             } else {
                 Err(refused(
                     "approval_declined",
-                    format!("{action} of tool '{}' was not approved at the prompt", resolved.file.name),
+                    format!(
+                        "{action} of tool '{}' was not approved at the prompt",
+                        resolved.file.name
+                    ),
                 )
                 .hint("answer y at the prompt to run it"))
             }

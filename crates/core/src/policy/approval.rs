@@ -65,7 +65,9 @@ pub fn callable(
         (super::gate::Decision::Allow, _) => true,
         (super::gate::Decision::Deny(r), Ok(p)) => {
             r.kind == super::gate::RefusalKind::GrantMissing
-                && r.key.as_deref().is_some_and(|k| asks(&p.permissions, settings, tier, k))
+                && r.key
+                    .as_deref()
+                    .is_some_and(|k| asks(&p.permissions, settings, tier, k))
         }
         _ => false,
     }
@@ -120,7 +122,10 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
     if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
     }
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];

@@ -481,6 +481,9 @@ pub fn render(loaded: &LoadedPermissions) -> String {
     out.push_str(&format!("  allow_all: {}\n", t.allow_all));
     out.push_str(&format!("  allow: {}\n", list(&t.allow)));
     out.push_str(&format!("  deny (wins in every tier): {}\n", list(&t.deny)));
+    if !t.ask.is_empty() {
+        out.push_str(&format!("  ask (a human approves each call; allow and deny win): {}\n", list(&t.ask)));
+    }
     out.push_str("  gated actions run only when allow holds <tool>_<gated_as or action>, even with allow_all\n");
     if p.credentials.is_empty() {
         out.push_str("credentials: none granted (core tools get what they declare; docs/credentials.md)\n");
