@@ -414,7 +414,12 @@ fn install_uninstall_idempotent_with_the_script_and_doctor() {
     let first = aw(&w, &["install", "--replace-script"], &venv);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     assert!(String::from_utf8_lossy(&first.stdout).starts_with("installed:"));
+    // An installed adapter that differs (an older one) is replaced by the runner's own on the next install.
+    let installed = crate::dropin::site_packages(&venv).join("animaworks_tool_adapter/_patches.py");
+    let embedded = std::fs::read_to_string(&installed).unwrap();
+    std::fs::write(&installed, format!("{embedded}\n# an older adapter\n")).unwrap();
     let second = aw(&w, &["install", "--replace-script"], &venv);
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), embedded);
     assert!(second.status.success());
     assert!(String::from_utf8_lossy(&second.stdout).starts_with("updated:"));
     assert_eq!(
