@@ -249,3 +249,25 @@ pub fn doctor_lines(runner: &Runner) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    /// A file added to the adapter is installed too.
+    #[test]
+    fn every_adapter_file_is_embedded() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tool-sdk-py/src/animaworks_tool_adapter"
+        );
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = super::ADAPTER.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+    }
+}

@@ -145,6 +145,10 @@ fn steps() -> Value {
         ["handle", "hello_delete_all", {}],
         ["refresh"],
         ["fork", ["dispatch", "hello_greet", {"who": "Fay"}]],
+        // A module rewritten while the server runs: its new schemas on the next cycle, through both.
+        ["write", "tools/hello.py", HELLO.replace("\"Say hello.\"", "\"Say hello again.\"")],
+        ["schemas"],
+        ["dispatch", "hello_greet", {"who": "Gus"}],
     ])
 }
 
@@ -159,6 +163,7 @@ fn adapter_answers_as_the_original_on_every_path() {
     let before = drive(&w, &venv, &steps(), &[]);
     assert_eq!(before["patched"], json!([]));
     install(&w, &venv);
+    benign(&w); // the steps rewrote a module
     let after = drive(&w, &venv, &steps(), &[]);
     let patched = after["patched"].as_array().unwrap();
     assert_eq!(patched.len(), 6, "{patched:?}");
@@ -174,6 +179,11 @@ fn adapter_answers_as_the_original_on_every_path() {
     assert!(b[1].as_str().unwrap().contains("hello, Ada"), "{}", b[1]);
     assert!(b[5].as_str().unwrap().contains("PermissionDenied"), "{}", b[5]);
     assert_eq!(b[7]["reason"], "action_gated");
+    assert!(
+        b[b.len() - 2].to_string().contains("Say hello again."),
+        "{}",
+        b[b.len() - 2]
+    );
     // The grant AnimaWorks honours opens it through both.
     std::fs::write(
         w.anima.join("permissions.json"),
