@@ -118,9 +118,18 @@ fn venv_python(venv: &Path) -> Result<PathBuf, String> {
     Ok(python)
 }
 
+const MANAGE: &str = "import sys
+for m in [m for m in sys.modules if m.split('.')[0] == 'animaworks_tool_adapter']:
+    del sys.modules[m]
+sys.path.insert(0, sys.argv.pop(1))
+from animaworks_tool_adapter import _manage
+sys.exit(_manage.main(sys.argv[1:]))
+";
+
 /// `python -I -c … <verb> --venv V` running the adapter's `_manage` from a fresh copy of the embedded package
 /// (the folder lives as long as the returned guard). `-I`: neither the caller's PYTHONPATH nor the working
-/// directory may put another adapter in front of this one.
+/// directory may put another adapter in front of this one; an installed one that the `.pth` line imported at
+/// start is dropped from `sys.modules`, so that an update installs the embedded copy.
 fn manage_command(python: &Path, verb: &str, venv: &Path) -> std::io::Result<(Command, tempfile::TempDir)> {
     let tmp = tempfile::Builder::new().prefix("animaworks-tool-adapter-").tempdir()?;
     let pkg = tmp.path().join("animaworks_tool_adapter");
@@ -131,7 +140,7 @@ fn manage_command(python: &Path, verb: &str, venv: &Path) -> std::io::Result<(Co
     let mut c = Command::new(python);
     c.arg("-I")
         .arg("-c")
-        .arg("import sys; sys.path.insert(0, sys.argv.pop(1)); from animaworks_tool_adapter import _manage; sys.exit(_manage.main(sys.argv[1:]))")
+        .arg(MANAGE)
         .arg(tmp.path())
         .arg(verb)
         .arg("--venv")
@@ -239,4 +248,26 @@ pub fn doctor_lines(runner: &Runner) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    /// A file added to the adapter is installed too.
+    #[test]
+    fn every_adapter_file_is_embedded() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tool-sdk-py/src/animaworks_tool_adapter"
+        );
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = super::ADAPTER.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+    }
 }

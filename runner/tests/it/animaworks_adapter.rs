@@ -145,6 +145,10 @@ fn steps() -> Value {
         ["handle", "hello_delete_all", {}],
         ["refresh"],
         ["fork", ["dispatch", "hello_greet", {"who": "Fay"}]],
+        // A module rewritten while the server runs: its new schemas on the next cycle, through both.
+        ["write", "tools/hello.py", HELLO.replace("\"Say hello.\"", "\"Say hello again.\"")],
+        ["schemas"],
+        ["dispatch", "hello_greet", {"who": "Gus"}],
     ])
 }
 
@@ -159,6 +163,7 @@ fn adapter_answers_as_the_original_on_every_path() {
     let before = drive(&w, &venv, &steps(), &[]);
     assert_eq!(before["patched"], json!([]));
     install(&w, &venv);
+    benign(&w); // the steps rewrote a module
     let after = drive(&w, &venv, &steps(), &[]);
     let patched = after["patched"].as_array().unwrap();
     assert_eq!(patched.len(), 6, "{patched:?}");
@@ -174,6 +179,11 @@ fn adapter_answers_as_the_original_on_every_path() {
     assert!(b[1].as_str().unwrap().contains("hello, Ada"), "{}", b[1]);
     assert!(b[5].as_str().unwrap().contains("PermissionDenied"), "{}", b[5]);
     assert_eq!(b[7]["reason"], "action_gated");
+    assert!(
+        b[b.len() - 2].to_string().contains("Say hello again."),
+        "{}",
+        b[b.len() - 2]
+    );
     // The grant AnimaWorks honours opens it through both.
     std::fs::write(
         w.anima.join("permissions.json"),
@@ -414,7 +424,12 @@ fn install_uninstall_idempotent_with_the_script_and_doctor() {
     let first = aw(&w, &["install", "--replace-script"], &venv);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     assert!(String::from_utf8_lossy(&first.stdout).starts_with("installed:"));
+    // An installed adapter that differs (an older one) is replaced by the runner's own on the next install.
+    let installed = crate::dropin::site_packages(&venv).join("animaworks_tool_adapter/_patches.py");
+    let embedded = std::fs::read_to_string(&installed).unwrap();
+    std::fs::write(&installed, format!("{embedded}\n# an older adapter\n")).unwrap();
     let second = aw(&w, &["install", "--replace-script"], &venv);
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), embedded);
     assert!(second.status.success());
     assert!(String::from_utf8_lossy(&second.stdout).starts_with("updated:"));
     assert_eq!(

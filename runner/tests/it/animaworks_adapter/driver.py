@@ -5,7 +5,7 @@ A step is [kind, ...]: ["schemas"], ["dispatch", name, args], ["files", name, ar
 dispatcher's file fallback alone), ["use_tool", tool, action, args],
 ["handle", name, args] (a real ToolHandler built by core.tooling.standalone), ["gate", tool, action],
 ["refresh"],
-["fork", step] (the step in a forked child).
+["fork", step] (the step in a forked child), ["write", path under the anima dir, text].
 """
 import json
 import logging
@@ -95,6 +95,9 @@ def run(step):
         t = tools()
         d = check_tool_access(anima, step[1], step[2], origin="personal", tool_file=Path(t[step[1]]))
         return {"allowed": d.allowed, "reason": d.reason, "message": d.message}
+    if kind == "write":  # a tool file changed while the server runs
+        (anima / step[1]).write_text(step[2])
+        return None
     if kind == "refresh":
         return handler().handle("refresh_tools", {})
     raise SystemExit(f"unknown step {kind}")
