@@ -111,14 +111,23 @@ async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<
     let out = read_probe(file, f, tail);
     // A server's listing that failed confined says so, as a failed call does, and names the key that grants more.
     match (out, &file.mcp) {
-        (Probed::Failed { reason, stderr_tail, spawn, timed_out }, Some(decl)) if plan.is_confined() => {
+        (
             Probed::Failed {
-                reason: format!("{reason}; {}", crate::mcp_servers::confined_words(decl, &plan, &stderr_tail)),
+                reason,
                 stderr_tail,
                 spawn,
                 timed_out,
-            }
-        }
+            },
+            Some(decl),
+        ) if plan.is_confined() => Probed::Failed {
+            reason: format!(
+                "{reason}; {}",
+                crate::mcp_servers::confined_words(decl, &plan, &stderr_tail)
+            ),
+            stderr_tail,
+            spawn,
+            timed_out,
+        },
         (out, _) => out,
     }
 }
@@ -167,6 +176,7 @@ fn read_probe(file: &ToolFile, f: stream::Finished, tail: String) -> Probed {
             Ok(mut m) => {
                 if let Some(decl) = &file.mcp {
                     crate::mcp_servers::enforce(&mut m, decl);
+                    m.refused.extend(crate::mcp_servers::bridge::notes(&bytes));
                 }
                 Probed::Ok(m)
             }

@@ -714,6 +714,12 @@ fn a_stray_stdout_line_is_skipped_and_said() {
     g.call(1, "py_echo", json!({"text": "through the session"}));
     assert_eq!(g.value(1), json!({"result": "through the session"}));
     g.finish();
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("the MCP server 'py' wrote 1 stdout line(s) that are not JSON-RPC"),
+        "doctor counts them: {text}"
+    );
 }
 
 #[test]
@@ -798,4 +804,69 @@ fn a_server_without_a_sandbox_cannot_write_the_animas_folder() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "x");
+}
+
+const RAW_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/raw_server.py");
+
+/// A dotted MCP name (SEP-986) is offered under a mapped action name and called by its own; a tool that runs only
+/// as a task is left out with a problem `doctor` shows; a `list_changed` before any request is not news.
+#[test]
+fn dotted_names_are_mapped_and_task_only_tools_left_out_with_a_problem() {
+    let w = World::new();
+    w.settings(&json!({"mcp_servers": {"raw": {"command": python(), "args": [RAW_SERVER]}}}).to_string());
+    let o = w.run(&["tools", "--json"]);
+    assert!(stdout(&o).contains("repo_search"), "{}{}", stdout(&o), stderr(&o));
+    let o = w.run(&["raw", "repo_search", "--q", "needle", "--events"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("repo.search: needle"), "called by its MCP name: {out}");
+    assert!(
+        !out.contains("tools changed"),
+        "an initial list_changed is not news: {out}"
+    );
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("long_job") && text.contains("taskSupport"),
+        "the task-only tool is a problem: {text}"
+    );
+}
+
+/// The docs' declaration of the filesystem server, in the common tier's default sandbox: the installed package
+/// read, the served folder written, nothing else.
+#[test]
+fn the_filesystem_server_runs_confined_as_the_docs_declare_it() {
+    let Some(server) = filesystem_server() else { return };
+    let w = World::sandboxed();
+    let docs = w.tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("a.txt"), "from the docs").unwrap();
+    let modules = server.ancestors().nth(4).unwrap().canonicalize().unwrap();
+    std::fs::write(
+        w.data.join("animaworks-tool.json"),
+        json!({"mcp_servers": {"files": {"command": "node", "args": [server, &docs],
+            "tier": "common", "gated": ["write_file", "move_*"],
+            "sandbox": {"read": [modules], "write": [&docs]}, "handshake_s": 120}}})
+        .to_string(),
+    )
+    .unwrap();
+    permissions(
+        &w,
+        json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["files_write_file"]},
+               "sandbox": {"read": [modules], "write": [&docs]}}),
+    );
+    let a = docs.join("a.txt");
+    let o = w.run(&["files", "read_text_file", "--path", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("from the docs"), "{}", stdout(&o));
+    let b = docs.join("b.txt");
+    let o = w.run(&[
+        "call",
+        "files",
+        "write_file",
+        "--json",
+        &json!({"path": b, "content": "x"}).to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
 }

@@ -514,53 +514,43 @@ async fn schemas(spec: &Spec) -> i32 {
             return 1;
         }
     };
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..MAX_PAGES {
-        let params = match &cursor {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
-        };
-        let page = match client.request("tools/list", params, handshake(spec)).await {
-            Ok(p) => p,
-            Err(f) => {
-                eprintln!("MCP server '{}': tools/list: {f}", spec.name);
-                client.stray_note();
-                shut(&client, child).await;
-                return 1;
-            }
-        };
-        if let Some(list) = page.get("tools").and_then(Value::as_array) {
-            tools.extend(list.iter().cloned());
+    let tools = match list_tools(&client, spec).await {
+        Ok(t) => t,
+        Err(f) => {
+            eprintln!("MCP server '{}': tools/list: {f}", spec.name);
+            client.stray_note();
+            shut(&client, child).await;
+            return 1;
         }
-        cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
+    };
     client.stray_note();
     shut(&client, child).await;
+    let stray = client.stray.load(Ordering::Relaxed);
+    let (offered, mut notes) = offered(&tools, &spec.name);
+    if stray > 0 {
+        notes.push(format!(
+            "the MCP server '{}' wrote {stray} stdout line(s) that are not JSON-RPC while it was listed (skipped; a server writes only JSON-RPC to stdout, logs to stderr)",
+            spec.name
+        ));
+    }
     let mut actions = Vec::new();
-    for t in tools {
-        let Some(name) = t.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        if !action_name_ok(name) {
-            eprintln!(
-                "MCP tool '{name}' of server '{}' is left out: its name is not a valid action name (letters, digits, _ and -)",
-                spec.name
-            );
-            continue;
-        }
+    for (name, t) in offered {
+        let original = t.get("name").and_then(Value::as_str).unwrap_or_default();
         let ann = t.get("annotations").cloned().unwrap_or(Value::Null);
         let hint = |k: &str| ann.get(k).and_then(Value::as_bool);
         let mut action = Map::new();
-        action.insert("name".into(), name.into());
-        let description = t
+        action.insert("name".into(), name.clone().into());
+        let mut description = t
             .get("description")
             .and_then(Value::as_str)
             .or_else(|| t.get("title").and_then(Value::as_str))
-            .unwrap_or("");
+            .unwrap_or("")
+            .to_owned();
+        if name != original {
+            description = format!("{description} (the MCP tool '{original}')")
+                .trim_start()
+                .to_owned();
+        }
         action.insert("description".into(), description.into());
         action.insert(
             "input_schema".into(),
@@ -601,8 +591,115 @@ async fn schemas(spec: &Spec) -> i32 {
         "events": true,
         "persistent": true,
         "actions": actions,
+        // Read by the runner's probe (and shown by `doctor`): what was left out or skipped, and why.
+        "mcp_notes": notes,
     }));
     0
+}
+
+/// The bridge's `mcp_notes` of a `--schemas` document (bounded: a note is a line of `doctor`).
+pub fn notes(doc: &[u8]) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Notes {
+        #[serde(default)]
+        mcp_notes: Vec<String>,
+    }
+    serde_json::from_slice::<Notes>(doc)
+        .map(|n| n.mcp_notes.into_iter().take(100).collect())
+        .unwrap_or_default()
+}
+
+/// Every tool of the server, each page of `tools/list`.
+async fn list_tools(client: &Client, spec: &Spec) -> Result<Vec<Value>, Fault> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = client.request("tools/list", params, handshake(spec)).await?;
+        if let Some(list) = page.get("tools").and_then(Value::as_array) {
+            tools.extend(list.iter().cloned());
+        }
+        cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(tools)
+}
+
+/// The action name of an MCP tool name: itself when valid (protocol.md §3), else each character that is not a
+/// letter, digit, `_` or `-` made `_` (MCP allows `.` and `/`: `repo.search` is `repo_search`).
+fn action_name_of(mcp: &str) -> Option<String> {
+    if action_name_ok(mcp) {
+        return Some(mcp.to_owned());
+    }
+    let mapped: String = mcp
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .collect();
+    let mapped = mapped.trim_start_matches(['_', '-']).to_owned();
+    action_name_ok(&mapped).then_some(mapped)
+}
+
+/// The tools offered as actions, under their action names, and what was left out and why. A tool that can run
+/// only as a task (`execution.taskSupport: "required"`) is left out: the bridge does not drive tasks.
+fn offered<'a>(tools: &'a [Value], server: &str) -> (Vec<(String, &'a Value)>, Vec<String>) {
+    let mut out: Vec<(String, &Value)> = Vec::new();
+    let mut notes = Vec::new();
+    let originals: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .collect();
+    for t in tools {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        if t.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required") {
+            notes.push(format!(
+                "MCP tool '{name}' of server '{server}' is left out: it runs only as a task (execution.taskSupport \"required\"), which animaworks-tool does not drive"
+            ));
+            continue;
+        }
+        let Some(action) = action_name_of(name) else {
+            notes.push(format!(
+                "MCP tool '{name}' of server '{server}' is left out: no action name can be made of it (letters, digits, _ and -)"
+            ));
+            continue;
+        };
+        let taken = out
+            .iter()
+            .any(|(a, _)| awt_protocol::names::canon(a) == awt_protocol::names::canon(&action))
+            || (action != name
+                && originals
+                    .iter()
+                    .any(|o| awt_protocol::names::canon(o) == awt_protocol::names::canon(&action)));
+        if taken {
+            notes.push(format!(
+                "MCP tool '{name}' of server '{server}' is left out: its action name '{action}' is another tool's"
+            ));
+            continue;
+        }
+        out.push((action, t));
+    }
+    (out, notes)
+}
+
+/// The MCP name of each action whose name is not its tool's own (read from `tools/list` once per bridge).
+async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
+    let Ok(tools) = list_tools(client, spec).await else {
+        return HashMap::new();
+    };
+    let (offered, _) = offered(&tools, &spec.name);
+    offered
+        .into_iter()
+        .filter_map(|(action, t)| {
+            let name = t.get("name").and_then(Value::as_str)?;
+            (name != action).then(|| (action, name.to_owned()))
+        })
+        .collect()
 }
 
 /// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight.
@@ -626,8 +723,9 @@ struct Context {
 
 /// Run one `tools/call`, writing its events; `Err` when the server is gone (the bridge then exits, and the
 /// runner reports the call `crashed` with the server's stderr) or the call was cancelled (nothing is written).
-async fn call(client: &Client, req: Request) -> Result<(), Fault> {
+async fn call(client: &Client, req: Request, names: &HashMap<String, String>) -> Result<(), Fault> {
     let call_id = req.context.call_id;
+    let tool = names.get(&req.context.action).cloned().unwrap_or(req.context.action);
     let with_id = |mut v: Value| {
         if client.tag {
             v["call_id"] = json!(call_id);
@@ -639,7 +737,7 @@ async fn call(client: &Client, req: Request) -> Result<(), Fault> {
     } else {
         json!(call_id)
     };
-    let params = json!({"name": req.context.action, "arguments": req.args, "_meta": {"progressToken": token}});
+    let params = json!({"name": tool, "arguments": req.args, "_meta": {"progressToken": token}});
     let (_, rx) = client.ask("tools/call", params, Some((&call_id, token))).await?;
     let out = rx.await;
     let was_routed = client
@@ -747,8 +845,9 @@ async fn one_call(spec: &Spec) -> i32 {
     let Some((client, mut child)) = started(spec, false).await else {
         return 1;
     };
+    let names = renamed(&client, spec).await;
     let code = tokio::select! {
-        out = call(&client, req) => match out {
+        out = call(&client, req, &names) => match out {
             Ok(()) => 0,
             Err(Fault::Terminated) => 143,
             Err(f) => {
@@ -785,6 +884,7 @@ async fn serve(spec: &Spec) -> i32 {
     let Some((client, mut child)) = started(spec, true).await else {
         return 1;
     };
+    let names = Arc::new(renamed(&client, spec).await);
     let mut stdin = BufReader::new(tokio::io::stdin());
     let code = loop {
         let line = tokio::select! {
@@ -825,8 +925,9 @@ async fn serve(spec: &Spec) -> i32 {
             continue;
         }
         let c = client.clone();
+        let names = names.clone();
         tokio::spawn(async move {
-            if let Err(f) = call(&c, req).await {
+            if let Err(f) = call(&c, req, &names).await {
                 if !matches!(f, Fault::Terminated) {
                     eprintln!("{f}");
                 }
