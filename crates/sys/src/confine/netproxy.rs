@@ -480,8 +480,8 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
             (
                 "403 Forbidden",
                 format!(
-                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's own; a \
-                     sandboxed tool reaches one only when the anima's permissions.json names it: \
+                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's \
+                     own; a sandboxed tool reaches one only when the anima's permissions.json names it: \
                      \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
                 ),
             )
