@@ -170,9 +170,9 @@ fn schema_key(schema: &Value) -> u64 {
     h.finish()
 }
 
-/// Run `work` (a validation against the schema of `key`) on a thread of its own and wait for it at most `within`. The wait
-/// leaves the runtime's worker (`block_in_place` on a multi-thread runtime), so a long-lived server goes on
-/// answering other requests while it waits.
+/// Run `work` (a validation against the schema of `key`) on a thread of its own and wait for it at most
+/// `within`. The wait leaves the runtime's worker (`block_in_place` on a multi-thread runtime), so a long-lived
+/// server goes on answering other requests while it waits. A panic in `work` is the caller's, as before.
 pub(crate) fn bounded<T: Send + 'static>(
     key: u64,
     within: Duration,
@@ -187,10 +187,10 @@ pub(crate) fn bounded<T: Send + 'static>(
         return Err(Overrun::StillRunning);
     }
     // (the answer, whether the waiter gave up on it)
-    let slot = Arc::new((Mutex::new((None::<T>, false)), Condvar::new()));
+    let slot = Arc::new((Mutex::new((None::<std::thread::Result<T>>, false)), Condvar::new()));
     let theirs = slot.clone();
     let spawned = std::thread::Builder::new().name("validate".into()).spawn(move || {
-        let out = work();
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
         let (lock, done) = &*theirs;
         let mut s = lock.lock().expect("validation slot");
         if s.1 {
@@ -210,7 +210,8 @@ pub(crate) fn bounded<T: Send + 'static>(
             .wait_timeout_while(s, within, |s| s.0.is_none())
             .expect("validation slot");
         match s.0.take() {
-            Some(out) => Ok(out),
+            Some(Ok(out)) => Ok(out),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
             None => {
                 s.1 = true;
                 *RUNAWAY

@@ -36,10 +36,10 @@ pub fn is_public(ip: std::net::IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let s = a.segments();
-            (s[0] & 0xe000) == 0x2000
-                && !((s[0] == 0x2001 && s[1] < 0x0200)
-                    || (s[0] == 0x2001 && s[1] == 0x0db8)
-                    || (s[0] == 0x3fff && s[1] < 0x1000))
+            let global = (s[0] & 0xe000) == 0x2000;
+            let ietf = s[0] == 0x2001 && s[1] < 0x0200;
+            let documentation = (s[0] == 0x2001 && s[1] == 0x0db8) || (s[0] == 0x3fff && s[1] < 0x1000);
+            global && !ietf && !documentation
         }
     }
 }

@@ -482,8 +482,8 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
             (
                 "403 Forbidden",
                 format!(
-                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's own; a \
-                     sandboxed tool reaches one only when the anima's permissions.json names it: \
+                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's \
+                     own; a sandboxed tool reaches one only when the anima's permissions.json names it: \
                      \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
                 ),
             )
@@ -537,7 +537,7 @@ async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
         Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
     };
     // A non-public address (granted by name) is reached directly: the caller's proxy would not reach it.
-    let via = via.filter(|_| addr.is_none_or(|a| is_public(a.ip())));
+    let via = via.filter(|_| addr.is_none_or(|a| (allowed.reachable)(a.ip(), &local_addresses().unwrap_or_default())));
     let up = match (via, addr) {
         (Some(v), _) => {
             let forward_head = match &ask {
