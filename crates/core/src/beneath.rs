@@ -67,7 +67,9 @@ fn check_opened(fd: &OwnedFd, base: &Path, at: &Path, dir: bool) -> io::Result<(
         ));
     }
     if dir && kind != FileType::Directory {
-        return Err(refused(base, at, "it is not a folder"));
+        // As `create_dir_all` says it (no link and no stranger: nothing a tool could have done that a mistake
+        // could not).
+        return Err(io::Error::from_raw_os_error(libc::EEXIST));
     }
     Ok(())
 }
