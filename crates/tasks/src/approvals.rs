@@ -121,6 +121,8 @@ pub struct Approvals {
     dir: PathBuf,
     key: super::mac::Key,
     locale: awt_core::locale::Locale,
+    /// With the Postgres backend: requests and decisions are rows of its database (approve from any machine).
+    pg: Option<String>,
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> CallError {
@@ -141,7 +143,19 @@ impl Approvals {
             dir,
             key,
             locale: awt_core::locale::Locale::of_data_dir(data),
+            pg: None,
         })
+    }
+
+    /// The store of `runner`'s task backend: the data dir's folder, or the Postgres database's rows.
+    pub fn open_for(runner: &Runner) -> Result<Approvals, CallError> {
+        let mut a = Approvals::open(&runner.dirs.data)?;
+        if let Ok(cfg) = super::config::load(runner) {
+            if let super::config::Backend::Postgres { url } = cfg.backend {
+                a.pg = Some(url);
+            }
+        }
+        Ok(a)
     }
 
     /// The store when requests were ever filed here (a look that must not create the folder or the key: `doctor`).
@@ -158,7 +172,22 @@ impl Approvals {
         if !super::valid_task_id(id) {
             return Err(usage(format!("{id:?} is not an approval id")));
         }
-        let bytes = match awt_core::fsread::read(&self.path(id, "json"), awt_core::fsread::SMALL) {
+        let read = match &self.pg {
+            Some(url) => pg_exec(
+                url,
+                "SELECT record::text FROM awt_approvals WHERE id = $1",
+                vec![id.to_owned()],
+            )
+            .and_then(|(_, rows)| {
+                rows.into_iter()
+                    .next()
+                    .and_then(|r| r.into_iter().next().flatten())
+                    .map(String::into_bytes)
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+            }),
+            None => awt_core::fsread::read(&self.path(id, "json"), awt_core::fsread::SMALL),
+        };
+        let bytes = match read {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(usage(format!("no approval request {id:?} in {}", self.dir.display())))
@@ -179,6 +208,18 @@ impl Approvals {
     /// Every request that verifies (others are skipped), oldest first; expired ones are marked so on the way.
     pub fn list(&self) -> Vec<Record> {
         let mut out = Vec::new();
+        if let Some(url) = &self.pg {
+            let ids = pg_exec(url, "SELECT id FROM awt_approvals", vec![])
+                .map(|(_, rows)| rows)
+                .unwrap_or_default();
+            for id in ids.into_iter().filter_map(|r| r.into_iter().next().flatten()) {
+                if let Ok(r) = self.get(&id) {
+                    out.push(self.expire_if_due(r));
+                }
+            }
+            out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            return out;
+        }
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
             return out;
         };
@@ -198,12 +239,36 @@ impl Approvals {
     fn write(&self, r: &mut Record) -> Result<(), CallError> {
         r.sign(&self.key);
         let bytes = serde_json::to_vec_pretty(r).map_err(|e| internal("cannot encode a request", e))?;
+        if let Some(url) = &self.pg {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            return pg_exec(
+                url,
+                "INSERT INTO awt_approvals (id, anima, status, record) VALUES ($1, $2, $3, $4::text::jsonb) \
+                 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, record = EXCLUDED.record",
+                vec![
+                    r.id.clone(),
+                    r.binding.anima.clone().unwrap_or_default(),
+                    r.status.as_str().to_owned(),
+                    text,
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| internal(&format!("cannot write approval request {}", r.id), e));
+        }
         super::files::write_atomic(&self.path(&r.id, "json"), &bytes)
             .map_err(|e| internal(&format!("cannot write approval request {}", r.id), e))
     }
 
     /// Take step `what` of `id` once: the marker file is made with `O_EXCL`, so of two deciders one wins.
     fn once(&self, id: &str, what: &str) -> io::Result<bool> {
+        if let Some(url) = &self.pg {
+            return pg_exec(
+                url,
+                "INSERT INTO awt_approval_steps (id, step) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                vec![id.to_owned(), what.to_owned()],
+            )
+            .map(|(n, _)| n == 1);
+        }
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -217,7 +282,12 @@ impl Approvals {
     }
 
     fn private_args(&self, r: &Record) -> Result<Value, CallError> {
-        let args = match awt_core::fsread::read(&self.path(&r.id, "args.json"), 64 * 1024 * 1024) {
+        let read = if self.pg.is_some() {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        } else {
+            awt_core::fsread::read(&self.path(&r.id, "args.json"), 64 * 1024 * 1024)
+        };
+        let args = match read {
             Ok(b) => {
                 serde_json::from_slice(&b).map_err(|e| refused(&r.id, &format!("its arguments file is bad ({e})")))?
             }
@@ -257,6 +327,14 @@ impl Approvals {
             reason: None,
             mac: None,
         };
+        if req.masked_args != req.args && self.pg.is_some() {
+            // A shared database never holds unmasked arguments (as tasks: secret_args).
+            return Err(CallError::new(
+                ErrorCode::PermissionDenied,
+                "a call whose arguments hold a credential cannot wait for approval in the shared task database",
+            )
+            .hint("move the credential out of the arguments (declare it: docs/credentials.md), or grant the action"));
+        }
         if req.masked_args != req.args {
             let bytes = serde_json::to_vec(&req.args).map_err(|e| internal("cannot encode arguments", e))?;
             super::files::write_atomic(&self.path(&r.id, "args.json"), &bytes)
@@ -544,7 +622,7 @@ pub struct FileDesk;
 
 impl Desk for FileDesk {
     fn file(&self, runner: &Runner, req: &Request) -> Result<Ticket, CallError> {
-        Approvals::open(&runner.dirs.data)?.file(runner, req)
+        Approvals::open_for(runner)?.file(runner, req)
     }
 }
 
@@ -569,4 +647,43 @@ pub fn operator(by: Option<&str>) -> String {
             })
         });
     name.unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The tables of approvals in the task database (made when first needed, beside the versioned task schema).
+const PG_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS awt_approvals (id text PRIMARY KEY, anima text NOT NULL, \
+     status text NOT NULL, record jsonb NOT NULL); \
+     CREATE TABLE IF NOT EXISTS awt_approval_steps (id text NOT NULL, step text NOT NULL, \
+     at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (id, step));";
+
+/// One statement on the task database, on a thread of its own (callers may be inside a runtime): the rows as text
+/// for a `SELECT`, else the count of rows changed. Approvals are rare: a connection each is fine.
+fn pg_exec(url: &str, sql: &'static str, params: Vec<String>) -> io::Result<(u64, Vec<Vec<Option<String>>>)> {
+    let url = url.to_owned();
+    let run = move || -> io::Result<(u64, Vec<Vec<Option<String>>>)> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(async move {
+            let mut cfg: tokio_postgres::Config = url.parse().map_err(io::Error::other)?;
+            cfg.connect_timeout(Duration::from_secs(5));
+            let (client, conn) = cfg.connect(tokio_postgres::NoTls).await.map_err(io::Error::other)?;
+            tokio::spawn(conn);
+            client.batch_execute(PG_SCHEMA).await.map_err(io::Error::other)?;
+            let p: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                .iter()
+                .map(|s| s as &(dyn tokio_postgres::types::ToSql + Sync))
+                .collect();
+            if sql.starts_with("SELECT") {
+                let rows = client.query(sql, &p).await.map_err(io::Error::other)?;
+                let out = rows
+                    .iter()
+                    .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+                    .collect();
+                Ok((0, out))
+            } else {
+                Ok((client.execute(sql, &p).await.map_err(io::Error::other)?, Vec::new()))
+            }
+        })
+    };
+    std::thread::spawn(run)
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the approvals database thread panicked")))
 }

@@ -351,7 +351,7 @@ pub async fn execute(
     };
     // An approved request's task runs on its approval, used here once; the gate checks the binding.
     if task.source.as_deref() == Some("approval") {
-        match super::approvals::Approvals::open(&runner.dirs.data).and_then(|a| a.redeem(&task.task_id)) {
+        match super::approvals::Approvals::open_for(runner).and_then(|a| a.redeem(&task.task_id)) {
             Ok(g) => opts.approval = awt_core::call::approve::Approval::Granted(g),
             Err(e) => return Err(tool.refuse(Some(label), args, e)),
         }

@@ -112,7 +112,7 @@ fn show_text(r: &Record) -> String {
 }
 
 pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
-    let store = match Approvals::open(&runner.dirs.data) {
+    let store = match Approvals::open_for(runner) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

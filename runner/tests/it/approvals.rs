@@ -575,3 +575,79 @@ fn an_anima_does_not_approve_its_own_request_nor_a_tool() {
     assert_eq!(json(&o)[0]["status"], "pending");
     assert!(sent(&w).is_empty());
 }
+
+/// Postgres: the request is a row made on the worker's machine, approved through another runner (its own data
+/// dir, the same task key and database), and run once by the worker; a replayed redeem is refused.
+#[test]
+fn pg_a_request_made_on_one_machine_is_approved_on_another_and_runs_once() {
+    crate::need_postgres!();
+    let w = asking();
+    let url = crate::pg_cluster::shared().new_db();
+    let settings = json!({"tasks": {"backend": "postgres", "url": url, "lease_s": 6, "drain_s": 2, "poll_s": 1}});
+    w.settings(&settings.to_string());
+    let other = w.tmp.path().join("other-machine");
+    std::fs::create_dir_all(other.join("common_tools")).unwrap();
+    let mut s = settings.clone();
+    s["sandbox"] = json!({"common": "off", "personal": "off"});
+    std::fs::write(other.join("animaworks-tool.json"), s.to_string()).unwrap();
+    crate::tasks_pg::share_task_key(&w.data, &other);
+    let o = w.run(&["jobs", "migrate"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let animas = w.anima.parent().unwrap().to_path_buf();
+    let log = w.tmp.path().join("worker.log");
+    let mut worker = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .args(["worker", "--concurrency", "2", "--animas-dir"])
+        .arg(&animas)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let id = pending(&w, "bob");
+    assert_eq!(
+        crate::pg_cluster::scalar(&url, &format!("SELECT status FROM awt_approvals WHERE id = '{id}'")),
+        "pending"
+    );
+    assert!(
+        !w.data
+            .join(format!("state/animaworks-tool/approvals/{id}.json"))
+            .exists(),
+        "a row, not a file"
+    );
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .env("ANIMAWORKS_DATA_DIR", &other)
+        .args(["approvals", "approve", &id, "--by", "ops-elsewhere"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
+    let ok = eventually(30, || note(&w, &id).exists());
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(
+        ok,
+        "no notification; worker log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(note(&w, &id)).unwrap();
+    assert!(text.contains("completed"), "{text}");
+    assert_eq!(sent(&w).len(), 1, "{:?}", sent(&w));
+    assert_eq!(
+        crate::pg_cluster::scalar(&url, &format!("SELECT status FROM awt_approvals WHERE id = '{id}'")),
+        "used"
+    );
+    let n = crate::pg_cluster::scalar(
+        &url,
+        &format!("SELECT count(*) FROM awt_approval_steps WHERE id = '{id}'"),
+    );
+    assert_eq!(n, "2", "decided and used, once each");
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .args(["approvals", "approve", &id])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "used: {}", stderr(&o));
+}
