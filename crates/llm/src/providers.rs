@@ -99,6 +99,11 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
                 Format::Animaworks => {
                     json!({"name": name, "description": description(e, a), "input_schema": a.input_schema})
                 }
+                // `--strict`: the SDK's ToolParam `strict`, for a schema strict mode takes (as OpenAI's rules).
+                Format::Anthropic if opts.strict => {
+                    let (input_schema, strict_ok) = openai(&mut out);
+                    json!({"name": name, "description": description(e, a), "input_schema": input_schema, "strict": strict_ok})
+                }
                 Format::Anthropic => {
                     json!({"name": name, "description": description(e, a), "input_schema": object_schema(&a.input_schema)})
                 }
@@ -537,6 +542,26 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
     let Value::Object(m) = s else {
         return Err(format!("at {here}: a boolean schema"));
     };
+    // `anyOf: [{T}, {"type": "null"}]` (every pydantic `Optional`) is a nullable T.
+    if let Some(Value::Array(alts)) = m.get("anyOf") {
+        let is_null = |v: &Value| {
+            v.as_object()
+                .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&json!("null")))
+        };
+        if let ([x, y], true) = (alts.as_slice(), alts.iter().filter(|a| is_null(a)).count() == 1) {
+            let other = if is_null(x) { y } else { x };
+            if let Value::Object(o) = other {
+                let mut merged = m.clone();
+                merged.remove("anyOf");
+                for (k, v) in o {
+                    merged.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                let mut out = gemini_node(&Value::Object(merged), at)?;
+                out["nullable"] = true.into();
+                return Ok(out);
+            }
+        }
+    }
     let mut out = Map::new();
     for (k, v) in m {
         match k.as_str() {
@@ -802,6 +827,13 @@ mod tests {
                 "k": {"enum": ["a", "b"], "type": "STRING"},
                 "n": {"type": "ARRAY", "items": {"type": "INTEGER", "format": "int64"}}
             }, "required": ["k"]})
+        );
+        // A pydantic Optional: anyOf of a type and null.
+        let optional = json!({"type": "object", "properties": {
+            "o": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "d"}}});
+        assert_eq!(
+            gemini_schema(&optional).unwrap(),
+            json!({"type": "OBJECT", "properties": {"o": {"type": "STRING", "nullable": true, "description": "d"}}})
         );
         for (bad, why) in [
             (

@@ -155,8 +155,23 @@ pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
 /// (some models send it so). A provider's function call is a request too: `{"name": <function name>,
 /// "arguments" (OpenAI, often a JSON string) | "input" (Anthropic) | "args" (Gemini): {...}}`, the name as
 /// `schemas` gave it (shortened names included); it is parsed with an empty `tool_name` and the name as `action`,
-/// and [`answer`] finds the action it names.
+/// and [`answer`] finds the action it names. The wrappers the SDKs hand a call back in are taken off: OpenAI's
+/// tool call `{"id", "type": "function", "function": {"name", "arguments"}}` and Gemini's part
+/// `{"functionCall": {"name", "args"}}`.
 pub fn parse_request(v: &Value) -> Result<UseToolCall, CallError> {
+    if let Some(obj) = v
+        .as_object()
+        .filter(|o| !o.contains_key("tool_name") && !o.contains_key("name"))
+    {
+        let inner = match (obj.get("function"), obj.get("functionCall")) {
+            (Some(f @ Value::Object(_)), None) => Some(f),
+            (None, Some(f @ Value::Object(_))) => Some(f),
+            _ => None,
+        };
+        if let Some(inner) = inner {
+            return parse_request(inner);
+        }
+    }
     if let Some(obj) = v.as_object().filter(|o| !o.contains_key("tool_name")) {
         if let Some(Value::String(name)) = obj.get("name").filter(|n| n.as_str().is_some_and(|n| !n.is_empty())) {
             let args = ["arguments", "input", "args"].iter().find_map(|k| obj.get(*k)).cloned();
@@ -585,6 +600,15 @@ mod tests {
     fn requests() {
         let r = parse_request(&json!({"tool_name": "t", "action": "a", "args": "{\"x\": 1}"})).unwrap();
         assert_eq!(r.args["x"], 1);
+        // The provider SDKs' own shapes of a call, as they hand them back.
+        let openai =
+            json!({"id": "call_1", "type": "function", "function": {"name": "t_a", "arguments": "{\"x\": 1}"}});
+        let gemini = json!({"functionCall": {"name": "t_a", "args": {"x": 1}}});
+        for v in [openai, gemini] {
+            let r = parse_request(&v).unwrap_or_else(|e| panic!("{v}: {e:?}"));
+            assert_eq!((r.tool_name.as_str(), r.action.as_str()), ("", "t_a"), "{v}");
+            assert_eq!(r.args["x"], 1, "{v}");
+        }
         let e = parse_request(&json!({"tool_name": "t"})).unwrap_err();
         assert_eq!(e.message, "use_tool requires both 'tool_name' and 'action'");
         assert!(parse_request(&json!([1])).is_err());

@@ -79,9 +79,10 @@ pub struct SchemasArgs {
     /// With --stats: JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// OpenAI shapes: rewrite each schema for strict mode where that keeps its meaning (optional properties become
-    /// nullable, objects are closed to their declared properties, `default` moves into the description); without
-    /// it, only schemas that meet strict mode's rules unchanged get "strict": true.
+    /// OpenAI and Anthropic shapes: rewrite each schema for strict mode where that keeps its meaning (optional
+    /// properties become nullable, objects are closed to their declared properties, `default` moves into the
+    /// description) and mark it "strict": true; without it, OpenAI's schemas that meet strict mode's rules
+    /// unchanged get "strict": true, Anthropic's get no "strict".
     #[arg(long)]
     pub strict: bool,
 }

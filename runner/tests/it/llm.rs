@@ -288,6 +288,19 @@ fn schemas_in_every_provider_shape() {
         err.contains("not strict: t_free") && err.contains("additionalProperties"),
         "{err}"
     );
+    // Anthropic's ToolParam has `strict` too: given with --strict, by the same rules.
+    let (v, _) = schemas(&w, &["--format", "anthropic", "--strict"]);
+    let greet = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "t_greet")
+        .unwrap()
+        .clone();
+    assert_eq!(greet["strict"], true, "{greet}");
+    assert_eq!(greet["input_schema"]["additionalProperties"], false, "{greet}");
+    let (v, _) = schemas(&w, &["--format", "anthropic"]);
+    assert!(v.as_array().unwrap().iter().all(|t| t.get("strict").is_none()), "{v}");
 
     let (v, _) = schemas(&w, &["--format", "mcp"]);
     let greet = v.as_array().unwrap().iter().find(|t| t["name"] == "t_greet").unwrap();

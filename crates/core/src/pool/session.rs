@@ -222,16 +222,25 @@ async fn route(shared: &Shared, mut line: Vec<u8>) {
     }
 }
 
-/// The session's part of a call in flight: counted while it runs, unregistered when it ends.
+/// The session's part of a call in flight: counted while it runs, unregistered when it ends. A call whose future
+/// is dropped before its end (its caller went away) is cancelled in the server all the same.
 struct InFlight<'a> {
     session: &'a Arc<Session>,
     call_id: &'a str,
     idle: Option<Duration>,
     sessions: Weak<Sessions>,
+    settled: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
+        if !self.settled {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let session = self.session.clone();
+                let line = cancel_line(self.call_id);
+                rt.spawn(async move { session.write(&line).await });
+            }
+        }
         if let Some(c) = self.session.shared.calls.lock().expect("calls lock").as_mut() {
             c.remove(self.call_id);
         }
@@ -242,6 +251,13 @@ impl Drop for InFlight<'_> {
             }
         }
     }
+}
+
+/// The line that cancels a call in flight of the session's bridge.
+fn cancel_line(call_id: &str) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&serde_json::json!({"cancel": call_id})).expect("JSON");
+    line.push(b'\n');
+    line
 }
 
 async fn stop_idle_later(sessions: Arc<Sessions>, idle: Duration) {
@@ -354,11 +370,12 @@ impl Sessions {
             }
             None => false,
         };
-        let _in_flight = InFlight {
+        let mut in_flight = InFlight {
             session: &session,
             call_id: job.call_id,
             idle,
             sessions: Arc::downgrade(self),
+            settled: !joined,
         };
         let mut lines = EventLines::new(job.max_output, job.spill, job.call_id);
         if let Some(why) = restarted {
@@ -400,10 +417,9 @@ impl Sessions {
         let clean = matches!(stdout, Stdout::Events { last: Some(_) });
         if !clean && !lost {
             // Cancelled, timed out, capped or out of step: the server is told, and the session goes on.
-            let mut line = serde_json::to_vec(&serde_json::json!({"cancel": job.call_id})).expect("JSON");
-            line.push(b'\n');
-            session.write(&line).await;
+            session.write(&cancel_line(job.call_id)).await;
         }
+        in_flight.settled = true;
         let took = started.elapsed();
         let tail = || {
             session
