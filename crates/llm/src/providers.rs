@@ -449,7 +449,7 @@ fn check_node(dialect: Dialect, s: &Value, at: &str, depth: usize) -> Result<(),
         check_node(dialect, items, &format!("{at}/items"), depth + 1)?;
     }
     if let Some(f) = m.get("format").and_then(Value::as_str) {
-        if !STRICT_FORMATS.contains(&f) && !(anthropic && f == "uri") {
+        if !(STRICT_FORMATS.contains(&f) || anthropic && f == "uri") {
             return Err(NotStrict::Format {
                 at: here(),
                 format: f.to_owned(),
@@ -849,6 +849,48 @@ mod tests {
         assert!(strict(&s).unwrap_err().to_string().contains("minLength"));
         let s = json!({"type": "object", "properties": {"l": {"type": "array"}}});
         assert_eq!(strict(&s), Err(NotStrict::NoItems { at: "/l".into() }));
+    }
+
+    #[test]
+    fn anthropics_strict_keeps_optionals_and_refuses_numeric_bounds() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "string", "format": "uri"},
+            "b": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "default": []}
+        }, "required": ["a"]});
+        let t = strict_for(Dialect::Anthropic, &s).unwrap();
+        assert_eq!(t["required"], json!(["a"]));
+        assert_eq!(t["additionalProperties"], false);
+        assert_eq!(t["properties"]["b"]["type"], "array", "not made nullable");
+        assert_eq!(t["properties"]["b"]["description"], "(default: [])");
+        assert!(strict(&s).unwrap_err().to_string().contains("uri"), "OpenAI has no uri");
+        for (k, v) in [("minimum", json!(1)), ("maxItems", json!(3)), ("minItems", json!(2))] {
+            let mut bad = s.clone();
+            bad["properties"]["b"][k] = v;
+            let e = strict_for(Dialect::Anthropic, &bad).unwrap_err().to_string();
+            assert!(e.starts_with("at /b: ") && e.contains(k), "{k}: {e}");
+        }
+    }
+
+    #[test]
+    fn gemini_takes_optional_as_nullable() {
+        let s = json!({"type": "object", "properties": {
+            "o": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "outer"},
+            "p": {"anyOf": [{"type": "string", "description": "inner"}, {"type": "null"}]}
+        }});
+        let g = gemini_schema(&s).unwrap();
+        assert_eq!(
+            g["properties"]["o"],
+            json!({"nullable": true, "description": "outer", "type": "INTEGER"})
+        );
+        assert_eq!(
+            g["properties"]["p"],
+            json!({"nullable": true, "type": "STRING", "description": "inner"})
+        );
+        let only_null = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "null"}]}}});
+        assert!(gemini_schema(&only_null).unwrap_err().contains("null"));
+        let with_ref =
+            json!({"type": "object", "properties": {"r": {"anyOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]}}});
+        assert!(gemini_schema(&with_ref).unwrap_err().contains("$ref"));
     }
 
     #[test]
