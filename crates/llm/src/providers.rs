@@ -10,6 +10,10 @@
 //! `additionalProperties` is closed to its declared properties, and annotations strict mode refuses (`default`,
 //! `examples`, …) are dropped (a `default` moves into the description); a schema that still fails is not strict.
 //!
+//! Anthropic: `strict` only with `--strict`: the same rewrite, except that optional properties stay optional (its
+//! strict tool use takes them), and its subset has no numeric bounds, no `maxItems` and `minItems` only 0 or 1
+//! ([`Dialect::Anthropic`]).
+//!
 //! Gemini: `parameters` in Gemini's Schema (an OpenAPI 3.0 subset, [`gemini_schema`]), else the JSON Schema as
 //! `parametersJsonSchema`.
 
@@ -41,7 +45,7 @@ pub enum Format {
 #[derive(Debug, Default)]
 pub struct Rendered {
     pub tools: Vec<Value>,
-    /// OpenAI only: `(name, why)` of every action given with `strict: false`.
+    /// OpenAI, and Anthropic with `--strict`: `(name, why)` of every action given with `strict: false`.
     pub not_strict: Vec<(String, NotStrict)>,
     /// Gemini only: `(name, why)` of every action given as `parametersJsonSchema`.
     pub json_schema: Vec<(String, String)>,
@@ -55,6 +59,7 @@ pub struct Rendered {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     /// OpenAI: rewrite schemas for strict mode ([`strict`]) instead of marking only those that meet it unchanged.
+    /// Anthropic: give `strict`, rewriting as [`strict_for`] does.
     pub strict: bool,
 }
 
@@ -80,6 +85,16 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
             if name != a.schema_name {
                 out.shortened.push((a.schema_name.clone(), name.clone()));
             }
+            let anthropic_strict = |out: &mut Rendered| {
+                let given = object_schema(&a.input_schema);
+                match strict_for(Dialect::Anthropic, &given) {
+                    Ok(s) => (s, true),
+                    Err(why) => {
+                        out.not_strict.push((a.schema_name.clone(), why));
+                        (given, false)
+                    }
+                }
+            };
             let openai = |out: &mut Rendered| {
                 let given = object_schema(&a.input_schema);
                 let checked = if opts.strict {
@@ -99,10 +114,10 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
                 Format::Animaworks => {
                     json!({"name": name, "description": description(e, a), "input_schema": a.input_schema})
                 }
-                // `--strict`: the SDK's ToolParam `strict`, for a schema strict mode takes (as OpenAI's rules).
                 Format::Anthropic if opts.strict => {
-                    let (input_schema, strict_ok) = openai(&mut out);
-                    json!({"name": name, "description": description(e, a), "input_schema": input_schema, "strict": strict_ok})
+                    let (input_schema, strict_ok) = anthropic_strict(&mut out);
+                    json!({"name": name, "description": description(e, a), "input_schema": input_schema,
+                        "strict": strict_ok})
                 }
                 Format::Anthropic => {
                     json!({"name": name, "description": description(e, a), "input_schema": object_schema(&a.input_schema)})
@@ -290,6 +305,27 @@ const STRICT_FORMATS: &[&str] = &[
     "uuid",
 ];
 
+/// Keywords of [`STRICT_KEYWORDS`] outside Anthropic's strict tool use (its structured outputs' JSON Schema
+/// limits); `minItems` it takes as 0 or 1 only.
+const NOT_ANTHROPIC_KEYWORDS: &[&str] = &[
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxItems",
+];
+
+/// Whose strict mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's: every property required (optional ones become nullable).
+    OpenAi,
+    /// Anthropic's: optional properties allowed; no numeric bounds, no `maxItems`, `minItems` only 0 or 1, and
+    /// `uri` among the formats.
+    Anthropic,
+}
+
 /// Strict mode's limit on nesting.
 const STRICT_MAX_DEPTH: usize = 10;
 
@@ -343,13 +379,19 @@ pub enum NotStrict {
 
 /// Does `schema` meet OpenAI's strict-mode rules as it is?
 pub fn strict_check(schema: &Value) -> Result<(), NotStrict> {
+    strict_check_for(Dialect::OpenAi, schema)
+}
+
+/// Does `schema` meet `dialect`'s strict-mode rules as it is?
+pub fn strict_check_for(dialect: Dialect, schema: &Value) -> Result<(), NotStrict> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(NotStrict::Root);
     }
-    check_node(schema, "", 0)
+    check_node(dialect, schema, "", 0)
 }
 
-fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
+fn check_node(dialect: Dialect, s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
+    let anthropic = dialect == Dialect::Anthropic;
     let here = || if at.is_empty() { "/".to_owned() } else { at.to_owned() };
     let Value::Object(m) = s else {
         return Err(NotStrict::BooleanSchema { at: here() });
@@ -357,10 +399,19 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
     if depth > STRICT_MAX_DEPTH {
         return Err(NotStrict::TooDeep { at: here() });
     }
-    if let Some(k) = m.keys().find(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
+    if let Some(k) = m
+        .keys()
+        .find(|k| !STRICT_KEYWORDS.contains(&k.as_str()) || (anthropic && NOT_ANTHROPIC_KEYWORDS.contains(&k.as_str())))
+    {
         return Err(NotStrict::Keyword {
             at: here(),
             keyword: k.clone(),
+        });
+    }
+    if anthropic && m.get("minItems").is_some_and(|n| n.as_u64().is_none_or(|n| n > 1)) {
+        return Err(NotStrict::Keyword {
+            at: here(),
+            keyword: "minItems above 1".into(),
         });
     }
     let types: Vec<&str> = match m.get("type") {
@@ -384,21 +435,21 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
             .flatten()
             .filter_map(Value::as_str)
             .collect();
-        if props.keys().any(|k| !required.contains(k.as_str())) {
+        if !anthropic && props.keys().any(|k| !required.contains(k.as_str())) {
             return Err(NotStrict::Optional { at: here() });
         }
         for (k, p) in props {
-            check_node(p, &format!("{at}/{k}"), depth + 1)?;
+            check_node(dialect, p, &format!("{at}/{k}"), depth + 1)?;
         }
     }
     if types.contains(&"array") && !m.contains_key("items") {
         return Err(NotStrict::NoItems { at: here() });
     }
     if let Some(items) = m.get("items") {
-        check_node(items, &format!("{at}/items"), depth + 1)?;
+        check_node(dialect, items, &format!("{at}/items"), depth + 1)?;
     }
     if let Some(f) = m.get("format").and_then(Value::as_str) {
-        if !STRICT_FORMATS.contains(&f) {
+        if !(STRICT_FORMATS.contains(&f) || anthropic && f == "uri") {
             return Err(NotStrict::Format {
                 at: here(),
                 format: f.to_owned(),
@@ -410,13 +461,13 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
             return Err(NotStrict::Root);
         }
         for (i, a) in alts.iter().enumerate() {
-            check_node(a, &format!("{at}/anyOf/{i}"), depth + 1)?;
+            check_node(dialect, a, &format!("{at}/anyOf/{i}"), depth + 1)?;
         }
     }
     for defs in ["$defs", "definitions"] {
         if let Some(Value::Object(d)) = m.get(defs) {
             for (k, v) in d {
-                check_node(v, &format!("{at}/{defs}/{k}"), depth + 1)?;
+                check_node(dialect, v, &format!("{at}/{defs}/{k}"), depth + 1)?;
             }
         }
     }
@@ -425,12 +476,18 @@ fn check_node(s: &Value, at: &str, depth: usize) -> Result<(), NotStrict> {
 
 /// `schema` rewritten for OpenAI's strict mode (`--strict`; the module doc says how), or why it cannot be.
 pub fn strict(schema: &Value) -> Result<Value, NotStrict> {
-    let s = strictify(schema, "", true)?;
-    strict_check(&s)?;
+    strict_for(Dialect::OpenAi, schema)
+}
+
+/// `schema` rewritten for `dialect`'s strict mode, or why it cannot be. Anthropic's keeps optional properties
+/// optional; the rest of the rewrite is OpenAI's.
+pub fn strict_for(dialect: Dialect, schema: &Value) -> Result<Value, NotStrict> {
+    let s = strictify(dialect, schema, "", true)?;
+    strict_check_for(dialect, &s)?;
     Ok(s)
 }
 
-fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
+fn strictify(dialect: Dialect, s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
     let here = || if at.is_empty() { "/".to_owned() } else { at.to_owned() };
     let Value::Object(m) = s else {
         return Err(NotStrict::BooleanSchema { at: here() });
@@ -479,24 +536,30 @@ fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
             .unwrap_or_default();
         let mut new_props = Map::new();
         for (k, p) in &props {
-            let p = strictify(p, &format!("{at}/{k}"), false)?;
-            new_props.insert(k.clone(), if required.contains(k) { p } else { nullable(p) });
+            let p = strictify(dialect, p, &format!("{at}/{k}"), false)?;
+            let keep = required.contains(k) || dialect == Dialect::Anthropic;
+            new_props.insert(k.clone(), if keep { p } else { nullable(p) });
         }
-        m.insert(
-            "required".into(),
-            Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()),
-        );
+        if dialect == Dialect::OpenAi {
+            m.insert(
+                "required".into(),
+                Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()),
+            );
+        }
         m.insert("properties".into(), Value::Object(new_props));
         m.insert("additionalProperties".into(), Value::Bool(false));
     }
     if let Some(items) = m.get("items").cloned() {
-        m.insert("items".into(), strictify(&items, &format!("{at}/items"), false)?);
+        m.insert(
+            "items".into(),
+            strictify(dialect, &items, &format!("{at}/items"), false)?,
+        );
     }
     if let Some(Value::Array(alts)) = m.get("anyOf").cloned() {
         let alts = alts
             .iter()
             .enumerate()
-            .map(|(i, a)| strictify(a, &format!("{at}/anyOf/{i}"), false))
+            .map(|(i, a)| strictify(dialect, a, &format!("{at}/anyOf/{i}"), false))
             .collect::<Result<_, _>>()?;
         m.insert("anyOf".into(), Value::Array(alts));
     }
@@ -504,7 +567,7 @@ fn strictify(s: &Value, at: &str, root: bool) -> Result<Value, NotStrict> {
         if let Some(Value::Object(d)) = m.get(defs).cloned() {
             let mut nd = Map::new();
             for (k, v) in d {
-                nd.insert(k.clone(), strictify(&v, &format!("{at}/{defs}/{k}"), false)?);
+                nd.insert(k.clone(), strictify(dialect, &v, &format!("{at}/{defs}/{k}"), false)?);
             }
             m.insert(defs.into(), Value::Object(nd));
         }
@@ -542,27 +605,9 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
     let Value::Object(m) = s else {
         return Err(format!("at {here}: a boolean schema"));
     };
-    // `anyOf: [{T}, {"type": "null"}]` (every pydantic `Optional`) is a nullable T.
-    if let Some(Value::Array(alts)) = m.get("anyOf") {
-        let is_null = |v: &Value| {
-            v.as_object()
-                .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&json!("null")))
-        };
-        if let ([x, y], true) = (alts.as_slice(), alts.iter().filter(|a| is_null(a)).count() == 1) {
-            let other = if is_null(x) { y } else { x };
-            if let Value::Object(o) = other {
-                let mut merged = m.clone();
-                merged.remove("anyOf");
-                for (k, v) in o {
-                    merged.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-                let mut out = gemini_node(&Value::Object(merged), at)?;
-                out["nullable"] = true.into();
-                return Ok(out);
-            }
-        }
-    }
     let mut out = Map::new();
+    // The one alternative of `anyOf: [T, {"type": "null"}]` (pydantic's `Optional`), merged in after the loop.
+    let mut only = None;
     for (k, v) in m {
         match k.as_str() {
             "type" => {
@@ -623,17 +668,36 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
             }
             "anyOf" => {
                 let alts = v.as_array().cloned().unwrap_or_default();
+                let is_null = |a: &Value| a == &json!({"type": "null"});
                 let alts = alts
                     .iter()
                     .enumerate()
+                    .filter(|(_, a)| !is_null(a))
                     .map(|(i, a)| gemini_node(a, &format!("{at}/anyOf/{i}")))
                     .collect::<Result<Vec<_>, _>>()?;
-                out.insert("anyOf".into(), alts.into());
+                if alts.is_empty() {
+                    return Err(format!("at {here}: anyOf without a type other than null"));
+                }
+                if alts.len() < v.as_array().map_or(0, Vec::len) {
+                    out.insert("nullable".into(), true.into());
+                }
+                match <[Value; 1]>::try_from(alts) {
+                    Ok([one]) => only = Some(one),
+                    Err(alts) => {
+                        out.insert("anyOf".into(), alts.into());
+                    }
+                }
             }
             k if GEMINI_KEYWORDS.contains(&k) => {
                 out.insert(k.into(), v.clone());
             }
             other => return Err(format!("at {here}: {other} is not in Gemini's Schema")),
+        }
+    }
+    // The node's own annotations (`description`, `default`, …) win over its alternative's.
+    if let Some(Value::Object(one)) = only {
+        for (k, v) in one {
+            out.entry(k).or_insert(v);
         }
     }
     if out.get("type").and_then(Value::as_str) == Some("OBJECT")
@@ -785,6 +849,48 @@ mod tests {
         assert!(strict(&s).unwrap_err().to_string().contains("minLength"));
         let s = json!({"type": "object", "properties": {"l": {"type": "array"}}});
         assert_eq!(strict(&s), Err(NotStrict::NoItems { at: "/l".into() }));
+    }
+
+    #[test]
+    fn anthropics_strict_keeps_optionals_and_refuses_numeric_bounds() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "string", "format": "uri"},
+            "b": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "default": []}
+        }, "required": ["a"]});
+        let t = strict_for(Dialect::Anthropic, &s).unwrap();
+        assert_eq!(t["required"], json!(["a"]));
+        assert_eq!(t["additionalProperties"], false);
+        assert_eq!(t["properties"]["b"]["type"], "array", "not made nullable");
+        assert_eq!(t["properties"]["b"]["description"], "(default: [])");
+        assert!(strict(&s).unwrap_err().to_string().contains("uri"), "OpenAI has no uri");
+        for (k, v) in [("minimum", json!(1)), ("maxItems", json!(3)), ("minItems", json!(2))] {
+            let mut bad = s.clone();
+            bad["properties"]["b"][k] = v;
+            let e = strict_for(Dialect::Anthropic, &bad).unwrap_err().to_string();
+            assert!(e.starts_with("at /b: ") && e.contains(k), "{k}: {e}");
+        }
+    }
+
+    #[test]
+    fn gemini_takes_optional_as_nullable() {
+        let s = json!({"type": "object", "properties": {
+            "o": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "outer"},
+            "p": {"anyOf": [{"type": "string", "description": "inner"}, {"type": "null"}]}
+        }});
+        let g = gemini_schema(&s).unwrap();
+        assert_eq!(
+            g["properties"]["o"],
+            json!({"nullable": true, "description": "outer", "type": "INTEGER"})
+        );
+        assert_eq!(
+            g["properties"]["p"],
+            json!({"nullable": true, "type": "STRING", "description": "inner"})
+        );
+        let only_null = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "null"}]}}});
+        assert!(gemini_schema(&only_null).unwrap_err().contains("null"));
+        let with_ref =
+            json!({"type": "object", "properties": {"r": {"anyOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]}}});
+        assert!(gemini_schema(&with_ref).unwrap_err().contains("$ref"));
     }
 
     #[test]

@@ -155,23 +155,11 @@ pub fn truncate_in(text: String, max: usize, locale: Locale) -> String {
 /// (some models send it so). A provider's function call is a request too: `{"name": <function name>,
 /// "arguments" (OpenAI, often a JSON string) | "input" (Anthropic) | "args" (Gemini): {...}}`, the name as
 /// `schemas` gave it (shortened names included); it is parsed with an empty `tool_name` and the name as `action`,
-/// and [`answer`] finds the action it names. The wrappers the SDKs hand a call back in are taken off: OpenAI's
-/// tool call `{"id", "type": "function", "function": {"name", "arguments"}}` and Gemini's part
-/// `{"functionCall": {"name", "args"}}`.
+/// and [`answer`] finds the action it names. The call may come in the wrapper its SDK hands back: OpenAI's tool
+/// call `{"id", "type": "function", "function": {"name", "arguments"}}`, or Gemini's `Part` `{"functionCall" |
+/// "function_call": {"id"?, "name", "args"}}` ([`function_call_of`]).
 pub fn parse_request(v: &Value) -> Result<UseToolCall, CallError> {
-    if let Some(obj) = v
-        .as_object()
-        .filter(|o| !o.contains_key("tool_name") && !o.contains_key("name"))
-    {
-        let inner = match (obj.get("function"), obj.get("functionCall")) {
-            (Some(f @ Value::Object(_)), None) => Some(f),
-            (None, Some(f @ Value::Object(_))) => Some(f),
-            _ => None,
-        };
-        if let Some(inner) = inner {
-            return parse_request(inner);
-        }
-    }
+    let v = function_call_of(v).unwrap_or(v);
     if let Some(obj) = v.as_object().filter(|o| !o.contains_key("tool_name")) {
         if let Some(Value::String(name)) = obj.get("name").filter(|n| n.as_str().is_some_and(|n| !n.is_empty())) {
             let args = ["arguments", "input", "args"].iter().find_map(|k| obj.get(*k)).cloned();
@@ -221,6 +209,28 @@ pub fn parse_request(v: &Value) -> Result<UseToolCall, CallError> {
         action,
         args,
     })
+}
+
+/// The function call inside a provider SDK's wrapper: OpenAI's `ChatCompletionMessageFunctionToolCall` (its
+/// `function`) or Gemini's `Part` (its `functionCall`, `function_call` in the Python SDK's dumps); `None` for
+/// anything else.
+pub fn function_call_of(v: &Value) -> Option<&Value> {
+    let obj = v
+        .as_object()
+        .filter(|o| !o.contains_key("tool_name") && !o.contains_key("name"))?;
+    let inner = match obj.get("type") {
+        Some(t) if t == "function" => obj.get("function"),
+        Some(_) => None,
+        None => obj.get("functionCall").or_else(|| obj.get("function_call")),
+    }?;
+    inner.get("name").and_then(Value::as_str).map(|_| inner)
+}
+
+/// The id a provider gave its function call (OpenAI's tool call id, Gemini's `functionCall.id`), which `--serve`
+/// echoes back with the answer; else the request's own `"id"`.
+pub fn request_id(v: &Value) -> Option<&Value> {
+    v.get("id")
+        .or_else(|| function_call_of(v).and_then(|c| c.get("id")).filter(|id| !id.is_null()))
 }
 
 fn short(v: &Value) -> String {

@@ -17,6 +17,9 @@ pub const USE_TOOL_HELP: &str = r#"Request (one JSON object on stdin; with --ser
   {"tool_name": "<tool>", "action": "<action>", "args": {...}}
   or a provider's function call, named as `schemas` gave it (shortened names too):
   {"name": "<tool>_<action>", "input"|"arguments"|"args": {...}}
+  or as its SDK hands it back (with --serve, the call's id is echoed):
+  {"id": "call_...", "type": "function", "function": {"name": ..., "arguments": "{...}"}}   OpenAI
+  {"functionCall": {"id"?: ..., "name": ..., "args": {...}}}                             Gemini's Part
 
 Answer:
   success   the result as text: a string as it is, null as "(no output)", other JSON indented;
@@ -79,10 +82,10 @@ pub struct SchemasArgs {
     /// With --stats: JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// OpenAI and Anthropic shapes: rewrite each schema for strict mode where that keeps its meaning (optional
-    /// properties become nullable, objects are closed to their declared properties, `default` moves into the
-    /// description) and mark it "strict": true; without it, OpenAI's schemas that meet strict mode's rules
-    /// unchanged get "strict": true, Anthropic's get no "strict".
+    /// OpenAI shapes: rewrite each schema for strict mode where that keeps its meaning (optional properties become
+    /// nullable, objects are closed to their declared properties, `default` moves into the description); without
+    /// it, only schemas that meet strict mode's rules unchanged get "strict": true. Anthropic: give "strict",
+    /// rewritten the same way except that optional properties stay optional.
     #[arg(long)]
     pub strict: bool,
 }
@@ -275,7 +278,7 @@ fn serve_request(line: awt_llm::lines::Line) -> Option<(Result<use_tool::UseTool
         }
     };
     let parsed: Option<Value> = serde_json::from_str(text).ok();
-    let id = parsed.as_ref().and_then(|v| v.get("id")).cloned();
+    let id = parsed.as_ref().and_then(use_tool::request_id).cloned();
     Some((parse(text.as_bytes()), id))
 }
 

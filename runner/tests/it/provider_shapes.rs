@@ -279,3 +279,166 @@ fn a_name_past_64_characters_is_shortened_and_mapped_back() {
         stdout(&o)
     );
 }
+
+/// Runs runner/tests/provider_sdks/sdk_shapes.py with the provider SDKs (test.sh installs them, pinned).
+fn sdk(args: &[&str], input: &str) -> Value {
+    use std::process::{Command, Stdio};
+    let has = Command::new("python3")
+        .args(["-c", "import openai, anthropic, google.genai"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has,
+        "the provider SDKs are needed: pip install -r runner/tests/mcp_client/requirements.txt (./test.sh does)"
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/provider_sdks/sdk_shapes.py");
+    let o = feed(Command::new("python3").arg(script).args(args), input.as_bytes());
+    assert!(o.status.success(), "sdk_shapes.py {args:?}: {}", stderr(&o));
+    json(&o)
+}
+
+/// A Python tool's pydantic schema: `Optional[int] = None` and `Optional[Model] = None`.
+const PYDANTIC_TOOL: &str = r##"#!/usr/bin/env bash
+if [ "$1" = --schemas ]; then cat <<'JSON'
+{"protocol": 1, "actions": [
+ {"name": "search", "input_schema": {"type": "object", "title": "Search", "properties": {
+   "query": {"type": "string", "title": "Query"},
+   "limit": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": null, "title": "Limit", "description": "At most this many"},
+   "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}], "default": null, "title": "Tags"},
+   "either": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}], "default": null}},
+  "required": ["query"]}},
+ {"name": "nested", "input_schema": {"type": "object", "properties": {
+   "where": {"anyOf": [{"$ref": "#/$defs/Place"}, {"type": "null"}], "default": null}},
+  "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}}
+]}
+JSON
+exit 0; fi
+req=$(cat); printf '%s\n' "$req" | sed -E 's/.*"args":(\{[^}]*\}).*/\1/'
+"##;
+
+#[test]
+fn geminis_optional_is_nullable_in_its_schema() {
+    let w = World::new();
+    w.tool(&w.common(), "py.sh", PYDANTIC_TOOL);
+    let (v, err) = schemas(&w, &["--format", "gemini"]);
+    let by = |n: &str| v.as_array().unwrap().iter().find(|t| t["name"] == n).unwrap().clone();
+    let search = by("py_search");
+    assert!(search.get("parametersJsonSchema").is_none(), "{search}\n{err}");
+    let p = &search["parameters"]["properties"];
+    assert_eq!(
+        p["limit"],
+        json!({"type": "INTEGER", "minimum": 1, "nullable": true, "default": null, "title": "Limit",
+            "description": "At most this many"})
+    );
+    assert_eq!(
+        p["tags"],
+        json!({"type": "ARRAY", "items": {"type": "STRING"}, "nullable": true, "default": null, "title": "Tags"})
+    );
+    assert_eq!(
+        p["either"],
+        json!({"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}], "nullable": true, "default": null})
+    );
+    // What the subset truly cannot say still falls back: a `$ref`.
+    let nested = by("py_nested");
+    assert!(nested.get("parameters").is_none(), "{nested}");
+    assert!(
+        err.contains("as parametersJsonSchema: py_nested") && err.contains("$ref"),
+        "{err}"
+    );
+    // Gemini's own SDK takes every declaration, and reads the nullable ones as such.
+    let checked = sdk(&["check", "gemini"], &v.to_string());
+    assert_eq!(checked["ok"], 2);
+    assert_eq!(checked["nullable"], json!(["either", "limit", "tags"]), "{checked}");
+}
+
+#[test]
+fn anthropic_strict_is_given_with_strict_and_the_sdk_takes_it() {
+    let w = examples_world();
+    w.tool(&w.common(), "shapes.sh", SHAPES_TOOL);
+    let (plain, _) = schemas(&w, &["--format", "anthropic"]);
+    assert!(!has_key(&plain, "strict"), "without --strict nothing changes: {plain}");
+    let (v, err) = schemas(&w, &["--format", "anthropic", "--strict"]);
+    let tools = v.as_array().unwrap();
+    let by = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    for t in tools {
+        assert!(t["strict"].is_boolean(), "{t}");
+    }
+    // Optional stays optional (Anthropic takes it); every object closed; `default` moved into the description.
+    let s = by("shapes_plain");
+    assert_eq!(s["strict"], true, "{s}\n{err}");
+    assert_eq!(s["input_schema"]["additionalProperties"], false);
+    assert!(s["input_schema"].get("required").is_none(), "{s}");
+    assert_eq!(s["input_schema"]["properties"]["q"]["type"], json!(["string", "null"]));
+    let cities = by("counter_count");
+    assert_eq!(cities["strict"], true, "{cities}\n{err}");
+    assert!(!has_key(&cities["input_schema"], "default"), "{cities}");
+    // Numeric bounds are outside Anthropic's strict subset, and never dropped: not strict, and stderr says why.
+    let forecast = by("weather_forecast");
+    assert_eq!(forecast["strict"], false, "{forecast}");
+    assert!(
+        err.contains("not strict: weather_forecast: at /days: maximum is not supported in strict mode")
+            || err.contains("not strict: weather_forecast: at /days: minimum is not supported in strict mode"),
+        "{err}"
+    );
+    assert_eq!(forecast["input_schema"]["properties"]["days"]["minimum"], 1);
+    // `$ref` is in the subset.
+    assert_eq!(by("shapes_reffy")["strict"], true, "{err}");
+    // Anthropic's own SDK type takes each tool as we give it.
+    let checked = sdk(&["check", "anthropic"], &v.to_string());
+    assert_eq!(checked["ok"], tools.len(), "{checked}");
+}
+
+/// The long action's schema name and the shortened name `schemas` gives it.
+const LONG: &str = "shapes_a_very_long_action_name_that_goes_on_and_on_past_what_providers_take_for_names";
+
+#[test]
+fn function_calls_are_taken_in_the_wrappers_the_sdks_hand_back() {
+    let w = World::new();
+    w.tool(&w.common(), "shapes.sh", SHAPES_TOOL);
+    let (v, _) = schemas(&w, &["--format", "openai"]);
+    let short = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .find(|n| n.starts_with("shapes_a_very_long"))
+        .unwrap();
+    assert_ne!(short, LONG);
+    let mut calls = vec![
+        json!({"id": "call_abc", "type": "function", "function": {"name": short, "arguments": "{\"x\": 7}"}}),
+        json!({"functionCall": {"id": "fc_1", "name": short, "args": {"x": 7}}}),
+        json!({"function_call": {"name": LONG, "args": {"x": 7}}}),
+    ];
+    // As the SDKs' own classes dump them.
+    let dumps = sdk(&["calls", &short], "");
+    for k in ["openai", "gemini"] {
+        calls.extend(dumps[k].as_array().unwrap().iter().cloned());
+    }
+    for call in &calls {
+        let o = w.feed(&["use-tool"], &call.to_string());
+        assert_eq!(o.status.code(), Some(0), "{call}: {}{}", stdout(&o), stderr(&o));
+        assert_eq!(
+            serde_json::from_str::<Value>(&stdout(&o)).unwrap(),
+            json!({"x": 7}),
+            "{call}"
+        );
+    }
+    // --serve answers with the call's own id, so the answer goes back as that call's result.
+    let mut s = w.serve();
+    let a = s.ask(&calls[0]);
+    assert_eq!((&a["status"], &a["id"]), (&json!("ok"), &json!("call_abc")), "{a}");
+    let a = s.ask(&calls[1]);
+    assert_eq!((&a["status"], &a["id"]), (&json!("ok"), &json!("fc_1")), "{a}");
+    assert_eq!(
+        serde_json::from_str::<Value>(a["result"].as_str().unwrap()).unwrap(),
+        json!({"x": 7})
+    );
+    assert!(s.finish().success());
+    // A wrapper of something else is still refused as a request.
+    let o = w.feed(
+        &["use-tool"],
+        &json!({"type": "custom", "function": {"name": short}}).to_string(),
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+}
