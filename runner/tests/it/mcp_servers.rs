@@ -870,3 +870,26 @@ fn the_filesystem_server_runs_confined_as_the_docs_declare_it() {
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
 }
+
+/// A session whose server exited is started again at the next call only, and that call hears so (state lost).
+#[test]
+fn a_crashed_session_is_started_again_and_the_next_call_hears_so() {
+    let w = py_world(json!({}), json!({}));
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_counter", json!({}));
+    let first = g.value(1);
+    g.call(2, "py_crash", json!({}));
+    let crashed = g.answer(2);
+    assert_eq!(crashed["result"]["isError"], true, "{crashed}");
+    assert!(crashed.to_string().contains("crashed"), "{crashed}");
+    g.call(3, "py_counter", json!({}));
+    let after = g.value(3);
+    assert_ne!(after["pid"], first["pid"], "{after}");
+    assert_eq!(after["count"], 1, "a new session starts afresh: {after}");
+    let said = g
+        .seen
+        .iter()
+        .any(|m| m["method"] == "notifications/message" && m.to_string().contains("was started again"));
+    assert!(said, "the restart is shown: {:?}", g.seen);
+    g.finish();
+}
