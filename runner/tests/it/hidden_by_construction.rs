@@ -45,6 +45,7 @@ fn every_other_anima_is_hidden_whatever_their_number() {
 count() {{ n=0; for i in $(seq -w 0 599); do cat "$1/a$i/secret.md" >/dev/null 2>&1 && n=$((n+1)); done; echo $n; }}
 rb=$(count {beside}); rd=$(count {data})
 lb=$(ls -A {beside} 2>/dev/null | tr '\n' ' '); ld=$(ls -A {data} 2>/dev/null | wc -l)
+rb=$((rb + $(count ..))); lb="$lb$(ls -A .. 2>/dev/null | wc -l)"
 echo own > "$ANIMAWORKS_ANIMA_DIR/knowledge/own.md" && own=yes || own=no
 printf '{{"read_beside":%d,"read_data":%d,"listed_beside":"%s","listed_data":%d,"own":"%s"}}\n' $rb $rd "$lb" $ld $own
 "#,
@@ -56,11 +57,18 @@ printf '{{"read_beside":%d,"read_data":%d,"listed_beside":"%s","listed_data":%d,
         "peek.sh",
         &bash_tool(r#"[{"name":"peek_all","input_schema":{"type":"object"}}]"#, &body),
     );
-    let o = w.run(&["call", "peek", "all"]);
+    // Started in its own anima dir: `..` from a working directory taken before the mounts walks the folder they
+    // cover.
+    let o = w
+        .cmd()
+        .current_dir(&w.anima)
+        .args(["call", "peek", "all"])
+        .output()
+        .unwrap();
     let r = json(&o);
     assert_eq!(r["read_beside"], 0, "other animas beside the own one were read: {r}");
     assert_eq!(r["read_data"], 0, "other animas in the data dir were read: {r}");
-    assert_eq!(r["listed_beside"], "alice ", "{r}");
+    assert_eq!(r["listed_beside"], "alice 1", "{r}");
     assert_eq!(r["listed_data"], 0, "{r}");
     assert_eq!(r["own"], "yes", "the own anima dir stays writable: {r} {}", stderr(&o));
     assert_eq!(

@@ -166,16 +166,26 @@ impl KeptNet {
         self.spoiled.load(Ordering::SeqCst)
     }
 
-    /// Does a socket live in it that a process holds (a listener, a connection, a UNIX socket, one neither bound
-    /// nor connected)? Only a process
-    /// outside the calls can hold one once they are over: one a call passed out, through which that process could
-    /// catch a later call's connections. `true` too when its tables cannot be read.
-    pub fn holds_sockets(&self) -> bool {
+    /// Do its socket tables show a socket a process holds (a listener, a connection, a UNIX socket)? Only a
+    /// process outside the calls can hold one once they are over: one a call passed out, through which that
+    /// process could catch a later call's connections. `true` too when its tables cannot be read.
+    pub fn lists_sockets(&self) -> bool {
+        self.read(|t| t != Table::Count)
+    }
+
+    /// Does its count of sockets (`sockstat`) show any, one neither bound nor connected included? A socket just
+    /// closed may still be counted for a moment (freed after an RCU grace period). `true` when it cannot be read.
+    pub fn counts_sockets(&self) -> bool {
+        self.read(|t| t == Table::Count)
+    }
+
+    fn read(&self, which: impl Fn(Table) -> bool) -> bool {
         let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        if tables.len() < 4 {
+        let mut some = tables.iter().filter(|(t, _)| which(*t)).peekable();
+        if some.peek().is_none() {
             return true;
         }
-        tables.iter().any(|(t, fd)| table_holds(*t, fd).unwrap_or(true))
+        some.any(|(t, fd)| table_holds(*t, fd).unwrap_or(true))
     }
 }
 
@@ -295,7 +305,10 @@ mod tests {
         let ino = rustix::fs::fstat(&k.net).unwrap().st_ino;
         assert_ne!(ino, ours, "a kept namespace is never the runner's own");
         assert_eq!(k.join().user.is_some(), !privileged);
-        assert!(!k.holds_sockets(), "a new namespace holds no socket");
+        assert!(
+            !k.lists_sockets() && !k.counts_sockets(),
+            "a new namespace holds no socket"
+        );
         assert!(!k.spoiled());
         k.spoil();
         assert!(k.spoiled());
