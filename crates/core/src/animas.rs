@@ -11,7 +11,13 @@ use std::path::{Path, PathBuf};
 /// runner's own places, so such a folder is not one of anima dirs (docs/sandbox.md).
 pub fn folders(dirs: &crate::Dirs) -> Vec<PathBuf> {
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
-    of(&dirs.data, dirs.anima.as_deref(), home.as_deref(), &dirs.cache, &dirs.core)
+    of(
+        &dirs.data,
+        dirs.anima.as_deref(),
+        home.as_deref(),
+        &dirs.cache,
+        &dirs.core,
+    )
 }
 
 fn canon(p: &Path) -> PathBuf {

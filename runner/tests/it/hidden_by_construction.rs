@@ -4,7 +4,7 @@
 //! confined tool performing the attack, through the real binary.
 
 use crate::support::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::path::Path;
 
 /// The sandbox with a mount namespace is there; where it is not, say so and skip.
@@ -45,6 +45,7 @@ fn every_other_anima_is_hidden_whatever_their_number() {
 count() {{ n=0; for i in $(seq -w 0 599); do cat "$1/a$i/secret.md" >/dev/null 2>&1 && n=$((n+1)); done; echo $n; }}
 rb=$(count {beside}); rd=$(count {data})
 lb=$(ls -A {beside} 2>/dev/null | tr '\n' ' '); ld=$(ls -A {data} 2>/dev/null | wc -l)
+rb=$((rb + $(count ..))); lb="$lb$(ls -A .. 2>/dev/null | wc -l)"
 echo own > "$ANIMAWORKS_ANIMA_DIR/knowledge/own.md" && own=yes || own=no
 printf '{{"read_beside":%d,"read_data":%d,"listed_beside":"%s","listed_data":%d,"own":"%s"}}\n' $rb $rd "$lb" $ld $own
 "#,
@@ -56,14 +57,24 @@ printf '{{"read_beside":%d,"read_data":%d,"listed_beside":"%s","listed_data":%d,
         "peek.sh",
         &bash_tool(r#"[{"name":"peek_all","input_schema":{"type":"object"}}]"#, &body),
     );
-    let o = w.run(&["call", "peek", "all"]);
+    // Started in its own anima dir: `..` from a working directory taken before the mounts walks the folder they
+    // cover.
+    let o = w
+        .cmd()
+        .current_dir(&w.anima)
+        .args(["call", "peek", "all"])
+        .output()
+        .unwrap();
     let r = json(&o);
     assert_eq!(r["read_beside"], 0, "other animas beside the own one were read: {r}");
     assert_eq!(r["read_data"], 0, "other animas in the data dir were read: {r}");
-    assert_eq!(r["listed_beside"], "alice ", "{r}");
+    assert_eq!(r["listed_beside"], "alice 1", "{r}");
     assert_eq!(r["listed_data"], 0, "{r}");
     assert_eq!(r["own"], "yes", "the own anima dir stays writable: {r} {}", stderr(&o));
-    assert_eq!(std::fs::read_to_string(w.anima.join("knowledge/own.md")).unwrap(), "own\n");
+    assert_eq!(
+        std::fs::read_to_string(w.anima.join("knowledge/own.md")).unwrap(),
+        "own\n"
+    );
 }
 
 /// An anima dir in a folder not named `animas` (a worker's `--animas-dir`, any `--anima-dir` outside the data
@@ -203,8 +214,14 @@ fn an_mcp_servers_declared_env_is_not_on_its_bridges_command_line() {
     let o = w.run(&["call", "peer", "bridge_cmdline"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let shown = rev(&stdout(&o));
-    assert!(shown.contains("__mcp-bridge"), "the bridge's command line was read: {shown}");
-    assert!(!shown.contains("ghp_declared_token_42"), "the declared env is on the command line: {shown}");
+    assert!(
+        shown.contains("__mcp-bridge"),
+        "the bridge's command line was read: {shown}"
+    );
+    assert!(
+        !shown.contains("ghp_declared_token_42"),
+        "the declared env is on the command line: {shown}"
+    );
     assert!(!shown.contains("PEER_TOKEN"), "{shown}");
 }
 
@@ -273,12 +290,7 @@ fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
     let kept = call(&mut s, 1)["net"].as_str().unwrap().to_owned();
     assert_eq!(call(&mut s, 2)["net"], kept, "the third call joins the kept namespace");
     let runner = s.child.id();
-    let fd_path = std::fs::read_dir(format!("/proc/{runner}/fd"))
-        .unwrap()
-        .flatten()
-        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new(&kept)))
-        .map(|e| e.path())
-        .expect("the runner holds the kept namespace");
+    let fd_path = held_by(runner, &kept).expect("the runner holds the kept namespace");
     let ns = std::fs::File::open(fd_path).unwrap();
     let (bound_tx, bound) = std::sync::mpsc::channel();
     let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
@@ -319,5 +331,40 @@ fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
     assert_ne!(r["net"], kept, "a namespace with a socket in it was handed on: {r}");
     stop.send(()).unwrap();
     holder.join().unwrap();
+    // A socket neither bound nor connected (to be bound once a later call runs) shows in no table but the count.
+    let kept = r["net"].as_str().unwrap().to_owned();
+    assert_eq!(
+        call(&mut s, 4)["net"],
+        kept,
+        "the next call joins the namespace kept since"
+    );
+    let ns = std::fs::File::open(held_by(runner, &kept).expect("the runner holds it")).unwrap();
+    let unbound = std::thread::spawn(move || {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        // SAFETY: setns on this thread only, with a descriptor it owns; the socket is owned once made.
+        unsafe {
+            assert_eq!(libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET), 0);
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            OwnedFd::from_raw_fd(fd)
+        }
+    })
+    .join()
+    .unwrap();
+    assert_ne!(
+        call(&mut s, 5)["net"],
+        kept,
+        "a namespace with an unbound socket in it was handed on"
+    );
+    drop(unbound);
     assert!(s.finish().success());
+}
+
+/// The runner's descriptor of the network namespace `ns` (as `readlink` shows it), if it holds one.
+fn held_by(runner: u32, ns: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(format!("/proc/{runner}/fd"))
+        .unwrap()
+        .flatten()
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new(ns)))
+        .map(|e| e.path())
 }

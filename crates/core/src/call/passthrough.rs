@@ -3,8 +3,8 @@
 //! masked, a secret split across writes too ([`StreamMasker`] holds back at most the longest secret's length
 //! less one byte, and only bytes that may start one). The tool's stdin is the caller's own.
 
-use crate::policy::mask::StreamMasker;
 use crate::policy::Masker;
+use crate::policy::mask::StreamMasker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 

@@ -3,7 +3,7 @@
 //! whatever is added to it during the call. Without the mount API (`open_tree`), its entries are hidden one by
 //! one, and a folder with more of them than can be hidden refuses the call.
 
-use super::{kernel, MountKind, PlannedMount, MAX_HIDDEN};
+use super::{MAX_HIDDEN, MountKind, PlannedMount, kernel};
 use crate::error::{CallError, Detail, ErrorCode};
 use std::path::{Path, PathBuf};
 
@@ -48,7 +48,11 @@ pub(super) fn plan(
             continue;
         }
         let entries: Vec<PathBuf> = match std::fs::read_dir(folder) {
-            Ok(rd) => rd.flatten().take(MAX_HIDDEN + 1).map(|e| folder.join(e.file_name())).collect(),
+            Ok(rd) => rd
+                .flatten()
+                .take(MAX_HIDDEN + 1)
+                .map(|e| folder.join(e.file_name()))
+                .collect(),
             Err(e) => return Err(too_many(folder, &format!("it cannot be listed ({e})"))),
         };
         if entries.len() > MAX_HIDDEN {

@@ -15,8 +15,9 @@
 //! - never again after a start that joined it failed in its setup (the proxy's port held: bound `SO_REUSEADDR`,
 //!   so only a listener holds it), which is retried in a fresh namespace;
 //! - never again when, at hand-over, a socket that a process holds lives in it (its `tcp`, `tcp6`, `udp`, `udp6`
-//!   and `unix` tables, [`KeptNet::holds_sockets`]): only a process outside the calls can hold one then, passed
-//!   to it by a call, and it could catch a later call's connection to its own loopback listener;
+//!   and `unix` tables, [`KeptNet::lists_sockets`]): only a process outside the calls can hold one then, passed
+//!   to it by a call, and it could catch a later call's connection to its own loopback listener; and not while
+//!   its count of sockets ([`KeptNet::counts_sockets`]: one neither bound nor connected too) is above 0;
 //! - never to a call whose grants reach loopback or private targets: such a call always gets a fresh one.
 
 use awt_sys::confine::keptnet::KeptNet;
@@ -87,9 +88,12 @@ impl Lease {
         }
         let found = {
             let mut v = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            // A socket in it at hand-over: let go, never joined again.
-            v.retain(|i| !(i.key == key && i.free() && i.ns.holds_sockets()));
-            v.iter().rposition(|i| i.key == key && i.free()).map(|at| v.remove(at).ns)
+            // A socket listed in it at hand-over: let go, never joined again. One only counted (unbound, or just
+            // closed): not handed on while it is.
+            v.retain(|i| !(i.key == key && i.free() && i.ns.lists_sockets()));
+            v.iter()
+                .rposition(|i| i.key == key && i.free() && !i.ns.counts_sockets())
+                .map(|at| v.remove(at).ns)
         };
         let ns = match found {
             Some(ns) => ns,

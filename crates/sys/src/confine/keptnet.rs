@@ -37,9 +37,12 @@ enum Table {
     Inet,
     /// `unix`: every line is a socket.
     Unix,
+    /// `sockstat`: `sockets: used N` counts every socket made in it, bound or not.
+    Count,
 }
 
-const TABLES: [(&[u8], Table); 5] = [
+const TABLES: [(&[u8], Table); 6] = [
+    (b"/proc/self/net/sockstat\0", Table::Count),
     (b"/proc/self/net/tcp\0", Table::Inet),
     (b"/proc/self/net/tcp6\0", Table::Inet),
     (b"/proc/self/net/udp\0", Table::Inet),
@@ -51,7 +54,7 @@ struct MakeArgs<'a> {
     maps: Option<(&'a [u8], &'a [u8])>,
     user: AtomicI32,
     net: AtomicI32,
-    tables: [AtomicI32; 5],
+    tables: [AtomicI32; 6],
     err: AtomicI32,
 }
 
@@ -163,15 +166,26 @@ impl KeptNet {
         self.spoiled.load(Ordering::SeqCst)
     }
 
-    /// Does a socket live in it that a process holds (a listener, a connection, a UNIX socket)? Only a process
-    /// outside the calls can hold one once they are over: one a call passed out, through which that process could
-    /// catch a later call's connections. `true` too when its tables cannot be read.
-    pub fn holds_sockets(&self) -> bool {
+    /// Do its socket tables show a socket a process holds (a listener, a connection, a UNIX socket)? Only a
+    /// process outside the calls can hold one once they are over: one a call passed out, through which that
+    /// process could catch a later call's connections. `true` too when its tables cannot be read.
+    pub fn lists_sockets(&self) -> bool {
+        self.read(|t| t != Table::Count)
+    }
+
+    /// Does its count of sockets (`sockstat`) show any, one neither bound nor connected included? A socket just
+    /// closed may still be counted for a moment (freed after an RCU grace period). `true` when it cannot be read.
+    pub fn counts_sockets(&self) -> bool {
+        self.read(|t| t == Table::Count)
+    }
+
+    fn read(&self, which: impl Fn(Table) -> bool) -> bool {
         let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        if tables.len() < 3 {
+        let mut some = tables.iter().filter(|(t, _)| which(*t)).peekable();
+        if some.peek().is_none() {
             return true;
         }
-        tables.iter().any(|(t, fd)| table_holds(*t, fd).unwrap_or(true))
+        some.any(|(t, fd)| table_holds(*t, fd).unwrap_or(true))
     }
 }
 
@@ -192,8 +206,16 @@ fn table_holds(t: Table, fd: &OwnedFd) -> io::Result<bool> {
             return Ok(true);
         }
     }
+    if t == Table::Count {
+        let used = text
+            .split(|b| *b == b'\n')
+            .find_map(|l| l.strip_prefix(b"sockets: used "))
+            .and_then(|n| std::str::from_utf8(n).ok()?.trim().parse::<u64>().ok());
+        return Ok(used.is_none_or(|n| n > 0));
+    }
     let mut rows = text.split(|b| *b == b'\n').skip(1).filter(|l| !l.is_empty());
     Ok(match t {
+        Table::Count => true,
         Table::Unix => rows.next().is_some(),
         Table::Inet => rows.any(|l| {
             let inode = l.split(|b| *b == b' ').filter(|f| !f.is_empty()).nth(9);
@@ -283,6 +305,10 @@ mod tests {
         let ino = rustix::fs::fstat(&k.net).unwrap().st_ino;
         assert_ne!(ino, ours, "a kept namespace is never the runner's own");
         assert_eq!(k.join().user.is_some(), !privileged);
+        assert!(
+            !k.lists_sockets() && !k.counts_sockets(),
+            "a new namespace holds no socket"
+        );
         assert!(!k.spoiled());
         k.spoil();
         assert!(k.spoiled());
