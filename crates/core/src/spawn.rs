@@ -507,24 +507,27 @@ mod tests {
         }
     }
 
-    /// A path the plan hides that is gone by the time of the mount (another anima's folder, removed) fails the
-    /// start before any program runs; the error says the sandbox's setup failed, not that a file or interpreter
-    /// is missing (which an ENOENT from the exec would mean).
+    /// A path the plan hides that is gone by the time of the mount (the data dir's `vault.key`, removed) fails
+    /// the start before any program runs; the error says the sandbox's setup failed, not that a file or
+    /// interpreter is missing (which an ENOENT from the exec would mean).
     #[tokio::test(flavor = "current_thread")]
     async fn a_mount_whose_target_went_away_is_said_to_be_the_sandboxs_not_the_tools() {
         let (world, dirs, file, plan, env) = one_tool_in(
             "#!/bin/sh\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n",
-            |root| std::fs::create_dir_all(root.join("animas/bob/memory")).unwrap(),
+            |root| {
+                std::fs::create_dir_all(root.join("data")).unwrap();
+                std::fs::write(root.join("data/vault.key"), "k").unwrap();
+            },
         );
         if let Some(why) = no_wait(&plan, &file) {
             eprintln!("{why}");
             return;
         }
-        if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
-            awt_sys::skipped!("no mount namespace here (other animas are not hidden by a mount)");
+        if !plan.mounts().iter().any(|m| m.path.ends_with("data/vault.key")) {
+            awt_sys::skipped!("no mount namespace here (the vault key is not hidden by a mount)");
             return;
         }
-        std::fs::remove_dir_all(world.path().join("animas/bob")).unwrap();
+        std::fs::remove_file(world.path().join("data/vault.key")).unwrap();
         let err = match start_tool_async(&file, &dirs, Purpose::Schemas, env.for_file(&file), None, Some(&plan)).await {
             Ok(started) => {
                 let mut child = started.child;
@@ -591,6 +594,22 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let (world, dirs, file, plan, _env) = one_tool_in(SCHEMAS, |root| {
             std::fs::create_dir_all(root.join("animas/bob")).unwrap()
         });
+        let whole = |p: &crate::sandbox::Plan| {
+            p.mounts()
+                .iter()
+                .any(|m| matches!(m.kind, crate::sandbox::MountKind::HideAnimas) && m.path.ends_with("animas"))
+        };
+        if whole(&plan) {
+            // One mount over the folder of animas hides bob, and whatever is made in it later, by construction:
+            // a remembered plan stays right, and is taken.
+            drop(plan);
+            let plans = crate::sandbox::ProbePlans::default();
+            drop(planned_then_taken(&dirs, &file, &plans));
+            std::fs::create_dir_all(world.path().join("animas/carol/memory")).unwrap();
+            let third = crate::sandbox::for_probe(&dirs, &file, &plans).unwrap();
+            assert!(whole(&third), "{:?}", third.mounts());
+            return;
+        }
         if !plan.mounts().iter().any(|m| m.path.ends_with("animas/bob")) {
             awt_sys::skipped!("no mount namespace here (other animas are not hidden by a mount)");
             return;

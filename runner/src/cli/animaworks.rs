@@ -145,7 +145,7 @@ fn manage_command(python: &Path, verb: &str, venv: &Path) -> std::io::Result<(Co
         .arg(verb)
         .arg("--venv")
         .arg(venv)
-        .env_remove("ANIMAWORKS_TOOL_PROTOCOL");
+        .env_remove(crate::env_vars::PROTOCOL.name);
     Ok((c, tmp))
 }
 

@@ -70,17 +70,17 @@ impl Upstream {
     /// From variables as `get` gives them (the lowercase spelling first, as curl and Python read them);
     /// `None` when no proxy is set.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Option<Upstream> {
-        let var = |name: &str| {
+        let value = |name: &str| {
             get(&name.to_ascii_lowercase())
                 .or_else(|| get(name))
                 .filter(|v| !v.trim().is_empty())
         };
-        let via = |name: &str| var(name).and_then(|v| Via::parse(&v));
+        let via = |name: &str| value(name).and_then(|v| Via::parse(&v));
         let u = Upstream {
             https: via("HTTPS_PROXY"),
             http: via("HTTP_PROXY"),
             all: via("ALL_PROXY"),
-            no_proxy: var("NO_PROXY")
+            no_proxy: value("NO_PROXY")
                 .unwrap_or_default()
                 .split(',')
                 .map(|e| match e.trim() {
