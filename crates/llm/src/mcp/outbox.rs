@@ -1,13 +1,17 @@
-//! A call's notifications on their way to the client, bounded: the tool writes at its pace, the client reads at
-//! its own, and what waits between them is at most one progress notification (the latest: a newer one replaces
-//! it) and [`MAX_LOGS`] log messages of at most [`MAX_LOG_BYTES`] in all. A log message past either bound is
-//! dropped and counted, and the client is told how many before the next one it gets.
+//! A call's notifications on their way to the client, in the order the tool sent them, bounded: the tool writes
+//! at its pace, the client reads at its own, and what waits between them is at most [`MAX_PROGRESS`] progress
+//! notifications and [`MAX_LOGS`] log messages of at most [`MAX_LOG_BYTES`] in all. A client that keeps up gets
+//! every one. Past the progress bound the oldest waiting progress gives way to the newest (progress is a state:
+//! the latest says all); a log message past either bound is dropped and counted, and the client is told how many
+//! before the next one it gets.
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
+/// The most progress notifications waiting for the client; below it none is merged.
+pub(crate) const MAX_PROGRESS: usize = 64;
 /// The most log messages waiting for the client.
 pub(crate) const MAX_LOGS: usize = 256;
 /// The most bytes of log data waiting for the client.
@@ -21,8 +25,10 @@ pub(crate) enum Note {
 
 #[derive(Default)]
 struct Waiting {
-    progress: Option<ProgressNotificationParam>,
-    logs: VecDeque<(LoggingMessageNotificationParam, usize)>,
+    /// Each note with its log bytes (0 for progress).
+    notes: VecDeque<(Note, usize)>,
+    progress: usize,
+    logs: usize,
     bytes: usize,
     dropped: u64,
     closed: bool,
@@ -40,18 +46,29 @@ impl Outbox {
     pub(crate) fn put(&self, note: Note) {
         let mut w = self.waiting.lock().expect("outbox lock");
         match note {
-            Note::Progress(p) => w.progress = Some(p),
+            Note::Progress(p) => {
+                if w.progress >= MAX_PROGRESS {
+                    let oldest = w.notes.iter().position(|(n, _)| matches!(n, Note::Progress(_)));
+                    if let Some(i) = oldest {
+                        w.notes.remove(i);
+                        w.progress -= 1;
+                    }
+                }
+                w.progress += 1;
+                w.notes.push_back((Note::Progress(p), 0));
+            }
             Note::Log(l) => {
                 let size = match &l.data {
                     serde_json::Value::String(s) => s.len(),
                     v => v.to_string().len(),
                 };
-                if w.logs.len() >= MAX_LOGS || w.bytes + size > MAX_LOG_BYTES {
+                if w.logs >= MAX_LOGS || w.bytes + size > MAX_LOG_BYTES {
                     w.dropped += 1;
                     return;
                 }
+                w.logs += 1;
                 w.bytes += size;
-                w.logs.push_back((l, size));
+                w.notes.push_back((Note::Log(l), size));
             }
         }
         drop(w);
@@ -64,8 +81,8 @@ impl Outbox {
         self.ready.notify_one();
     }
 
-    /// The next note to send, waiting for one; `None` once closed and empty. Logs keep their order; the count of
-    /// dropped ones comes first, as a warning from `logger`.
+    /// The next note to send, waiting for one; `None` once closed and empty. Notes keep their order; the count of
+    /// dropped log messages comes first, as a warning from `logger`.
     pub(crate) async fn next(&self, logger: &str) -> Option<Note> {
         loop {
             {
@@ -79,12 +96,15 @@ impl Outbox {
                         LoggingMessageNotificationParam::new(LoggingLevel::Warning, text.into()).with_logger(logger),
                     ));
                 }
-                if let Some((l, size)) = w.logs.pop_front() {
-                    w.bytes -= size;
-                    return Some(Note::Log(l));
-                }
-                if let Some(p) = w.progress.take() {
-                    return Some(Note::Progress(p));
+                if let Some((n, size)) = w.notes.pop_front() {
+                    match n {
+                        Note::Progress(_) => w.progress -= 1,
+                        Note::Log(_) => {
+                            w.logs -= 1;
+                            w.bytes -= size;
+                        }
+                    }
+                    return Some(n);
                 }
                 if w.closed {
                     return None;
@@ -96,9 +116,9 @@ impl Outbox {
     }
 
     #[cfg(test)]
-    fn waiting(&self) -> (usize, usize, bool) {
+    fn waiting(&self) -> (usize, usize, usize) {
         let w = self.waiting.lock().unwrap();
-        (w.logs.len(), w.bytes, w.progress.is_some())
+        (w.logs, w.bytes, w.progress)
     }
 }
 
@@ -114,19 +134,23 @@ mod tests {
         ))
     }
 
-    /// A client that reads nothing: what waits stays bounded, progress is merged to the latest, and the count of
-    /// dropped logs reaches the client first once it reads.
+    fn progress(i: usize) -> Note {
+        let token = ProgressToken(rmcp::model::NumberOrString::Number(1));
+        Note::Progress(ProgressNotificationParam::new(token, i as f64))
+    }
+
+    /// A client that reads nothing: what waits stays bounded, only the newest progress is kept past its bound,
+    /// and the count of dropped logs reaches the client first once it reads.
     #[tokio::test]
     async fn what_waits_for_a_slow_client_is_bounded() {
         let o = Outbox::default();
         for i in 0..10_000 {
             o.put(log(i, 2048));
-            let token = ProgressToken(rmcp::model::NumberOrString::Number(1));
-            o.put(Note::Progress(ProgressNotificationParam::new(token, i as f64)));
+            o.put(progress(i));
         }
-        let (logs, bytes, progress) = o.waiting();
+        let (logs, bytes, waiting) = o.waiting();
         assert!(logs <= MAX_LOGS && bytes <= MAX_LOG_BYTES, "{logs} logs, {bytes} bytes");
-        assert!(progress);
+        assert_eq!(waiting, MAX_PROGRESS);
         o.close();
         let Some(Note::Log(first)) = o.next("t").await else {
             panic!("no first note")
@@ -141,6 +165,36 @@ mod tests {
             }
         }
         assert_eq!(kept, logs);
-        assert_eq!(progress, vec![9_999.0]);
+        let newest: Vec<f64> = (10_000 - MAX_PROGRESS..10_000).map(|i| i as f64).collect();
+        assert_eq!(progress, newest);
+    }
+
+    /// Below the bounds nothing is merged or dropped, even when the client has read none yet: every note comes
+    /// out, in the order it was put.
+    #[tokio::test]
+    async fn below_the_bound_nothing_is_merged() {
+        let o = Outbox::default();
+        for i in 0..MAX_PROGRESS {
+            o.put(progress(i));
+            if i % 3 == 0 {
+                o.put(log(i, 8));
+            }
+        }
+        o.close();
+        let mut seen = Vec::new();
+        while let Some(n) = o.next("t").await {
+            seen.push(match n {
+                Note::Progress(p) => format!("p{}", p.progress),
+                Note::Log(l) => format!("l{}", l.data.as_str().unwrap().parse::<usize>().unwrap()),
+            });
+        }
+        let mut want = Vec::new();
+        for i in 0..MAX_PROGRESS {
+            want.push(format!("p{i}"));
+            if i % 3 == 0 {
+                want.push(format!("l{i}"));
+            }
+        }
+        assert_eq!(seen, want);
     }
 }
