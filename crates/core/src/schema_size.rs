@@ -187,7 +187,7 @@ impl<'a> Measure<'a> {
                 .map(|(_, v)| *v)
                 .collect()
         };
-        let fragment = decode(fragment);
+        let fragment = crate::percent::decode(fragment);
         let mut found: Vec<&'a Value> = Vec::new();
         for b in bases {
             let hit: Vec<&'a Value> = if fragment.is_empty() {
@@ -212,25 +212,6 @@ impl<'a> Measure<'a> {
     }
 }
 
-/// A URI fragment's percent-escapes decoded (`#/$defs/a%20b`); a bad escape is kept as written.
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 
 use super::Task;
 use hmac::{KeyInit, Mac};
+use awt_core::policy::approval::canonical;
 use serde_json::Value;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -106,37 +107,6 @@ fn read_key(path: &Path) -> io::Result<Key> {
         h.iter().take(8).map(|x| format!("{x:02x}")).collect()
     };
     Ok(Key { bytes, id })
-}
-
-/// `v` as JSON with every object's keys sorted (a database may reorder them).
-fn canonical(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Object(m) => {
-            out.push(b'{');
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(Value::from(k.as_str()).to_string().as_bytes());
-                out.push(b':');
-                canonical(&m[k], out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(a) => {
-            out.push(b'[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical(x, out);
-            }
-            out.push(b']');
-        }
-        other => out.extend_from_slice(other.to_string().as_bytes()),
-    }
 }
 
 /// The HMAC of `t` before its final step: the caller finalizes or verifies.

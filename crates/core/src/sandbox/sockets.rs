@@ -34,7 +34,7 @@ pub const DAEMON_SOCKETS: &[&str] = &[
 pub fn postgres_socket_dirs(url: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut take = |v: &str| {
-        for h in decode(v).split(',') {
+        for h in crate::percent::decode(v).split(',') {
             if h.starts_with('/') {
                 out.push(PathBuf::from(h));
             }
@@ -70,24 +70,6 @@ pub fn hidden(data: &Path, granted: &[PathBuf]) -> Vec<PathBuf> {
     all
 }
 
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 #[cfg(test)]
 mod tests {
