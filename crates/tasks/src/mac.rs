@@ -10,8 +10,8 @@
 //! worker does not hold ([`Verdict::OtherKey`]) is left for the workers that hold it, never moved aside.
 
 use super::Task;
-use hmac::{KeyInit, Mac};
 use awt_core::policy::approval::canonical;
+use hmac::{KeyInit, Mac};
 use serde_json::Value;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -219,7 +219,9 @@ pub fn sign_value(key: &Key, domain: &str, v: &Value) -> String {
 
 /// Does `mac` sign `v` under `domain` with `key`? (Constant time.)
 pub fn verify_value(key: &Key, domain: &str, v: &Value, mac: &str) -> bool {
-    let Some((id, hex)) = mac.split_once(':') else { return false };
+    let Some((id, hex)) = mac.split_once(':') else {
+        return false;
+    };
     if id != key.id {
         return false;
     }
