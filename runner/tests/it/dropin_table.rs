@@ -721,6 +721,7 @@ fn the_limits_rows_restore_line_lifts_the_limits() {
 
 /// Asks for a credential whose key does not start with its name, as AnimaWorks' `x_search` does.
 const TWITTERISH: &str = r#"
+import hashlib
 from core.integrations._base import get_credential
 
 def get_tool_schemas():
@@ -728,7 +729,9 @@ def get_tool_schemas():
 
 def cli_main(argv):
     try:
-        print(get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN"))
+        token = get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN")
+        # The token, and its digest for a caller that sees it masked.
+        print(token, hashlib.sha256(token.encode()).hexdigest())
     except Exception as e:
         print(type(e).__name__)
 "#;
@@ -747,16 +750,27 @@ fn the_credential_key_rows_restore_line_names_the_key() {
         (stdout(&o).trim().to_owned(), stderr(&o))
     };
     let (theirs, err) = with_token(original_cmd(&w, &venv));
-    assert_eq!(theirs, "tw-token-5678", "{err}");
+    let digest = sha256_hex(b"tw-token-5678");
+    assert_eq!(theirs, format!("tw-token-5678 {digest}"), "{err}");
+    // A legacy argv's output is masked (docs/migrating.md): the token shows as `***`, its digest says it was seen.
+    let masked = format!("*** {digest}");
     w.grant_credentials("twitterish", &["x_twitter"]);
     let (mine, _) = with_token(ours_cmd(&w, &venv));
-    assert_ne!(mine, theirs, "the row: the name alone does not cover the key");
+    assert_ne!(mine, masked, "the row: the name alone does not cover the key");
+    assert!(!mine.contains(&digest), "{mine}");
     w.grant_credentials("twitterish", &["x_twitter", "TWITTER_BEARER_TOKEN"]);
     let (mine, err) = with_token(ours_cmd(&w, &venv));
-    assert_eq!(mine, theirs, "{err}");
+    assert_eq!(mine, masked, "{err}");
     w.grant_credentials("twitterish", &["*"]);
     let (mine, err) = with_token(ours_cmd(&w, &venv));
-    assert_eq!(mine, theirs, "{err}");
+    assert_eq!(mine, masked, "{err}");
+}
+
+/// The SHA-256 of `data` in lowercase hex, as Python's `hashlib.sha256(…).hexdigest()`.
+fn sha256_hex(data: &[u8]) -> String {
+    let o = feed(Command::new("sha256sum").arg("-"), data);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).split_whitespace().next().unwrap_or_default().to_owned()
 }
 
 #[test]
