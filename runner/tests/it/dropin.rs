@@ -988,6 +988,8 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
         json!({"sandbox": {"net": [format!("127.0.0.1:{port}")]}}).to_string(),
     )
     .unwrap();
+    // As every AnimaWorks anima has (without it, nothing new can be made at the anima dir's top level).
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
     let path = format!(
         "{}:{}:{}",
         local_bin.display(),

@@ -619,14 +619,20 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
         w.data.join("shared/credentials.json"),
     ];
     assert!(made.iter().all(|p| !p.exists()));
-    // An anima dir without permissions.json: no new file at its top level (the row), and the others' rows.
+    // An anima dir without permissions.json and status.json: no new file at its top level (their rows), and the
+    // others' rows.
     let mine = run(&mut ours_cmd(&w, &venv), &ops);
     assert!(made.iter().all(|p| p.exists()), "the row says so");
     for op in ["read_secret", "exec_own", "top_new", "beside_me", "signal"] {
         assert_ne!(mine[op], theirs[op], "{op}: the row's difference: {mine}");
     }
-    // Each row's restore line.
+    // Each row's restore line: the top level takes new files once neither name is missing.
     std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    assert_ne!(
+        run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
+        theirs["top_new"]
+    );
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
     assert_eq!(
         run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
         theirs["top_new"]
