@@ -110,7 +110,11 @@ def test_cli_passes_argv_and_exit_code(tier: Path) -> None:
     assert doc["cli"] is True and doc["actions"] == []
     r = run_shim(tool, "--cli", "greet", "--name", "x", "-j")
     assert r.code == 0, r.stderr
-    assert json.loads(r.stdout) == {"argv": ["greet", "--name", "x", "-j"], "sys_argv_tail": ["greet", "--name", "x", "-j"]}
+    # sys.argv as AnimaWorks' CLI leaves it: `animaworks-tool <tool> <args…>`.
+    assert json.loads(r.stdout) == {
+        "argv": ["greet", "--name", "x", "-j"],
+        "sys_argv": ["animaworks-tool", "own_cli", "greet", "--name", "x", "-j"],
+    }
     r = run_shim(tool, "--cli", "fail")
     assert r.code == 4 and r.stdout == "" and "failing on purpose" in r.stderr
 

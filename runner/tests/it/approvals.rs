@@ -356,7 +356,20 @@ fn submit_and_serve_answer_pending_and_each_approval_runs_once() {
     let w = asking();
     let o = w.run(&["submit", "mail", "send", "--to", "bob"]);
     assert_eq!(code(&o), 14, "{} {}", stdout(&o), stderr(&o));
-    let by_submit = json(&o)["error"]["approval_id"].as_str().unwrap().to_owned();
+    // `submit` answers as AnimaWorks' CLI does: one `Error: …` line on stderr naming the request, nothing on stdout.
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("Error: "), "{err}");
+    let by_submit = err
+        .split("(approval_id: ")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .unwrap_or_else(|| panic!("no approval_id in {err}"))
+        .to_owned();
+    assert!(
+        err.contains(&format!("approvals approve {by_submit}")),
+        "the hint says how a human approves: {err}"
+    );
     let jobs = tasks_of(&w);
     assert!(jobs.is_empty(), "nothing is queued before approval: {jobs:?}");
     let mut serve = w.serve();

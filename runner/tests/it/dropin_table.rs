@@ -619,14 +619,20 @@ fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
         w.data.join("shared/credentials.json"),
     ];
     assert!(made.iter().all(|p| !p.exists()));
-    // An anima dir without permissions.json: no new file at its top level (the row), and the others' rows.
+    // An anima dir without permissions.json and status.json: no new file at its top level (their rows), and the
+    // others' rows.
     let mine = run(&mut ours_cmd(&w, &venv), &ops);
     assert!(made.iter().all(|p| p.exists()), "the row says so");
     for op in ["read_secret", "exec_own", "top_new", "beside_me", "signal"] {
         assert_ne!(mine[op], theirs[op], "{op}: the row's difference: {mine}");
     }
-    // Each row's restore line.
+    // Each row's restore line: the top level takes new files once neither name is missing.
     std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    assert_ne!(
+        run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
+        theirs["top_new"]
+    );
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
     assert_eq!(
         run(&mut ours_cmd(&w, &venv), &["top_new"])["top_new"],
         theirs["top_new"]
@@ -721,6 +727,7 @@ fn the_limits_rows_restore_line_lifts_the_limits() {
 
 /// Asks for a credential whose key does not start with its name, as AnimaWorks' `x_search` does.
 const TWITTERISH: &str = r#"
+import hashlib
 from core.integrations._base import get_credential
 
 def get_tool_schemas():
@@ -728,7 +735,9 @@ def get_tool_schemas():
 
 def cli_main(argv):
     try:
-        print(get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN"))
+        token = get_credential("x_twitter", "x_search", env_var="TWITTER_BEARER_TOKEN")
+        # The token, and its digest for a caller that sees it masked.
+        print(token, hashlib.sha256(token.encode()).hexdigest())
     except Exception as e:
         print(type(e).__name__)
 "#;
@@ -747,16 +756,27 @@ fn the_credential_key_rows_restore_line_names_the_key() {
         (stdout(&o).trim().to_owned(), stderr(&o))
     };
     let (theirs, err) = with_token(original_cmd(&w, &venv));
-    assert_eq!(theirs, "tw-token-5678", "{err}");
+    let digest = sha256_hex(b"tw-token-5678");
+    assert_eq!(theirs, format!("tw-token-5678 {digest}"), "{err}");
+    // A legacy argv's output is masked (docs/migrating.md): the token shows as `***`, its digest says it was seen.
+    let masked = format!("*** {digest}");
     w.grant_credentials("twitterish", &["x_twitter"]);
     let (mine, _) = with_token(ours_cmd(&w, &venv));
-    assert_ne!(mine, theirs, "the row: the name alone does not cover the key");
+    assert_ne!(mine, masked, "the row: the name alone does not cover the key");
+    assert!(!mine.contains(&digest), "{mine}");
     w.grant_credentials("twitterish", &["x_twitter", "TWITTER_BEARER_TOKEN"]);
     let (mine, err) = with_token(ours_cmd(&w, &venv));
-    assert_eq!(mine, theirs, "{err}");
+    assert_eq!(mine, masked, "{err}");
     w.grant_credentials("twitterish", &["*"]);
     let (mine, err) = with_token(ours_cmd(&w, &venv));
-    assert_eq!(mine, theirs, "{err}");
+    assert_eq!(mine, masked, "{err}");
+}
+
+/// The SHA-256 of `data` in lowercase hex, as Python's `hashlib.sha256(…).hexdigest()`.
+fn sha256_hex(data: &[u8]) -> String {
+    let o = feed(Command::new("sha256sum").arg("-"), data);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).split_whitespace().next().unwrap_or_default().to_owned()
 }
 
 #[test]

@@ -779,6 +779,8 @@ fn a_server_without_a_sandbox_cannot_write_the_animas_folder() {
         &w,
         json!({"version": 1, "external_tools": {"allow_all": true, "allow": ["py_write_note"]}}),
     );
+    // As every AnimaWorks anima has (without it, nothing new can be made at the anima dir's top level).
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
     let note = w.anima.join("note.txt");
     let o = w.run(&[
         "call",
