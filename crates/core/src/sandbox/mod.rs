@@ -1048,11 +1048,19 @@ fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
         ".git-credentials",
         ".config/gh",
         ".config/gcloud",
+        // The agent engines' logins (Claude Code, Codex, Gemini CLI), which AnimaWorks' engines run on.
+        ".claude",
+        ".claude.json",
+        ".codex",
+        ".gemini",
     ]
     .iter()
     .map(|f| h.join(f))
     .collect()
 }
+
+/// The agent engines' homes AnimaWorks makes in an anima dir (Codex, Gemini CLI, Cursor, Grok).
+const ENGINE_HOMES: &[&str] = &[".codex_home", ".gemini-workspace", ".cursor-workspace", ".grok-workspace"];
 
 fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
@@ -1098,6 +1106,14 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     if let Some(a) = &anima {
         let private = a.join("state/background_tasks").join(crate::dirs::TASKS_PRIVATE_DIR);
         kept.push(rules::canonical(&private).unwrap_or(private));
+        // The engine homes AnimaWorks keeps in the anima dir hold copies of the engines' logins, and settings the
+        // framework merges and then runs outside any sandbox (a command planted there would run unconfined).
+        for d in ENGINE_HOMES {
+            let p = a.join(d);
+            if std::fs::symlink_metadata(&p).is_ok() {
+                kept.push(rules::canonical(&p).unwrap_or(p));
+            }
+        }
     }
     let animas = Some((crate::animas::folders(dirs), anima.clone()));
     let read = Protected {
