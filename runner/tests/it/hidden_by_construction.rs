@@ -372,3 +372,49 @@ printf '{{"read":%d,"planted_gemini":"%s","planted_codex":"%s"}}\n' $n $p $c
     assert!(!w.anima.join(".gemini-workspace/.gemini/settings.json").exists());
     assert!(!w.anima.join(".codex_home/AGENTS.md").exists());
 }
+
+/// AnimaWorks' runtime folder in the data dir (`run/`: the operator's internal-API token, the animas' IPC sockets)
+/// and its `.env` (API keys) are hidden from a confined tool: it reads no token, and it reaches no other anima's
+/// process through a socket there (a pathname socket needs no file-system right Landlock governs). (Failed while
+/// both were readable and the socket answered.)
+#[test]
+fn animaworks_runtime_folder_and_env_file_are_hidden() {
+    if !mount_ns() {
+        return;
+    }
+    let w = World::sandboxed();
+    let run = w.data.join("run");
+    std::fs::create_dir_all(run.join("sockets")).unwrap();
+    std::fs::write(run.join("internal_api.auth"), "OPERATOR-TOKEN").unwrap();
+    std::fs::write(w.data.join(".env"), "OPENAI_API_KEY=ENV-SECRET\n").unwrap();
+    let sock = run.join("sockets/bob.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for c in listener.incoming().flatten() {
+            let mut c = c;
+            let _ = std::io::Write::write_all(&mut c, b"HELLO-BOB");
+        }
+    });
+    let body = format!(
+        r#"
+t=$(cat {run}/internal_api.auth {data}/.env 2>/dev/null | tr -d '\n')
+s=$(python3 -c 'import socket,sys
+s=socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+print(s.recv(9).decode())' {sock} 2>/dev/null)
+printf '{{"read":"%s","socket":"%s"}}\n' "$t" "$s"
+"#,
+        run = run.display(),
+        data = w.data.display(),
+        sock = sock.display()
+    );
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_all","input_schema":{"type":"object"}}]"#, &body),
+    );
+    let o = w.run(&["call", "peek", "all"]);
+    let r = json(&o);
+    assert_eq!(r["read"], "", "the operator's token or the .env was read: {r} {}", stderr(&o));
+    assert_eq!(r["socket"], "", "another anima's socket answered: {r}");
+}

@@ -1079,6 +1079,14 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     .iter()
     .map(|f| data.join(f))
     .collect();
+    // AnimaWorks' runtime folder (the operator's internal-API token; the animas' IPC sockets, which a pathname
+    // `connect` reaches without any file right) and its `.env` of API keys, where they exist.
+    secret.extend(
+        ["run", ".env"]
+            .iter()
+            .map(|f| data.join(f))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+    );
     secret.push(dirs.cache.clone());
     secret.extend(crate::env_vars::AUDIT_LOG.get_os().map(PathBuf::from));
     for f in [
