@@ -1080,9 +1080,10 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     .map(|f| data.join(f))
     .collect();
     // AnimaWorks' runtime folder (the operator's internal-API token; the animas' IPC sockets, which a pathname
-    // `connect` reaches without any file right) and its `.env` of API keys, where they exist.
+    // `connect` reaches without any file right), its `.env` of API keys, and the animas' private messages in the
+    // otherwise writable `shared/` (read, or forged from any sender into another anima's inbox), where they exist.
     secret.extend(
-        ["run", ".env"]
+        ["run", ".env", "shared/inbox", "shared/dm_logs"]
             .iter()
             .map(|f| data.join(f))
             .filter(|p| std::fs::symlink_metadata(p).is_ok()),
