@@ -338,6 +338,8 @@ fn the_agent_engines_logins_and_homes_are_hidden() {
         home.join(".claude.json"),
         home.join(".codex/auth.json"),
         home.join(".gemini/oauth_creds.json"),
+        home.join(".grok/auth.json"),
+        home.join(".cursor-agent/auth.json"),
         w.anima.join(".codex_home/auth.json"),
         w.anima.join(".gemini-workspace/.gemini/oauth_creds.json"),
     ];
@@ -373,10 +375,10 @@ printf '{{"read":%d,"planted_gemini":"%s","planted_codex":"%s"}}\n' $n $p $c
     assert!(!w.anima.join(".codex_home/AGENTS.md").exists());
 }
 
-/// AnimaWorks' runtime folder in the data dir (`run/`: the operator's internal-API token, the animas' IPC sockets)
-/// and its `.env` (API keys) are hidden from a confined tool: it reads no token, and it reaches no other anima's
-/// process through a socket there (a pathname socket needs no file-system right Landlock governs). (Failed while
-/// both were readable and the socket answered.)
+/// AnimaWorks' runtime folder in the data dir (`run/`: the operator's internal-API token, the animas' IPC sockets),
+/// its `.env` (API keys) and `auth.json` (the web UI's signing key and sessions) are hidden from a confined tool: it
+/// reads no token, and it reaches no other anima's process through a socket there (a pathname socket needs no
+/// file-system right Landlock governs). (Failed while they were readable and the socket answered.)
 #[test]
 fn animaworks_runtime_folder_and_env_file_are_hidden() {
     if !mount_ns() {
@@ -387,6 +389,7 @@ fn animaworks_runtime_folder_and_env_file_are_hidden() {
     std::fs::create_dir_all(run.join("sockets")).unwrap();
     std::fs::write(run.join("internal_api.auth"), "OPERATOR-TOKEN").unwrap();
     std::fs::write(w.data.join(".env"), "OPENAI_API_KEY=ENV-SECRET\n").unwrap();
+    std::fs::write(w.data.join("auth.json"), r#"{"secret_key":"WEB-KEY","sessions":{}}"#).unwrap();
     let sock = run.join("sockets/bob.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     std::thread::spawn(move || {
@@ -397,7 +400,7 @@ fn animaworks_runtime_folder_and_env_file_are_hidden() {
     });
     let body = format!(
         r#"
-t=$(cat {run}/internal_api.auth {data}/.env 2>/dev/null | tr -d '\n')
+t=$(cat {run}/internal_api.auth {data}/.env {data}/auth.json 2>/dev/null | tr -dc 'A-Z_=-')
 s=$(python3 -c 'import socket,sys
 s=socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])

@@ -1048,11 +1048,13 @@ fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
         ".git-credentials",
         ".config/gh",
         ".config/gcloud",
-        // The agent engines' logins (Claude Code, Codex, Gemini CLI), which AnimaWorks' engines run on.
+        // The agent engines' logins (Claude Code, Codex, Gemini CLI, Grok, Cursor), which AnimaWorks' engines run on.
         ".claude",
         ".claude.json",
         ".codex",
         ".gemini",
+        ".grok",
+        ".cursor-agent",
     ]
     .iter()
     .map(|f| h.join(f))
@@ -1080,10 +1082,11 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     .map(|f| data.join(f))
     .collect();
     // AnimaWorks' runtime folder (the operator's internal-API token; the animas' IPC sockets, which a pathname
-    // `connect` reaches without any file right), its `.env` of API keys, and the animas' private messages in the
+    // `connect` reaches without any file right), its `.env` of API keys, `auth.json` (the web UI's signing key and
+    // sessions), and the animas' private messages in the
     // otherwise writable `shared/` (read, or forged from any sender into another anima's inbox), where they exist.
     secret.extend(
-        ["run", ".env", "shared/inbox", "shared/dm_logs"]
+        ["run", ".env", "auth.json", "shared/inbox", "shared/dm_logs"]
             .iter()
             .map(|f| data.join(f))
             .filter(|p| std::fs::symlink_metadata(p).is_ok()),
