@@ -418,7 +418,12 @@ printf '{{"read":"%s","socket":"%s"}}\n' "$t" "$s"
     );
     let o = w.run(&["call", "peek", "all"]);
     let r = json(&o);
-    assert_eq!(r["read"], "", "the operator's token or the .env was read: {r} {}", stderr(&o));
+    assert_eq!(
+        r["read"],
+        "",
+        "the operator's token or the .env was read: {r} {}",
+        stderr(&o)
+    );
     assert_eq!(r["socket"], "", "another anima's socket answered: {r}");
 }
 
@@ -453,7 +458,43 @@ printf '{{"read":%d,"forged":"%s","shared_writable":"%s"}}\n' $n $f $own
     let o = w.run(&["call", "peek", "all"]);
     let r = json(&o);
     assert_eq!(r["read"], 0, "another anima's messages were read: {r} {}", stderr(&o));
-    assert_eq!(r["forged"], "no", "a message was forged into another anima's inbox: {r}");
+    assert_eq!(
+        r["forged"], "no",
+        "a message was forged into another anima's inbox: {r}"
+    );
     assert!(!shared.join("inbox/bob/forged.json").exists());
     assert_eq!(r["shared_writable"], "yes", "shared/ stays writable: {r}");
+}
+
+/// An anima assigned to a company (`status.json` `"company"`) reads nothing of another company's folder in
+/// `<data dir>/companies/`, as AnimaWorks denies it; its own company's folder stays readable. (Failed while every
+/// company's folder was readable.)
+#[test]
+fn another_companys_folder_is_hidden_from_an_assigned_anima() {
+    if !mount_ns() {
+        return;
+    }
+    let w = World::sandboxed();
+    let companies = w.data.join("companies");
+    for c in ["acme", "rival"] {
+        std::fs::create_dir_all(companies.join(c)).unwrap();
+        std::fs::write(companies.join(c).join("plan.md"), format!("PLAN-{c}")).unwrap();
+    }
+    std::fs::write(w.anima.join("status.json"), r#"{"company": " acme "}"#).unwrap();
+    let body = format!(
+        r#"
+own=$(cat {c}/acme/plan.md 2>/dev/null); other=$(cat {c}/rival/plan.md 2>/dev/null)
+printf '{{"own":"%s","other":"%s"}}\n' "$own" "$other"
+"#,
+        c = companies.display()
+    );
+    w.tool(
+        &w.personal(),
+        "peek.sh",
+        &bash_tool(r#"[{"name":"peek_all","input_schema":{"type":"object"}}]"#, &body),
+    );
+    let o = w.run(&["call", "peek", "all"]);
+    let r = json(&o);
+    assert_eq!(r["other"], "", "another company's folder was read: {r} {}", stderr(&o));
+    assert_eq!(r["own"], "PLAN-acme", "{r}");
 }

@@ -1062,7 +1062,34 @@ fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// The agent engines' homes AnimaWorks makes in an anima dir (Codex, Gemini CLI, Cursor, Grok).
-const ENGINE_HOMES: &[&str] = &[".codex_home", ".gemini-workspace", ".cursor-workspace", ".grok-workspace"];
+const ENGINE_HOMES: &[&str] = &[
+    ".codex_home",
+    ".gemini-workspace",
+    ".cursor-workspace",
+    ".grok-workspace",
+];
+
+/// Every folder of `<data>/companies/` but the anima's own company (`status.json` `"company"`), as AnimaWorks
+/// denies them to an anima assigned to a company; nothing for an unassigned anima (AnimaWorks leaves it free).
+fn other_companies(data: &Path, anima: &Path) -> Vec<PathBuf> {
+    let status = crate::beneath::read_if_present(anima, Path::new("status.json"), 1024 * 1024)
+        .ok()
+        .flatten();
+    let company = status
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("company")?.as_str().map(|c| c.trim().to_owned()))
+        .filter(|c| !c.is_empty());
+    let (Some(company), Ok(rd)) = (company, std::fs::read_dir(data.join("companies"))) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_name() != company.as_str())
+        .map(|e| {
+            let p = e.path();
+            rules::canonical(&p).unwrap_or(p)
+        })
+        .collect()
+}
 
 fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>>) -> (Protected, Protected) {
     let data = rules::canonical(&dirs.data).unwrap_or_else(|| dirs.data.clone());
@@ -1126,6 +1153,7 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
                 kept.push(rules::canonical(&p).unwrap_or(p));
             }
         }
+        kept.extend(other_companies(&data, a));
     }
     let animas = Some((crate::animas::folders(dirs), anima.clone()));
     let read = Protected {
