@@ -470,7 +470,8 @@ impl Approvals {
         let Some(dir) = r.anima_dir.as_deref().filter(|d| d.is_dir()) else {
             return;
         };
-        let notes = dir.join("state/background_notifications");
+        let rel = Path::new("state/background_notifications");
+        let notes = dir.join(rel);
         let text = self.locale.approval_closed(
             &format!("{}:{}", r.binding.tool, r.binding.action),
             &r.id,
@@ -478,7 +479,8 @@ impl Approvals {
             r.decided_by.as_deref().unwrap_or(""),
             r.reason.as_deref().unwrap_or(""),
         );
-        let wrote = std::fs::create_dir_all(&notes)
+        // Never through a link a tool may have left in place of `state/` or the inbox (another anima's inbox).
+        let wrote = awt_core::beneath::make_dirs(dir, rel)
             .and_then(|_| super::files::write_atomic(&notes.join(format!("{}.md", r.id)), text.as_bytes()));
         if let Err(e) = wrote {
             tracing::warn!("cannot write the notification of approval request {}: {e}", r.id);

@@ -90,7 +90,7 @@ pub fn parse(text: &[u8]) -> Result<Descriptor, BadDescriptor> {
 
 fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
     let dir = pending.join("invalid");
-    fs::create_dir_all(&dir)?;
+    awt_core::beneath::make_dirs(pending, Path::new("invalid"))?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -106,6 +106,11 @@ fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
 pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Takeover> {
     let pending = pending.to_path_buf();
     let mut report = Takeover::default();
+    // Never through a link a tool may have left for one of the folders the descriptors move to (another anima's
+    // pending folder would take them as its own): refused before anything is taken.
+    for d in [".taking", "done", "invalid"] {
+        awt_core::beneath::check(&pending, Path::new(d))?;
+    }
     let rd = match fs::read_dir(&pending) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
@@ -125,7 +130,7 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
     }
     files.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     let taking = pending.join(".taking");
-    fs::create_dir_all(&taking)?;
+    awt_core::beneath::make_dirs(&pending, Path::new(".taking"))?;
     for (_, file) in files {
         let Some(name) = file.file_name().map(|n| n.to_owned()) else {
             continue;
@@ -135,10 +140,16 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
         if fs::rename(&file, &mine).is_err() {
             continue;
         }
-        let outcome = match awt_core::fsread::read(&mine, awt_core::fsread::SMALL)
-            .map_err(BadDescriptor::Unreadable)
-            .and_then(|b| parse(&b))
-        {
+        // A descriptor that is a link is never read through (another anima's descriptor would run as this one's).
+        let linked = !fs::symlink_metadata(&mine).is_ok_and(|m| m.file_type().is_file());
+        let read = if linked {
+            Err(io::Error::other(
+                "it is not a regular file (a symbolic link is never followed)",
+            ))
+        } else {
+            awt_core::fsread::read(&mine, awt_core::fsread::SMALL)
+        };
+        let outcome = match read.map_err(BadDescriptor::Unreadable).and_then(|b| parse(&b)) {
             Err(reason) => Err((reason.to_string(), None)),
             Ok(d) => {
                 if store.get(&d.task_id).ok().flatten().is_some() {
@@ -170,7 +181,7 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
         match outcome {
             Ok(receipt) => {
                 let done = pending.join("done");
-                fs::create_dir_all(&done)?;
+                awt_core::beneath::make_dirs(&pending, Path::new("done"))?;
                 fs::rename(&mine, done.join(&name))?;
                 report.queued.push(receipt);
             }

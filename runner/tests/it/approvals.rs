@@ -664,3 +664,30 @@ fn pg_a_request_made_on_one_machine_is_approved_on_another_and_runs_once() {
         .unwrap();
     assert_eq!(code(&o), 2, "used: {}", stderr(&o));
 }
+
+/// A link left in place of the anima's `state/background_notifications` (to another anima's inbox) is never
+/// followed by the notice of a decided request: nothing lands in the other anima's folder. (Failed while the
+/// notice was written with `create_dir_all` and a path write, through the link.)
+#[test]
+fn a_decided_requests_notice_never_follows_a_link_to_another_animas_inbox() {
+    let w = asking();
+    let id = pending(&w, "eve");
+    let bob_inbox = w.anima.parent().unwrap().join("bob/state/background_notifications");
+    std::fs::create_dir_all(&bob_inbox).unwrap();
+    let notes = w.anima.join("state/background_notifications");
+    let _ = std::fs::remove_dir_all(&notes);
+    std::fs::create_dir_all(w.anima.join("state")).unwrap();
+    std::os::unix::fs::symlink("../../bob/state/background_notifications", &notes).unwrap();
+    let o = w.run(&["approvals", "deny", &id, "--reason", "no"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let landed: Vec<_> = std::fs::read_dir(&bob_inbox)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(landed.is_empty(), "alice's notice landed in bob's inbox: {landed:?}");
+    assert!(
+        std::fs::symlink_metadata(&notes).unwrap().file_type().is_symlink(),
+        "the link is left for its owner to see"
+    );
+}

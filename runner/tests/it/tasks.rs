@@ -632,3 +632,53 @@ fn run_pending_runs_an_animaworks_descriptor_whose_subcommand_is_an_action() {
     assert_eq!(r["via"], "cli_main");
     assert_eq!(r["body"], "b");
 }
+
+/// Links left in AnimaWorks' pending folder are never followed by `run-pending`: a descriptor that is a link (to
+/// another anima's descriptor) is set aside, not run as this anima's task; and a `done/` that is a link (to another
+/// anima's pending folder) is refused before anything is taken, so no descriptor of this anima lands there to
+/// become that anima's task. (Failed while the descriptor was read through the link and `done/` made with
+/// `create_dir_all`.)
+#[test]
+fn run_pending_never_follows_a_link_in_the_pending_folder() {
+    let w = world();
+    let pending = tasks_dir(&w).join("pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    let bobs = r#"{"task_id":"bbbbbbbbbbbb","tool_name":"bg","subcommand":"quick","raw_args":["quick","--n","7"],"anima_name":"bob","submitted_at":1.0,"status":"pending"}"#;
+    std::fs::write(w.tmp.path().join("bobs.json"), bobs).unwrap();
+    std::os::unix::fs::symlink(w.tmp.path().join("bobs.json"), pending.join("bbbbbbbbbbbb.json")).unwrap();
+    let o = w.run(&["jobs", "run-pending"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rep = json(&o);
+    assert!(
+        rep["queued"].as_array().unwrap().is_empty(),
+        "a linked descriptor was run: {rep}"
+    );
+    assert_eq!(rep["invalid"].as_array().unwrap().len(), 1, "{rep}");
+    assert!(std::fs::symlink_metadata(pending.join("invalid/bbbbbbbbbbbb.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    let bob_pending = w.anima.parent().unwrap().join("bob/state/background_tasks/pending");
+    std::fs::create_dir_all(&bob_pending).unwrap();
+    std::fs::remove_dir_all(pending.join("done")).ok();
+    std::os::unix::fs::symlink(&bob_pending, pending.join("done")).unwrap();
+    let good = r#"{"task_id":"0123456789ab","tool_name":"bg","subcommand":"quick","raw_args":["quick","--n","3"],"anima_name":"alice","submitted_at":1.5,"status":"pending"}"#;
+    std::fs::write(pending.join("0123456789ab.json"), good).unwrap();
+    let o = w.run(&["jobs", "run-pending"]);
+    assert_ne!(code(&o), 0, "a linked done/ was used: {}", stdout(&o));
+    assert!(stderr(&o).contains("symbolic link"), "{}", stderr(&o));
+    let landed: Vec<_> = std::fs::read_dir(&bob_pending)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        landed.is_empty(),
+        "alice's descriptor landed in bob's pending folder: {landed:?}"
+    );
+    assert!(
+        pending.join("0123456789ab.json").exists(),
+        "the descriptor waits where it was"
+    );
+}

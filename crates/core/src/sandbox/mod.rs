@@ -1048,10 +1048,47 @@ fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
         ".git-credentials",
         ".config/gh",
         ".config/gcloud",
+        // The agent engines' logins (Claude Code, Codex, Gemini CLI, Grok, Cursor), which AnimaWorks' engines run on.
+        ".claude",
+        ".claude.json",
+        ".codex",
+        ".gemini",
+        ".grok",
+        ".cursor-agent",
     ]
     .iter()
     .map(|f| h.join(f))
     .collect()
+}
+
+/// The agent engines' homes AnimaWorks makes in an anima dir (Codex, Gemini CLI, Cursor, Grok).
+const ENGINE_HOMES: &[&str] = &[
+    ".codex_home",
+    ".gemini-workspace",
+    ".cursor-workspace",
+    ".grok-workspace",
+];
+
+/// Every folder of `<data>/companies/` but the anima's own company (`status.json` `"company"`), as AnimaWorks
+/// denies them to an anima assigned to a company; nothing for an unassigned anima (AnimaWorks leaves it free).
+fn other_companies(data: &Path, anima: &Path) -> Vec<PathBuf> {
+    let status = crate::beneath::read_if_present(anima, Path::new("status.json"), 1024 * 1024)
+        .ok()
+        .flatten();
+    let company = status
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("company")?.as_str().map(|c| c.trim().to_owned()))
+        .filter(|c| !c.is_empty());
+    let (Some(company), Ok(rd)) = (company, std::fs::read_dir(data.join("companies"))) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_name() != company.as_str())
+        .map(|e| {
+            let p = e.path();
+            rules::canonical(&p).unwrap_or(p)
+        })
+        .collect()
 }
 
 fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>>) -> (Protected, Protected) {
@@ -1071,6 +1108,16 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     .iter()
     .map(|f| data.join(f))
     .collect();
+    // AnimaWorks' runtime folder (the operator's internal-API token; the animas' IPC sockets, which a pathname
+    // `connect` reaches without any file right), its `.env` of API keys, `auth.json` (the web UI's signing key and
+    // sessions), and the animas' private messages in the
+    // otherwise writable `shared/` (read, or forged from any sender into another anima's inbox), where they exist.
+    secret.extend(
+        ["run", ".env", "auth.json", "shared/inbox", "shared/dm_logs"]
+            .iter()
+            .map(|f| data.join(f))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+    );
     secret.push(dirs.cache.clone());
     secret.extend(crate::env_vars::AUDIT_LOG.get_os().map(PathBuf::from));
     for f in [
@@ -1098,6 +1145,15 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
     if let Some(a) = &anima {
         let private = a.join("state/background_tasks").join(crate::dirs::TASKS_PRIVATE_DIR);
         kept.push(rules::canonical(&private).unwrap_or(private));
+        // The engine homes AnimaWorks keeps in the anima dir hold copies of the engines' logins, and settings the
+        // framework merges and then runs outside any sandbox (a command planted there would run unconfined).
+        for d in ENGINE_HOMES {
+            let p = a.join(d);
+            if std::fs::symlink_metadata(&p).is_ok() {
+                kept.push(rules::canonical(&p).unwrap_or(p));
+            }
+        }
+        kept.extend(other_companies(&data, a));
     }
     let animas = Some((crate::animas::folders(dirs), anima.clone()));
     let read = Protected {
