@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn another_users_folder_below_the_base_is_refused() {
         if euid() != 0 {
-            eprintln!("SKIPPED: only root can give a folder to another user");
+            awt_sys::skipped!("only root can give a folder to another user");
             return;
         }
         let t = tempfile::tempdir().unwrap();

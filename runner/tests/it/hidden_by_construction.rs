@@ -321,7 +321,7 @@ fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
     match bound.recv().unwrap() {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            eprintln!("SKIPPED: this test cannot enter the runner's namespaces here ({e})");
+            awt_sys::skipped!("this test cannot enter the runner's namespaces here ({e})");
             return;
         }
         Err(e) => panic!("could not listen in the kept namespace: {e}"),

@@ -1829,11 +1829,7 @@ fn the_proxy_refuses_the_machines_own_addresses() {
     }
     let own = animaworks_tool::sandbox::netproxy::local_addresses().unwrap();
     let Some(addr) = own.iter().find(|a| a.is_ipv4() && !a.is_loopback()) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "no IPv4 address but loopback here"
-        );
-        eprintln!("SKIPPED: no IPv4 address but loopback here");
+        awt_sys::skipped!("no IPv4 address but loopback here");
         return;
     };
     let server = TcpListener::bind("0.0.0.0:0").unwrap();
