@@ -4,7 +4,7 @@
 //!
 //! A request moves `pending → approved → used`, or `pending → denied | expired`. Approved, it becomes a background
 //! task of the same id (`source: "approval"`) that the worker runs once, as the anima, with the arguments approved:
-//! the worker [`redeem`]s the approval where it prepares the call, and the gate compares the whole binding (anima,
+//! the worker [`redeem`](Approvals::redeem)s the approval where it prepares the call, and the gate compares the whole binding (anima,
 //! tool file, action, arguments). Denied or expired, the anima finds a notification in its inbox
 //! (`state/background_notifications/<id>.md`). Each step is decided once (a marker file made with `O_EXCL`), each
 //! decision is an audit line in the anima's log, and a record whose MAC does not verify is never acted on.
