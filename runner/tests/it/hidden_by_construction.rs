@@ -367,6 +367,8 @@ fn held_by(runner: u32, ns: &str) -> Option<std::path::PathBuf> {
         .flatten()
         .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == Path::new(ns)))
         .map(|e| e.path())
+}
+
 /// The agent engines' logins, in the home folder and in the anima dir's engine homes AnimaWorks keeps
 /// (`.codex_home/`, `.gemini-workspace/`, …: copies of those logins, and settings the framework merges and then
 /// runs outside any sandbox), are neither read nor written by a confined tool. (Failed while `~/.claude`,
