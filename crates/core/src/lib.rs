@@ -44,7 +44,6 @@ pub mod manifest;
 pub mod mcp_servers;
 pub mod names;
 pub mod owned;
-pub mod percent;
 pub mod policy;
 pub mod pool;
 pub mod probe;

@@ -187,7 +187,7 @@ impl<'a> Measure<'a> {
                 .map(|(_, v)| *v)
                 .collect()
         };
-        let fragment = crate::percent::decode(fragment);
+        let fragment = awt_sys::percent::decode(fragment);
         let mut found: Vec<&'a Value> = Vec::new();
         for b in bases {
             let hit: Vec<&'a Value> = if fragment.is_empty() {

@@ -28,6 +28,7 @@ pub mod confine;
 pub mod entry;
 pub mod guardian;
 pub mod inherited;
+pub mod percent;
 pub mod process;
 pub mod reap;
 pub mod rlimit;

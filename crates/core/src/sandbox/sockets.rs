@@ -34,7 +34,7 @@ pub const DAEMON_SOCKETS: &[&str] = &[
 pub fn postgres_socket_dirs(url: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut take = |v: &str| {
-        for h in crate::percent::decode(v).split(',') {
+        for h in awt_sys::percent::decode(v).split(',') {
             if h.starts_with('/') {
                 out.push(PathBuf::from(h));
             }

@@ -47,7 +47,7 @@ impl Via {
         if host.is_empty() {
             return None;
         }
-        let auth = user.map(|u| format!("Basic {}", base64(percent_decode(u).as_bytes())));
+        let auth = user.map(|u| format!("Basic {}", base64(crate::percent::decode(u).as_bytes())));
         Some(Via {
             host: host.to_owned(),
             port,
@@ -204,25 +204,6 @@ fn absolute_form(head: &[u8], target: &str, auth: &str) -> Option<Vec<u8>> {
         .filter(|a| !a.is_empty())
         .unwrap_or(target);
     Some(format!("{method} http://{authority}{path} {version}\r\n{auth}{rest}").into_bytes())
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn base64(data: &[u8]) -> String {

@@ -1,4 +1,5 @@
-//! Percent-escapes (`%2F`) decoded, as URLs and URI fragments carry them.
+//! Percent-escapes (`%2F`) decoded, as URLs and URI fragments carry them: no kernel call, kept here so that
+//! the proxy and the pipeline above share one.
 
 /// `s` with each `%XX` escape decoded; a bad or cut escape is kept as written.
 pub fn decode(s: &str) -> String {
@@ -18,4 +19,14 @@ pub fn decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escapes_are_decoded_and_bad_ones_kept() {
+        assert_eq!(super::decode("%2Frun%2Fpostgresql"), "/run/postgresql");
+        assert_eq!(super::decode("a%zzb%4"), "a%zzb%4");
+        assert_eq!(super::decode("user%40corp"), "user@corp");
+    }
 }
