@@ -702,6 +702,20 @@ unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Sends the proxy a loopback listener, as the child does, and closes the child's side: the proxy serves it.
+    fn hand_over_a_listener(child: ChildNet) -> std::net::SocketAddr {
+        use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::os::fd::AsFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut cmsg = SendAncillaryBuffer::new(&mut space);
+        let fds = [l.as_fd()];
+        assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
+        sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
+        addr
+    }
+
     #[test]
     fn entries_match_host_and_port_exactly() {
         let list: Vec<Allowed> = ["api.Example.com:443", "*:8443", "[::1]:80"]
@@ -801,19 +815,7 @@ mod tests {
         });
         let granted = Allowed::parse(&format!("localhost:{up_port}")).unwrap();
         let (proxy, child) = start(vec![Allowed::any()], vec![granted], not_loopback_nor_own).unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        {
-            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-            use std::os::fd::AsFd;
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-            let mut cmsg = SendAncillaryBuffer::new(&mut space);
-            let fds = [l.as_fd()];
-            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
-            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
-        }
-        drop(l);
-        drop(child);
+        let addr = hand_over_a_listener(child);
         let ask = move |req: String| {
             tokio::task::spawn_blocking(move || {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -865,19 +867,7 @@ mod tests {
             }
         });
         let (proxy, child) = start(vec![Allowed::any()], vec![], not_loopback_nor_own).unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        {
-            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-            use std::os::fd::AsFd;
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-            let mut cmsg = SendAncillaryBuffer::new(&mut space);
-            let fds = [l.as_fd()];
-            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
-            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
-        }
-        drop(l);
-        drop(child);
+        let addr = hand_over_a_listener(child);
         let mut asked = 0;
         for ip in own {
             let spellings = match ip {
@@ -921,19 +911,7 @@ mod tests {
         });
         let target = Allowed::parse(&format!("LocalHost:{up_port}")).unwrap();
         let (proxy, child) = start(vec![target.clone()], vec![target], not_loopback_nor_own).unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        {
-            use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-            use std::os::fd::AsFd;
-            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-            let mut cmsg = SendAncillaryBuffer::new(&mut space);
-            let fds = [l.as_fd()];
-            assert!(cmsg.push(SendAncillaryMessage::ScmRights(&fds)));
-            sendmsg(&child.sock, &[io::IoSlice::new(b"x")], &mut cmsg, SendFlags::empty()).unwrap();
-        }
-        drop(l);
-        drop(child);
+        let addr = hand_over_a_listener(child);
         let ask = move |req: String| {
             tokio::task::spawn_blocking(move || {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
