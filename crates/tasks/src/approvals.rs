@@ -9,7 +9,7 @@
 //! (`state/background_notifications/<id>.md`). Each step is decided once (a marker file made with `O_EXCL`), each
 //! decision is an audit line in the anima's log, and a record whose MAC does not verify is never acted on.
 
-use super::{now_s, Kind, Status, Task};
+use super::{now_s, Kind, Task};
 use awt_core::call::approve::{Desk, Grant, Request, Ticket};
 use awt_core::call::Runner;
 use awt_core::error::{CallError, ErrorCode};
@@ -403,7 +403,7 @@ impl Approvals {
         };
         let as_anima = Runner::new(dirs.clone());
         let store = super::backend::open(&as_anima)?;
-        let mut task = task_of(&r, &args, &anima_dir);
+        let mut task = task_of(&r, &anima_dir);
         let private = (r.args != args).then_some(args);
         let private = private.map(|a| match r.binding.kind {
             CallKind::Action => a,
@@ -510,7 +510,7 @@ fn refused(id: &str, why: &str) -> CallError {
 }
 
 /// The background task an approved request becomes.
-fn task_of(r: &Record, _args: &Value, anima_dir: &Path) -> Task {
+fn task_of(r: &Record, anima_dir: &Path) -> Task {
     let b = &r.binding;
     let (kind, action, tool_args) = match b.kind {
         CallKind::Action => (Kind::Action, b.action.clone(), r.args.clone()),
@@ -520,44 +520,22 @@ fn task_of(r: &Record, _args: &Value, anima_dir: &Path) -> Task {
             (Kind::Cli, sub, super::cli_tool_args(&argv, anima_dir))
         }
     };
-    let now = now_s();
     Task {
-        task_id: r.id.clone(),
-        anima_name: b.anima.clone().unwrap_or_default(),
-        tool_name: if action.is_empty() {
-            b.tool.clone()
-        } else {
-            format!("{}:{action}", b.tool)
-        },
-        tool_args,
-        status: Status::Pending,
-        created_at: now,
-        completed_at: None,
-        result: None,
-        error: None,
-        tool: b.tool.clone(),
-        action,
-        kind,
         timeout_s: r.timeout_s,
         max_output: r.max_output,
-        started_at: None,
-        updated_at: now,
-        pid: None,
-        pid_start_time: None,
-        boot_id: None,
-        worker_token: None,
-        progress: None,
-        result_value: None,
-        error_code: None,
-        error_detail: None,
-        output_path: None,
-        source: Some("approval".into()),
-        ttl_ms: None,
-        outcome: None,
         queue: super::QueueInfo {
             tool_tier: Some(b.tier.as_str().to_owned()),
             ..Default::default()
         },
+        ..Task::pending(
+            r.id.clone(),
+            b.anima.clone().unwrap_or_default(),
+            b.tool.clone(),
+            action,
+            kind,
+            tool_args,
+            "approval",
+        )
     }
 }
 

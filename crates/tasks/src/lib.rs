@@ -301,6 +301,54 @@ pub struct QueueInfo {
 }
 
 impl Task {
+    /// A task just queued: pending, nothing run, `tool_name` in AnimaWorks' `tool:subcommand` form.
+    pub fn pending(
+        task_id: String,
+        anima_name: String,
+        tool: String,
+        action: String,
+        kind: Kind,
+        tool_args: Value,
+        source: &str,
+    ) -> Task {
+        let now = now_s();
+        Task {
+            task_id,
+            anima_name,
+            tool_name: if action.is_empty() {
+                tool.clone()
+            } else {
+                format!("{tool}:{action}")
+            },
+            tool_args,
+            status: Status::Pending,
+            created_at: now,
+            completed_at: None,
+            result: None,
+            error: None,
+            tool,
+            action,
+            kind,
+            timeout_s: None,
+            max_output: None,
+            started_at: None,
+            updated_at: now,
+            pid: None,
+            pid_start_time: None,
+            boot_id: None,
+            worker_token: None,
+            progress: None,
+            result_value: None,
+            error_code: None,
+            error_detail: None,
+            output_path: None,
+            source: Some(source.to_owned()),
+            ttl_ms: None,
+            outcome: None,
+            queue: QueueInfo::default(),
+        }
+    }
+
     /// Has the task's `ttl_ms` run out at `now` (seconds since the epoch)?
     pub fn ttl_expired(&self, now: f64) -> bool {
         self.ttl_ms

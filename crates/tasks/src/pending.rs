@@ -147,7 +147,9 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
                 "it is not a regular file (a symbolic link is never followed)",
             ))
         } else {
-            awt_core::fsread::read(&mine, awt_core::fsread::SMALL)
+            // Opened without following a link at any step, so a link swapped in after the check is refused too.
+            awt_core::beneath::read_if_present(&pending, &Path::new(".taking").join(&name), awt_core::fsread::SMALL)
+                .and_then(|b| b.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
         };
         let outcome = match read.map_err(BadDescriptor::Unreadable).and_then(|b| parse(&b)) {
             Err(reason) => Err((reason.to_string(), None)),

@@ -1,7 +1,7 @@
 //! Everything a submit checks before anything is written: the tool exists, the arguments validate, permissions
 //! and gates allow the call, required credentials resolve. Then one `pending` task is stored.
 
-use super::{now_s, Kind, Status, Task, TaskStore};
+use super::{Kind, Task, TaskStore};
 use awt_core::call::{CallOptions, Runner};
 use awt_core::error::{CallError, Detail, ErrorCode};
 use serde_json::Value;
@@ -128,44 +128,14 @@ pub async fn check(
         (Kind::Cli, sub, raw, masked, None, None, arg_secrets, false)
     };
     let private_args = (masked != raw_args).then_some(raw_args);
-    let now = now_s();
     let mut task = Task {
-        task_id,
-        anima_name,
-        tool_name: if action.is_empty() {
-            tool.to_owned()
-        } else {
-            format!("{tool}:{action}")
-        },
-        tool_args: masked,
-        status: Status::Pending,
-        created_at: now,
-        completed_at: None,
-        result: None,
-        error: None,
-        tool: tool_name,
-        action,
-        kind,
         timeout_s: timeout,
         max_output,
-        started_at: None,
-        updated_at: now,
-        pid: None,
-        pid_start_time: None,
-        boot_id: None,
-        worker_token: None,
-        progress: None,
-        result_value: None,
-        error_code: None,
-        error_detail: None,
-        output_path: None,
-        source: Some("submit".into()),
-        ttl_ms: None,
-        outcome: None,
         queue: super::QueueInfo {
             arg_secrets,
             ..Default::default()
         },
+        ..Task::pending(task_id, anima_name, tool_name, action, kind, masked, "submit")
     };
     super::tool_version::stamp(&mut task, &tool_file, idempotent, false);
     let key = super::mac::key(&runner.dirs.data).map_err(|e| {

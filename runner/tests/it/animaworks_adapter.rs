@@ -243,8 +243,8 @@ fn hostile_module_never_runs_in_the_animaworks_process() {
     let Some(bench) = original() else { return };
     let k = animaworks_tool::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
-        eprintln!(
-            "SKIPPED: no sandbox on this kernel (Landlock ABI {}): the read cannot be refused",
+        awt_sys::skipped!(
+            "no sandbox on this kernel (Landlock ABI {}): the read cannot be refused",
             k.landlock_abi
         );
         return;

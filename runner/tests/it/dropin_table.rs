@@ -231,7 +231,7 @@ fn upstream_proxy() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 fn side_by_side_behind_a_proxy_only_network_modules_reach_out_through_the_callers_proxy() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no PID (and network) namespace here: the runner's proxy is not used; skipped");
+        awt_sys::skipped!("no PID (and network) namespace here: the runner's proxy is not used");
         return;
     }
     let w = World::sandboxed();
@@ -332,7 +332,7 @@ def cli_main(argv):
 fn the_write_rows_restore_line_restores_the_originals_writes() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no mount namespace here: writes are an allow list without the row's mounts; skipped");
+        awt_sys::skipped!("no mount namespace here: writes are an allow list without the row's mounts");
         return;
     }
     let w = world_outside_tmp();
@@ -431,7 +431,7 @@ fn end_all(marker: &str) {
 fn the_daemon_rows_restore_line_lets_the_daemon_outlive_the_call() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no PID namespace here: a daemon outlives its call anyway; skipped");
+        awt_sys::skipped!("no PID namespace here: a daemon outlives its call anyway");
         return;
     }
     let w = World::sandboxed();
@@ -588,7 +588,7 @@ def cli_main(argv):
 fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no mount namespace here: the deny list is not mounted; skipped");
+        awt_sys::skipped!("no mount namespace here: the deny list is not mounted");
         return;
     }
     let w = World::sandboxed();
@@ -840,7 +840,7 @@ def cli_main(argv):
 fn the_tmpdir_rows_restore_lines() {
     let Some(venv) = original() else { return };
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        eprintln!("note: no mount namespace here; skipped");
+        awt_sys::skipped!("no mount namespace here");
         return;
     }
     let w = world_outside_tmp();

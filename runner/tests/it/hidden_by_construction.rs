@@ -275,7 +275,11 @@ printf '{"net":"%s","got":"%s"}\n' "$(readlink /proc/self/ns/net)" "$got""#;
 /// sockets live in it.)
 #[test]
 fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
-    if !mount_ns() || !animaworks_tool::sandbox::netproxy::available() {
+    if !mount_ns() {
+        return;
+    }
+    if !animaworks_tool::sandbox::netproxy::available() {
+        awt_sys::skipped!("no network namespace here");
         return;
     }
     let w = World::sandboxed();
