@@ -298,7 +298,10 @@ fn side_by_side_behind_a_proxy_only_network_modules_reach_out_through_the_caller
 /// A sandboxed world outside `/tmp` (as an operator's data dir and home are): the runner's own files that do
 /// not exist yet in the data dir would otherwise lie inside a grant of `/tmp`.
 fn world_outside_tmp() -> World {
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // The checkout itself may lie in /tmp (a clone made there): then /var/tmp, which never does.
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target_tmp.starts_with("/tmp") { Path::new("/var/tmp") } else { target_tmp };
+    let tmp = tempfile::tempdir_in(base).unwrap();
     let core = tmp.path().join("core");
     let data = tmp.path().join("data");
     let anima = tmp.path().join("animas").join("alice");
