@@ -326,7 +326,7 @@ pub fn store(dirs: &Dirs, file: &ToolFile, key: &FileKey, probed: &Probed) {
         let dir = path.parent().expect("has parent");
         crate::owned::dir(&dirs.cache, "cache dir")?;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        // Serialized whole first: `to_writer` on the file made one `write` per token (~235 an entry).
+        // Serialized whole first: `to_writer` on the file made one `write` per token.
         write_atomically(&path, &serde_json::to_vec(&entry)?)
     };
     if let Err(e) = write() {

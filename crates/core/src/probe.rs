@@ -384,7 +384,7 @@ mod tests {
     use tokio::runtime::{Builder, RuntimeFlavor};
 
     /// A one-thread caller (every command but `use-tool --serve`) gets threads for its cold probes: on its own
-    /// thread, 1,000 probes' own work was serial (a cold listing 1.99× `xargs -P4`). A caller with threads keeps
+    /// thread, the probes' own work was serial (a cold listing slower than `xargs -P4`). A caller with threads keeps
     /// its own runtime, and the probes' runtime is made once.
     #[test]
     fn cold_probes_run_on_threads_not_on_a_one_thread_callers() {

@@ -158,7 +158,7 @@ fn with_spec<'a>(handover: &[Handover<'a>], spec: Option<&'a std::os::fd::OwnedF
 /// How many confined starts, and cold probes (`probe::manifests`), run at once: `4 × cores`, at least 8. Why four
 /// a core: a probe holds its slot off the CPU for much of its life (its pipes; its namespaces' teardown waits for
 /// an RCU grace period), and with two a core a cold listing left the cores partly idle. Asked once: the answer
-/// reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
+/// reads the process's cgroup files (its CPU quota), which cost every sandboxed start several opens.
 pub(crate) fn start_width() -> usize {
     static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *W.get_or_init(|| {

@@ -95,8 +95,8 @@ impl Drop for Memo {
 
 /// Canonical form of `p` when it exists: what `realpath(3)` answers. An absolute path with no symbolic link in it
 /// (one `openat2` with `RESOLVE_NO_SYMLINKS` says so) is its own canonical form once `.` and `..` are resolved
-/// lexically; anything else goes to realpath. Why: realpath reads the link of every component, so a sandboxed
-/// call's hundred paths cost ~450 `readlink`s (bench/README.md).
+/// lexically; anything else goes to realpath. Why: realpath reads the link of every component, so each of a
+/// sandboxed call's many paths cost a `readlink` per component (bench/README.md).
 pub fn canonical(p: &Path) -> Option<PathBuf> {
     if let Some(hit) = MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(p).cloned())) {
         return Some(hit);
@@ -154,7 +154,7 @@ pub fn grant(b: &mut Builder, root: &Path, access: u64, protected: &Protected) -
 /// canonicalizing it first: when one `openat2(RESOLVE_NO_SYMLINKS)` of the path as spelled succeeds, that
 /// spelling (clean, absolute) is its canonical form and the descriptor is the rule's. Otherwise (a symbolic link
 /// on the way, a protected path in or above it, Linux < 5.6) the way of [`grant`], on its canonical form. Why:
-/// each sandboxed call grants ~50 of these, and canonicalizing them first opened each twice.
+/// each sandboxed call grants dozens of these, and canonicalizing them first opened each twice.
 pub fn grant_fixed(b: &mut Builder, raw: &Path, access: u64, protected: &Protected) -> io::Result<usize> {
     let general = |b: &mut Builder| match canonical(raw) {
         Some(p) => grant(b, &p, access, protected),
