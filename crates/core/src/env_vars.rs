@@ -162,7 +162,7 @@ pub const DEADLINE_MS: Var = Var {
 };
 pub const FRESH_NETNS: Var = Var {
     name: "ANIMAWORKS_TOOL_FRESH_NETNS",
-    meaning: "`1`: every networked call makes a network namespace of its own, none is kept for the next call of its tool (docs/sandbox.md#the-network)",
+    meaning: "`1`: every networked call makes a network namespace of its own, none is kept for the next call of its tool (docs/sandbox-network.md#kept-network-namespaces)",
     default: "",
     reader: Reader::Runner,
     read_by: "awt_core::sandbox::netns",

@@ -139,7 +139,7 @@ pub struct File {
     /// Confinement per tier, and what to do where the kernel cannot enforce it (docs/sandbox.md).
     #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<sandbox::SandboxSettings>,
-    /// Resource limits per tier (docs/sandbox.md#resource-limits).
+    /// Resource limits per tier (docs/limits.md).
     #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub limits: Option<limits::LimitsSettings>,
     /// MCP servers as tools of the core or common tier, by name (docs/mcp-servers.md). Each is read on its own:

@@ -1,6 +1,6 @@
 //! A cgroup made for one call, beneath the runner's own cgroup and nowhere else: the memory and pids
 //! controllers of cgroup v2 where the runner's cgroup delegates them, else the v1 `memory` and `pids`
-//! hierarchies where those are mounted (docs/sandbox.md "Resource limits").
+//! hierarchies where those are mounted (docs/limits.md).
 //!
 //! Why not `cgroups-rs`: it builds its own hierarchy picture from mount points and knows nothing of "beneath the
 //! runner's own cgroup" or of the v2 leaf a runner must move to before it can delegate; what is needed here is a

@@ -5,7 +5,7 @@
 //! to the task database (or a task file) cannot make a worker act for another anima, or for its own.
 //!
 //! The key: 32 random bytes in `<data dir>/state/animaworks-tool/tasks.key` (mode 0600 in a 0700 folder), made
-//! by the first runner that needs it. Sandboxed tools never read `<data dir>/state` (docs/sandbox.md). Workers
+//! by the first runner that needs it. Sandboxed tools never read `<data dir>/state` (docs/sandbox-files.md). Workers
 //! on other machines sharing one task database need a copy of the same file; a row signed with a key this
 //! worker does not hold ([`Verdict::OtherKey`]) is left for the workers that hold it, never moved aside.
 

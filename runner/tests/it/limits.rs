@@ -1,4 +1,4 @@
-//! Resource limits per call (docs/sandbox.md "Resource limits"): each limit ends or fails a real process with
+//! Resource limits per call (docs/limits.md): each limit ends or fails a real process with
 //! bounded amounts (at most 300 MiB touched, 40 processes forked, 100 files opened, 5 MB written), the error
 //! names the limit, its value and where it is set, and the audit line says how it was enforced. Where this
 //! machine can make no cgroup for a call the cgroup cases skip and say so; the rlimit path is tested everywhere.

@@ -713,7 +713,7 @@ fn off_tiers_run_unconfined_and_the_audit_says_so() {
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["sandbox"]["mode"], "off", "{line}");
-    // Core tools have no resource limits by default either (docs/sandbox.md "Resource limits").
+    // Core tools have no resource limits by default either (docs/limits.md).
     assert_eq!(line["sandbox"]["limits"]["memory_mib"], Value::Null, "{line}");
 }
 
@@ -834,7 +834,7 @@ if __name__ == "__main__":
 
 fn pid_namespace() -> bool {
     if !animaworks_tool::sandbox::kernel::support().pid_namespace {
-        awt_sys::skipped!("no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox.md)");
+        awt_sys::skipped!("no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox-network.md)");
         return false;
     }
     true

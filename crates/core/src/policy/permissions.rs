@@ -53,7 +53,7 @@ pub struct Permissions {
         deserialize_with = "map_only"
     )]
     pub credentials: std::collections::BTreeMap<String, Vec<String>>,
-    /// Runner extension: the anima's resource limits, which only lower the tier's (docs/sandbox.md).
+    /// Runner extension: the anima's resource limits, which only lower the tier's (docs/limits.md).
     #[serde(skip_serializing_if = "crate::policy::limit_grants::Lower::is_default")]
     pub limits: crate::policy::limit_grants::Lower,
 }

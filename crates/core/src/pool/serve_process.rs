@@ -248,7 +248,7 @@ impl Worker {
         } else {
             stream::interpret(finished(stdout), job.tool, job.action, job.timeout, job.max_output)
         };
-        // A worker's limits are its whole life's: one that a limit ended says so (docs/sandbox.md).
+        // A worker's limits are its whole life's: one that a limit ended says so (docs/limits.md).
         let result = result.map_err(|e| self.sandbox.limits.explain(e));
         (result, fate)
     }

@@ -1,4 +1,4 @@
-//! Resource limits of one call (docs/sandbox.md "Resource limits"): memory, processes, open files, file size
+//! Resource limits of one call (docs/limits.md): memory, processes, open files, file size
 //! and CPU time, per tier from the operator's settings (`animaworks-tool.json` `"limits"`), lowered for one
 //! anima by its `permissions.json` `"limits"`.
 //!

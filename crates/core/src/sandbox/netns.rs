@@ -6,7 +6,8 @@
 //! firewall or `sysctl`); what a call can leave in it is a socket, and only through a process outside the call
 //! (every process of the call is in its PID namespace, gone when its init is), reached over a UNIX socket: its
 //! holder can then reach a later call of the same key's loopback listeners and proxy while that call runs
-//! (docs/sandbox.md, "The network", says why this is accepted and how to turn keeping off). So a namespace goes:
+//! (docs/sandbox-network.md, "Kept network namespaces", says why this is accepted and how to turn keeping off).
+//! So a namespace goes:
 //! - only to calls of the same key: one anima (and data dir), one tool file, one host list and one set of private
 //!   targets (the proxy's rules; the same key as the call's temp dir, [`super::tmp::ReuseKey`], and the grants);
 //! - to one call at a time: it is free again once no start holds it, every init started in it has exited (every

@@ -1,4 +1,4 @@
-//! `"limits"`: the resource limits of each tier's calls (docs/sandbox.md "Resource limits"), as the file says
+//! `"limits"`: the resource limits of each tier's calls (docs/limits.md), as the file says
 //! them. [`crate::resources`] turns them into the amounts of a call.
 
 use schemars::JsonSchema;

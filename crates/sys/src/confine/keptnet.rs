@@ -1,7 +1,7 @@
 //! A network namespace kept for successive calls, with the user namespace that owns it (a runner without
 //! `CAP_SYS_ADMIN` needs one): a call's child joins it with `setns` instead of making a fresh one. Making a network
-//! namespace and tearing it down is a large share of a networked call's CPU (docs/sandbox.md, "Where a long-lived
-//! runner's CPU goes"); which calls may share one is decided above (`awt_core::sandbox::netns`).
+//! namespace and tearing it down is a large share of a networked call's CPU (docs/sandbox-network.md, "Kept network
+//! namespaces"); which calls may share one is decided above (`awt_core::sandbox::netns`).
 //!
 //! How a child joins ([`crate::process::Join`]): `setns` of a user namespace refuses a threaded process, and the
 //! runner is one, but not a clone without `CLONE_THREAD` or `CLONE_FS`. A privileged runner's init `G` joins the

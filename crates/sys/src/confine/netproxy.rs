@@ -1,4 +1,4 @@
-//! Host names of a `"net"` list, enforced (docs/sandbox.md): the tool runs in a network namespace of its own,
+//! Host names of a `"net"` list, enforced (docs/sandbox-network.md): the tool runs in a network namespace of its own,
 //! which has only a loopback device, so it reaches nothing but an HTTP proxy the runner serves for it.
 //!
 //! 1. Before the fork, [`start`] makes a `socketpair` and a task that waits on the runner's end.
