@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The AnimaWorks adapter against AnimaWorks 0.15.0's own loader, side by side (docs/migrating.md, "The adapter").
+"""The AnimaWorks adapter against AnimaWorks 0.15.0's own loader, side by side (docs/animaworks.md, "The adapter").
 
   bench/animaworks_adapter.py [--bin PATH] [--modules N] [--rounds R] [--calls C]
 

@@ -41,7 +41,7 @@ const ADAPTER: &[(&str, &str)] = &[
 #[derive(Args, Debug)]
 #[command(after_help = "\
 The adapter makes AnimaWorks' own server ask the runner for the schemas, calls and gate profiles of common and
-personal tools instead of importing their modules in its process (docs/migrating.md). It goes into the
+personal tools instead of importing their modules in its process (docs/animaworks.md). It goes into the
 virtualenv AnimaWorks is installed in; nothing of AnimaWorks' files is changed, and an AnimaWorks version the
 adapter does not know is left as it is.")]
 pub struct AnimaworksArgs {

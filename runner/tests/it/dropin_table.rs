@@ -11,7 +11,7 @@ fn plain_path() -> &'static str {
     "/usr/local/bin:/usr/bin:/bin"
 }
 
-/// AnimaWorks' own core modules (`core/integrations` of the original's venv), as docs/migrating.md installs them.
+/// AnimaWorks' own core modules (`core/integrations` of the original's venv), as docs/animaworks.md installs them.
 fn core_tools(venv: &Path) -> PathBuf {
     site_packages(venv).join("core/integrations")
 }
