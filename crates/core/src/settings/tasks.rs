@@ -15,7 +15,7 @@ pub enum BackendWord {
     Postgres,
 }
 
-/// The task store: `{"backend": "postgres", "url": "postgres://…"}` (docs/background-tasks.md); absent: files.
+/// The task store: `{"backend": "postgres", "url": "postgres://…"}` (docs/tasks-postgres.md); absent: files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TasksSettings {
