@@ -14,6 +14,9 @@ pub struct ManArgs {
     /// The command reference as Markdown (docs/commands.md is this output).
     #[arg(long, hide = true, conflicts_with = "dir")]
     pub markdown: bool,
+    /// The background tasks' commands as Markdown (docs/commands-tasks.md is this output).
+    #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown"])]
+    pub markdown_tasks: bool,
     /// The configuration page as Markdown (docs/configuration.md is this output), from the settings' types and
     /// the environment variable registry.
     #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown", "config_schema"])]
@@ -38,8 +41,9 @@ pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
         tell!("animaworks-tool: {e}");
         awt_core::ErrorCode::Internal.exit_code()
     };
-    if a.markdown {
-        let _ = std::io::stdout().lock().write_all(markdown(root).as_bytes());
+    if a.markdown || a.markdown_tasks {
+        let page = if a.markdown { Page::Commands } else { Page::Tasks };
+        let _ = std::io::stdout().lock().write_all(markdown(root, page).as_bytes());
         return 0;
     }
     if a.config_markdown {
@@ -80,9 +84,39 @@ pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
     0
 }
 
-/// The command reference: the global options once, then every command with its usage and options.
-pub fn markdown(root: fn() -> Command) -> String {
+/// The commands of background tasks, on a page of their own (docs/commands-tasks.md) so that each page of the
+/// reference stays short enough to read.
+const TASK_COMMANDS: [&str; 4] = ["submit", "jobs", "worker", "approvals"];
+
+/// Which page of the command reference to print.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    /// docs/commands.md: the global options and every command but the background tasks'.
+    Commands,
+    /// docs/commands-tasks.md: the background tasks' commands.
+    Tasks,
+}
+
+/// The command reference: the global options once, then every command with its usage and options; the background
+/// tasks' commands on a page of their own.
+pub fn markdown(root: fn() -> Command, page: Page) -> String {
     let root = tree(root);
+    let is_task = |c: &&Command| TASK_COMMANDS.contains(&c.get_name());
+    if page == Page::Tasks {
+        let mut out = String::from(
+            "# Command reference: background tasks\n\n<!-- Generated from the command tree: \
+             `animaworks-tool man --markdown-tasks > docs/commands-tasks.md`. \
+             A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
+        );
+        out.push_str(
+            "The commands that submit, run, watch and approve background tasks ([background-tasks.md](background-tasks.md)). \
+             The global options and every other command: [commands.md](commands.md).\n\n",
+        );
+        for sub in visible(&root).filter(is_task) {
+            command(&mut out, sub);
+        }
+        return out;
+    }
     let mut out = String::from(
         "# Command reference\n\n<!-- Generated from the command tree: `animaworks-tool man --markdown > docs/commands.md`. \
          A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
@@ -90,12 +124,21 @@ pub fn markdown(root: fn() -> Command) -> String {
     let _ = writeln!(out, "{}\n", root.get_about().map(|a| a.to_string()).unwrap_or_default());
     let _ = writeln!(out, "```text\n{}\n```\n", usage(&root));
     out.push_str("Man pages: `animaworks-tool man --dir ~/.local/share/man/man1` writes one per command (`man animaworks-tool-jobs-list`).\n\n");
+    let tasks: Vec<String> = visible(&root)
+        .filter(is_task)
+        .map(|c| format!("`{}`", c.get_name()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "The background tasks' commands ({}) are on a page of their own: [commands-tasks.md](commands-tasks.md).\n",
+        tasks.join(", ")
+    );
     out.push_str("## Global options\n\nAccepted before the command word and among a runner command's own options (not after a tool's action, whose words are the tool's).\n\n");
     options(&mut out, root.get_arguments().filter(|a| a.is_global_set()));
     if let Some(after) = root.get_after_help() {
         let _ = writeln!(out, "```text\n{}\n```\n", after.to_string().trim_end());
     }
-    for sub in visible(&root) {
+    for sub in visible(&root).filter(|c| !is_task(c)) {
         command(&mut out, sub);
     }
     out

@@ -240,28 +240,42 @@ fn every_man_page_named_exists() {
     assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
 }
 
-/// docs/commands.md is the command tree's own Markdown (`man --markdown`): a new command or option that is not in
-/// it fails here. `ANIMAWORKS_TOOL_BLESS=1` rewrites the file.
+/// docs/commands.md and docs/commands-tasks.md are the command tree's own Markdown (`man --markdown`,
+/// `man --markdown-tasks`): a new command or option that is not in them fails here. `ANIMAWORKS_TOOL_BLESS=1`
+/// rewrites the files.
 #[test]
 fn the_command_reference_in_the_docs_is_current() {
     let w = World::new();
-    let o = w.run(&["man", "--markdown"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/commands.md");
-    if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
-        std::fs::write(path, &o.stdout).unwrap();
-    }
-    let file = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        file == stdout(&o),
-        "docs/commands.md is stale: `cargo run -q -p animaworks-tool -- man --markdown > docs/commands.md` (or ANIMAWORKS_TOOL_BLESS=1)"
-    );
-    for cmd in [
-        "## `animaworks-tool mcp`",
-        "## `animaworks-tool jobs list`",
-        "`--color <WHEN>`",
+    for (flag, file, must) in [
+        (
+            "--markdown",
+            "commands.md",
+            &["## `animaworks-tool mcp`", "`--color <WHEN>`", "(commands-tasks.md)"][..],
+        ),
+        (
+            "--markdown-tasks",
+            "commands-tasks.md",
+            &[
+                "## `animaworks-tool jobs list`",
+                "## `animaworks-tool submit`",
+                "(commands.md)",
+            ][..],
+        ),
     ] {
-        assert!(file.contains(cmd), "{cmd} missing from docs/commands.md");
+        let o = w.run(&["man", flag]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
+            std::fs::write(&path, &o.stdout).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == stdout(&o),
+            "docs/{file} is stale: `cargo run -q -p animaworks-tool -- man {flag} > docs/{file}` (or ANIMAWORKS_TOOL_BLESS=1)"
+        );
+        for m in must {
+            assert!(committed.contains(m), "{m} missing from docs/{file}");
+        }
     }
 }
 

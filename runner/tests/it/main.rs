@@ -21,6 +21,7 @@ mod layers;
 mod legacy_tools;
 mod limits;
 mod llm;
+mod manual;
 mod mcp;
 mod mcp_clients;
 mod mcp_servers;
