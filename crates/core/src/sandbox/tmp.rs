@@ -7,10 +7,10 @@
 //!
 //! An ended call's dir is taken back instead of removed and made again: on an ext4 without a journal each
 //! `mkdir` scans past the inodes deleted in the last minutes (`recently_deleted`), which after a few hundred
-//! calls was a sixth of a cold listing's CPU time (bench/README.md, "Issue 20 and 24: the sandboxed start's
-//! CPU"). A long-lived runner (MCP server, `use-tool --serve`, a listing that probes many tools) keeps them in
-//! memory; at its exit, and at the end of a one-shot call, they are parked in the calls folder (`spare-<key>-0`
-//! and `-1`), for the next process to rename to a name of its own.
+//! calls was a large share of a cold listing's CPU time (bench/README.md). A long-lived runner (MCP server,
+//! `use-tool --serve`, a listing that probes many tools) keeps them in memory; at its exit, and at the end of a
+//! one-shot call, they are parked in the calls folder (`spare-<key>-0` and `-1`), for the next process to rename
+//! to a name of its own.
 //!
 //! A dir goes back only to a call of the same tool file for the same anima and data dir (its [`ReuseKey`]):
 //! an ended call's processes are gone, but a descriptor of the dir (and of the call's mount namespace, which

@@ -802,7 +802,7 @@ mod tests {
         assert_eq!(Allowed::parse("[::1]:443").map(|a| a.permits("::1", 443)), Some(true));
     }
 
-    /// Any host, but a loopback address only where a grant names it (issue 20: the task database on 127.0.0.1).
+    /// Any host, but a loopback address only where a grant names it (the task database on 127.0.0.1, say).
     #[tokio::test]
     async fn loopback_is_refused_unless_a_grant_names_it() {
         use std::io::{Read, Write};
