@@ -2,8 +2,8 @@
 //! its report, and what a tool can reach of it. The first two drive `process::spawn` and
 //! `sandbox::child::enter_and_exec` directly, as spawn.rs does; from an attack review of that change.
 
-use animaworks_tool::process::{self, Init, Io, Start};
-use animaworks_tool::sandbox::child::{enter_and_exec, Confined, Exec, PidNs};
+use awt_sys::process::{self, Init, Io, Start};
+use awt_core::sandbox::child::{enter_and_exec, Confined, Exec, PidNs};
 use std::ffi::CString;
 use std::io;
 
@@ -68,7 +68,7 @@ fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
 }
 
 fn pid_ns_available() -> bool {
-    animaworks_tool::sandbox::kernel::support().pid_namespace
+    awt_core::sandbox::kernel::support().pid_namespace
 }
 
 fn mappings() -> usize {
@@ -88,8 +88,8 @@ fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
     let p = Prog::new(&["/bin/sleep", "30"]);
     drop(start(&c, &p).unwrap());
     assert!(crate::support::eventually(10, || {
-        animaworks_tool::reap::reap_orphans();
-        animaworks_tool::process::abandoned() == 0
+        awt_sys::reap::reap_orphans();
+        awt_sys::process::abandoned() == 0
     }));
     let before = mappings();
     const N: usize = 100;
@@ -97,7 +97,7 @@ fn a_dropped_init_child_gives_its_memory_back_once_it_has_exited() {
         drop(start(&c, &p).unwrap());
     }
     let released = crate::support::eventually(10, || {
-        animaworks_tool::reap::reap_orphans();
+        awt_sys::reap::reap_orphans();
         mappings() < before + 20
     });
     assert!(
@@ -190,7 +190,7 @@ if __name__ == "__main__":
 #[test]
 fn a_sandboxed_tool_cannot_reach_the_init_that_shares_the_runners_memory() {
     use crate::support::*;
-    if !pid_ns_available() || animaworks_tool::sandbox::kernel::support().landlock_abi < 6 {
+    if !pid_ns_available() || awt_core::sandbox::kernel::support().landlock_abi < 6 {
         awt_sys::skipped!("no PID namespace or Landlock ABI < 6 here");
         return;
     }

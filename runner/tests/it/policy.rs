@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use animaworks_tool::policy::audit::{AuditLog, AuditRecord};
-use animaworks_tool::policy::credentials::{CredentialError, CredentialSource, Resolver};
-use animaworks_tool::policy::permissions::{self, ErrorKind};
-use animaworks_tool::policy::vault::{Vault, VaultKey};
-use animaworks_tool::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
+use awt_core::policy::audit::{AuditLog, AuditRecord};
+use awt_core::policy::credentials::{CredentialError, CredentialSource, Resolver};
+use awt_core::policy::permissions::{self, ErrorKind};
+use awt_core::policy::vault::{Vault, VaultKey};
+use awt_core::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Value};

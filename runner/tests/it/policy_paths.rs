@@ -243,11 +243,11 @@ fn library_path_is_gated_too() {
         "wipe",
         Default::default(),
         &Default::default(),
-        &mut animaworks_tool::stream::Quiet,
-        animaworks_tool::stream::Cancel::never(),
+        &mut awt_core::stream::Quiet,
+        awt_core::stream::Cancel::never(),
     ));
     let e = out.expect_err("gated");
-    assert_eq!(e.code, animaworks_tool::ErrorCode::PermissionDenied);
+    assert_eq!(e.code, awt_core::ErrorCode::PermissionDenied);
 }
 
 #[test]

@@ -209,8 +209,8 @@ fn hundred_concurrent_calls_inner() {
     if std::env::var_os(INNER_ENV).is_none() {
         return;
     }
-    use animaworks_tool::stream::{Cancel, Quiet};
-    use animaworks_tool::CallOptions;
+    use awt_core::stream::{Cancel, Quiet};
+    use awt_core::CallOptions;
     let w = World::new();
     let m = marker(6);
     // Every other call leaves a grandchild behind, holding stderr, so the leftover path is exercised too.
@@ -348,7 +348,7 @@ fn orphans_are_not_reaped_while_a_child_is_being_started() {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new("true");
     cmd.process_group(0);
-    let mut child = animaworks_tool::reap::start_owned(
+    let mut child = awt_sys::reap::start_owned(
         || -> std::io::Result<std::process::Child> {
             let c = cmd.spawn()?;
             let pid = c.id() as i32;
@@ -356,7 +356,7 @@ fn orphans_are_not_reaped_while_a_child_is_being_started() {
                 eventually(30, || proc_stat(pid).is_some_and(|(st, _, _)| st == "Z")),
                 "the child never exited"
             );
-            animaworks_tool::reap::reap_orphans();
+            awt_sys::reap::reap_orphans();
             assert!(
                 proc_stat(pid).is_some(),
                 "reap_orphans reaped a child while a start was in progress"

@@ -115,8 +115,8 @@ impl World {
     }
 
     /// A library `Runner` for this world.
-    pub fn runner(&self) -> animaworks_tool::Runner {
-        animaworks_tool::Runner::new(animaworks_tool::Dirs::resolve(&animaworks_tool::DirOptions {
+    pub fn runner(&self) -> awt_core::Runner {
+        awt_core::Runner::new(awt_core::Dirs::resolve(&awt_core::DirOptions {
             core_dirs: vec![self.core.clone()],
             data_dir: Some(self.data.clone()),
             anima_dir: Some(self.anima.clone()),

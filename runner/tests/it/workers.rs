@@ -2,9 +2,9 @@
 //! crashes, deadlines, idle stop, changed files, and the SDKs' `--serve`.
 
 use crate::support::*;
-use animaworks_tool::pool::{PoolConfig, WorkerPool};
-use animaworks_tool::stream::{Cancel, Observer, Quiet};
-use animaworks_tool::{CallError, CallOptions, Detail, ErrorCode, Runner};
+use awt_core::pool::{PoolConfig, WorkerPool};
+use awt_core::stream::{Cancel, Observer, Quiet};
+use awt_core::{CallError, CallOptions, Detail, ErrorCode, Runner};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -249,7 +249,7 @@ async fn a_changed_tool_file_replaces_its_worker() {
 fn pool_settings_come_from_the_runner_config() {
     let w = World::new();
     let load = |d: &std::path::Path| {
-        animaworks_tool::settings::Settings::load(d)
+        awt_core::settings::Settings::load(d)
             .map(|s| PoolConfig::from_settings(&s))
             .map_err(|e| e.to_string())
     };
