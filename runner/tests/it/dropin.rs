@@ -783,7 +783,7 @@ except Exception as e:
 fn side_by_side_the_vault_chain() {
     use awt_core::policy::credentials::Resolver;
     let Some(venv) = original() else { return };
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vault");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/core/tests/fixtures/vault");
     let sealed_demo = {
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(fixtures.join("vault.json")).unwrap()).unwrap();

@@ -4,10 +4,10 @@
 use awt_core::error::{CallError, Detail, ErrorCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tool_sdk::protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
+use awt_protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn schema() -> Value {
