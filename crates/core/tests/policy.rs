@@ -9,10 +9,10 @@ use awt_core::policy::credentials::{CredentialError, CredentialSource, Resolver}
 use awt_core::policy::permissions::{self, ErrorKind};
 use awt_core::policy::vault::{Vault, VaultKey};
 use awt_core::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
+use awt_protocol::CredentialDecl;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use awt_protocol::CredentialDecl;
 
 const TIERS: [Tier; 3] = [Tier::Core, Tier::Common, Tier::Personal];
 

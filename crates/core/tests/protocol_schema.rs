@@ -2,9 +2,9 @@
 //! must agree. A change to any of them without the others fails here.
 
 use awt_core::error::{CallError, Detail, ErrorCode};
+use awt_protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use awt_protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -185,10 +185,10 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     }
     // `$CWD` (the caller's working directory) is a placeholder of §2.4 (issue 20).
     assert_valid("profile", &json!({"sandbox": {"write": ["$CWD", "$CWD/out"]}}));
-    assert!(awt_core::sandbox::validate(
-        &serde_json::from_value(json!({"write": ["$CWD", "$CWD/out"]})).unwrap()
-    )
-    .is_empty());
+    assert!(
+        awt_core::sandbox::validate(&serde_json::from_value(json!({"write": ["$CWD", "$CWD/out"]})).unwrap())
+            .is_empty()
+    );
     assert_invalid(
         "runnerError",
         &json!({"error": {"code": "unknown_tool", "message": "x", "did_you_mean": ["a"]}}),

@@ -3,7 +3,6 @@
 
 mod support;
 
-use support::*;
 use awt_core::pool::{PoolConfig, WorkerPool};
 use awt_core::stream::{Cancel, Observer, Quiet};
 use awt_core::{CallError, CallOptions, Detail, ErrorCode, Runner};
@@ -11,6 +10,7 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use support::*;
 
 /// A persistent bash tool: `echo` reports its pid and args; `crash` exits mid-call; `hang` sleeps in a child;
 /// `stray` answers with another call's id; `big` answers with 500 bytes.

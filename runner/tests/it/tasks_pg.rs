@@ -684,9 +684,7 @@ fn pg_a_lease_renewal_or_a_cleared_notification_sends_no_task_notification() {
         .enable_all()
         .build()
         .unwrap();
-    let (client, rx) = rt
-        .block_on(awt_tasks::pg::listen(&url, &["awt_task"]))
-        .unwrap();
+    let (client, rx) = rt.block_on(awt_tasks::pg::listen(&url, &["awt_task"])).unwrap();
     pg_cluster::query(
         &url,
         &format!(
