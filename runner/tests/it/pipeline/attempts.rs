@@ -129,28 +129,6 @@ fn huge_or_odd_timeouts_never_panic_the_runner() {
     }
 }
 
-#[tokio::test]
-async fn a_library_call_with_a_deadline_past_the_clock_is_refused_not_a_panic() {
-    let w = world();
-    let r = w.runner();
-    let opts = awt_core::CallOptions {
-        timeout: Some(std::time::Duration::MAX),
-        ..Default::default()
-    };
-    let (_tx, cancel) = awt_core::stream::Cancel::new();
-    let out = r
-        .call(
-            "gt",
-            "leak",
-            Default::default(),
-            &opts,
-            &mut awt_core::stream::Quiet,
-            cancel,
-        )
-        .await;
-    assert_eq!(out.unwrap_err().code, awt_core::ErrorCode::Usage);
-}
-
 /// A task file (forged, or written by another version) whose timeout_s or arguments cannot be used.
 fn forge_task(w: &World, id: &str, extra: Value) {
     let dir = w.anima.join("state/background_tasks");
