@@ -1,4 +1,5 @@
-//! Integration tests of the `animaworks-tool` binary and library: real processes, real files, real pipes.
+//! Integration tests of the `animaworks-tool` binary: real processes, real files, real pipes (each library crate
+//! tests itself in crates/<crate>/tests).
 //! One test binary, split into topic modules; `support` builds temporary tiers.
 
 mod pg_cluster;
