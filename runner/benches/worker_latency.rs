@@ -3,9 +3,9 @@
 //!
 //! Measured through the library: the MCP server's `tools/call` runs the same `Runner::call`, plus JSON-RPC framing.
 
-use animaworks_tool::pool::{PoolConfig, WorkerPool};
-use animaworks_tool::stream::{Cancel, Quiet};
-use animaworks_tool::{CallOptions, DirOptions, Dirs, Runner};
+use awt_core::pool::{PoolConfig, WorkerPool};
+use awt_core::stream::{Cancel, Quiet};
+use awt_core::{CallOptions, DirOptions, Dirs, Runner};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

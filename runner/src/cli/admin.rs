@@ -36,7 +36,7 @@ fn anima_dir(runner: &Runner) -> Result<&std::path::Path, CallError> {
     runner.dirs.anima.as_deref().ok_or_else(|| {
         CallError::new(ErrorCode::Usage, "no anima: permissions belong to an anima's directory").hint(format!(
             "pass --anima-dir DIR or set {}",
-            crate::env_vars::ANIMA_DIR.name
+            awt_core::env_vars::ANIMA_DIR.name
         ))
     })
 }

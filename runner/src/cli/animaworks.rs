@@ -145,7 +145,7 @@ fn manage_command(python: &Path, verb: &str, venv: &Path) -> std::io::Result<(Co
         .arg(verb)
         .arg("--venv")
         .arg(venv)
-        .env_remove(crate::env_vars::PROTOCOL.name);
+        .env_remove(awt_core::env_vars::PROTOCOL.name);
     Ok((c, tmp))
 }
 

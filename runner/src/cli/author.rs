@@ -62,7 +62,7 @@ pub async fn new(runner: &Runner, a: NewArgs) -> i32 {
                     "no anima dir, so no personal tier to write into".into(),
                     &format!(
                         "pass --anima-dir DIR (or set {}), or write elsewhere with --dir DIR",
-                        crate::env_vars::ANIMA_DIR.name
+                        awt_core::env_vars::ANIMA_DIR.name
                     ),
                 );
             };

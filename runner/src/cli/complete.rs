@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// The variable that switches the binary into answering completions.
-pub const VAR: &str = crate::env_vars::COMPLETE.name;
+pub const VAR: &str = awt_core::env_vars::COMPLETE.name;
 
 /// Answer a completion request and exit, when the shell's script asked for one; otherwise return at once. `root`
 /// builds the runner's command tree (only when asked: it is a large part of a one-shot call's own time).

@@ -108,7 +108,7 @@ pub struct Overrides {
 pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Option<CallError> {
     let argv = animaworks_argv(words)?;
     let word = words[0].to_string_lossy().into_owned();
-    let Some(cli) = find_cli(python, std::env::var_os(crate::env_vars::PATH.name).as_deref()) else {
+    let Some(cli) = find_cli(python, std::env::var_os(awt_core::env_vars::PATH.name).as_deref()) else {
         return Some(
             CallError::new(
                 ErrorCode::SpawnFailed,
@@ -121,7 +121,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
             .hint(format!(
                 "install AnimaWorks (`pip install animaworks`), or set {} to the Python it is \
                  installed in (its `animaworks` script sits next to it)",
-                crate::env_vars::PYTHON.name
+                awt_core::env_vars::PYTHON.name
             ))
             .with(Detail::Tool, word),
         );
@@ -129,10 +129,10 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
     let mut cmd = std::process::Command::new(&cli);
     cmd.arg0("animaworks").args(&argv);
     if let Some(d) = &overrides.data_dir {
-        cmd.env(crate::env_vars::DATA_DIR.name, d);
+        cmd.env(awt_core::env_vars::DATA_DIR.name, d);
     }
     if let Some(d) = &overrides.anima_dir {
-        cmd.env(crate::env_vars::ANIMA_DIR.name, d);
+        cmd.env(awt_core::env_vars::ANIMA_DIR.name, d);
     }
     // Why: the guardian made this process the subreaper of its descendants; the CLI (a server may daemonise
     // from it) must leave its orphans to init as it would when started directly.
@@ -146,7 +146,7 @@ pub fn forward(words: &[OsString], python: &OsStr, overrides: &Overrides) -> Opt
         )
         .hint(format!(
             "reinstall AnimaWorks, or set {} to the Python it is installed in",
-            crate::env_vars::PYTHON.name
+            awt_core::env_vars::PYTHON.name
         ))
         .with(Detail::Tool, word),
     )

@@ -49,13 +49,13 @@ pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
     if a.config_markdown {
         let _ = std::io::stdout()
             .lock()
-            .write_all(crate::settings::reference::markdown().as_bytes());
+            .write_all(awt_core::settings::reference::markdown().as_bytes());
         return 0;
     }
     if a.config_schema {
         let _ = std::io::stdout()
             .lock()
-            .write_all(crate::settings::reference::schema_text().as_bytes());
+            .write_all(awt_core::settings::reference::schema_text().as_bytes());
         return 0;
     }
     if let Some(dir) = &a.dir {

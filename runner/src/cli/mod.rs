@@ -70,7 +70,7 @@ Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 inv
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
 13 internal, 14 approval_pending. See protocol.md and docs/ (docs/command-line.md).";
 
-/// [`AFTER_HELP`] and the variables an operator sets, from the registry ([`crate::env_vars`]).
+/// [`AFTER_HELP`] and the variables an operator sets, from the registry ([`awt_core::env_vars`]).
 /// An option's help that names the variable it defaults to, from the registry: "<what> Default: $VAR<how>, else
 /// <its default>" (without a final period, as clap shows a doc comment).
 fn from_env(what: &str, var: &env_vars::Var, how: &str) -> String {
@@ -81,7 +81,7 @@ fn from_env(what: &str, var: &env_vars::Var, how: &str) -> String {
 }
 
 fn after_help() -> String {
-    format!("{AFTER_HELP}\n\n{}", crate::env_vars::help_section().trim_end())
+    format!("{AFTER_HELP}\n\n{}", awt_core::env_vars::help_section().trim_end())
 }
 
 #[derive(Parser, Debug)]
@@ -431,7 +431,7 @@ fn init_logging(server: bool) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(render::color());
-    let filter = std::env::var(crate::env_vars::LOG.name).ok();
+    let filter = std::env::var(awt_core::env_vars::LOG.name).ok();
     if server {
         let filter = filter.unwrap_or_else(|| "warn,rmcp=error".into());
         let _ = fmt

@@ -22,7 +22,7 @@ pub fn color() -> bool {
 pub fn live_terminal() -> bool {
     static LIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *LIVE.get_or_init(|| {
-        std::io::stderr().is_terminal() && std::env::var_os(crate::env_vars::TERM.name).is_none_or(|t| t != "dumb")
+        std::io::stderr().is_terminal() && std::env::var_os(awt_core::env_vars::TERM.name).is_none_or(|t| t != "dumb")
     })
 }
 

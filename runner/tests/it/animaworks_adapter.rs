@@ -241,7 +241,7 @@ fn evil_lines(w: &World) -> Vec<(u32, String)> {
 #[test]
 fn hostile_module_never_runs_in_the_animaworks_process() {
     let Some(bench) = original() else { return };
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
         awt_sys::skipped!(
             "no sandbox on this kernel (Landlock ABI {}): the read cannot be refused",

@@ -99,7 +99,7 @@ fn a_call_that_asks_waits_and_runs_once_when_approved() {
         "{audit}"
     );
     // A replayed task of the same approval (its worker redeems it again) is refused: the approval was used.
-    let store = animaworks_tool::tasks::approvals::Approvals::open(&w.data).unwrap();
+    let store = awt_tasks::approvals::Approvals::open(&w.data).unwrap();
     let e = store.redeem(&id).err().expect("used once");
     assert!(e.message.contains("used"), "{e}");
     // Used: approving it again is refused, and the same call asks anew (an approval is one call).
@@ -185,7 +185,7 @@ fn a_tool_file_rewritten_after_the_request_does_not_run_on_its_approval() {
 /// Through the library: an approval never covers other arguments.
 #[test]
 fn an_approval_is_not_stretched_to_other_arguments() {
-    use animaworks_tool::call::approve::{Approval, Grant};
+    use awt_core::call::approve::{Approval, Grant};
     let w = asking();
     let runner = w.runner();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -194,7 +194,7 @@ fn an_approval_is_not_stretched_to_other_arguments() {
         .unwrap();
     rt.block_on(async {
         let args = |to: &str| json!({"to": to}).as_object().unwrap().clone();
-        let deferred = animaworks_tool::call::CallOptions {
+        let deferred = awt_core::call::CallOptions {
             approval: Approval::Defer,
             ..Default::default()
         };
@@ -205,9 +205,9 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             .prepare(args("bob"), &deferred)
             .err()
             .expect("asks");
-        assert_eq!(e.code, animaworks_tool::error::ErrorCode::ApprovalPending);
+        assert_eq!(e.code, awt_core::error::ErrorCode::ApprovalPending);
         let grant = Grant::from_error(&e).expect("the binding");
-        let granted = animaworks_tool::call::CallOptions {
+        let granted = awt_core::call::CallOptions {
             approval: Approval::Granted(grant),
             ..Default::default()
         };
@@ -218,7 +218,7 @@ fn an_approval_is_not_stretched_to_other_arguments() {
             .prepare(args("mallory"), &granted)
             .err()
             .expect("refused");
-        assert_eq!(e.code, animaworks_tool::error::ErrorCode::PermissionDenied, "{e}");
+        assert_eq!(e.code, awt_core::error::ErrorCode::PermissionDenied, "{e}");
         assert_eq!(e.details["reason"], "approval_mismatch", "{e}");
         let tool = runner.open("mail").await.unwrap();
         assert!(tool.action("send").unwrap().prepare(args("bob"), &granted).is_ok());

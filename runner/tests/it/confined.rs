@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::{json, Value};
 
 fn landlock() -> bool {
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 1 {
         awt_sys::skipped!("no Landlock on this kernel: nothing is confined, so no confined failure can be tested");
         return false;

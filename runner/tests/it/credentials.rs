@@ -223,7 +223,7 @@ fn key_only_in(w: &World, source: &str) -> Option<(&'static str, &'static str)> 
         )
         .unwrap(),
         "vault" => {
-            let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vault");
+            let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/core/tests/fixtures/vault");
             let v: Value = serde_json::from_slice(&std::fs::read(fixtures.join("vault.json")).unwrap()).unwrap();
             // A sealed box does not name its key: the fixture's DEMO_TOKEN box, filed as MYAPI_KEY.
             let vault = json!({"shared": {"MYAPI_KEY": v["shared"]["DEMO_TOKEN"]}});

@@ -452,7 +452,7 @@ print(json.dumps(out))
 
 #[test]
 fn side_by_side_permission_decisions() {
-    use animaworks_tool::policy::{gate, permissions, Gate, Tier};
+    use awt_core::policy::{gate, permissions, Gate, Tier};
     let Some(venv) = original() else { return };
     let w = World::new();
     let json_case = |t: &str| ("permissions.json", t.to_owned());
@@ -529,7 +529,7 @@ fn side_by_side_permission_decisions() {
 
 #[test]
 fn side_by_side_the_documented_difference_of_grant_spellings() {
-    use animaworks_tool::policy::{gate, permissions, Gate, Tier};
+    use awt_core::policy::{gate, permissions, Gate, Tier};
     let Some(venv) = original() else { return };
     let w = World::new();
     let text = r#"{"external_tools": {"allow": ["github_create_issue"]}}"#;
@@ -781,9 +781,9 @@ except Exception as e:
 
 #[test]
 fn side_by_side_the_vault_chain() {
-    use animaworks_tool::policy::credentials::Resolver;
+    use awt_core::policy::credentials::Resolver;
     let Some(venv) = original() else { return };
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vault");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/core/tests/fixtures/vault");
     let sealed_demo = {
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(fixtures.join("vault.json")).unwrap()).unwrap();
@@ -955,7 +955,7 @@ fn web_api() -> u16 {
 #[test]
 fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID (and mount) namespace here: reads fall back to the allow list; comparison skipped");
         return;
     }

@@ -230,7 +230,7 @@ fn upstream_proxy() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 #[test]
 fn side_by_side_behind_a_proxy_only_network_modules_reach_out_through_the_callers_proxy() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID (and network) namespace here: the runner's proxy is not used");
         return;
     }
@@ -334,7 +334,7 @@ def cli_main(argv):
 #[test]
 fn the_write_rows_restore_line_restores_the_originals_writes() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: writes are an allow list without the row's mounts");
         return;
     }
@@ -433,7 +433,7 @@ fn end_all(marker: &str) {
 #[test]
 fn the_daemon_rows_restore_line_lets_the_daemon_outlive_the_call() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID namespace here: a daemon outlives its call anyway");
         return;
     }
@@ -590,7 +590,7 @@ def cli_main(argv):
 #[test]
 fn the_sandbox_rows_restore_lines_restore_the_originals_behaviour() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: the deny list is not mounted");
         return;
     }
@@ -842,7 +842,7 @@ def cli_main(argv):
 #[test]
 fn the_tmpdir_rows_restore_lines() {
     let Some(venv) = original() else { return };
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here");
         return;
     }

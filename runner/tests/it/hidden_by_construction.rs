@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The sandbox with a mount namespace is there; where it is not, say so and skip.
 fn mount_ns() -> bool {
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp || !k.pid_namespace {
         awt_sys::skipped!("no Landlock, seccomp or PID namespace here: the deny list is not made of mounts");
         return false;
@@ -278,7 +278,7 @@ fn a_kept_network_namespace_with_a_socket_in_it_is_not_handed_on() {
     if !mount_ns() {
         return;
     }
-    if !animaworks_tool::sandbox::netproxy::available() {
+    if !awt_core::sandbox::netproxy::available() {
         awt_sys::skipped!("no network namespace here");
         return;
     }

@@ -1,4 +1,5 @@
-//! Integration tests of the `animaworks-tool` binary and library: real processes, real files, real pipes.
+//! Integration tests of the `animaworks-tool` binary: real processes, real files, real pipes (each library crate
+//! tests itself in crates/<crate>/tests).
 //! One test binary, split into topic modules; `support` builds temporary tiers.
 
 mod pg_cluster;
@@ -28,10 +29,8 @@ mod mcp_servers;
 mod output;
 mod pinned;
 mod pipeline;
-mod policy;
 mod policy_paths;
 mod processes;
-mod protocol_schema;
 mod provider_shapes;
 mod sandbox;
 mod special_files;
@@ -39,4 +38,3 @@ mod startup;
 mod tasks;
 mod tasks_pg;
 mod transcripts;
-mod workers;

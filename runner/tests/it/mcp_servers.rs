@@ -44,7 +44,7 @@ fn permissions(w: &World, v: Value) {
 }
 
 fn audit_lines(w: &World) -> Vec<Value> {
-    let text = std::fs::read_to_string(w.anima.join(animaworks_tool::policy::audit::AUDIT_FILE)).unwrap_or_default();
+    let text = std::fs::read_to_string(w.anima.join(awt_core::policy::audit::AUDIT_FILE)).unwrap_or_default();
     text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn confinable() -> bool {
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp || !k.pid_namespace {
         let msg = format!(
             "this kernel has Landlock ABI {}, seccomp {}, PID namespace {}: the mounts cannot be tested here",

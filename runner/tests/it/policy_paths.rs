@@ -230,27 +230,6 @@ fn missing_required_credential_stops_the_call_before_the_tool_starts() {
 }
 
 #[test]
-fn library_path_is_gated_too() {
-    let w = World::new();
-    w.tool(&w.personal(), "guard.sh", &policy_tool());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let r = w.runner();
-    let out = rt.block_on(r.call(
-        "guard",
-        "wipe",
-        Default::default(),
-        &Default::default(),
-        &mut animaworks_tool::stream::Quiet,
-        animaworks_tool::stream::Cancel::never(),
-    ));
-    let e = out.expect_err("gated");
-    assert_eq!(e.code, animaworks_tool::ErrorCode::PermissionDenied);
-}
-
-#[test]
 fn share_and_permissions_commands() {
     let w = World::new();
     w.tool(

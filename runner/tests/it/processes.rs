@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::json;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// A sleep argument no other process on the machine has: tests of several runs may share the machine.
@@ -177,143 +177,6 @@ fn background_grandchild_is_ended_when_the_tool_exits() {
     }
 }
 
-const INNER_ENV: &str = "ANIMAWORKS_TOOL_IT_CONCURRENT_INNER";
-
-/// Runs the measurement in a process of its own: descriptors and children of other tests in this binary
-/// would otherwise be counted.
-#[test]
-fn hundred_concurrent_calls_leak_no_descriptors_and_leave_no_zombies() {
-    let o = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "processes::hundred_concurrent_calls_inner",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(INNER_ENV, "1")
-        .output()
-        .unwrap();
-    let out = format!("{}\n{}", stdout(&o), stderr(&o));
-    assert!(o.status.success(), "{out}");
-    assert!(out.contains("1 passed"), "the inner test did not run: {out}");
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-#[test]
-#[ignore = "run by hundred_concurrent_calls_leak_no_descriptors_and_leave_no_zombies in a process of its own"]
-fn hundred_concurrent_calls_inner() {
-    if std::env::var_os(INNER_ENV).is_none() {
-        return;
-    }
-    use animaworks_tool::stream::{Cancel, Quiet};
-    use animaworks_tool::CallOptions;
-    let w = World::new();
-    let m = marker(6);
-    // Every other call leaves a grandchild behind, holding stderr, so the leftover path is exercised too.
-    w.tool(
-        &w.common(),
-        "echoer.sh",
-        &bash_tool(
-            r#"[{"name":"echoer_run","description":"Echo.","input_schema":{"type":"object","properties":{"i":{"type":"integer"}}}}]"#,
-            &format!("case \"$req\" in *'\"i\":'*[13579]'}}'*) sleep {m} >/dev/null & ;; esac\necho \"$req\""),
-        ),
-    );
-    let runner = w.runner();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let args = |i: u64| serde_json::json!({ "i": i }).as_object().unwrap().clone();
-        let warm = runner
-            .call(
-                "echoer",
-                "run",
-                args(0),
-                &CallOptions::default(),
-                &mut Quiet,
-                Cancel::never(),
-            )
-            .await;
-        assert_eq!(warm.unwrap()["args"]["i"], 0);
-        let fds_before = fd_count();
-        let mut set = tokio::task::JoinSet::new();
-        for i in 1..=100u64 {
-            let runner = runner.clone();
-            set.spawn(async move {
-                let r = runner
-                    .call(
-                        "echoer",
-                        "run",
-                        args(i),
-                        &CallOptions::default(),
-                        &mut Quiet,
-                        Cancel::never(),
-                    )
-                    .await;
-                (i, r)
-            });
-        }
-        let mut ids = std::collections::HashSet::new();
-        while let Some(j) = set.join_next().await {
-            let (i, r) = j.unwrap();
-            let v = r.unwrap_or_else(|e| panic!("call {i}: {e}"));
-            assert_eq!(v["args"]["i"], i);
-            assert!(
-                ids.insert(v["context"]["call_id"].as_str().unwrap().to_owned()),
-                "call ids repeat: {v}"
-            );
-        }
-        assert_eq!(ids.len(), 100);
-        let fds_after = fd_count();
-        let listing: Vec<PathBuf> = std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .collect();
-        assert_eq!(fds_before, fds_after, "descriptors leaked: {listing:?}");
-        assert_eq!(
-            zombie_children_of(std::process::id()),
-            Vec::<i32>::new(),
-            "zombies left"
-        );
-        assert!(
-            pids_with_cmdline(&format!("sleep {m}"))
-                .iter()
-                .all(|p| !is_descendant(*p)),
-            "grandchildren left"
-        );
-    });
-    eprintln!("100 concurrent calls: no descriptor leaked, no zombie");
-}
-
-fn is_descendant(pid: i32) -> bool {
-    let me = std::process::id() as i32;
-    let mut p = pid;
-    for _ in 0..64 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            return false;
-        };
-        let after = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
-        let Some(pp) = after.split_whitespace().nth(1).and_then(|x| x.parse::<i32>().ok()) else {
-            return false;
-        };
-        if pp == me {
-            return true;
-        }
-        if pp <= 1 {
-            return false;
-        }
-        p = pp;
-    }
-    false
-}
-
 /// The runner's exit closes the guardian's pipe and reaps the guardian at once; a pipe left open (as a
 /// `write_fd` that forgot it before the close once did) made every call wait a second for it, and say so.
 #[test]
@@ -338,36 +201,6 @@ fn the_guardian_ends_with_the_runner() {
         assert_eq!(stdout(&o).trim(), "ran", "{}", stderr(&o));
         assert!(!stderr(&o).contains("guardian"), "sandbox {sandbox}: {}", stderr(&o));
     }
-}
-
-/// A long-lived runner reaps orphans after each call, on whichever thread ends one; a child another thread is
-/// starting may exit before it is registered as that thread's own. While any start is in progress,
-/// `reap_orphans` leaves every child alone (here: an exited child in a group of its own, which it would reap).
-#[test]
-fn orphans_are_not_reaped_while_a_child_is_being_started() {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new("true");
-    cmd.process_group(0);
-    let mut child = animaworks_tool::reap::start_owned(
-        || -> std::io::Result<std::process::Child> {
-            let c = cmd.spawn()?;
-            let pid = c.id() as i32;
-            assert!(
-                eventually(30, || proc_stat(pid).is_some_and(|(st, _, _)| st == "Z")),
-                "the child never exited"
-            );
-            animaworks_tool::reap::reap_orphans();
-            assert!(
-                proc_stat(pid).is_some(),
-                "reap_orphans reaped a child while a start was in progress"
-            );
-            Ok(c)
-        },
-        |_| None,
-    )
-    .unwrap();
-    // Another test's reap_orphans may have taken it since.
-    let _ = child.wait();
 }
 
 // ---------------------------------------------------------------- escaped grandchildren, reaping in long-lived callers

@@ -38,7 +38,7 @@ fn has_key(v: &Value, key: &str) -> bool {
 
 #[test]
 fn the_bundled_examples_are_strict_only_when_transformed() {
-    use animaworks_tool::llm::providers::strict_check;
+    use awt_llm::providers::strict_check;
     let w = examples_world();
     // Closed and with every property required, their `default` alone still keeps them from strict mode.
     let (v, _) = schemas(&w, &["--format", "anthropic"]);

@@ -5,7 +5,7 @@
 use crate::need_postgres;
 use crate::pg_cluster::{self, scalar};
 use crate::support::*;
-use animaworks_tool::tasks::pg::schema::VERSION;
+use awt_tasks::pg::schema::VERSION;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -684,9 +684,7 @@ fn pg_a_lease_renewal_or_a_cleared_notification_sends_no_task_notification() {
         .enable_all()
         .build()
         .unwrap();
-    let (client, rx) = rt
-        .block_on(animaworks_tool::tasks::pg::listen(&url, &["awt_task"]))
-        .unwrap();
+    let (client, rx) = rt.block_on(awt_tasks::pg::listen(&url, &["awt_task"])).unwrap();
     pg_cluster::query(
         &url,
         &format!(

@@ -129,28 +129,6 @@ fn huge_or_odd_timeouts_never_panic_the_runner() {
     }
 }
 
-#[tokio::test]
-async fn a_library_call_with_a_deadline_past_the_clock_is_refused_not_a_panic() {
-    let w = world();
-    let r = w.runner();
-    let opts = animaworks_tool::CallOptions {
-        timeout: Some(std::time::Duration::MAX),
-        ..Default::default()
-    };
-    let (_tx, cancel) = animaworks_tool::stream::Cancel::new();
-    let out = r
-        .call(
-            "gt",
-            "leak",
-            Default::default(),
-            &opts,
-            &mut animaworks_tool::stream::Quiet,
-            cancel,
-        )
-        .await;
-    assert_eq!(out.unwrap_err().code, animaworks_tool::ErrorCode::Usage);
-}
-
 /// A task file (forged, or written by another version) whose timeout_s or arguments cannot be used.
 fn forge_task(w: &World, id: &str, extra: Value) {
     let dir = w.anima.join("state/background_tasks");
@@ -162,9 +140,9 @@ fn forge_task(w: &World, id: &str, extra: Value) {
         t[k] = v.clone();
     }
     // Signed as submit signs (an unsigned task file is never run: tasks_pg).
-    let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
-    let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
-    animaworks_tool::tasks::mac::sign(&key, &mut task, None);
+    let mut task: awt_tasks::Task = serde_json::from_value(t).unwrap();
+    let key = awt_tasks::mac::key(&w.data).unwrap();
+    awt_tasks::mac::sign(&key, &mut task, None);
     std::fs::write(dir.join(format!("{id}.json")), serde_json::to_string(&task).unwrap()).unwrap();
 }
 
@@ -475,9 +453,9 @@ fn a_forged_task_timeout_does_not_lose_the_task() {
         "tool": "echo", "action": "say", "kind": "action", "timeout_s": 1e308, "updated_at": now});
     // Signed with the runner's task key as submit signs (a task file the runner did not sign is never run); the
     // MAC does not cover the timeout, which is what is forged here.
-    let mut task: animaworks_tool::tasks::Task = serde_json::from_value(t).unwrap();
-    let key = animaworks_tool::tasks::mac::key(&w.data).unwrap();
-    animaworks_tool::tasks::mac::sign(&key, &mut task, None);
+    let mut task: awt_tasks::Task = serde_json::from_value(t).unwrap();
+    let key = awt_tasks::mac::key(&w.data).unwrap();
+    awt_tasks::mac::sign(&key, &mut task, None);
     std::fs::write(dir.join("0123456789ab.json"), serde_json::to_string(&task).unwrap()).unwrap();
     let o = run_guarded(w.cmd().args(["jobs", "wait", "0123456789ab", "--timeout", "60"]), 90).unwrap();
     let o2 = w.run(&["jobs", "show", "0123456789ab"]);

@@ -1,13 +1,13 @@
 //! Pins the wire: protocol.schema.json, the examples in protocol.md, the Rust wire types and the error codes
 //! must agree. A change to any of them without the others fails here.
 
-use animaworks_tool::error::{CallError, Detail, ErrorCode};
+use awt_core::error::{CallError, Detail, ErrorCode};
+use awt_protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tool_sdk::protocol::{Event, Level, Request, RequestContext, SchemasDoc, ToolErrorBody};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn schema() -> Value {
@@ -185,10 +185,10 @@ fn the_schema_refuses_what_the_protocol_forbids() {
     }
     // `$CWD` (the caller's working directory) is a placeholder of §2.4 (issue 20).
     assert_valid("profile", &json!({"sandbox": {"write": ["$CWD", "$CWD/out"]}}));
-    assert!(animaworks_tool::sandbox::validate(
-        &serde_json::from_value(json!({"write": ["$CWD", "$CWD/out"]})).unwrap()
-    )
-    .is_empty());
+    assert!(
+        awt_core::sandbox::validate(&serde_json::from_value(json!({"write": ["$CWD", "$CWD/out"]})).unwrap())
+            .is_empty()
+    );
     assert_invalid(
         "runnerError",
         &json!({"error": {"code": "unknown_tool", "message": "x", "did_you_mean": ["a"]}}),

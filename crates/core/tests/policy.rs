@@ -4,15 +4,15 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use animaworks_tool::policy::audit::{AuditLog, AuditRecord};
-use animaworks_tool::policy::credentials::{CredentialError, CredentialSource, Resolver};
-use animaworks_tool::policy::permissions::{self, ErrorKind};
-use animaworks_tool::policy::vault::{Vault, VaultKey};
-use animaworks_tool::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
+use awt_core::policy::audit::{AuditLog, AuditRecord};
+use awt_core::policy::credentials::{CredentialError, CredentialSource, Resolver};
+use awt_core::policy::permissions::{self, ErrorKind};
+use awt_core::policy::vault::{Vault, VaultKey};
+use awt_core::policy::{decide, decide_cli, Decision, Gate, LegacyProfile, Masker, RefusalKind, Tier};
+use awt_protocol::CredentialDecl;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use tool_sdk::protocol::CredentialDecl;
 
 const TIERS: [Tier; 3] = [Tier::Core, Tier::Common, Tier::Personal];
 
@@ -552,7 +552,7 @@ fn own_fixtures() -> PathBuf {
 #[test]
 fn vault_vectors_of_the_original() {
     // The original's vectors, copied from the shared fixtures into the repository.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vault");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/vault");
     check_vectors(&dir);
 }
 
@@ -561,8 +561,8 @@ fn vault_vectors_of_our_own() {
     check_vectors(&own_fixtures());
 }
 
-/// Writes `runner/tests/fixtures/vault/` anew: `cargo test -p animaworks-tool --test it -- --ignored
-/// policy::generate_vault_vectors`. Sealed with crypto_box's `seal`, the same construction as libsodium's
+/// Writes `crates/core/tests/fixtures/vault/` anew: `cargo test -p animaworks-tool-core --test policy -- --ignored
+/// generate_vault_vectors`. Sealed with crypto_box's `seal`, the same construction as libsodium's
 /// `crypto_box_seal`; the shared fixtures of the original prove the two agree.
 #[test]
 #[ignore]
@@ -594,7 +594,7 @@ fn generate_vault_vectors() {
     }
     vault["shared"]["PLAIN"] = json!("not-base64!");
     let vectors = json!({
-        "about": "vectors made by runner/tests/it/policy.rs generate_vault_vectors (crypto_box seal = libsodium crypto_box_seal)",
+        "about": "vectors made by crates/core/tests/policy.rs generate_vault_vectors (crypto_box seal = libsodium crypto_box_seal)",
         "vault_key_file_text": key_text,
         "secret_key_b64": key_text.trim(),
         "public_key_b64": STANDARD.encode(key.public_key().as_bytes()),
@@ -651,7 +651,7 @@ fn audit_appends_never_interleave_across_threads_and_processes() {
     let children: Vec<_> = (0..3)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["--exact", "policy::audit_child_writer", "--test-threads=1"])
+                .args(["--exact", "audit_child_writer", "--test-threads=1"])
                 .env("POLICY_AUDIT_CHILD_PATH", &path)
                 .stdout(std::process::Stdio::null())
                 .spawn()

@@ -1,14 +1,16 @@
 //! Persistent workers (protocol.md §9) under `Runner::run` with a pool: reuse, isolation of concurrent calls,
 //! crashes, deadlines, idle stop, changed files, and the SDKs' `--serve`.
 
-use crate::support::*;
-use animaworks_tool::pool::{PoolConfig, WorkerPool};
-use animaworks_tool::stream::{Cancel, Observer, Quiet};
-use animaworks_tool::{CallError, CallOptions, Detail, ErrorCode, Runner};
+mod support;
+
+use awt_core::pool::{PoolConfig, WorkerPool};
+use awt_core::stream::{Cancel, Observer, Quiet};
+use awt_core::{CallError, CallOptions, Detail, ErrorCode, Runner};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use support::*;
 
 /// A persistent bash tool: `echo` reports its pid and args; `crash` exits mid-call; `hang` sleeps in a child;
 /// `stray` answers with another call's id; `big` answers with 500 bytes.
@@ -249,7 +251,7 @@ async fn a_changed_tool_file_replaces_its_worker() {
 fn pool_settings_come_from_the_runner_config() {
     let w = World::new();
     let load = |d: &std::path::Path| {
-        animaworks_tool::settings::Settings::load(d)
+        awt_core::settings::Settings::load(d)
             .map(|s| PoolConfig::from_settings(&s))
             .map_err(|e| e.to_string())
     };
@@ -326,7 +328,7 @@ async fn legacy_modules_run_in_a_shim_worker() {
     assert!(pids.iter().all(|p| *p == pids[0]), "pids: {pids:?}");
 
     // The example module of the repository, unchanged.
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/legacy-notes/legacy_notes.py");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/legacy-notes/legacy_notes.py");
     std::fs::copy(src, w.common().join("legacy_notes.py")).unwrap();
     call(&r, "legacy_notes", "add", json!({"title": "first"}))
         .await
@@ -350,8 +352,8 @@ async fn legacy_modules_run_in_a_shim_worker() {
 #[derive(Default)]
 struct Progress(Vec<f64>);
 impl Observer for Progress {
-    fn event(&mut self, e: &tool_sdk::protocol::Event, _raw: &[u8]) {
-        if let tool_sdk::protocol::Event::Progress { progress, .. } = e {
+    fn event(&mut self, e: &awt_protocol::Event, _raw: &[u8]) {
+        if let awt_protocol::Event::Progress { progress, .. } = e {
             self.0.push(*progress);
         }
     }
@@ -361,7 +363,7 @@ impl Observer for Progress {
 async fn the_rust_sdk_serves_as_a_worker() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let bin = target.join("debug").join("rust-hello");
     if !bin.is_file() {
         awt_sys::skipped!("{} is missing (cargo build -p rust-hello)", bin.display());
