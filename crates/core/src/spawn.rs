@@ -154,21 +154,7 @@ fn with_spec<'a>(handover: &[Handover<'a>], spec: Option<&'a std::os::fd::OwnedF
 /// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's
 /// `PR_SET_PDEATHSIG` fires when the *thread* that cloned it ends (prctl(2)), not the process, and that pool ends
 /// a thread idle for 10 s, which killed every sandboxed call that ran longer. These threads never end; there are
-/// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
-/// How many confined starts, and cold probes (`probe::manifests`), run at once: `4 × cores`, at least 8. Why four
-/// a core: a probe holds its slot off the CPU for much of its life (its pipes; its namespaces' teardown waits for
-/// an RCU grace period), and with two a core a cold listing left the cores partly idle. Asked once: the answer
-/// reads the process's cgroup files (its CPU quota), which cost every sandboxed start ~5 opens.
-pub(crate) fn start_width() -> usize {
-    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *W.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get() * 4)
-            .unwrap_or(8)
-            .max(8)
-    })
-}
-
+/// at most [`crate::width::start_width`] of them, made as starts overlap, and a start waits for a free one.
 mod starters {
     use std::collections::VecDeque;
     use std::sync::{Condvar, Mutex, MutexGuard};
@@ -192,7 +178,7 @@ mod starters {
         POOL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    use super::start_width as width;
+    use crate::width::start_width as width;
 
     /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
     /// panicked).

@@ -38,7 +38,7 @@ static SPARES: Spares = Spares(Mutex::new(Vec::new()));
 /// At most this many dirs are kept: as many as calls start at once, and some.
 fn cap() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CAP.get_or_init(|| crate::spawn::start_width() * 2)
+    *CAP.get_or_init(|| crate::width::start_width() * 2)
 }
 
 /// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
