@@ -54,15 +54,12 @@ pub(crate) fn start_tool_with(
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
-    let handover = &with_spec(handover, spec.as_ref());
-    awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover, spec_at).map_err(explain)?;
-    let child = start(&prepared).map_err(explain)?;
-    if let Some(p) = sandbox {
-        p.started(child.id());
-    }
-    started(file, child)
+    let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
+    let p = Prepared {
+        handover: &handover,
+        ..prepared
+    };
+    finish(file, sandbox, start(&p).map_err(explain)?)
 }
 
 /// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
@@ -93,18 +90,14 @@ pub(crate) async fn start_tool_async_with(
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
-    let handover = &with_spec(handover, spec.as_ref());
-    awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[], spec_at).map_err(explain)?;
+    let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     if !waits {
-        let p = Prepared { handover, ..prepared };
-        let child = start(&p).map_err(explain)?;
-        if let Some(p) = sandbox {
-            p.started(child.id());
-        }
-        return started(file, child);
+        let p = Prepared {
+            handover: &handover,
+            ..prepared
+        };
+        return finish(file, sandbox, start(&p).map_err(explain)?);
     }
     let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
         .iter()
@@ -125,7 +118,32 @@ pub(crate) async fn start_tool_async_with(
     })
     .await
     .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
-    let child = child.map_err(explain)?;
+    finish(file, sandbox, child.map_err(explain)?)
+}
+
+/// The first half of every start: what is handed over (with an MCP server's description, `spec`), checked, and
+/// the start prepared ([`prepare`]) without it, for the caller to hand it over on the thread that starts.
+#[allow(clippy::too_many_arguments)]
+fn begin<'a>(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'a>],
+    spec: Option<&'a std::os::fd::OwnedFd>,
+) -> io::Result<(Vec<Handover<'a>>, Prepared<'static>)> {
+    let handover = with_spec(handover, spec);
+    awt_sys::process::check_handovers(&handover)?;
+    let spec_at = spec.map(std::os::fd::AsRawFd::as_raw_fd);
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, spec_at)?;
+    Ok((handover, prepared))
+}
+
+/// The last half of every start: the plan keeps the temp dir of the process it confined, and the child is
+/// checked to have a process id.
+fn finish(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>, child: Child) -> Result<Started, CallError> {
     if let Some(p) = sandbox {
         p.started(child.id());
     }
@@ -259,18 +277,16 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
 /// confines the process (docs/sandbox.md). `spec_at`: the descriptor an MCP server's bridge reads its description
-/// from.
-#[allow(clippy::too_many_arguments)]
-fn prepare<'h>(
+/// from. It hands nothing over: the caller sets the handovers on the thread that starts.
+fn prepare(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-    handover: &'h [Handover<'h>],
     spec_at: Option<std::os::fd::RawFd>,
-) -> io::Result<Prepared<'h>> {
+) -> io::Result<Prepared<'static>> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args, spec_at)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
@@ -297,7 +313,7 @@ fn prepare<'h>(
         limits,
         io,
         cwd,
-        handover,
+        handover: &[],
     })
 }
 
