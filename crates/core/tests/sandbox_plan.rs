@@ -1,6 +1,9 @@
 //! The sandbox planner without a kernel: its refusals, each naming the grant that allows what was refused, and
 //! what a plan made only to decide leaves on disk (nothing).
 
+// Why: a refusal carries its context (message, hint, details), as in the crate itself.
+#![allow(clippy::result_large_err)]
+
 use awt_core::discover::{Launch, ToolFile};
 use awt_core::sandbox::{self, Needs};
 use awt_core::tier::Tier;

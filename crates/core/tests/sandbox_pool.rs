@@ -75,7 +75,10 @@ if __name__ == "__main__":
         python: None,
     }));
     r.pool = Some(std::sync::Arc::new(awt_core::pool::WorkerPool::new(Default::default())));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let opts = CallOptions::default();
     let mut obs = Started(tx);
     rt.block_on(async {
