@@ -336,3 +336,39 @@ fn too_many_other_companies_refuse_the_plan_rather_than_leave_one_visible() {
         panic!("an anima of no company: {e:?}");
     }
 }
+
+/// What the planner says without refusing: a grant of a place that does not exist names the grant and the file
+/// it is in, and a process that serves several actions leaves out those the grants do not cover (each is refused
+/// when called) rather than refuse them all.
+#[test]
+fn a_missing_grant_is_said_and_a_server_leaves_out_what_is_not_granted() {
+    let w = World::new(json!({}), json!({}));
+    let gone = w.path("gone");
+    std::fs::write(w.perms_path(), json!({"sandbox": {"write": [gone]}}).to_string()).unwrap();
+    let p = w.plan(Needs::Decide(None)).unwrap();
+    let perms = w.perms_path().display().to_string();
+    let said = format!(
+        "\"sandbox\": {{\"write\": [{:?}]}} in {perms}",
+        gone.display().to_string()
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|x| x.contains(&said) && x.contains("does not exist")),
+        "{:?} lacks {said}",
+        p.warnings
+    );
+
+    std::fs::write(w.perms_path(), "{}").unwrap();
+    let outside = w.path("outside");
+    let granted: Declared = serde_json::from_value(json!({"write": ["$ANIMA_DIR"]})).unwrap();
+    let beyond: Declared = serde_json::from_value(json!({"write": [outside]})).unwrap();
+    let p = match w.plan(Needs::Serve(vec![Some(&granted), Some(&beyond)])) {
+        Ok(p) => p,
+        Err(e) => panic!("a server of one action beyond the grants: {e:?}"),
+    };
+    let outside = std::fs::canonicalize(&outside).unwrap();
+    assert!(!p.writable().contains(&outside), "{:?}", p.writable());
+    let anima = std::fs::canonicalize(w.path("animas/alice")).unwrap();
+    assert!(p.writable().contains(&anima), "{:?}", p.writable());
+}
