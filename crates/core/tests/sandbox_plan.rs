@@ -324,7 +324,7 @@ fn too_many_other_companies_refuse_the_plan_rather_than_leave_one_visible() {
     };
     assert_eq!(
         e.detail(Detail::Reason),
-        Some(&json!("sandbox_too_many_companies")),
+        Some(&json!("sandbox_unsupported")),
         "{e:?}"
     );
     let folder = past.path("data/companies").display().to_string();

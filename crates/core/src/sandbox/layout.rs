@@ -70,7 +70,8 @@ impl LayoutError {
             LayoutError::TooManyCompanies { .. } => CallError::new(ErrorCode::PermissionDenied, self.to_string())
                 .hint("remove the folders of companies no anima works for from that folder")
                 .with(Detail::Tool, tool)
-                .with(Detail::Reason, "sandbox_too_many_companies"),
+                // As for other animas that cannot be hidden (`hide_animas.rs`): a sandbox that cannot be set up.
+                .with(Detail::Reason, "sandbox_unsupported"),
         }
     }
 }
