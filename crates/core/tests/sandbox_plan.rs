@@ -122,6 +122,8 @@ fn a_plan_made_to_decide_or_refused_writes_nothing() {
             "a deciding plan plans no mounts: {:?}",
             p.mounts()
         );
+        let tmp = p.tmp().unwrap();
+        assert!(!tmp.exists(), "a deciding plan made its temp dir {}", tmp.display());
         drop(p);
         assert_eq!(
             snapshot(w.root.path()),
@@ -292,10 +294,12 @@ fn what_the_grants_cover_is_planned() {
         json!({"exec": [o]}),
         json!({"exec": ["$ANIMA_DIR/bin"]}),
         json!({"net": ["api.example.com:443"]}),
+        json!({"write": ["$TMP"]}),
     ] {
         let d: Declared = serde_json::from_value(decl.clone()).unwrap();
-        if let Err(e) = w.plan(Needs::Decide(Some(&d))) {
-            panic!("{decl}: refused: {e:?}");
+        match w.plan(Needs::Decide(Some(&d))) {
+            Ok(p) => assert!(p.warnings.is_empty(), "{decl}: {:?}", p.warnings),
+            Err(e) => panic!("{decl}: refused: {e:?}"),
         }
     }
 }
@@ -322,11 +326,7 @@ fn too_many_other_companies_refuse_the_plan_rather_than_leave_one_visible() {
     let Err(e) = past.plan(Needs::Decide(None)) else {
         panic!("{} other companies were planned, not refused", cap + 1)
     };
-    assert_eq!(
-        e.detail(Detail::Reason),
-        Some(&json!("sandbox_unsupported")),
-        "{e:?}"
-    );
+    assert_eq!(e.detail(Detail::Reason), Some(&json!("sandbox_unsupported")), "{e:?}");
     let folder = past.path("data/companies").display().to_string();
     assert!(e.message.contains(&folder), "{e:?}");
     assert!(e.message.contains(&cap.to_string()), "{e:?}");

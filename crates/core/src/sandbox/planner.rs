@@ -50,20 +50,25 @@ pub(super) fn plan_with(
     if mode == Mode::Off {
         return Ok(Plan::new(None, Vec::new(), declared, origin, check_only, false));
     }
-    let key = match needs {
-        Needs::Probe => tmp::ReuseKey::of_probe(
-            &dirs.data,
-            dirs.anima.as_deref(),
-            file.path.parent().unwrap_or(&file.path),
-        ),
-        _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+    // A plan made to decide starts nothing: it names the temp dir a call would have, and makes none.
+    let tmp = if check_only {
+        CallTmp::planned()
+    } else {
+        let key = match needs {
+            Needs::Probe => tmp::ReuseKey::of_probe(
+                &dirs.data,
+                dirs.anima.as_deref(),
+                file.path.parent().unwrap_or(&file.path),
+            ),
+            _ => tmp::ReuseKey::of(&dirs.data, dirs.anima.as_deref(), &file.path),
+        };
+        CallTmp::new(key).map_err(|e| {
+            CallError::new(
+                ErrorCode::Internal,
+                format!("cannot make the call's private temp dir: {e}"),
+            )
+        })?
     };
-    let tmp = CallTmp::new(key).map_err(|e| {
-        CallError::new(
-            ErrorCode::Internal,
-            format!("cannot make the call's private temp dir: {e}"),
-        )
-    })?;
     let tmp_path = rules::canonical(tmp.path()).unwrap_or_else(|| tmp.path().to_path_buf());
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
@@ -190,7 +195,9 @@ pub(super) fn plan_with(
     if let Some(n) = &mut named {
         n.extend(grant_write.iter().chain(&grant_read).chain(&grant_exec).cloned());
     }
-    let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> { v.iter().filter_map(|p| rules::canonical(p)).collect() };
+    // The canonical form of a path that exists; the named temp dir of a plan made to decide stands as it is.
+    let canonical = |p: &Path| rules::canonical(p).or_else(|| (check_only && p == tmp_path).then(|| p.to_path_buf()));
+    let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> { v.iter().filter_map(|p| canonical(p)).collect() };
     let grant_write = canon(grant_write);
     let grant_read: Vec<PathBuf> = canon(grant_read)
         .into_iter()
@@ -267,7 +274,7 @@ pub(super) fn plan_with(
         ] {
             for raw in list {
                 let Ok(Some(p)) = places.expand(raw) else { continue };
-                let Some(real) = rules::canonical(&p) else {
+                let Some(real) = canonical(&p) else {
                     warnings.push(format!(
                         "sandbox.{field} {raw:?}: {} does not exist; nothing granted",
                         p.display()
