@@ -20,10 +20,3 @@ pub mod cli;
 #[cfg(test)]
 mod proptests;
 pub mod scaffold;
-
-// Temporary: runner/tests/it/sandbox.rs still names these through this crate until its library tests move to
-// crates/core/tests. Nothing else may use them; the lower crates are reached by their own names.
-#[doc(hidden)]
-pub use awt_core::{pool, sandbox, stream, CallOptions};
-#[doc(hidden)]
-pub use awt_tasks as tasks;

@@ -58,6 +58,7 @@ pub mod stream;
 pub mod suggest;
 pub mod tier;
 pub mod validate;
+mod width;
 
 pub use call::{CallOptions, Resolved, Runner};
 pub use dirs::{DirOptions, Dirs};

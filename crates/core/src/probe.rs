@@ -323,7 +323,7 @@ pub(crate) fn probe_runtime() -> tokio::runtime::Handle {
 }
 
 /// Manifests of many files; cache misses are probed in parallel (at most `4 × cores`, at least 8, at once:
-/// `spawn::start_width`), on the probe runtime's threads (as many as cores, kept for the process's life).
+/// `width::start_width`), on the probe runtime's threads (as many as cores, kept for the process's life).
 ///
 /// Cache hits are read first, in order on this thread: a task per file cost more than reading its entry (a
 /// warm listing of many tools spent much of its time spawning and joining them).
@@ -346,7 +346,7 @@ pub async fn manifests(files: Vec<ToolFile>, dirs: &Dirs, env: &ProbeEnv) -> Vec
     if misses.is_empty() {
         return out.into_iter().flatten().collect();
     }
-    let width = crate::spawn::start_width();
+    let width = crate::width::start_width();
     let sem = Arc::new(tokio::sync::Semaphore::new(width));
     let dirs = Arc::new(dirs.clone());
     let env = Arc::new(env.clone());

@@ -54,15 +54,12 @@ pub(crate) fn start_tool_with(
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
-    let handover = &with_spec(handover, spec.as_ref());
-    awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, handover, spec_at).map_err(explain)?;
-    let child = start(&prepared).map_err(explain)?;
-    if let Some(p) = sandbox {
-        p.started(child.id());
-    }
-    started(file, child)
+    let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
+    let p = Prepared {
+        handover: &handover,
+        ..prepared
+    };
+    finish(file, sandbox, start(&p).map_err(explain)?)
 }
 
 /// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
@@ -93,18 +90,14 @@ pub(crate) async fn start_tool_async_with(
 ) -> Result<Started, CallError> {
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
-    let handover = &with_spec(handover, spec.as_ref());
-    awt_sys::process::check_handovers(handover).map_err(explain)?;
-    let spec_at = spec.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, &[], spec_at).map_err(explain)?;
+    let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     if !waits {
-        let p = Prepared { handover, ..prepared };
-        let child = start(&p).map_err(explain)?;
-        if let Some(p) = sandbox {
-            p.started(child.id());
-        }
-        return started(file, child);
+        let p = Prepared {
+            handover: &handover,
+            ..prepared
+        };
+        return finish(file, sandbox, start(&p).map_err(explain)?);
     }
     let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
         .iter()
@@ -125,7 +118,32 @@ pub(crate) async fn start_tool_async_with(
     })
     .await
     .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
-    let child = child.map_err(explain)?;
+    finish(file, sandbox, child.map_err(explain)?)
+}
+
+/// The first half of every start: what is handed over (with an MCP server's description, `spec`), checked, and
+/// the start prepared ([`prepare`]) without it, for the caller to hand it over on the thread that starts.
+#[allow(clippy::too_many_arguments)]
+fn begin<'a>(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'a>],
+    spec: Option<&'a std::os::fd::OwnedFd>,
+) -> io::Result<(Vec<Handover<'a>>, Prepared<'static>)> {
+    let handover = with_spec(handover, spec);
+    awt_sys::process::check_handovers(&handover)?;
+    let spec_at = spec.map(std::os::fd::AsRawFd::as_raw_fd);
+    let prepared = prepare(file, dirs, mode, env, cwd, sandbox, spec_at)?;
+    Ok((handover, prepared))
+}
+
+/// The last half of every start: the plan keeps the temp dir of the process it confined, and the child is
+/// checked to have a process id.
+fn finish(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>, child: Child) -> Result<Started, CallError> {
     if let Some(p) = sandbox {
         p.started(child.id());
     }
@@ -154,21 +172,7 @@ fn with_spec<'a>(handover: &[Handover<'a>], spec: Option<&'a std::os::fd::OwnedF
 /// The threads on which the starts that wait for a report run. Why not tokio's blocking pool: a child's
 /// `PR_SET_PDEATHSIG` fires when the *thread* that cloned it ends (prctl(2)), not the process, and that pool ends
 /// a thread idle for 10 s, which killed every sandboxed call that ran longer. These threads never end; there are
-/// at most [`starters::width`] of them, made as starts overlap, and a start waits for a free one.
-/// How many confined starts, and cold probes (`probe::manifests`), run at once: `4 × cores`, at least 8. Why four
-/// a core: a probe holds its slot off the CPU for much of its life (its pipes; its namespaces' teardown waits for
-/// an RCU grace period), and with two a core a cold listing left the cores partly idle. Asked once: the answer
-/// reads the process's cgroup files (its CPU quota), which cost every sandboxed start several opens.
-pub(crate) fn start_width() -> usize {
-    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *W.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get() * 4)
-            .unwrap_or(8)
-            .max(8)
-    })
-}
-
+/// at most [`crate::width::start_width`] of them, made as starts overlap, and a start waits for a free one.
 mod starters {
     use std::collections::VecDeque;
     use std::sync::{Condvar, Mutex, MutexGuard};
@@ -192,7 +196,7 @@ mod starters {
         POOL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    use super::start_width as width;
+    use crate::width::start_width as width;
 
     /// `f` on a starter thread, in the caller's runtime; its answer on the receiver (an error only when `f`
     /// panicked).
@@ -273,18 +277,16 @@ fn started(file: &ToolFile, child: Child) -> Result<Started, CallError> {
 
 /// Prepare the start of `file` in `mode`. `env` is the whole environment the tool gets; `sandbox`, when given,
 /// confines the process (docs/sandbox.md). `spec_at`: the descriptor an MCP server's bridge reads its description
-/// from.
-#[allow(clippy::too_many_arguments)]
-fn prepare<'h>(
+/// from. It hands nothing over: the caller sets the handovers on the thread that starts.
+fn prepare(
     file: &ToolFile,
     dirs: &Dirs,
     mode: Purpose<'_>,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
     sandbox: Option<&crate::sandbox::Plan>,
-    handover: &'h [Handover<'h>],
     spec_at: Option<std::os::fd::RawFd>,
-) -> io::Result<Prepared<'h>> {
+) -> io::Result<Prepared<'static>> {
     let args = mode_args(file, mode);
     let (program, argv) = program_and_args(file, dirs, env, cwd, args, spec_at)?;
     let confined = sandbox.map(|p| p.confine(&program)).transpose()?.flatten();
@@ -311,7 +313,7 @@ fn prepare<'h>(
         limits,
         io,
         cwd,
-        handover,
+        handover: &[],
     })
 }
 

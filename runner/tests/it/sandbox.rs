@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Landlock is there (the kernel this project's CI runs on has it); where it is not, say so and skip.
 fn landlock() -> bool {
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
         awt_sys::skipped!("this kernel has Landlock ABI {} and seccomp {}: the sandbox cannot be tested here (docs/sandbox.md lists what each ABI enforces)", k.landlock_abi, k.seccomp);
         return false;
@@ -569,7 +569,7 @@ esac"#;
 
 #[test]
 fn a_daemon_the_tool_starts_dies_with_the_call() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID namespace here: a setsid daemon outlives its call (docs/sandbox.md)");
         return;
     }
@@ -615,7 +615,7 @@ fn declared_ports_connect_and_undeclared_network_is_refused_before_start() {
     let (l, port) = listener();
     // The network is granted by default; a loopback target needs a grant naming it.
     w.tool(&w.common(), "net.sh", &declared_net_tool(port));
-    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if awt_core::sandbox::kernel::support().pid_namespace {
         let o = w.run(&["call", "net", "fetch"]);
         assert_eq!(stdout(&o).trim(), "refused", "{}", stderr(&o));
     }
@@ -725,7 +725,7 @@ fn doctor_reports_the_kernel() {
     let k = &v["sandbox"];
     assert!(k["landlock_abi"].is_number(), "{v}");
     assert!(k["report"].as_array().is_some_and(|r| r.len() == 5), "{v}");
-    let proxy = animaworks_tool::sandbox::kernel::support().pid_namespace;
+    let proxy = awt_core::sandbox::kernel::support().pid_namespace;
     assert_eq!(k["hosts"], if proxy { "proxy" } else { "not_enforced" }, "{v}");
     let _ = Path::new("");
 }
@@ -833,7 +833,7 @@ if __name__ == "__main__":
 }
 
 fn pid_namespace() -> bool {
-    if !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID namespace here (no unprivileged user namespaces): host names in \"net\" are not enforced (docs/sandbox-network.md)");
         return false;
     }
@@ -866,7 +866,7 @@ fn a_host_list_reaches_only_its_hosts_through_the_proxy() {
         .unwrap();
     let r = json(&o);
     assert!(r.get("error").is_none(), "the call failed: {r}\n{}", stderr(&o));
-    let proxy = format!("http://127.0.0.1:{}", animaworks_tool::sandbox::netproxy::PORT);
+    let proxy = format!("http://127.0.0.1:{}", awt_core::sandbox::netproxy::PORT);
     assert_eq!(r["env"]["HTTPS_PROXY"], proxy, "{r}");
     assert_eq!(r["env"]["http_proxy"], proxy, "{r}");
     assert_eq!(r["env"]["ALL_PROXY"], proxy, "{r}");
@@ -920,7 +920,7 @@ fn net_true_and_false_are_as_without_the_proxy() {
     w.tool(&w.personal(), "proxied.py", &proxied_tool(a, b));
     // `net: true` goes through the proxy where there is a PID namespace: the runner's loopback is out of reach.
     std::fs::write(w.anima.join("permissions.json"), r#"{"sandbox": {"net": ["proxied"]}}"#).unwrap();
-    if animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if awt_core::sandbox::kernel::support().pid_namespace {
         let r = json(&w.run(&["call", "proxied", "open_net"]));
         assert_ne!(r["direct_a"], "ok", "{r}");
         assert!(r["env"]["HTTPS_PROXY"].is_string(), "{r}");
@@ -1156,62 +1156,6 @@ def plain() -> str:
     runner.finish();
 }
 
-/// A pooled call whose future is dropped while its worker has it (a library caller giving up) is audited as
-/// cancelled, with the sandbox of that worker, as a call that ends is.
-#[test]
-fn a_pooled_call_dropped_mid_call_audits_its_workers_sandbox() {
-    if !landlock() {
-        return;
-    }
-    let w = World::sandboxed();
-    let more = r#"
-@action(sandbox={"net": False})
-def slow(ctx: Context) -> str:
-    """Takes its time."""
-    ctx.progress(0, 1, "started")
-    time.sleep(60)
-    return "late"
-"#;
-    net_tool(&w, "slowpoke", more);
-    /// Says when the tool has reported that it started.
-    struct Started(tokio::sync::watch::Sender<bool>);
-    impl animaworks_tool::stream::Observer for Started {
-        fn event(&mut self, _: &tool_sdk::protocol::Event, _: &[u8]) {
-            let _ = self.0.send(true);
-        }
-    }
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
-    let mut r = w.runner();
-    r.pool = Some(std::sync::Arc::new(animaworks_tool::pool::WorkerPool::new(
-        Default::default(),
-    )));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let opts = animaworks_tool::CallOptions::default();
-    let mut obs = Started(tx);
-    rt.block_on(async {
-        let call = r.call(
-            "slowpoke",
-            "slow",
-            Default::default(),
-            &opts,
-            &mut obs,
-            animaworks_tool::stream::Cancel::never(),
-        );
-        tokio::select! {
-            out = call => panic!("the call ended: {out:?}"),
-            _ = rx.wait_for(|started| *started) => {}
-        }
-    });
-    let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
-    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
-    assert_eq!(line["action"], "slow", "{line}");
-    assert_eq!(line["outcome"], "cancelled", "{line}");
-    assert_eq!(line["sandbox"]["tcp"], "open", "{line}");
-}
-
 fn last_audit(w: &World) -> Value {
     let audit = std::fs::read_to_string(w.anima.join("state/tool_audit.jsonl")).unwrap();
     serde_json::from_str(audit.lines().last().unwrap()).unwrap()
@@ -1222,7 +1166,7 @@ fn last_audit(w: &World) -> Value {
 /// file that cannot be opened, none a way into another.
 #[test]
 fn every_hidden_folder_is_empty_and_read_only_and_every_hidden_file_unopenable() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
@@ -1299,7 +1243,7 @@ printf '{"dirs":%d,"files":%d,"listed":%d,"written":%d,"opened":%d}\n' $dirs $fi
 /// own, readable by the runner's user and so by Landlock's read of the whole file system (found by a review).
 #[test]
 fn another_calls_temp_dir_is_hidden_and_the_own_one_works() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
@@ -1334,7 +1278,7 @@ printf '{"seen":"%s","own":"%s"}\n' "$seen" "$own"
 
 /// A temp dir where the runner's calls keep theirs (the calls folder, or the temp dir itself without one).
 fn another_calls_dir() -> tempfile::TempDir {
-    match animaworks_tool::sandbox::calls_dir() {
+    match awt_core::sandbox::calls_dir() {
         Some(dir) => tempfile::Builder::new().prefix("call-").tempdir_in(dir),
         None => tempfile::Builder::new().prefix("animaworks-tool-call-").tempdir(),
     }
@@ -1345,11 +1289,11 @@ fn another_calls_dir() -> tempfile::TempDir {
 /// calls folder; before, only the dirs there at the time of the plan were).
 #[test]
 fn a_later_calls_temp_dir_is_hidden_too() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
-    if animaworks_tool::sandbox::calls_dir().is_none() {
+    if awt_core::sandbox::calls_dir().is_none() {
         awt_sys::skipped!("no calls folder here (each call's dir is hidden as the plan finds it)");
         return;
     }
@@ -1405,7 +1349,7 @@ printf '{"seen":"%s"}\n' "$seen"
 /// Found by a review of the calls folder (2623766): fails while ended dirs are handed to another anima.
 #[test]
 fn a_temp_dir_a_tool_kept_a_descriptor_of_is_not_another_animas_next() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no PID namespace here: no temp dir is taken back");
         return;
     }
@@ -1509,7 +1453,7 @@ printf '{"ino":%s}\n' "$(stat -c %i "$TMPDIR")"
 /// while the calls folder followed TMPDIR.
 #[test]
 fn the_calls_folder_of_a_runner_with_another_tmpdir_is_hidden_too() {
-    if !landlock() || !animaworks_tool::sandbox::kernel::support().pid_namespace {
+    if !landlock() || !awt_core::sandbox::kernel::support().pid_namespace {
         awt_sys::skipped!("no mount namespace here: the deny list is not made of mounts");
         return;
     }
@@ -1569,7 +1513,7 @@ printf '{"seen":"%s"}\n' "$seen"
 fn a_tasks_unmasked_arguments_are_hidden_from_confined_tools() {
     let w = World::sandboxed();
     let tasks = w.anima.join("state/background_tasks");
-    let private = tasks.join(animaworks_tool::tasks::files::PRIVATE_DIR);
+    let private = tasks.join(awt_tasks::files::PRIVATE_DIR);
     std::fs::create_dir_all(&private).unwrap();
     std::fs::write(private.join("abc.args"), r#"{"token":"UNMASKED-SECRET-4711"}"#).unwrap();
     std::fs::write(tasks.join("visible.txt"), "task folder entry").unwrap();
@@ -1636,7 +1580,7 @@ fn netns_tool(w: &World, name: &str) {
 
 #[test]
 fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other_tools_do_not() {
-    if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+    if !pid_namespace() || !awt_core::sandbox::netproxy::available() {
         awt_sys::skipped!("no PID namespace or no network proxy here");
         return;
     }
@@ -1689,7 +1633,7 @@ fn calls_of_one_tool_one_after_another_join_one_kept_network_namespace_and_other
 /// namespace instead, and the held one must never be joined again (the runner lets go of it).
 #[test]
 fn a_kept_network_namespace_whose_proxy_port_is_held_is_let_go_and_the_call_runs_in_a_fresh_one() {
-    if !pid_namespace() || !animaworks_tool::sandbox::netproxy::available() {
+    if !pid_namespace() || !awt_core::sandbox::netproxy::available() {
         awt_sys::skipped!("no PID namespace or no network proxy here");
         return;
     }
@@ -1827,7 +1771,7 @@ fn the_proxy_refuses_the_machines_own_addresses() {
     if !landlock() || !pid_namespace() {
         return;
     }
-    let own = animaworks_tool::sandbox::netproxy::local_addresses().unwrap();
+    let own = awt_core::sandbox::netproxy::local_addresses().unwrap();
     let Some(addr) = own.iter().find(|a| a.is_ipv4() && !a.is_loopback()) else {
         awt_sys::skipped!("no IPv4 address but loopback here");
         return;
@@ -1849,7 +1793,7 @@ for t in ["{addr}:{port}", "[::ffff:{addr}]:{port}"]:
     s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % t).encode())
     out[t] = s.recv(200).decode().split("\r\n")[0]
 print(json.dumps(out))'"#,
-        proxy = animaworks_tool::sandbox::netproxy::PORT
+        proxy = awt_core::sandbox::netproxy::PORT
     );
     let doc = json!({"protocol": 1, "actions": [{"name": "go", "input_schema": {"type": "object"},
                      "profile": {"sandbox": {"net": [format!("*:{port}")]}}}]});

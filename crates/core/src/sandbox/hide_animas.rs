@@ -3,7 +3,8 @@
 //! whatever is added to it during the call. Without the mount API (`open_tree`), its entries are hidden one by
 //! one, and a folder with more of them than can be hidden refuses the call.
 
-use super::{MAX_HIDDEN, MountKind, PlannedMount, kernel};
+use super::planner::MAX_HIDDEN;
+use super::{kernel, MountKind, PlannedMount};
 use crate::error::{CallError, Detail, ErrorCode};
 use std::path::{Path, PathBuf};
 

@@ -38,7 +38,7 @@ static SPARES: Spares = Spares(Mutex::new(Vec::new()));
 /// At most this many dirs are kept: as many as calls start at once, and some.
 fn cap() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CAP.get_or_init(|| crate::spawn::start_width() * 2)
+    *CAP.get_or_init(|| crate::width::start_width() * 2)
 }
 
 /// A dir this process made, held open so that its inode number cannot name another dir while it is kept.
@@ -94,6 +94,8 @@ struct Starts {
 #[derive(Debug)]
 pub(crate) struct CallTmp {
     made: Option<Made>,
+    /// Named, never made: the temp dir of a plan made to decide ([`CallTmp::planned`]).
+    planned: Option<PathBuf>,
     starts: Mutex<Starts>,
     spares: &'static Spares,
 }
@@ -126,9 +128,22 @@ impl CallTmp {
         };
         Ok(CallTmp {
             made: Some(made),
+            planned: None,
             starts: Mutex::default(),
             spares,
         })
+    }
+
+    /// The temp dir a plan made only to decide names for `$TMP`: a name in the calls folder that no call's dir
+    /// has (theirs are `call-` and random letters), never made, as the plan starts nothing.
+    pub(crate) fn planned() -> CallTmp {
+        let uid = rustix::process::getuid().as_raw();
+        CallTmp {
+            made: None,
+            planned: Some(Path::new("/tmp").join(format!("animaworks-tool-{uid}")).join("planned")),
+            starts: Mutex::default(),
+            spares: &SPARES,
+        }
     }
 
     /// Whose calls may have it after one another.
@@ -137,7 +152,11 @@ impl CallTmp {
     }
 
     pub(crate) fn path(&self) -> &Path {
-        self.made.as_ref().map_or(Path::new(""), |m| m.path.as_path())
+        match (&self.made, &self.planned) {
+            (Some(m), _) => m.path.as_path(),
+            (None, Some(p)) => p.as_path(),
+            (None, None) => Path::new(""),
+        }
     }
 
     /// A process is being confined with this dir in its grants; `pid_ns`: as the init of a PID namespace.
