@@ -1,0 +1,88 @@
+//! The bridge's MCP client (rmcp's, crates/core/src/mcp_servers/client.rs) against real servers of the official
+//! Python SDK: what a server's own requests are answered, and cancellation on each path (a one-shot call ends the
+//! server only after telling it; a session outlives a cancelled call with its state).
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
+const ASKING_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/asking_server.py");
+
+/// The interpreter with the MCP Python SDK (the one on PATH), resolved to its real file.
+fn python() -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+fn world_with(name: &str, server: Value) -> World {
+    let w = World::new();
+    w.settings(&json!({"mcp_servers": {name: server}}).to_string());
+    w
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn ask(w: &World, what: &str) -> String {
+    let o = w.run(&["asking", "ask", "--what", what]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    json(&o)["result"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A bridge that declared no capability answers `roots/list` with none and refuses sampling and elicitation, as
+/// its hand-written client did (rmcp's default would decline an elicitation, as if a user had said no).
+#[test]
+fn a_servers_own_requests_get_no_roots_and_refusals() {
+    let w = world_with("asking", json!({"command": python(), "args": [ASKING_SERVER]}));
+    assert_eq!(ask(&w, "roots"), "roots: 0");
+    let elicit = ask(&w, "elicit");
+    assert!(
+        elicit.starts_with("elicit refused") && elicit.contains("not offered by animaworks-tool"),
+        "{elicit}"
+    );
+    let sample = ask(&w, "sample");
+    assert!(sample.starts_with("sample refused"), "{sample}");
+}
+
+/// A call cut by its deadline in `use-tool --serve` is cancelled in the server; the session goes on in the same
+/// process with its state (the counter counts on).
+#[test]
+fn a_session_keeps_its_process_and_state_across_a_cancelled_call() {
+    let w = world_with(
+        "py",
+        json!({"command": python(), "args": [PY_SERVER], "timeout_s": 3}),
+    );
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let mut s = w.serve();
+    let counter = |s: &mut Serve| -> Value {
+        let v = s.ask(&json!({"tool_name": "py", "action": "counter", "args": {}}));
+        assert_eq!(v["status"], "ok", "{v}");
+        let text = v["result"].as_str().map(str::to_owned).unwrap_or_else(|| v["result"].to_string());
+        serde_json::from_str(&text).unwrap_or_else(|_| v["result"].clone())
+    };
+    let first = counter(&mut s);
+    assert_eq!(first["count"], 1, "{first}");
+    let out = s.ask(&json!({"tool_name": "py", "action": "hang",
+        "args": {"pidfile": pidfile, "cancelled_to": marker}}));
+    assert_eq!(out["status"], "error", "{out}");
+    assert!(
+        eventually(20, || std::fs::read_to_string(&marker).is_ok_and(|m| m == "cancelled")),
+        "the server was not told of the cancellation: {out}"
+    );
+    let after = counter(&mut s);
+    assert_eq!(after["pid"], first["pid"], "the same process: {after}");
+    assert_eq!(after["count"], 2, "its state kept: {after}");
+    s.finish();
+}
