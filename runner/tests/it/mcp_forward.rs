@@ -5,7 +5,7 @@
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
 const ASKING_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/asking_server.py");
@@ -55,21 +55,59 @@ fn a_servers_own_requests_get_no_roots_and_refusals() {
     assert!(sample.starts_with("sample refused"), "{sample}");
 }
 
+/// Ctrl-C on a one-shot call: the server hears `notifications/cancelled` first, then its group is ended.
+#[test]
+fn a_cancelled_one_shot_call_is_said_to_the_server_before_it_ends() {
+    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER]}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let runner = w
+        .cmd()
+        .args(["py", "hang", "--pidfile", pidfile.to_str().unwrap()])
+        .args(["--cancelled-to", marker.to_str().unwrap(), "--timeout", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(30, || read_pid(&pidfile).is_some()),
+        "the server never started"
+    );
+    let pid = read_pid(&pidfile).unwrap();
+    let st = Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = runner.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("cancelled"),
+        "the server was not told before it ended: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        eventually(10, || proc_stat(pid).is_none_or(|(state, _, _)| state == "Z")),
+        "server {pid} outlived its cancelled call"
+    );
+}
+
 /// A call cut by its deadline in `use-tool --serve` is cancelled in the server; the session goes on in the same
 /// process with its state (the counter counts on).
 #[test]
 fn a_session_keeps_its_process_and_state_across_a_cancelled_call() {
-    let w = world_with(
-        "py",
-        json!({"command": python(), "args": [PY_SERVER], "timeout_s": 3}),
-    );
+    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER], "timeout_s": 3}));
     let pidfile = w.tmp.path().join("hang.pid");
     let marker = w.tmp.path().join("cancelled");
     let mut s = w.serve();
     let counter = |s: &mut Serve| -> Value {
         let v = s.ask(&json!({"tool_name": "py", "action": "counter", "args": {}}));
         assert_eq!(v["status"], "ok", "{v}");
-        let text = v["result"].as_str().map(str::to_owned).unwrap_or_else(|| v["result"].to_string());
+        let text = v["result"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v["result"].to_string());
         serde_json::from_str(&text).unwrap_or_else(|_| v["result"].clone())
     };
     let first = counter(&mut s);

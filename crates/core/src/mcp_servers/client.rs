@@ -101,6 +101,7 @@ impl Client {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(true);
+        awt_sys::process::term_ignored(cmd.as_std_mut());
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start the MCP server '{}' (`{}`): {e}", spec.name, spec.command))?;
