@@ -94,10 +94,10 @@ fn a_cancelled_one_shot_call_is_said_to_the_server_before_it_ends() {
 }
 
 /// A call cut by its deadline in `use-tool --serve` is cancelled in the server; the session goes on in the same
-/// process with its state (the counter counts on).
+/// process with its state (the counter counts on). The deadline is generous: the first call starts the server.
 #[test]
 fn a_session_keeps_its_process_and_state_across_a_cancelled_call() {
-    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER], "timeout_s": 3}));
+    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER], "timeout_s": 20}));
     let pidfile = w.tmp.path().join("hang.pid");
     let marker = w.tmp.path().join("cancelled");
     let mut s = w.serve();
@@ -123,4 +123,43 @@ fn a_session_keeps_its_process_and_state_across_a_cancelled_call() {
     assert_eq!(after["pid"], first["pid"], "the same process: {after}");
     assert_eq!(after["count"], 2, "its state kept: {after}");
     s.finish();
+}
+
+const ENDLESS_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/endless_server.py");
+
+fn endless_world(w: &World) -> std::path::PathBuf {
+    let pages = w.tmp.path().join("pages");
+    w.settings(
+        &json!({"mcp_servers": {"endless": {"command": python(), "args": [ENDLESS_SERVER],
+            "env": {"ENDLESS_PAGES": pages}}}})
+        .to_string(),
+    );
+    pages
+}
+
+/// A server whose `tools/list` always has a next page is read a bounded number of pages (rmcp's own
+/// `list_all_tools` would follow it forever), and what was read is offered.
+#[test]
+fn a_listing_that_pages_forever_is_cut_off() {
+    let w = World::new();
+    let pages = endless_world(&w);
+    let o = w.run(&["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("flood"), "{}", stdout(&o));
+    let read: u32 = std::fs::read_to_string(&pages).unwrap().trim().parse().unwrap();
+    assert!((2..=100).contains(&read), "pages read: {read}");
+}
+
+/// A server line longer than the bound ends the call (it is not buffered), and the error names the server.
+#[test]
+fn a_server_line_past_the_bound_fails_the_call() {
+    let w = World::new();
+    endless_world(&w);
+    let o = w.run(&["call", "endless", "flood"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("the MCP server 'endless' wrote a line longer than 16 MiB"),
+        "{text}"
+    );
 }
