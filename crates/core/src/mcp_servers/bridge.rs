@@ -1,6 +1,6 @@
 //! The bridge: `animaworks-tool __mcp-bridge --spec-fd N [--schemas | --serve]` (the description of its server
 //! handed over as a descriptor, [`super::spec_fd`]), a protocol-1 tool (protocol.md §1) that
-//! starts one MCP server (stdio) as its child and speaks MCP to it.
+//! starts one MCP server (stdio) as its child and speaks MCP to it through rmcp's client (`client.rs`).
 //!
 //! The pipeline starts the bridge as it starts any tool (its tier's sandbox, limits, process group, guardian), so
 //! the server, its child, runs under the same confinement and dies with the call or the runner. The bridge only
