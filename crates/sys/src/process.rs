@@ -674,3 +674,26 @@ pub fn in_new_session(cmd: &mut std::process::Command) -> &mut std::process::Com
     // SAFETY: setsid is async-signal-safe, the only call between fork and exec.
     unsafe { cmd.pre_exec(|| rustix::process::setsid().map(|_| ()).map_err(std::io::Error::from)) }
 }
+
+/// Start `cmd`'s program with SIGTERM ignored (an ignored signal stays ignored across exec). For the MCP bridge's
+/// server, which shares the call's process group: a SIGTERM to the group (a cancel, a deadline) then reaches the
+/// bridge alone, which tells the server (`notifications/cancelled`) and closes its input before ending it with
+/// SIGKILL, which nothing ignores (nor the group's SIGKILL after the grace period).
+pub fn term_ignored(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: one raw rt_sigaction (async-signal-safe) on a struct on this frame, the only call between fork and
+    // exec, in the child's own handler table.
+    unsafe {
+        cmd.pre_exec(|| {
+            let ignore: [usize; 4] = [libc::SIG_IGN, 0, 0, 0];
+            crate::syscall::call(
+                libc::SYS_rt_sigaction,
+                libc::SIGTERM as usize,
+                ignore.as_ptr() as usize,
+                0,
+                8,
+            );
+            Ok(())
+        })
+    }
+}

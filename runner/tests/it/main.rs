@@ -25,6 +25,7 @@ mod llm;
 mod manual;
 mod mcp;
 mod mcp_clients;
+mod mcp_forward;
 mod mcp_servers;
 mod output;
 mod pinned;

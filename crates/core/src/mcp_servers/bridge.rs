@@ -1,6 +1,6 @@
 //! The bridge: `animaworks-tool __mcp-bridge --spec-fd N [--schemas | --serve]` (the description of its server
 //! handed over as a descriptor, [`super::spec_fd`]), a protocol-1 tool (protocol.md §1) that
-//! starts one MCP server (stdio) as its child and speaks MCP to it.
+//! starts one MCP server (stdio) as its child and speaks MCP to it through rmcp's client (`client.rs`).
 //!
 //! The pipeline starts the bridge as it starts any tool (its tier's sandbox, limits, process group, guardian), so
 //! the server, its child, runs under the same confinement and dies with the call or the runner. The bridge only
@@ -12,33 +12,31 @@
 //! flight, each a `tools/call` of its own id, and `{"cancel": call_id}` cancels one of them in the server. A
 //! stdout line of the server that is not JSON-RPC is skipped and counted.
 
+use super::client::{Client, Fault};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::oneshot;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+use tokio::process::Child;
 
 /// The longest line read from the server or from the runner (a line past it is a fault, not a buffer).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
-/// The MCP revision the bridge asks for; servers answer with the one they speak, and only `tools` is used.
-const PROTOCOL_REVISION: &str = "2025-11-25";
 /// The most `tools/list` pages followed (a server that pages forever is cut off).
 const MAX_PAGES: usize = 100;
 
 #[derive(Debug, Deserialize)]
-struct Spec {
-    name: String,
-    command: String,
+pub(super) struct Spec {
+    pub(super) name: String,
+    pub(super) command: String,
     #[serde(default)]
-    args: Vec<String>,
+    pub(super) args: Vec<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    pub(super) env: BTreeMap<String, String>,
     #[serde(default)]
     handshake_s: Option<f64>,
     #[serde(default)]
@@ -105,353 +103,9 @@ pub fn main(args: &[OsString]) -> i32 {
     code
 }
 
-/// A JSON-RPC error answer of the server.
-#[derive(Debug)]
-enum Fault {
-    /// The server answered with an error object.
-    Rpc { code: i64, message: String },
-    /// The server went away, timed out or spoke garbage: the call cannot go on.
-    Broken(String),
-    /// The runner asked the call to end (SIGTERM, or a cancel line of the session).
-    Terminated,
-}
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Fault::Rpc { code, message } => write!(f, "{message} (MCP error {code})"),
-            Fault::Broken(why) => f.write_str(why),
-            Fault::Terminated => f.write_str("ended by the runner"),
-        }
-    }
-}
-
-/// How many skipped stdout lines are quoted on stderr (the rest are only counted).
-const STRAY_QUOTED: u64 = 3;
-
-/// Where the server's notifications go: the calls in flight, by their progress token and call id.
-#[derive(Default)]
-struct Routes {
-    /// call id (empty in a one-shot call) -> (the JSON-RPC id of its `tools/call`, its progress token)
-    calls: BTreeMap<String, (u64, Value)>,
-}
-
-/// One MCP session with the server: requests of many calls in flight at once, each with its own id; a reader task
-/// hands each answer to its request and each notification to its call.
-struct Client {
-    server: String,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Fault>>>>,
-    next_id: AtomicU64,
-    routes: Mutex<Routes>,
-    /// Events carry the call id (`--serve`): more than one call may be in flight.
-    tag: bool,
-    /// An answer to a request after `initialize` came: a `list_changed` from now on is news.
-    answered: AtomicBool,
-    /// stdout lines that were not JSON-RPC, skipped.
-    stray: AtomicU64,
-}
-
-impl Client {
-    /// Start the server; its stdout is read by a task of its own until it closes.
-    fn start(spec: &Spec, tag: bool) -> Result<(Arc<Client>, Child), String> {
-        let mut cmd = Command::new(&spec.command);
-        cmd.args(&spec.args)
-            .envs(&spec.env)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start the MCP server '{}' (`{}`): {e}", spec.name, spec.command))?;
-        let stdout = child.stdout.take().expect("piped");
-        let client = Arc::new(Client {
-            server: spec.name.clone(),
-            stdin: tokio::sync::Mutex::new(child.stdin.take()),
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            routes: Mutex::new(Routes::default()),
-            tag,
-            answered: AtomicBool::new(false),
-            stray: AtomicU64::new(0),
-        });
-        tokio::spawn(client.clone().read_from(stdout));
-        Ok((client, child))
-    }
-
-    async fn read_from(self: Arc<Self>, stdout: tokio::process::ChildStdout) {
-        let mut r = BufReader::new(stdout);
-        let why = loop {
-            let line = match read_line(&mut r).await {
-                Ok(Some(l)) => l,
-                Ok(None) => {
-                    break format!(
-                        "the MCP server '{}' closed its output (it exited?) before answering",
-                        self.server
-                    )
-                }
-                Err(why) => break format!("the MCP server '{}' wrote {why}", self.server),
-            };
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match serde_json::from_slice::<Value>(&line) {
-                Ok(msg) if msg.is_object() => self.dispatch(msg).await,
-                _ => {
-                    // A banner or a stray print(): skipped, as the official SDKs do, and counted.
-                    let n = self.stray.fetch_add(1, Ordering::Relaxed) + 1;
-                    if n <= STRAY_QUOTED {
-                        let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-                        eprintln!(
-                            "MCP server '{}': skipped a stdout line that is not JSON-RPC: {shown:?}",
-                            self.server
-                        );
-                    }
-                }
-            }
-        };
-        let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(Fault::Broken(why.clone())));
-        }
-    }
-
-    async fn dispatch(&self, msg: Value) {
-        let method = msg.get("method").and_then(Value::as_str);
-        match (msg.get("id"), method) {
-            (Some(req_id), Some(server_method)) => {
-                let answer = match server_method {
-                    "ping" => json!({"jsonrpc": "2.0", "id": req_id, "result": {}}),
-                    "roots/list" => json!({"jsonrpc": "2.0", "id": req_id, "result": {"roots": []}}),
-                    other => json!({"jsonrpc": "2.0", "id": req_id, "error": {
-                        "code": -32601, "message": format!("{other} is not offered by animaworks-tool")}}),
-                };
-                let _ = self.send(&answer).await;
-            }
-            (None, Some(note)) => self.note(note, msg.get("params").unwrap_or(&Value::Null)),
-            (Some(id), None) => {
-                let Some(id) = id.as_u64() else { return };
-                // An answer to nothing we asked (or to a cancelled request) is ignored, as JSON-RPC allows.
-                let Some(tx) = self.pending.lock().expect("pending lock").remove(&id) else {
-                    return;
-                };
-                if id > 1 {
-                    self.answered.store(true, Ordering::Relaxed);
-                }
-                let out = match msg.get("error") {
-                    Some(e) => Err(Fault::Rpc {
-                        code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                        message: e
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("no message")
-                            .to_owned(),
-                    }),
-                    None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
-                };
-                let _ = tx.send(out);
-            }
-            _ => {}
-        }
-    }
-
-    /// A notification of the server, as events of the calls it concerns.
-    fn note(&self, method: &str, p: &Value) {
-        let routes = self.routes.lock().expect("routes lock");
-        let tagged = |call_id: &str, mut ev: Value| {
-            if self.tag {
-                ev["call_id"] = json!(call_id);
-            }
-            out_line(&ev);
-        };
-        match method {
-            "notifications/progress" => {
-                let token = p.get("progressToken");
-                let Some((call_id, _)) = routes.calls.iter().find(|(_, (_, t))| Some(t) == token) else {
-                    return;
-                };
-                let mut ev =
-                    json!({"type": "progress", "progress": p.get("progress").and_then(Value::as_f64).unwrap_or(0.0)});
-                if let Some(t) = p.get("total").and_then(Value::as_f64) {
-                    ev["total"] = json!(t);
-                }
-                if let Some(m) = p.get("message").and_then(Value::as_str) {
-                    ev["message"] = json!(m);
-                }
-                tagged(call_id, ev);
-            }
-            // Not tied to a call: every call in flight hears it.
-            "notifications/message" => {
-                let level = match p.get("level").and_then(Value::as_str).unwrap_or("info") {
-                    "debug" => "debug",
-                    "warning" => "warning",
-                    "error" | "critical" | "alert" | "emergency" => "error",
-                    _ => "info",
-                };
-                let text = match p.get("data").cloned().unwrap_or(Value::Null) {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                for call_id in routes.calls.keys() {
-                    tagged(call_id, json!({"type": "log", "level": level, "message": text}));
-                }
-            }
-            // A server that announces its tools right after it started says nothing new.
-            "notifications/tools/list_changed" if self.answered.load(Ordering::Relaxed) => {
-                for call_id in routes.calls.keys() {
-                    tagged(
-                        call_id,
-                        json!({"type": "log", "level": "info", "message": format!(
-                            "the MCP server '{}' says its tools changed; `animaworks-tool refresh` reads them again",
-                            self.server)}),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-
-    async fn send(&self, msg: &Value) -> Result<(), Fault> {
-        let mut line = serde_json::to_vec(msg).expect("JSON");
-        line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        let Some(w) = stdin.as_mut() else {
-            return Err(Fault::Broken(format!(
-                "the MCP server '{}': its input is closed",
-                self.server
-            )));
-        };
-        w.write_all(&line)
-            .await
-            .map_err(|e| Fault::Broken(format!("cannot write to the MCP server '{}': {e}", self.server)))
-    }
-
-    async fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .await
-    }
-
-    /// Send a request; its answer arrives on the receiver. `route`: the call (and progress token) whose
-    /// notifications this request's are, noted before the request leaves.
-    async fn ask(
-        &self,
-        method: &str,
-        params: Value,
-        route: Option<(&str, Value)>,
-    ) -> Result<(u64, oneshot::Receiver<Result<Value, Fault>>), Fault> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().expect("pending lock").insert(id, tx);
-        if let Some((call_id, token)) = route {
-            self.routes
-                .lock()
-                .expect("routes lock")
-                .calls
-                .insert(call_id.to_owned(), (id, token));
-        }
-        if let Err(f) = self
-            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await
-        {
-            self.pending.lock().expect("pending lock").remove(&id);
-            return Err(f);
-        }
-        Ok((id, rx))
-    }
-
-    /// A request and its answer, within `within`.
-    async fn request(&self, method: &str, params: Value, within: Duration) -> Result<Value, Fault> {
-        let (id, rx) = self.ask(method, params, None).await?;
-        match tokio::time::timeout(within, rx).await {
-            Ok(Ok(out)) => out,
-            Ok(Err(_)) => Err(Fault::Terminated),
-            Err(_) => {
-                self.pending.lock().expect("pending lock").remove(&id);
-                Err(Fault::Broken(format!(
-                    "the MCP server '{}' did not answer {method} within {} s",
-                    self.server,
-                    within.as_secs_f64()
-                )))
-            }
-        }
-    }
-
-    /// Tell the server a request is no longer wanted (its answer, if any, is ignored).
-    async fn cancel(&self, id: u64) {
-        self.pending.lock().expect("pending lock").remove(&id);
-        let _ = self
-            .notify(
-                "notifications/cancelled",
-                json!({"requestId": id, "reason": "cancelled by the runner"}),
-            )
-            .await;
-    }
-
-    /// Cancel the `tools/call` of a call in flight.
-    async fn cancel_call(&self, call_id: &str) {
-        let id = self
-            .routes
-            .lock()
-            .expect("routes lock")
-            .calls
-            .remove(call_id)
-            .map(|(id, _)| id);
-        if let Some(id) = id {
-            self.cancel(id).await;
-        }
-    }
-
-    /// Resolves when no call is in flight.
-    async fn idle(&self) {
-        while !self.routes.lock().expect("routes lock").calls.is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Cancel every call in flight (the bridge is ending).
-    async fn cancel_all(&self) {
-        let ids: Vec<u64> = std::mem::take(&mut self.routes.lock().expect("routes lock").calls)
-            .into_values()
-            .map(|(id, _)| id)
-            .collect();
-        for id in ids {
-            self.cancel(id).await;
-        }
-    }
-
-    async fn initialize(&self, spec: &Spec) -> Result<Value, Fault> {
-        let within = handshake(spec);
-        let info = self
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": PROTOCOL_REVISION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "animaworks-tool", "version": env!("CARGO_PKG_VERSION")},
-                }),
-                within,
-            )
-            .await?;
-        self.notify("notifications/initialized", json!({})).await?;
-        Ok(info)
-    }
-
-    /// Note the skipped lines once more at the end, when there were any.
-    fn stray_note(&self) {
-        let n = self.stray.load(Ordering::Relaxed);
-        if n > 0 {
-            eprintln!(
-                "MCP server '{}': {n} stdout line(s) that are not JSON-RPC were skipped (a server writes only JSON-RPC to stdout; logs go to stderr)",
-                self.server
-            );
-        }
-    }
-}
-
 /// End the server: its input closed, a moment to exit, then killed.
 async fn shut(client: &Client, mut child: Child) {
-    drop(client.stdin.lock().await.take());
+    client.close().await;
     if tokio::time::timeout(Duration::from_secs(2), child.wait())
         .await
         .is_err()
@@ -485,7 +139,7 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Opti
     }
 }
 
-fn out_line(v: &Value) {
+pub(super) fn out_line(v: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = serde_json::to_writer(&mut out, v);
     let _ = out.write_all(b"\n");
@@ -614,11 +268,7 @@ async fn list_tools(client: &Client, spec: &Spec) -> Result<Vec<Value>, Fault> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let params = match &cursor {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
-        };
-        let page = client.request("tools/list", params, handshake(spec)).await?;
+        let page = client.list_page(cursor.clone(), handshake(spec)).await?;
         if let Some(list) = page.get("tools").and_then(Value::as_array) {
             tools.extend(list.iter().cloned());
         }
@@ -732,37 +382,19 @@ async fn call(client: &Client, req: Request, names: &HashMap<String, String>) ->
         }
         v
     };
-    let token = if call_id.is_empty() {
-        json!(client.next_id.load(Ordering::Relaxed) + 1)
-    } else {
-        json!(call_id)
-    };
-    let params = json!({"name": tool, "arguments": req.args, "_meta": {"progressToken": token}});
-    let (_, rx) = client.ask("tools/call", params, Some((&call_id, token))).await?;
-    let out = rx.await;
-    let was_routed = client
-        .routes
-        .lock()
-        .expect("routes lock")
-        .calls
-        .remove(&call_id)
-        .is_some();
-    match out {
-        // Cancelled (its sender dropped): the runner has ended the call already.
-        Err(_) => Err(Fault::Terminated),
-        Ok(_) if !was_routed => Err(Fault::Terminated),
-        Ok(Ok(result)) => {
+    match client.call_tool(&call_id, tool, req.args).await {
+        Ok(result) => {
             out_line(&with_id(final_event(&result)));
             Ok(())
         }
-        Ok(Err(Fault::Rpc { code, message })) => {
+        Err(Fault::Rpc { code, message }) => {
             out_line(&with_id(json!({
                 "type": "error", "code": "tool_error",
                 "message": format!("the MCP server '{}' refused the call: {message} (MCP error {code})", client.server),
             })));
             Ok(())
         }
-        Ok(Err(f)) => Err(f),
+        Err(f) => Err(f),
     }
 }
 
@@ -940,6 +572,6 @@ async fn serve(spec: &Spec) -> i32 {
 }
 
 /// How long the server may take to start and answer `initialize`, and each `tools/list` page.
-fn handshake(spec: &Spec) -> Duration {
+pub(super) fn handshake(spec: &Spec) -> Duration {
     Duration::from_secs_f64(spec.handshake_s.unwrap_or(30.0).clamp(0.1, 600.0))
 }

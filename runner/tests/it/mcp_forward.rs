@@ -1,0 +1,165 @@
+//! The bridge's MCP client (rmcp's, crates/core/src/mcp_servers/client.rs) against real servers of the official
+//! Python SDK: what a server's own requests are answered, and cancellation on each path (a one-shot call ends the
+//! server only after telling it; a session outlives a cancelled call with its state).
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
+const ASKING_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/asking_server.py");
+
+/// The interpreter with the MCP Python SDK (the one on PATH), resolved to its real file.
+fn python() -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+fn world_with(name: &str, server: Value) -> World {
+    let w = World::new();
+    w.settings(&json!({"mcp_servers": {name: server}}).to_string());
+    w
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn ask(w: &World, what: &str) -> String {
+    let o = w.run(&["asking", "ask", "--what", what]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    json(&o)["result"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A bridge that declared no capability answers `roots/list` with none and refuses sampling and elicitation, as
+/// its hand-written client did (rmcp's default would decline an elicitation, as if a user had said no).
+#[test]
+fn a_servers_own_requests_get_no_roots_and_refusals() {
+    let w = world_with("asking", json!({"command": python(), "args": [ASKING_SERVER]}));
+    assert_eq!(ask(&w, "roots"), "roots: 0");
+    let elicit = ask(&w, "elicit");
+    assert!(
+        elicit.starts_with("elicit refused") && elicit.contains("not offered by animaworks-tool"),
+        "{elicit}"
+    );
+    let sample = ask(&w, "sample");
+    assert!(sample.starts_with("sample refused"), "{sample}");
+}
+
+/// Ctrl-C on a one-shot call: the server hears `notifications/cancelled` first, then its group is ended.
+#[test]
+fn a_cancelled_one_shot_call_is_said_to_the_server_before_it_ends() {
+    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER]}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let runner = w
+        .cmd()
+        .args(["py", "hang", "--pidfile", pidfile.to_str().unwrap()])
+        .args(["--cancelled-to", marker.to_str().unwrap(), "--timeout", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(30, || read_pid(&pidfile).is_some()),
+        "the server never started"
+    );
+    let pid = read_pid(&pidfile).unwrap();
+    let st = Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = runner.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("cancelled"),
+        "the server was not told before it ended: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        eventually(10, || proc_stat(pid).is_none_or(|(state, _, _)| state == "Z")),
+        "server {pid} outlived its cancelled call"
+    );
+}
+
+/// A call cut by its deadline in `use-tool --serve` is cancelled in the server; the session goes on in the same
+/// process with its state (the counter counts on). The deadline is generous: the first call starts the server.
+#[test]
+fn a_session_keeps_its_process_and_state_across_a_cancelled_call() {
+    let w = world_with("py", json!({"command": python(), "args": [PY_SERVER], "timeout_s": 20}));
+    let pidfile = w.tmp.path().join("hang.pid");
+    let marker = w.tmp.path().join("cancelled");
+    let mut s = w.serve();
+    let counter = |s: &mut Serve| -> Value {
+        let v = s.ask(&json!({"tool_name": "py", "action": "counter", "args": {}}));
+        assert_eq!(v["status"], "ok", "{v}");
+        let text = v["result"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v["result"].to_string());
+        serde_json::from_str(&text).unwrap_or_else(|_| v["result"].clone())
+    };
+    let first = counter(&mut s);
+    assert_eq!(first["count"], 1, "{first}");
+    let out = s.ask(&json!({"tool_name": "py", "action": "hang",
+        "args": {"pidfile": pidfile, "cancelled_to": marker}}));
+    assert_eq!(out["status"], "error", "{out}");
+    assert!(
+        eventually(20, || std::fs::read_to_string(&marker).is_ok_and(|m| m == "cancelled")),
+        "the server was not told of the cancellation: {out}"
+    );
+    let after = counter(&mut s);
+    assert_eq!(after["pid"], first["pid"], "the same process: {after}");
+    assert_eq!(after["count"], 2, "its state kept: {after}");
+    s.finish();
+}
+
+const ENDLESS_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/endless_server.py");
+
+fn endless_world(w: &World) -> std::path::PathBuf {
+    let pages = w.tmp.path().join("pages");
+    w.settings(
+        &json!({"mcp_servers": {"endless": {"command": python(), "args": [ENDLESS_SERVER],
+            "env": {"ENDLESS_PAGES": pages}}}})
+        .to_string(),
+    );
+    pages
+}
+
+/// A server whose `tools/list` always has a next page is read a bounded number of pages (rmcp's own
+/// `list_all_tools` would follow it forever), and what was read is offered.
+#[test]
+fn a_listing_that_pages_forever_is_cut_off() {
+    let w = World::new();
+    let pages = endless_world(&w);
+    let o = w.run(&["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("flood"), "{}", stdout(&o));
+    let read: u32 = std::fs::read_to_string(&pages).unwrap().trim().parse().unwrap();
+    assert!((2..=100).contains(&read), "pages read: {read}");
+}
+
+/// A server line longer than the bound ends the call (it is not buffered), and the error names the server.
+#[test]
+fn a_server_line_past_the_bound_fails_the_call() {
+    let w = World::new();
+    endless_world(&w);
+    let o = w.run(&["call", "endless", "flood"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains("the MCP server 'endless' wrote a line longer than 16 MiB"),
+        "{text}"
+    );
+}
