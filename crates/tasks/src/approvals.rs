@@ -346,11 +346,22 @@ impl Approvals {
         };
         if req.masked_args != req.args && self.pg.is_some() {
             // A shared database never holds unmasked arguments (as tasks: secret_args).
+            let b = &req.binding;
             return Err(CallError::new(
                 ErrorCode::PermissionDenied,
-                "a call whose arguments hold a credential cannot wait for approval in the shared task database",
+                format!(
+                    "{} of tool '{}' cannot wait for approval: its arguments hold a credential, and the shared task \
+                     database (Postgres backend) never keeps unmasked arguments",
+                    b.action, b.tool
+                ),
             )
-            .hint("move the credential out of the arguments (declare it: docs/credentials.md), or grant the action"));
+            .with(awt_core::error::Detail::Reason, "approval_unavailable")
+            .with(awt_core::error::Detail::Key, req.keys.join(","))
+            .hint(format!(
+                "to run it without asking, {}; or pass the credential another way than in the arguments \
+                 (declare it: docs/credentials.md)",
+                req.allow_line()
+            )));
         }
         if req.masked_args != req.args {
             let bytes = serde_json::to_vec(&req.args).map_err(|e| internal("cannot encode arguments", e))?;
