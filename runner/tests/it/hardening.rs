@@ -57,3 +57,28 @@ fn pg_a_call_with_a_credential_in_its_arguments_names_the_grant_it_needs() {
     assert!(e["hint"].as_str().unwrap().contains(&line), "names the grant: {e}");
     assert!(!o.stdout.windows(16).any(|x| x == b"tok-approval-555"), "the secret is masked");
 }
+
+/// The command line warns when the anima dir named does not exist (a typo, a stale client entry); the MCP server
+/// said nothing while its other tiers offered tools.
+#[test]
+fn mcp_warns_when_the_anima_dir_named_does_not_exist() {
+    let w = World::new();
+    w.tool(
+        &w.common(),
+        "mail",
+        &bash_tool(r#"{"protocol":1,"actions":[{"name":"peek"}]}"#, r#"echo '{"ok":true}'"#),
+    );
+    let missing = w.tmp.path().join("animas").join("alcie");
+    let mut c = w.cmd();
+    c.env("ANIMAWORKS_ANIMA_DIR", &missing);
+    let mut m = crate::mcp::Mcp::start(c, &[]);
+    m.init("2025-11-25");
+    let l = m.ask("tools/list", json!({}));
+    assert_ne!(l["result"]["tools"], json!([]), "the common tool is offered: {l}");
+    let (status, err) = m.finish();
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains(&format!("the anima dir {} does not exist", missing.display())),
+        "no warning: {err}"
+    );
+}
