@@ -175,7 +175,12 @@ fn open_from(dir: &OwnedFd, base: &Path, from: &Path, rel: &Path, flags: OFlags,
 /// [`open_from`] without `openat2`: each folder from its parent's descriptor, the file with `O_NOFOLLOW`.
 fn open_walking(dir: &OwnedFd, base: &Path, from: &Path, rel: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
     let parent = rel.parent().unwrap_or(Path::new(""));
-    let start = rustix::fs::openat(dir, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let start = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     let Some(dir) = walk_from(start, base, from, parent, false)? else {
         return Err(io::Error::from(io::ErrorKind::NotFound));
     };
@@ -252,7 +257,12 @@ impl Folder {
                 Err(e) => return Err(e.into()),
             }
         }
-        let start = rustix::fs::openat(&self.fd, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let start = rustix::fs::openat(
+            &self.fd,
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         let Some(fd) = walk_from(start, &self.base, &self.rel, Path::new(name), false)? else {
             return Ok(None);
         };
@@ -343,7 +353,11 @@ impl Folder {
 
     /// The status of `name` (not followed).
     pub fn stat_of(&self, name: &str) -> io::Result<rustix::fs::Stat> {
-        Ok(rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?)
+        Ok(rustix::fs::statat(
+            &self.fd,
+            name,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )?)
     }
 
     /// The folder's own status.
@@ -355,8 +369,14 @@ impl Folder {
     pub fn set_modified(&self, secs: i64, nanos: u32) -> io::Result<()> {
         use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
         let times = Timestamps {
-            last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT },
-            last_modification: Timespec { tv_sec: secs, tv_nsec: nanos.into() },
+            last_access: Timespec {
+                tv_sec: 0,
+                tv_nsec: UTIME_OMIT,
+            },
+            last_modification: Timespec {
+                tv_sec: secs,
+                tv_nsec: nanos.into(),
+            },
         };
         Ok(rustix::fs::futimens(&self.fd, &times)?)
     }
@@ -440,7 +460,14 @@ mod tests {
         std::fs::write(t.path().join("bob/state/log"), "bob").unwrap();
         let walking = |rel: &str| {
             let dir = rustix::fs::open(&base, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
-            open_walking(&dir, &base, Path::new(""), Path::new(rel), OFlags::RDONLY, Mode::empty())
+            open_walking(
+                &dir,
+                &base,
+                Path::new(""),
+                Path::new(rel),
+                OFlags::RDONLY,
+                Mode::empty(),
+            )
         };
         std::fs::write(base.join("state/log"), "alice").unwrap();
         assert!(walking("state/log").is_ok());

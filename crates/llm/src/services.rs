@@ -60,7 +60,15 @@ static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<std
 fn identity(path: &Path) -> Identity {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
-    Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 fn read_disabled(path: &Path) -> Vec<&'static str> {

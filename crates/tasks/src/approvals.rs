@@ -10,13 +10,13 @@
 //! decision is an audit line in the anima's log, and a record whose MAC does not verify is never acted on.
 
 use super::{now_s, Kind, Task};
+use awt_core::beneath::Folder;
 use awt_core::call::approve::{Desk, Grant, Request, Ticket};
 use awt_core::call::Runner;
 use awt_core::error::{CallError, ErrorCode};
 use awt_core::policy::approval::{self, Binding, CallKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use awt_core::beneath::Folder;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
@@ -170,9 +170,8 @@ impl Approvals {
 
     /// The folder, opened once for a look: its files are reached from it, never followed through a link.
     fn folder(&self) -> io::Result<Folder> {
-        awt_core::beneath::folder(&self.dir, Path::new(""), false)?.ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, format!("{} is missing", self.dir.display()))
-        })
+        awt_core::beneath::folder(&self.dir, Path::new(""), false)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} is missing", self.dir.display())))
     }
 
     /// The bytes of the folder's file `name` (a regular file of this user's, at most `max` bytes).

@@ -165,7 +165,9 @@ impl FileStore {
     }
 
     fn lock(&self) -> io::Result<Lock> {
-        let f = self.folder()?.open(Path::new(".lock"), OFlags::CREATE | OFlags::RDWR, 0o666)?;
+        let f = self
+            .folder()?
+            .open(Path::new(".lock"), OFlags::CREATE | OFlags::RDWR, 0o666)?;
         loop {
             let e = match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
                 Ok(()) => return Ok(Lock(f)),
@@ -190,14 +192,19 @@ impl FileStore {
     /// The folder's modification time, in nanoseconds.
     #[cfg(test)]
     fn stamp(&self) -> io::Result<i128> {
-        let folder = self.folder_if_any()?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let folder = self
+            .folder_if_any()?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         stamp_of(&folder)
     }
 
     /// The index as written, when it matches the folder as it is now, with the folder's time.
     fn read_index(&self) -> Option<(Index, i128)> {
         let folder = self.folder_if_any().ok()??;
-        let bytes = Self::index_dir(&folder, false).ok()??.read(Path::new(INDEX_FILE), awt_core::fsread::TASK).ok()??;
+        let bytes = Self::index_dir(&folder, false)
+            .ok()??
+            .read(Path::new(INDEX_FILE), awt_core::fsread::TASK)
+            .ok()??;
         let text = std::str::from_utf8(&bytes).ok()?;
         let mut lines = text.lines();
         let mut head = lines.next()?.strip_prefix("v1 ")?.split(' ');
@@ -318,7 +325,10 @@ impl FileStore {
     pub fn index_mark(&self) -> Option<(u64, i128)> {
         let folder = self.folder_if_any().ok()??;
         let m = Self::index_dir(&folder, false).ok()??.stat_of(INDEX_FILE).ok()?;
-        Some((m.st_ino, i128::from(m.st_mtime) * 1_000_000_000 + i128::from(m.st_mtime_nsec)))
+        Some((
+            m.st_ino,
+            i128::from(m.st_mtime) * 1_000_000_000 + i128::from(m.st_mtime_nsec),
+        ))
     }
 
     /// Save a changed task; one that ended gets its notification first, so that no kill between the two loses it.
@@ -733,7 +743,11 @@ impl TaskStore for FileStore {
         // Why not by path: a FIFO put in the log's place must not block the submit (no reader: the open fails
         // instead), and a link put there (or on the way) must not make the worker append where it points.
         let log = self.folder().and_then(|f| {
-            f.open(Path::new("worker.log"), OFlags::CREATE | OFlags::WRONLY | OFlags::APPEND | OFlags::NONBLOCK, 0o666)
+            f.open(
+                Path::new("worker.log"),
+                OFlags::CREATE | OFlags::WRONLY | OFlags::APPEND | OFlags::NONBLOCK,
+                0o666,
+            )
         });
         super::queue::spawn_worker(dirs, log)
     }

@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 fn task(id: &str, status: &str) -> Task {
-    serde_json::from_value(serde_json::json!({"task_id": id, "anima_name": "alice", "tool_name": "echo:say",
+    serde_json::from_value(
+        serde_json::json!({"task_id": id, "anima_name": "alice", "tool_name": "echo:say",
         "tool_args": {}, "status": status, "created_at": 1.0, "completed_at": null, "result": null,
-        "error": null, "tool": "echo", "action": "say", "kind": "action", "updated_at": 1.0}))
+        "error": null, "tool": "echo", "action": "say", "kind": "action", "updated_at": 1.0}),
+    )
     .unwrap()
 }
 
@@ -45,11 +47,7 @@ fn animas() -> Animas {
     let outside = t.path().join("outside");
     fs::create_dir_all(alice.join("state/background_tasks")).unwrap();
     fs::create_dir_all(&outside).unwrap();
-    Animas {
-        alice,
-        outside,
-        _t: t,
-    }
+    Animas { alice, outside, _t: t }
 }
 
 /// A link planted for one of the store's own files or folders: the store refuses it or goes around it, and
@@ -153,7 +151,11 @@ fn an_approval_record_that_is_a_link_a_fifo_or_huge_is_refused() {
     assert!(e.message.contains("symbolic link"), "{}", e.message);
     // A FIFO: refused at once (the look does not block on it).
     let fifo = dir.join("00000000000b.json");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let e = a.get("00000000000b").unwrap_err();
     assert!(e.message.contains("FIFO"), "{}", e.message);
     // A file larger than a request can be.

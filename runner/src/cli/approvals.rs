@@ -280,10 +280,7 @@ pub fn pending_report(data: &std::path::Path) -> (Vec<Value>, Vec<String>) {
         }
         None => Vec::new(),
     };
-    let list: Vec<Record> = list
-        .into_iter()
-        .filter(|r| r.status == State::Pending)
-        .collect();
+    let list: Vec<Record> = list.into_iter().filter(|r| r.status == State::Pending).collect();
     (
         list.iter().map(Record::public).collect(),
         list.iter().map(line).collect(),

@@ -39,7 +39,13 @@ fn pg_a_call_with_a_credential_in_its_arguments_names_the_grant_it_needs() {
     let o = w
         .cmd()
         .env("SVC_TOKEN", "tok-approval-555")
-        .args(["call", "mail", "send", "--json", &json!({"to": "tok-approval-555"}).to_string()])
+        .args([
+            "call",
+            "mail",
+            "send",
+            "--json",
+            &json!({"to": "tok-approval-555"}).to_string(),
+        ])
         .output()
         .unwrap();
     assert_eq!(code(&o), 6, "{} {}", stdout(&o), stderr(&o));
@@ -55,7 +61,10 @@ fn pg_a_call_with_a_credential_in_its_arguments_names_the_grant_it_needs() {
         w.anima.join("permissions.json").display()
     );
     assert!(e["hint"].as_str().unwrap().contains(&line), "names the grant: {e}");
-    assert!(!o.stdout.windows(16).any(|x| x == b"tok-approval-555"), "the secret is masked");
+    assert!(
+        !o.stdout.windows(16).any(|x| x == b"tok-approval-555"),
+        "the secret is masked"
+    );
 }
 
 /// The command line warns when the anima dir named does not exist (a typo, a stale client entry); the MCP server
