@@ -237,8 +237,9 @@ impl Approvals {
         }
         let names = self.folder().and_then(|f| f.names(Some(MAX_ENTRIES))).map_err(|e| {
             CallError::new(ErrorCode::Internal, format!("cannot list the approval requests: {e}")).hint(format!(
-                "a folder of approvals holds a few files a request; move {} away (its requests are lost: file them \
-                 again) or remove the files that are not the runner's",
+                "a request is at most four files (<id>.json, <id>.args.json, <id>.decided, <id>.used): in {}, \
+                 remove files not named so, and those of requests long decided (`animaworks-tool approvals list \
+                 --all` shows them)",
                 self.dir.display()
             ))
         })?;

@@ -137,7 +137,11 @@ fn a_forged_approvals_folder_of_too_many_files_is_refused_not_listed_short() {
         "{}",
         e.message
     );
-    assert!(e.hint.as_deref().unwrap_or("").contains("move"), "{:?}", e.hint);
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("approvals list --all"),
+        "{:?}",
+        e.hint
+    );
 }
 
 #[test]
