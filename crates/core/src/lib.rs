@@ -38,6 +38,7 @@ pub mod env_vars;
 pub mod error;
 pub mod flags;
 pub mod fsread;
+pub mod hex;
 pub mod limits;
 pub mod locale;
 pub mod manifest;

@@ -597,8 +597,17 @@ pub async fn serve(runner: Runner, opts: Options) -> Result<(), ServeError> {
     let server = Server::new(runner, opts);
     // Listed once before the client asks: an empty server says why at start.
     server.tools().await;
-    if let Some(h) = server.empty_hint() {
-        eprintln!("animaworks-tool mcp: {h}");
+    match server.empty_hint() {
+        Some(h) => eprintln!("animaworks-tool mcp: {h}"),
+        // An anima dir named but missing is a mistake (a typo, a client entry with a stale path), as the command
+        // line says: said at start even when the other tiers offer tools.
+        None => {
+            if server.runner.dirs.anima.as_ref().is_some_and(|a| !a.is_dir()) {
+                if let Some(note) = awt_core::suggest::personal_tier_note(&server.runner.dirs) {
+                    eprintln!("animaworks-tool mcp: warning: {note}");
+                }
+            }
+        }
     }
     let watch_runner = server.runner.clone();
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();

@@ -10,6 +10,7 @@
 //! decision is an audit line in the anima's log, and a record whose MAC does not verify is never acted on.
 
 use super::{now_s, Kind, Task};
+use awt_core::beneath::Folder;
 use awt_core::call::approve::{Desk, Grant, Request, Ticket};
 use awt_core::call::Runner;
 use awt_core::error::{CallError, ErrorCode};
@@ -17,12 +18,16 @@ use awt_core::policy::approval::{self, Binding, CallKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The folder, relative to the data dir.
 pub const DIR: &str = "state/animaworks-tool/approvals";
+/// How many entries the folder may hold before a look refuses it (a request is up to four files: the record,
+/// its arguments and its step markers): a forged folder must not make every gated call read without end.
+pub const MAX_ENTRIES: usize = 8192;
+/// Bound for a request's unmasked arguments file.
+const ARGS_MAX: u64 = 16 * 1024 * 1024;
 /// What the MAC of a record says first.
 const DOMAIN: &str = "awt-approval-1";
 
@@ -163,8 +168,17 @@ impl Approvals {
         data.join(DIR).is_dir().then(|| Approvals::open(data).ok()).flatten()
     }
 
-    fn path(&self, id: &str, ext: &str) -> PathBuf {
-        self.dir.join(format!("{id}.{ext}"))
+    /// The folder, opened once for a look: its files are reached from it, never followed through a link.
+    fn folder(&self) -> io::Result<Folder> {
+        awt_core::beneath::folder(&self.dir, Path::new(""), false)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} is missing", self.dir.display())))
+    }
+
+    /// The bytes of the folder's file `name` (a regular file of this user's, at most `max` bytes).
+    fn read(&self, name: &str, max: u64) -> io::Result<Vec<u8>> {
+        self.folder()?
+            .read(Path::new(name), max)?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
 
     /// The record `id`, verified. A record that does not verify is an error, never acted on.
@@ -185,7 +199,7 @@ impl Approvals {
                     .map(String::into_bytes)
                     .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
             }),
-            None => awt_core::fsread::read(&self.path(id, "json"), awt_core::fsread::SMALL),
+            None => self.read(&format!("{id}.json"), awt_core::fsread::SMALL),
         };
         let bytes = match read {
             Ok(b) => b,
@@ -205,8 +219,9 @@ impl Approvals {
         Ok(r)
     }
 
-    /// Every request that verifies (others are skipped), oldest first; expired ones are marked so on the way.
-    pub fn list(&self) -> Vec<Record> {
+    /// Every request that verifies (others are skipped), oldest first; expired ones are marked so on the way. A
+    /// folder of more than [`MAX_ENTRIES`] entries is an error, never a partial list.
+    pub fn list(&self) -> Result<Vec<Record>, CallError> {
         let mut out = Vec::new();
         if let Some(url) = &self.pg {
             let ids = pg_exec(url, "SELECT id FROM awt_approvals", vec![])
@@ -218,13 +233,18 @@ impl Approvals {
                 }
             }
             out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then(a.id.cmp(&b.id)));
-            return out;
+            return Ok(out);
         }
-        let Ok(rd) = std::fs::read_dir(&self.dir) else {
-            return out;
-        };
-        for e in rd.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
+        let names = self.folder().and_then(|f| f.names(Some(MAX_ENTRIES))).map_err(|e| {
+            CallError::new(ErrorCode::Internal, format!("cannot list the approval requests: {e}")).hint(format!(
+                "a request is at most four files (<id>.json, <id>.args.json, <id>.decided, <id>.used): in {}, \
+                 remove files not named so, and those of requests long decided (`animaworks-tool approvals list \
+                 --all` shows them)",
+                self.dir.display()
+            ))
+        })?;
+        for name in names {
+            let name = name.to_string_lossy().into_owned();
             let Some(id) = name.strip_suffix(".json").filter(|i| !i.contains('.')) else {
                 continue;
             };
@@ -233,7 +253,7 @@ impl Approvals {
             }
         }
         out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then(a.id.cmp(&b.id)));
-        out
+        Ok(out)
     }
 
     fn write(&self, r: &mut Record) -> Result<(), CallError> {
@@ -255,7 +275,8 @@ impl Approvals {
             .map(|_| ())
             .map_err(|e| internal(&format!("cannot write approval request {}", r.id), e));
         }
-        super::files::write_atomic(&self.path(&r.id, "json"), &bytes)
+        self.folder()
+            .and_then(|f| f.write_atomic(&format!("{}.json", r.id), &bytes))
             .map_err(|e| internal(&format!("cannot write approval request {}", r.id), e))
     }
 
@@ -269,12 +290,8 @@ impl Approvals {
             )
             .map(|(n, _)| n == 1);
         }
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(self.path(id, what))
-        {
+        let flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::EXCL;
+        match self.folder()?.open(Path::new(&format!("{id}.{what}")), flags, 0o600) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(e),
@@ -285,7 +302,7 @@ impl Approvals {
         let read = if self.pg.is_some() {
             Err(io::Error::from(io::ErrorKind::NotFound))
         } else {
-            awt_core::fsread::read(&self.path(&r.id, "args.json"), 64 * 1024 * 1024)
+            self.read(&format!("{}.args.json", r.id), ARGS_MAX)
         };
         let args = match read {
             Ok(b) => {
@@ -304,7 +321,7 @@ impl Approvals {
     pub fn file(&self, runner: &Runner, req: &Request) -> Result<Ticket, CallError> {
         let settings = runner.settings()?.approvals.clone();
         if let Some(same) = self
-            .list()
+            .list()?
             .into_iter()
             .find(|r| r.status == State::Pending && r.binding == req.binding)
         {
@@ -329,15 +346,27 @@ impl Approvals {
         };
         if req.masked_args != req.args && self.pg.is_some() {
             // A shared database never holds unmasked arguments (as tasks: secret_args).
+            let b = &req.binding;
             return Err(CallError::new(
                 ErrorCode::PermissionDenied,
-                "a call whose arguments hold a credential cannot wait for approval in the shared task database",
+                format!(
+                    "{} of tool '{}' cannot wait for approval: its arguments hold a credential, and the shared task \
+                     database (Postgres backend) never keeps unmasked arguments",
+                    b.action, b.tool
+                ),
             )
-            .hint("move the credential out of the arguments (declare it: docs/credentials.md), or grant the action"));
+            .with(awt_core::error::Detail::Reason, "approval_unavailable")
+            .with(awt_core::error::Detail::Key, req.keys.join(","))
+            .hint(format!(
+                "to run it without asking, {}; or pass the credential another way than in the arguments \
+                 (declare it: docs/credentials.md)",
+                req.allow_line()
+            )));
         }
         if req.masked_args != req.args {
             let bytes = serde_json::to_vec(&req.args).map_err(|e| internal("cannot encode arguments", e))?;
-            super::files::write_atomic(&self.path(&r.id, "args.json"), &bytes)
+            self.folder()
+                .and_then(|f| f.write_atomic(&format!("{}.args.json", r.id), &bytes))
                 .map_err(|e| internal("cannot keep the request's arguments", e))?;
         }
         self.write(&mut r)?;
@@ -471,7 +500,6 @@ impl Approvals {
             return;
         };
         let rel = Path::new("state/background_notifications");
-        let notes = dir.join(rel);
         let text = self.locale.approval_closed(
             &format!("{}:{}", r.binding.tool, r.binding.action),
             &r.id,
@@ -480,8 +508,12 @@ impl Approvals {
             r.reason.as_deref().unwrap_or(""),
         );
         // Never through a link a tool may have left in place of `state/` or the inbox (another anima's inbox).
-        let wrote = awt_core::beneath::make_dirs(dir, rel)
-            .and_then(|_| super::files::write_atomic(&notes.join(format!("{}.md", r.id)), text.as_bytes()));
+        // The file is written from the folder the walk opened, never by its path again: a link swapped in after the
+        // walk changes nothing.
+        let wrote = awt_core::beneath::folder(dir, rel, true).and_then(|f| match f {
+            Some(f) => f.write_atomic(&format!("{}.md", r.id), text.as_bytes()),
+            None => Err(io::Error::from(io::ErrorKind::NotFound)),
+        });
         if let Err(e) = wrote {
             tracing::warn!("cannot write the notification of approval request {}: {e}", r.id);
         }

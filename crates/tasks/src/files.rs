@@ -18,10 +18,11 @@
 //! process is gone) is dropped at the next look.
 
 use super::{Census, ProcessId, Status, Task, TaskStore};
+use awt_core::beneath::Folder;
+use rustix::fs::OFlags;
 use serde_json::Value;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -54,6 +55,16 @@ const RACY_NS: i128 = 50_000_000;
 
 pub use awt_core::dirs::TASKS_PRIVATE_DIR as PRIVATE_DIR;
 
+/// The index's folder and file in the task folder.
+const INDEX_DIR: &str = ".index";
+const INDEX_FILE: &str = "active";
+
+/// A folder's modification time, in nanoseconds.
+fn stamp_of(folder: &Folder) -> io::Result<i128> {
+    let m = folder.stat()?;
+    Ok(i128::from(m.st_mtime) * 1_000_000_000 + i128::from(m.st_mtime_nsec))
+}
+
 fn is_task_file(name: &str) -> bool {
     !name.starts_with('.') && name.ends_with(".json")
 }
@@ -85,25 +96,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Write the index atomically, as [`write_atomic`] does, but by exchanging the new file with the old one and
-/// removing the old: ext4 flushes a file renamed over another (`auto_da_alloc`) at once, on every look. The index
-/// needs no such care: one lost or torn in a crash is unreadable and rebuilt from the task files.
-fn write_index(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = written_beside(path, bytes)?;
-    let swapped = rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        tmp.path(),
-        rustix::fs::CWD,
-        path,
-        rustix::fs::RenameFlags::EXCHANGE,
-    );
-    match swapped {
-        // The temporary file's name now holds the old index; dropping `tmp` removes it.
-        Ok(()) => Ok(()),
-        Err(_) => tmp.persist(path).map(|_| ()).map_err(|e| e.error),
-    }
-}
-
 impl FileStore {
     pub fn for_anima(anima_dir: &Path) -> FileStore {
         let state = anima_dir.join("state");
@@ -114,18 +106,27 @@ impl FileStore {
         }
     }
 
-    /// Make `dir` (one of the store's folders, `<anima dir>/state/...`) and the folders on its way below the anima
-    /// dir, never through a link nor into another user's folder: a tool may have swapped `state/` for a link to
-    /// another anima's (or any folder), which would merge stores and send notifications elsewhere.
-    fn make(dir: &Path) -> io::Result<()> {
+    /// Open `dir` (one of the store's folders, `<anima dir>/state/...`), made with the folders on its way below
+    /// the anima dir when `make`, never through a link nor into another user's folder: a tool may have swapped
+    /// `state/` for a link to another anima's (or any folder), which would merge stores and send notifications
+    /// elsewhere. Every file of the store is then reached from the folder opened here, never by its path: a link
+    /// swapped in after this check changes nothing. `None`: missing and not made.
+    fn open_dir(dir: &Path, make: bool) -> io::Result<Option<Folder>> {
         match Self::anima_of(dir) {
-            Some(anima) => {
-                // The anima dir itself is the operator's, made as named.
-                fs::create_dir_all(anima)?;
-                awt_core::beneath::make_dirs(anima, dir.strip_prefix(anima).unwrap_or(dir))
-            }
-            None => fs::create_dir_all(dir),
+            // The anima dir itself is the operator's, made as named.
+            Some(anima) => awt_core::beneath::folder(anima, dir.strip_prefix(anima).unwrap_or(dir), make),
+            None => awt_core::beneath::folder(dir, Path::new(""), make),
         }
+    }
+
+    /// The task folder, made if missing.
+    fn folder(&self) -> io::Result<Folder> {
+        Self::open_dir(&self.dir, true)?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    /// The task folder, if it exists.
+    fn folder_if_any(&self) -> io::Result<Option<Folder>> {
+        Self::open_dir(&self.dir, false)
     }
 
     fn anima_of(dir: &Path) -> Option<&Path> {
@@ -146,16 +147,17 @@ impl FileStore {
         self.dir.join(format!("{id}.json"))
     }
 
-    fn side(&self, id: &str, ext: &str) -> PathBuf {
+    /// A side file's name below the task folder (the private arguments' in [`PRIVATE_DIR`]).
+    fn side(id: &str, ext: &str) -> String {
         if ext == "args" {
-            return self.dir.join(PRIVATE_DIR).join(format!("{id}.args"));
+            return format!("{PRIVATE_DIR}/{id}.args");
         }
-        self.dir.join(format!("{id}.{ext}"))
+        format!("{id}.{ext}")
     }
 
     /// Where a runner before the private folder wrote a task's unmasked arguments (still read, and removed).
-    fn old_args(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.args"))
+    fn old_args(id: &str) -> String {
+        format!("{id}.args")
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -163,13 +165,9 @@ impl FileStore {
     }
 
     fn lock(&self) -> io::Result<Lock> {
-        Self::make(&self.dir)?;
-        let f = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .open(self.dir.join(".lock"))?;
+        let f = self
+            .folder()?
+            .open(Path::new(".lock"), OFlags::CREATE | OFlags::RDWR, 0o666)?;
         loop {
             let e = match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
                 Ok(()) => return Ok(Lock(f)),
@@ -181,33 +179,45 @@ impl FileStore {
         }
     }
 
+    #[cfg(test)]
     fn index_path(&self) -> PathBuf {
-        self.dir.join(".index").join("active")
+        self.dir.join(INDEX_DIR).join(INDEX_FILE)
+    }
+
+    /// The index's folder in the task folder `folder`.
+    fn index_dir(folder: &Folder, make: bool) -> io::Result<Option<Folder>> {
+        folder.sub(INDEX_DIR, make, 0o777)
     }
 
     /// The folder's modification time, in nanoseconds.
+    #[cfg(test)]
     fn stamp(&self) -> io::Result<i128> {
-        use std::os::unix::fs::MetadataExt;
-        let m = fs::metadata(&self.dir)?;
-        Ok(i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()))
+        let folder = self
+            .folder_if_any()?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        stamp_of(&folder)
     }
 
     /// The index as written, when it matches the folder as it is now, with the folder's time.
     fn read_index(&self) -> Option<(Index, i128)> {
-        let bytes = awt_core::fsread::read(&self.index_path(), awt_core::fsread::TASK).ok()?;
+        let folder = self.folder_if_any().ok()??;
+        let bytes = Self::index_dir(&folder, false)
+            .ok()??
+            .read(Path::new(INDEX_FILE), awt_core::fsread::TASK)
+            .ok()??;
         let text = std::str::from_utf8(&bytes).ok()?;
         let mut lines = text.lines();
         let mut head = lines.next()?.strip_prefix("v1 ")?.split(' ');
         let mut num = || -> Option<i128> { head.next()?.parse().ok() };
         let (stamp, files, written) = (num()?, usize::try_from(num()?).ok()?, num()?);
         let sealed = head.next() == Some("sealed");
-        if self.stamp().ok()? != stamp {
+        if stamp_of(&folder).ok()? != stamp {
             return None;
         }
         // Why count: the folder's time moves in clock ticks (milliseconds), so a file added within the tick of
         // the index's last write leaves it unchanged; then the names are counted (no file is read). A sealed
         // folder's time is one no change can give it, so any change since moved it.
-        if !sealed && written - stamp < RACY_NS && self.count_files().ok()? != files {
+        if !sealed && written - stamp < RACY_NS && Self::count_files(&folder).ok()? != files {
             return None;
         }
         let mut index = Index {
@@ -237,10 +247,11 @@ impl FileStore {
     }
 
     /// How many task files (`*.json`) the folder holds, by name.
-    fn count_files(&self) -> io::Result<usize> {
-        Ok(fs::read_dir(&self.dir)?
-            .flatten()
-            .filter(|e| is_task_file(&e.file_name().to_string_lossy()))
+    fn count_files(folder: &Folder) -> io::Result<usize> {
+        Ok(folder
+            .names(None)?
+            .iter()
+            .filter(|n| is_task_file(&n.to_string_lossy()))
             .count())
     }
 
@@ -248,14 +259,15 @@ impl FileStore {
     /// task files, which it keeps true); then seal the folder and write the index for the folder as `f` left it.
     fn locked<T>(&self, f: impl FnOnce(&mut Index) -> io::Result<T>) -> io::Result<T> {
         let _lock = self.lock()?;
+        let folder = self.folder()?;
         let before = self.read_index();
         let mut index = match &before {
             Some((i, _)) => i.clone(),
             None => {
-                fs::create_dir_all(self.dir.join(".index"))?;
+                Self::index_dir(&folder, true)?;
                 let all = self.list()?;
                 Index {
-                    files: self.count_files()?,
+                    files: Self::count_files(&folder)?,
                     ids: all
                         .into_iter()
                         .filter(|t| !t.status.is_final())
@@ -267,10 +279,10 @@ impl FileStore {
         };
         let out = f(&mut index);
         // Written even when `f` failed half-way: what it did write is in the folder.
-        let stamp = self.stamp()?;
+        let stamp = stamp_of(&folder)?;
         let unchanged = before.as_ref().is_some_and(|(i, s)| *s == stamp && *i == index);
         if !unchanged {
-            let sealed = self.seal(stamp);
+            let sealed = Self::seal(&folder, stamp);
             let written = i128::try_from(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -289,7 +301,10 @@ impl FileStore {
             for w in &index.workers {
                 text.push_str(&format!("{WORKER_LINE}{} {} {}\n", w.pid, w.start_time, w.boot_id));
             }
-            write_index(&self.index_path(), text.as_bytes())?;
+            // Exchanged, not renamed over: ext4 flushes a file renamed over another (`auto_da_alloc`) at once, on
+            // every look. The index needs no such care: one lost or torn in a crash is unreadable and rebuilt.
+            let index_dir = Self::index_dir(&folder, true)?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            index_dir.write_exchanging(INDEX_FILE, text.as_bytes())?;
         }
         out
     }
@@ -297,24 +312,22 @@ impl FileStore {
     /// Set the folder's time to one nanosecond before `stamp` (the time its last change gave it): a time the
     /// clock has passed, so any later change (by whoever, locked or not) gives the folder another. The time as
     /// set, or `None` when the file system does not take it (then the index is believed as an unsealed one).
-    fn seal(&self, stamp: i128) -> Option<i128> {
+    fn seal(folder: &Folder, stamp: i128) -> Option<i128> {
         let want = stamp - 1;
-        let secs = u64::try_from(want.div_euclid(1_000_000_000)).ok()?;
+        let secs = i64::try_from(want.div_euclid(1_000_000_000)).ok()?;
         let nanos = u32::try_from(want.rem_euclid(1_000_000_000)).ok()?;
-        let t = std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
-        let dir = File::open(&self.dir).ok()?;
-        dir.set_times(fs::FileTimes::new().set_modified(t)).ok()?;
-        (self.stamp().ok()? == want).then_some(want)
+        folder.set_modified(secs, nanos).ok()?;
+        (stamp_of(folder).ok()? == want).then_some(want)
     }
 
     /// What changes whenever the index is written (the file is replaced, so its inode changes): a worker waiting
     /// for a new task looks at this, not at the tasks.
     pub fn index_mark(&self) -> Option<(u64, i128)> {
-        use std::os::unix::fs::MetadataExt;
-        let m = fs::metadata(self.index_path()).ok()?;
+        let folder = self.folder_if_any().ok()??;
+        let m = Self::index_dir(&folder, false).ok()??.stat_of(INDEX_FILE).ok()?;
         Some((
-            m.ino(),
-            i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            m.st_ino,
+            i128::from(m.st_mtime) * 1_000_000_000 + i128::from(m.st_mtime_nsec),
         ))
     }
 
@@ -331,16 +344,17 @@ impl FileStore {
     fn save(&self, t: &Task) -> io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(t).map_err(io::Error::other)?;
         bytes.push(b'\n');
-        write_atomic(&self.path(&t.task_id), &bytes)
+        self.folder()?.write_atomic(&format!("{}.json", t.task_id), &bytes)
     }
 
-    fn read(path: &Path) -> io::Result<Option<Task>> {
-        match awt_core::fsread::read(path, awt_core::fsread::TASK) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+    /// The task file `name` of `folder`.
+    fn read(folder: &Folder, name: &str) -> io::Result<Option<Task>> {
+        match folder.read(Path::new(name), awt_core::fsread::TASK)? {
+            Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+                let path = folder.path().join(name);
+                io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+            }),
+            None => Ok(None),
         }
     }
 
@@ -392,9 +406,12 @@ impl FileStore {
     }
 
     fn release_locked(&self, id: &str) {
-        let _ = fs::remove_file(self.side(id, "args"));
-        let _ = fs::remove_file(self.old_args(id));
-        let _ = fs::remove_file(self.side(id, "cancel"));
+        let Ok(folder) = self.folder() else { return };
+        if let Ok(Some(private)) = folder.sub(PRIVATE_DIR, false, 0o700) {
+            let _ = private.remove(&format!("{id}.args"));
+        }
+        let _ = folder.remove(&Self::old_args(id));
+        let _ = folder.remove(&Self::side(id, "cancel"));
     }
 }
 
@@ -426,9 +443,8 @@ impl FileStore {
     /// arguments and cancel request gone.
     pub fn move_aside(&self, id: &str) -> io::Result<()> {
         self.locked(|index| {
-            let mut to = self.path(id).into_os_string();
-            to.push(".refused");
-            fs::rename(self.path(id), to)?;
+            let name = format!("{id}.json");
+            self.folder()?.rename(&name, &format!("{name}.refused"))?;
             index.ids.retain(|i| i != id);
             index.files = index.files.saturating_sub(1);
             self.release_locked(id);
@@ -511,19 +527,16 @@ impl FileStore {
     }
 
     fn create_locked(&self, index: &mut Index, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
+        let folder = self.folder()?;
         if let Some(args) = private_args {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(self.dir.join(PRIVATE_DIR))?;
-            let mut f = OpenOptions::new()
-                .create_new(true)
-                .write(true)
-                .mode(0o600)
-                .open(self.side(&task.task_id, "args"))?;
+            let private = folder
+                .sub(PRIVATE_DIR, true, 0o700)?
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
+            let mut f = private.open(Path::new(&format!("{}.args", task.task_id)), flags, 0o600)?;
             f.write_all(&serde_json::to_vec(args).map_err(io::Error::other)?)?;
         }
-        if self.path(&task.task_id).exists() {
+        if folder.has(&format!("{}.json", task.task_id)) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!("task {} exists", task.task_id),
@@ -551,7 +564,6 @@ fn worker_needed(index: &Index, census: &Census, active: &[Task], limit: usize) 
 
 impl TaskStore for FileStore {
     fn create(&self, task: &Task, private_args: Option<&Value>) -> io::Result<()> {
-        Self::make(&self.dir)?;
         self.locked(|index| self.create_locked(index, task, private_args))
     }
 
@@ -564,7 +576,6 @@ impl TaskStore for FileStore {
         let limit = awt_core::settings::Settings::load(&dirs.data)
             .map(|s| s.max_running_tasks)
             .unwrap_or(super::queue::DEFAULT_MAX_RUNNING);
-        Self::make(&self.dir)?;
         // One look: store the task, mark the tasks of dead workers lost (as every task command does), and see
         // whether a worker that will claim again is free for it.
         let needed = self.locked(|index| {
@@ -579,23 +590,23 @@ impl TaskStore for FileStore {
         if !super::valid_task_id(id) {
             return Ok(None);
         }
-        Self::read(&self.path(id))
+        match self.folder_if_any()? {
+            Some(folder) => Self::read(&folder, &format!("{id}.json")),
+            None => Ok(None),
+        }
     }
 
     fn list(&self) -> io::Result<Vec<Task>> {
-        let rd = match fs::read_dir(&self.dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
+        let Some(folder) = self.folder_if_any()? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for e in rd.flatten() {
-            let name = e.file_name();
+        for name in folder.names(None)? {
             let name = name.to_string_lossy();
             if !is_task_file(&name) {
                 continue;
             }
-            if let Ok(Some(t)) = Self::read(&e.path()) {
+            if let Ok(Some(t)) = Self::read(&folder, &name) {
                 out.push(t);
             }
         }
@@ -633,31 +644,36 @@ impl TaskStore for FileStore {
     }
 
     fn private_args(&self, id: &str) -> io::Result<Option<Value>> {
-        let mut path = self.side(id, "args");
-        if !path.exists() && self.old_args(id).exists() {
-            path = self.old_args(id);
+        if !super::valid_task_id(id) {
+            return Ok(None);
         }
-        match awt_core::fsread::read(&path, awt_core::fsread::TASK) {
-            Ok(b) => serde_json::from_slice(&b)
+        let Some(folder) = self.folder_if_any()? else {
+            return Ok(None);
+        };
+        let mut bytes = folder.read(Path::new(&Self::side(id, "args")), awt_core::fsread::TASK);
+        if matches!(bytes, Ok(None)) {
+            bytes = folder.read(Path::new(&Self::old_args(id)), awt_core::fsread::TASK);
+        }
+        match bytes? {
+            Some(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            None => Ok(None),
         }
     }
 
     fn request_cancel(&self, id: &str) -> io::Result<()> {
-        self.locked(|_| write_atomic(&self.side(id, "cancel"), b""))
+        self.locked(|_| self.folder()?.write_atomic(&Self::side(id, "cancel"), b""))
     }
 
     fn cancel_requested(&self, id: &str) -> bool {
-        self.side(id, "cancel").exists()
+        matches!(self.folder_if_any(), Ok(Some(f)) if f.has(&Self::side(id, "cancel")))
     }
 
     fn release(&self, id: &str) {
-        let (args, cancel) = (self.side(id, "args"), self.side(id, "cancel"));
+        let has = |name: &str| matches!(self.folder_if_any(), Ok(Some(f)) if f.open(Path::new(name), OFlags::PATH, 0).is_ok());
         // Under the lock only when there is something to remove: removing changes the folder (see the index).
-        if args.exists() || cancel.exists() {
+        if has(&Self::side(id, "args")) || has(&Self::side(id, "cancel")) {
             let _ = self.locked(|_| {
                 self.release_locked(id);
                 Ok(())
@@ -666,16 +682,16 @@ impl TaskStore for FileStore {
     }
 
     fn notify(&self, t: &Task) -> io::Result<()> {
-        Self::make(&self.notify_dir)?;
+        let folder = Self::open_dir(&self.notify_dir, true)?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let text = t.notification(self.locale);
-        write_atomic(&self.notify_dir.join(format!("{}.md", t.task_id)), text.as_bytes())
+        folder.write_atomic(&format!("{}.md", t.task_id), text.as_bytes())
     }
 
     fn remove(&self, id: &str) -> io::Result<()> {
         self.locked(|index| {
             self.release_locked(id);
             index.ids.retain(|i| i != id);
-            match fs::remove_file(self.path(id)) {
+            match self.folder()?.remove(&format!("{id}.json")) {
                 Ok(()) => {
                     index.files = index.files.saturating_sub(1);
                     Ok(())
@@ -724,7 +740,16 @@ impl TaskStore for FileStore {
     }
 
     fn start_worker(&self, dirs: &awt_core::dirs::Dirs) -> io::Result<()> {
-        super::queue::spawn_worker(dirs, &self.log_path())
+        // Why not by path: a FIFO put in the log's place must not block the submit (no reader: the open fails
+        // instead), and a link put there (or on the way) must not make the worker append where it points.
+        let log = self.folder().and_then(|f| {
+            f.open(
+                Path::new("worker.log"),
+                OFlags::CREATE | OFlags::WRONLY | OFlags::APPEND | OFlags::NONBLOCK,
+                0o666,
+            )
+        });
+        super::queue::spawn_worker(dirs, log)
     }
 
     fn is_local(&self) -> bool {
@@ -762,6 +787,7 @@ pub fn store_of(runner: &awt_core::Runner) -> Result<FileStore, awt_core::CallEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn task(id: &str, status: &str, created_at: f64) -> Task {
         serde_json::from_value(

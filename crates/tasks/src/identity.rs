@@ -21,7 +21,7 @@ pub fn new_secret() -> String {
     if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).ok() != Some(b.len()) {
         return format!("{}{}", awt_core::call::new_call_id(), awt_core::call::new_call_id());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    awt_core::hex::encode(b)
 }
 
 /// The token binding the worker holding `secret` to task `task_id`.
@@ -30,7 +30,7 @@ pub fn token(secret: &str, task_id: &str) -> String {
     h.update(secret.as_bytes());
     h.update(b":");
     h.update(task_id.as_bytes());
-    h.finalize().iter().take(16).map(|x| format!("{x:02x}")).collect()
+    awt_core::hex::encode(&h.finalize()[..16])
 }
 
 /// This process's secret, when it is a worker.

@@ -520,7 +520,7 @@ pub fn new_task_id() -> String {
         let seed = awt_core::call::new_call_id();
         return seed.trim_start_matches("c-").to_owned();
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    awt_core::hex::encode(b)
 }
 
 /// Is `id` shaped like a task id? (Ids become file names, so nothing else is accepted.)

@@ -55,7 +55,7 @@ pub fn key(data: &Path) -> io::Result<Key> {
     if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).ok() != Some(b.len()) {
         return Err(io::Error::other("no random bytes for the task key"));
     }
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let hex = awt_core::hex::encode(b);
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     {
         use std::io::Write;
@@ -104,7 +104,7 @@ fn read_key(path: &Path) -> io::Result<Key> {
     let id = {
         use sha2::Digest;
         let h = sha2::Sha256::digest([b"awt-key-id:".as_slice(), &bytes].concat());
-        h.iter().take(8).map(|x| format!("{x:02x}")).collect()
+        awt_core::hex::encode(&h[..8])
     };
     Ok(Key { bytes, id })
 }
@@ -137,27 +137,12 @@ fn args_digest(key: &Key, args: &Value) -> String {
     canonical(args, &mut bytes);
     let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key.bytes).expect("HMAC takes any key length");
     m.update(&bytes);
-    m.finalize().into_bytes().iter().map(|x| format!("{x:02x}")).collect()
+    awt_core::hex::encode(m.finalize().into_bytes())
 }
 
 fn compute(key: &Key, t: &Task) -> String {
-    let tag: String = hmac_of(key, t)
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
+    let tag = awt_core::hex::encode(hmac_of(key, t).finalize().into_bytes());
     format!("{}:{tag}", key.id)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
-        .collect()
 }
 
 /// Sign `t` (before it is stored), with `private_args`, the unmasked arguments a file store keeps beside it.
@@ -188,7 +173,7 @@ pub fn verify(key: &Key, t: &Task, private_args: Option<&Value>) -> Verdict {
     if id != key.id {
         return Verdict::OtherKey(id.chars().take(32).collect());
     }
-    let Some(tag) = mac.split_once(':').and_then(|(_, h)| unhex(h)) else {
+    let Some(tag) = mac.split_once(':').and_then(|(_, h)| awt_core::hex::decode(h)) else {
         return Verdict::Refused("the task's MAC is malformed".into());
     };
     // Constant time (hmac's verify): a forger learns nothing from how long the comparison took.
@@ -208,12 +193,7 @@ pub fn verify(key: &Key, t: &Task, private_args: Option<&Value>) -> Verdict {
 /// A MAC over any record (`domain` names what it is, so that one kind of record is never taken for another):
 /// `<key id>:<hex>`. Approval requests are signed so ([`crate::approvals`]).
 pub fn sign_value(key: &Key, domain: &str, v: &Value) -> String {
-    let tag: String = value_hmac(key, domain, v)
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
+    let tag = awt_core::hex::encode(value_hmac(key, domain, v).finalize().into_bytes());
     format!("{}:{tag}", key.id)
 }
 
@@ -225,7 +205,7 @@ pub fn verify_value(key: &Key, domain: &str, v: &Value, mac: &str) -> bool {
     if id != key.id {
         return false;
     }
-    unhex(hex).is_some_and(|tag| value_hmac(key, domain, v).verify_slice(&tag).is_ok())
+    awt_core::hex::decode(hex).is_some_and(|tag| value_hmac(key, domain, v).verify_slice(&tag).is_ok())
 }
 
 fn value_hmac(key: &Key, domain: &str, v: &Value) -> hmac::Hmac<sha2::Sha256> {

@@ -2,14 +2,14 @@
 
 use awt_core::dirs::Dirs;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Command, Stdio};
 
 pub use awt_core::settings::DEFAULT_MAX_RUNNING;
 
 /// Start a worker for this anima: `animaworks-tool jobs worker` in a new session, stdio away from the caller, so
 /// it outlives the submitting process and its terminal. Returns at once.
-pub fn spawn_worker(dirs: &Dirs, log: &std::path::Path) -> io::Result<()> {
+/// `log`: the worker's log, opened by the store from its checked folder (see [`super::files::FileStore`]).
+pub fn spawn_worker(dirs: &Dirs, log: io::Result<std::fs::File>) -> io::Result<()> {
     let anima = dirs.anima.as_ref().ok_or_else(|| io::Error::other("no anima dir"))?;
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
@@ -25,13 +25,6 @@ pub fn spawn_worker(dirs: &Dirs, log: &std::path::Path) -> io::Result<()> {
     }
     cmd.args(["jobs", "worker"]);
     cmd.env(super::identity::SECRET_VAR, super::identity::new_secret());
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        // Why: a FIFO put in the log's place must not block the submit (no reader: the open fails instead), and a
-        // symlink put there must not make the worker append to whatever file it names.
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(log);
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     match log {
         Ok(f) => cmd.stderr(f),

@@ -49,7 +49,7 @@ pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = awt_core::hex::encode(hasher.finalize());
     SEEN.lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(HashMap::new)

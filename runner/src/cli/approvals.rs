@@ -118,8 +118,11 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
     };
     match a.cmd {
         ApprovalsCmd::List { anima, all, json } => {
-            let list: Vec<Record> = store
-                .list()
+            let list = match store.list() {
+                Ok(l) => l,
+                Err(e) => return fail(&e),
+            };
+            let list: Vec<Record> = list
                 .into_iter()
                 .filter(|r| all || r.status == State::Pending)
                 .filter(|r| anima.is_none() || r.binding.anima == anima)
@@ -255,7 +258,7 @@ pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
     let Some(store) = Approvals::existing(data) else {
         return Vec::new();
     };
-    let mut list = store.list();
+    let mut list = store.list().unwrap_or_default();
     list.sort_by_key(|r| r.status != State::Pending);
     list.truncate(100);
     list.into_iter()
@@ -268,12 +271,16 @@ pub fn completion_ids(data: &std::path::Path) -> Vec<(String, String)> {
 
 /// The pending requests of the data dir, for `doctor`: as JSON, and as lines.
 pub fn pending_report(data: &std::path::Path) -> (Vec<Value>, Vec<String>) {
-    let list: Vec<Record> = Approvals::existing(data)
-        .map(|s| s.list())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| r.status == State::Pending)
-        .collect();
+    let list = match Approvals::existing(data).map(|s| s.list()) {
+        Some(Ok(l)) => l,
+        Some(Err(e)) => {
+            // Never "no pending requests" for a folder that could not be read.
+            let msg = format!("approvals: {}", e.message);
+            return (vec![serde_json::json!({"error": msg})], vec![msg]);
+        }
+        None => Vec::new(),
+    };
+    let list: Vec<Record> = list.into_iter().filter(|r| r.status == State::Pending).collect();
     (
         list.iter().map(Record::public).collect(),
         list.iter().map(line).collect(),

@@ -22,7 +22,7 @@ fn world(permissions: Value) -> World {
     w
 }
 
-fn asking() -> World {
+pub(crate) fn asking() -> World {
     world(json!({"external_tools": {"ask": ["mail_*"]}}))
 }
 
@@ -278,7 +278,7 @@ fn use_tool_answers_pending_in_animaworks_shape_and_locale() {
 
 /// Run the runner with stdin and stderr on a fresh pseudo-terminal (stdout piped); once the terminal shows the
 /// prompt, type `answer`. Returns the exit code, stdout and what the terminal showed.
-fn at_terminal(w: &World, args: &[&str], answer: &'static str) -> (Option<i32>, String, String) {
+pub(crate) fn at_terminal(w: &World, args: &[&str], answer: &'static str) -> (Option<i32>, String, String) {
     use std::io::{Read, Write};
     use std::os::fd::FromRawFd;
     use std::process::Stdio;

@@ -893,3 +893,88 @@ fn side_by_side_a_module_that_fails_to_import() {
         assert!(err.lines().any(|l| l == line), "{err}");
     }
 }
+
+/// The `extra_mcp_servers` row: the original hands an anima's MCP servers to its agent's MCP client only; ours
+/// also offers them as tools. The row's restore line (the servers in `external_tools.deny`) keeps them out: not
+/// offered to an LLM, and a call is refused.
+#[test]
+fn the_extra_mcp_servers_rows_restore_line_keeps_them_out() {
+    let o = Command::new("python3")
+        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let python = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    let server_py = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
+    let w = World::new();
+    let server = json!({"command": python, "args": [server_py], "env": {"LOG_LEVEL": "warn"}});
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"anima_defaults": {"extra_mcp_servers": {"shared_py": server}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        w.anima.join("status.json"),
+        json!({"extra_mcp_servers": {"own_py": server}}).to_string(),
+    )
+    .unwrap();
+    let offered = |w: &World| {
+        let o = w.run(&["schemas", "--format", "anthropic"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // The row's difference: ours offers them.
+    let before = offered(&w);
+    assert!(before.contains("own_py_echo") && before.contains("shared_py_echo"), "{before}");
+    // The restore line.
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"external_tools": {"deny": ["own_py", "shared_py"]}}).to_string(),
+    )
+    .unwrap();
+    let after = offered(&w);
+    assert!(!after.contains("own_py") && !after.contains("shared_py"), "{after}");
+    for server in ["own_py", "shared_py"] {
+        let o = w.run(&["call", server, "echo", "--json", r#"{"text": "x"}"#]);
+        assert_eq!(code(&o), 6, "{server}: {} {}", stdout(&o), stderr(&o));
+        assert!(stderr(&o).contains("external_tools.deny") || stdout(&o).contains("external_tools.deny"));
+    }
+}
+
+/// The exec row's memfd part: a tool may not make an executable memfd (one without `MFD_NOEXEC_SEAL`) where
+/// the original lets it; the row's restore line for memfds (the tier `"off"`) lets it again.
+#[test]
+fn the_exec_rows_memfd_restore_line_lets_a_tool_make_an_executable_memfd() {
+    let k = animaworks_tool::sandbox::kernel::support();
+    if k.landlock_abi < 6 || !k.seccomp {
+        awt_sys::skipped!("no Landlock ABI 6 and seccomp here: the sandbox's memfd rule cannot be tested");
+        return;
+    }
+    let w = World::sandboxed();
+    std::fs::write(w.anima.join("permissions.json"), "{}").unwrap();
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
+    let body = r#"python3 -c 'import os, json
+try:
+    os.close(os.memfd_create("x", 0)); print(json.dumps("ok"))
+except OSError as e:
+    print(json.dumps(e.__class__.__name__ + ":" + str(e.errno)))'"#;
+    w.tool(
+        &w.personal(),
+        "mf.sh",
+        &bash_tool(r#"[{"name":"mf_make","input_schema":{"type":"object"}}]"#, body),
+    );
+    let made = |w: &World| {
+        let o = w.run(&["call", "mf", "make"]);
+        assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+        stdout(&o).trim().to_owned()
+    };
+    // The row's difference: refused confined.
+    assert_ne!(made(&w), "ok", "an executable memfd is refused in the sandbox");
+    // The restore line.
+    w.settings(&json!({"sandbox": {"personal": "off"}}).to_string());
+    assert_eq!(made(&w), "ok", "the tier off makes memfds as the original does");
+}

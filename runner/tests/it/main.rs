@@ -15,6 +15,7 @@ mod core;
 mod credentials;
 mod dropin;
 mod dropin_surface;
+mod hardening;
 mod hidden_by_construction;
 mod dropin_table;
 mod init;

@@ -10,7 +10,7 @@ use crate::policy::gate::{Decision, RefusalKind};
 use crate::policy::permissions::{LoadedPermissions, PermissionsError};
 use crate::policy::Masker;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// How a call whose gate asks gets its answer.
@@ -74,12 +74,29 @@ pub struct Request {
     pub masked_args: Value,
     /// The grants (`<tool>_<key>`) the call asks for.
     pub keys: Vec<String>,
+    /// The permissions file whose `external_tools.allow` would run the call without asking.
+    pub permissions_path: PathBuf,
     pub anima_dir: Option<PathBuf>,
     pub timeout_s: Option<f64>,
     pub max_output: Option<u64>,
 }
 
+/// The exact grant that runs a call without asking: `add "<tool>_<key>" to external_tools.allow in <file>`.
+pub fn allow_line(keys: &[String], permissions_path: &Path) -> String {
+    let grants: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+    format!(
+        "add {} to external_tools.allow in {}",
+        grants.join(", "),
+        permissions_path.display()
+    )
+}
+
 impl Request {
+    /// [`allow_line`] of this call.
+    pub fn allow_line(&self) -> String {
+        allow_line(&self.keys, &self.permissions_path)
+    }
+
     /// What a human is shown: the anima, the tool, the action and the masked arguments, on a few lines.
     pub fn summary(&self) -> String {
         let b = &self.binding;
@@ -135,6 +152,10 @@ pub(crate) fn settle(
     to_error: &dyn Fn(Decision) -> Result<(), CallError>,
 ) -> Result<Result<LoadedPermissions, PermissionsError>, CallError> {
     let first = decide(&perms);
+    let permissions_path = match &first {
+        Decision::Deny(r) => r.permissions_path.clone(),
+        Decision::Allow => PathBuf::new(),
+    };
     let asked = match (&first, &perms) {
         (Decision::Deny(r), Ok(p)) if r.kind == RefusalKind::GrantMissing => {
             let settings = runner.settings().map(|s| s.approvals.clone()).unwrap_or_default();
@@ -199,6 +220,7 @@ pub(crate) fn settle(
         args: args.clone(),
         masked_args: masker.mask_value(args),
         keys: keys.clone(),
+        permissions_path: permissions_path.clone(),
         anima_dir: runner.dirs.anima.clone(),
         timeout_s: opts.timeout.map(|t| t.as_secs_f64()),
         max_output: opts.max_output,
@@ -226,7 +248,10 @@ pub(crate) fn settle(
                         resolved.file.name
                     ),
                 )
-                .hint("answer y at the prompt to run it"))
+                .hint(format!(
+                    "answer y at the prompt to run it once; to run it without asking, {}",
+                    allow_line(&keys, &permissions_path)
+                )))
             }
         }
         Approval::Defer => Err(pending_error(resolved, action, &keys, None)
@@ -238,13 +263,13 @@ pub(crate) fn settle(
             }
             None => {
                 // No desk in this process (a library caller): the refusal stands.
-                let grant = keys.first().cloned().unwrap_or_default();
                 Err(refused(
                     "grant_missing",
                     format!(
-                        "{action} of tool '{}' asks a human's approval, and this program cannot file a request: add \
-                         \"{grant}\" to external_tools.allow to run it",
-                        resolved.file.name
+                        "{action} of tool '{}' asks a human's approval, and this program cannot file a request: {} \
+                         to run it",
+                        resolved.file.name,
+                        allow_line(&keys, &permissions_path)
                     ),
                 ))
             }

@@ -114,7 +114,7 @@ pub fn args_sha256(kind: CallKind, args: &Value) -> String {
     };
     let mut out = Vec::new();
     canonical(v, &mut out);
-    hex(&Sha256::digest(&out))
+    crate::hex::encode(Sha256::digest(&out))
 }
 
 /// The SHA-256 of a tool file's content, in hex.
@@ -136,11 +136,7 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
         }
         h.update(&buf[..n]);
     }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    Ok(crate::hex::encode(h.finalize()))
 }
 
 /// `v` as JSON with every object's keys sorted.

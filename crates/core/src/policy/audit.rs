@@ -237,7 +237,7 @@ fn bound_args(args: &mut Value) {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::encode(digest);
     let cut = (0..=1024).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
     *args = serde_json::json!({"truncated": format!("{}…", &text[..cut]), "bytes": text.len(), "sha256": hex});
 }
@@ -252,10 +252,7 @@ fn bound_name(s: &mut String, max: usize) {
         return;
     }
     use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::hex::encode(sha2::Sha256::digest(s.as_bytes()));
     let cut = (0..=max.min(128)).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
     *s = format!("{}… ({} bytes, sha256 {hex})", &s[..cut], s.len());
 }
