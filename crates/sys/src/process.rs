@@ -385,7 +385,7 @@ unsafe fn clone_init(
         let joined = match s.join {
             // SAFETY: this is the init, one thread, before its exec: joining a network namespace is its own
             // affair; the descriptor is the runner's, copied into this child's table at the clone.
-            Some(Join { user: None, net }) => unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) },
+            Some(Join { user: None, net }) => unsafe { crate::syscall::setns(net, libc::CLONE_NEWNET) },
             _ => Ok(()),
         };
         let e = match joined {
@@ -422,9 +422,9 @@ unsafe fn clone_init(
             };
             // SAFETY: this joiner is one thread with a `fs` of its own (cloned without CLONE_THREAD or
             // CLONE_FS), before any exec; the descriptors are the runner's, copied into its table.
-            unsafe { crate::confine::keptnet::setns(user, libc::CLONE_NEWUSER) }?;
+            unsafe { crate::syscall::setns(user, libc::CLONE_NEWUSER) }?;
             // SAFETY: as above; it now has every capability in the namespace that owns `net`.
-            unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) }?;
+            unsafe { crate::syscall::setns(net, libc::CLONE_NEWNET) }?;
             // SAFETY: the init runs `entry` on its own stack (made by clone_init) with `s`, which stays alive until
             // it has reported; CLONE_PARENT makes it the runner's child, and CLONE_PARENT_SETTID stores its pid in
             // `init.pid`, in the shared memory. libc's clone writes errno only when it fails, and nobody reads it.
