@@ -1471,8 +1471,10 @@ impl Plan {
             // Never start with a mount left out: a secret would be readable, a writable place executable.
             // A path gone since the plan (a remembered probe plan's) is a setup failure: planned again, it starts.
             mounts.push(made.ok_or_else(|| {
-                let cause = io::Error::other(format!("its mount of {} cannot be prepared", m.path.display()));
-                io::Error::other(awt_sys::process::SetupFailed(cause))
+                io::Error::from(awt_sys::start_error::StartError::new(
+                    awt_sys::start_error::Step::Mounts,
+                    libc::ENOENT,
+                ))
             })?);
         }
         // An interpreter installed inside a writable place (a project's `.venv` in the caller's directory) keeps
