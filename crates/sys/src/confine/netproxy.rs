@@ -23,6 +23,8 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 pub const PORT: u16 = 3128;
 /// The longest request head read (request line and headers).
 const MAX_HEAD: usize = 8 * 1024;
+/// The most header lines a request head may have.
+const MAX_HEADERS: usize = 64;
 /// Connections relayed at once per process; more wait in the listener's backlog.
 const MAX_CONNECTIONS: usize = 32;
 /// Refused targets kept for the audit line.
@@ -330,27 +332,39 @@ enum Ask {
     Forward { host: String, port: u16, head: Vec<u8> },
 }
 
-/// Parse a request head (without its final blank line); `Err` is the status line to answer.
+const BAD: &str = "400 Bad Request";
+const TOO_MANY: &str = "431 Request Header Fields Too Large";
+
+/// Parse a request head (with its final blank line, as [`read_head`] returns it); `Err` is the status line to
+/// answer.
 fn parse(head: &[u8]) -> Result<Ask, &'static str> {
-    const BAD: &str = "400 Bad Request";
-    let text = std::str::from_utf8(head).map_err(|_| BAD)?;
-    // Why: a bare line feed (or any other control byte) would let the tool slip headers past the rewrite below.
-    if text
-        .split("\r\n")
-        .any(|l| l.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f))
-    {
+    let lines = head.strip_suffix(b"\r\n\r\n").ok_or(BAD)?;
+    std::str::from_utf8(lines).map_err(|_| BAD)?;
+    // Why, although httparse reads a bare line feed as a line's end: what the tool sent is refused unless it reads
+    // one way only, to the server behind as to the rewrite below.
+    let count = lines.split(|b| *b == b'\n').count();
+    let bare = lines.split(|b| *b == b'\n').enumerate().any(|(i, l)| {
+        let body = match l.strip_suffix(b"\r") {
+            Some(b) if i + 1 < count => b,
+            None if i + 1 < count => return true,
+            _ => l,
+        };
+        body.iter().any(|&b| b < 0x20 && b != b'\t' || b == 0x7f)
+    });
+    if bare {
         return Err(BAD);
     }
-    let mut lines = text.split("\r\n");
-    let line = lines.next().ok_or(BAD)?;
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
+        Err(httparse::Error::TooManyHeaders) => return Err(TOO_MANY),
+        _ => return Err(BAD),
+    }
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(BAD);
     };
-    if !version.starts_with("HTTP/1.") {
-        return Err(BAD);
-    }
+    let version = format!("HTTP/1.{minor}");
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = split_authority(target).filter(|(h, _)| h != "*").ok_or(BAD)?;
         return Ok(Ask::Tunnel { host, port });
@@ -388,8 +402,8 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
     // Why Host from the target: the allow-list judged the target, so the server must be asked for that host,
     // not for whatever other site on the same address the tool's own Host line names.
     let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
-    for h in lines {
-        let name = h.split(':').next().unwrap_or("").trim();
+    for h in req.headers.iter() {
+        let name = h.name;
         if [
             "host",
             "proxy-connection",
@@ -402,8 +416,9 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
         {
             continue;
         }
-        out.push_str(h);
-        out.push_str("\r\n");
+        // Checked above: the head is UTF-8 without control bytes.
+        let value = std::str::from_utf8(h.value).map_err(|_| BAD)?;
+        out.push_str(&format!("{name}: {value}\r\n"));
     }
     // Why close: a second request on the same connection could name another host.
     out.push_str("Connection: close\r\n\r\n");
@@ -424,23 +439,48 @@ async fn answer(c: &mut TcpStream, status: &str, why: &str) {
     let _ = c.shutdown().await;
 }
 
-/// Read the request head: (head without its blank line, bytes read past it); `None` past [`MAX_HEAD`] or on EOF.
-async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+/// Why no request head was read.
+#[derive(Debug, PartialEq, Eq)]
+enum HeadError {
+    /// Longer than [`MAX_HEAD`].
+    TooLarge,
+    /// More than [`MAX_HEADERS`] header lines.
+    TooManyHeaders,
+    /// Not an HTTP/1 request head.
+    Malformed,
+    /// The connection ended (or failed) before the head did.
+    Ended,
+}
+
+/// Where the head in `buf` ends (after its blank line), once `buf` holds all of it.
+fn head_end(buf: &[u8]) -> Result<Option<usize>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::Request::new(&mut headers).parse(buf) {
+        Ok(httparse::Status::Complete(n)) => Ok(Some(n)),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
+        Err(_) => Err(HeadError::Malformed),
+    }
+}
+
+/// Read the request head: (head with its blank line, bytes read past it), parsed by httparse as it arrives,
+/// bounded by [`MAX_HEAD`] bytes and [`MAX_HEADERS`] lines.
+async fn read_head(c: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
         let room = (MAX_HEAD + 4 - buf.len()).min(chunk.len());
         if room == 0 {
-            return None;
+            return Err(HeadError::TooLarge);
         }
-        let n = c.read(&mut chunk[..room]).await.ok().filter(|n| *n > 0)?;
-        let from = buf.len().saturating_sub(3);
+        let n = match c.read(&mut chunk[..room]).await {
+            Ok(n) if n > 0 => n,
+            _ => return Err(HeadError::Ended),
+        };
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
-            let end = from + i;
-            let rest = buf.split_off(end + 4);
-            buf.truncate(end);
-            return Some((buf, rest));
+        if let Some(end) = head_end(&buf)? {
+            let rest = buf.split_off(end);
+            return Ok((buf, rest));
         }
     }
 }
@@ -491,8 +531,14 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
 }
 
 async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
-    let Some((head, rest)) = read_head(&mut c).await else {
-        return answer(&mut c, "400 Bad Request", "no request head within 8 KiB").await;
+    let (head, rest) = match read_head(&mut c).await {
+        Ok(h) => h,
+        Err(HeadError::TooLarge) => return answer(&mut c, BAD, "no request head within 8 KiB").await,
+        Err(HeadError::TooManyHeaders) => {
+            return answer(&mut c, TOO_MANY, &format!("more than {MAX_HEADERS} header lines")).await
+        }
+        Err(HeadError::Malformed) => return answer(&mut c, BAD, "the request head is not HTTP/1").await,
+        Err(HeadError::Ended) => return answer(&mut c, BAD, "the connection ended before the request head").await,
     };
     let ask = match parse(&head) {
         Ok(a) => a,
@@ -738,17 +784,22 @@ mod tests {
         assert_eq!(normal_host("[FE80::1]").as_deref(), Some("fe80::1"));
     }
 
+    /// [`parse`] of `head` and its blank line.
+    fn p(head: &[u8]) -> Result<Ask, &'static str> {
+        parse(&[head, b"\r\n\r\n"].concat())
+    }
+
     #[test]
     fn requests_are_parsed_and_rewritten() {
         assert_eq!(
-            parse(b"CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443"),
+            p(b"CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443"),
             Ok(Ask::Tunnel {
                 host: "example.com".into(),
                 port: 443
             })
         );
         let Ok(Ask::Forward { host, port, head }) =
-            parse(b"GET http://h.test:8080/x?y HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive")
+            p(b"GET http://h.test:8080/x?y HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive")
         else {
             panic!()
         };
@@ -757,27 +808,27 @@ mod tests {
             String::from_utf8(head).unwrap(),
             "GET /x?y HTTP/1.1\r\nHost: h.test:8080\r\nConnection: close\r\n\r\n"
         );
-        let Ok(Ask::Forward { port, .. }) = parse(b"GET http://h.test HTTP/1.0") else {
+        let Ok(Ask::Forward { port, .. }) = p(b"GET http://h.test HTTP/1.0") else {
             panic!()
         };
         assert_eq!(port, 80);
-        assert!(parse(b"GET https://h.test/ HTTP/1.1").is_err());
-        assert!(parse(b"GET /relative HTTP/1.1").is_err());
-        assert!(parse(b"GET http://u@h.test/ HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT h.test HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT *:443 HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT a*b:443 HTTP/1.1").is_err());
+        assert!(p(b"GET https://h.test/ HTTP/1.1").is_err());
+        assert!(p(b"GET /relative HTTP/1.1").is_err());
+        assert!(p(b"GET http://u@h.test/ HTTP/1.1").is_err());
+        assert!(p(b"CONNECT h.test HTTP/1.1").is_err());
+        assert!(p(b"CONNECT *:443 HTTP/1.1").is_err());
+        assert!(p(b"CONNECT a*b:443 HTTP/1.1").is_err());
         // The tool's Host is replaced by the target's; bare line feeds and other control bytes are refused.
-        let Ok(Ask::Forward { head, .. }) = parse(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
+        let Ok(Ask::Forward { head, .. }) = p(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
             panic!()
         };
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "GET / HTTP/1.1\r\nHost: h.test\r\nX-A: b\r\nConnection: close\r\n\r\n"
         );
-        assert!(parse(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
-        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
-        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
+        assert!(p(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
+        assert!(p(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
+        assert!(p(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
         // A port that is named must be one; a colon in a host only in brackets.
         for bad in [
             "http://h.test:0/",
@@ -785,17 +836,17 @@ mod tests {
             "http://h.test:abc/",
             "http://h.test:/",
         ] {
-            assert!(parse(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
+            assert!(p(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
         }
-        assert!(parse(b"CONNECT ::1:443 HTTP/1.1").is_err());
+        assert!(p(b"CONNECT ::1:443 HTTP/1.1").is_err());
         assert_eq!(
-            parse(b"CONNECT [::1]:443 HTTP/1.1"),
+            p(b"CONNECT [::1]:443 HTTP/1.1"),
             Ok(Ask::Tunnel {
                 host: "::1".into(),
                 port: 443
             })
         );
-        let Ok(Ask::Forward { host, port, .. }) = parse(b"GET http://[::1]/ HTTP/1.1") else {
+        let Ok(Ask::Forward { host, port, .. }) = p(b"GET http://[::1]/ HTTP/1.1") else {
             panic!()
         };
         assert_eq!((host.as_str(), port), ("::1", 80));
@@ -939,5 +990,89 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the listener outlived its proxy");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// A proxy serving `localhost:<port>` of a loopback server that says hello; (the proxy, its address).
+    fn hello_proxy() -> (Proxy, std::net::SocketAddr, u16) {
+        use std::io::Write;
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let target = Allowed::parse(&format!("localhost:{up_port}")).unwrap();
+        let (proxy, child) = start(vec![target.clone()], vec![target], not_loopback_nor_own).unwrap();
+        (proxy, hand_over_a_listener(child), up_port)
+    }
+
+    /// Send `parts` one write each, then read the answer to its end.
+    async fn send(addr: std::net::SocketAddr, parts: Vec<Vec<u8>>) -> String {
+        use std::io::{Read, Write};
+        tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            for part in parts {
+                // The proxy may answer (and close) before the whole of an oversized head is sent.
+                if s.write_all(&part).is_err() {
+                    break;
+                }
+            }
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A head that arrives in pieces, split inside its request line and inside its final blank line, is read whole.
+    #[tokio::test]
+    async fn a_head_split_across_writes_is_read_whole() {
+        let (proxy, addr, port) = hello_proxy();
+        let head = format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n");
+        let cuts = [3, 12, head.len() - 3, head.len() - 1];
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for to in cuts.into_iter().chain([head.len()]) {
+            parts.push(head.as_bytes()[from..to].to_vec());
+            from = to;
+        }
+        let out = send(addr, parts).await;
+        assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("hello\n"), "{out}");
+        assert_eq!(proxy.log()["relayed"], 1);
+    }
+
+    /// A head longer than MAX_HEAD, or with more header lines than MAX_HEADERS, is refused, never relayed.
+    #[tokio::test]
+    async fn an_oversized_head_is_refused() {
+        let (proxy, addr, port) = hello_proxy();
+        let long = format!(
+            "CONNECT localhost:{port} HTTP/1.1\r\nX-Long: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD)
+        );
+        let out = send(addr, vec![long.into_bytes()]).await;
+        assert!(out.starts_with("HTTP/1.1 400") && out.contains("8 KiB"), "{out}");
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
+        let out = send(addr, vec![format!("CONNECT localhost:{port} HTTP/1.1\r\n{many}\r\n").into_bytes()]).await;
+        assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+        assert_eq!(proxy.log()["relayed"], 0);
+    }
+
+    /// A head that is not HTTP/1 (a header line without a colon, a bare line feed, a version that is none) is refused.
+    #[tokio::test]
+    async fn a_malformed_head_is_refused() {
+        let (proxy, addr, port) = hello_proxy();
+        for head in [
+            format!("CONNECT localhost:{port} HTTP/1.1\r\nNo colon here\r\n\r\n"),
+            format!("CONNECT localhost:{port} HTTP/1.1\r\nX: a\nY: b\r\n\r\n"),
+            format!("CONNECT localhost:{port} HTTP/9.9\r\n\r\n"),
+            format!("CONNECT  localhost:{port} HTTP/1.1\r\n\r\n"),
+        ] {
+            let out = send(addr, vec![head.clone().into_bytes()]).await;
+            assert!(out.starts_with("HTTP/1.1 400"), "{head:?}: {out}");
+        }
+        assert_eq!(proxy.log()["relayed"], 0);
     }
 }
