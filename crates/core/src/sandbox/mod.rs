@@ -1408,22 +1408,8 @@ impl Plan {
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
         let net = match &i.proxy_hosts {
             Some(h) => {
-                let allowed = h
-                    .iter()
-                    .filter_map(|e| {
-                        if e == "*" {
-                            Some(netproxy::Allowed::any())
-                        } else {
-                            netproxy::Allowed::parse(e)
-                        }
-                    })
-                    .collect();
-                let private = i
-                    .private_net
-                    .iter()
-                    .filter_map(|e| netproxy::Allowed::parse(e))
-                    .collect();
-                let (proxy, child_net) = netproxy::start(allowed, private, crate::policy::addresses::reachable)?;
+                let policy = crate::netpolicy::NetPolicy::new(h, &i.private_net);
+                let (proxy, child_net) = netproxy::start(std::sync::Arc::new(policy))?;
                 let listening = proxy.listening();
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some((child_net, listening, h))
