@@ -375,9 +375,9 @@ impl Drop for CallGroup {
             }
         }
         for pid in self.procs() {
-            if pid > 1 {
-                // SAFETY: a signal to a process of this call's own cgroup.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A process of this call's own cgroup (never 0 nor 1).
+            if let Some(p) = rustix::process::Pid::from_raw(pid).filter(|_| pid > 1) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
             }
         }
         // Why a thread for the rest: a group whose last process is still exiting is busy for a moment, and the
@@ -426,10 +426,9 @@ fn sweep_once(parent: &Path) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        // Signal 0 only asks whether the process exists.
+        let gone = rustix::process::Pid::from_raw(pid)
+            .is_some_and(|p| rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH));
         if gone {
             // Fails (and is left) while a process is still in it.
             let _ = std::fs::remove_dir(e.path());

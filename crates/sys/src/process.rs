@@ -590,19 +590,19 @@ impl Child {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }
-        let mut st = 0;
-        // SAFETY: waitpid on our own child, without blocking.
-        match unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) } {
-            0 => Ok(None),
-            r if r == self.pid => {
+        let pid = rustix::process::Pid::from_raw(self.pid);
+        match rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG) {
+            Ok(None) => Ok(None),
+            Ok(Some((r, st))) if pid == Some(r) => {
                 // An init child ends as its tool ended, unless it was killed first (then its own end).
                 let tool = self.init.take().map(|m| m.init.tool_status.load(Ordering::Acquire));
-                let s = ExitStatus::from_raw(tool.filter(|t| *t != Init::NO_STATUS).unwrap_or(st));
+                let s = ExitStatus::from_raw(tool.filter(|t| *t != Init::NO_STATUS).unwrap_or(st.as_raw()));
                 self.status = Some(s);
                 self.pidfd = None;
                 Ok(Some(s))
             }
-            _ => Err(io::Error::last_os_error()),
+            Ok(Some(_)) => Err(io::Error::from_raw_os_error(libc::ECHILD)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -639,8 +639,10 @@ impl Drop for Child {
                 rustix::process::Pid::from_raw(self.pid)
                     .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
             });
-            // SAFETY: our own child, not yet reaped, so the pid is still its.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            // Our own child, not yet reaped, so the pid is still its.
+            if let Some(p) = rustix::process::Pid::from_raw(self.pid) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
             crate::children::disown(self.pid as u32);
             // Why: until the kill has landed, an init child may still run on these stacks and write there; they
             // go once it has exited. Without a pidfd (Linux < 5.3) there is no safe moment: they stay.

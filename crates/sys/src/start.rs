@@ -270,8 +270,7 @@ mod tests {
         std::fs::create_dir(&gone).unwrap();
         let mount = Mount::read_only(&gone).unwrap();
         std::fs::remove_dir(&gone).unwrap();
-        // SAFETY: plain getters.
-        let (u, g) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
         let ns = PidNs {
             user: u != 0,
             uid_map: format!("{u} {u} 1").into_bytes(),

@@ -64,12 +64,7 @@ enum MountKind {
 
 /// The flags of the mount `p` is on that a remount inside a user namespace must keep.
 fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
-    // SAFETY: statvfs is plain data; all zeroes is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `p` is a valid C string, st a zeroed struct.
-    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
+    let st = rustix::fs::statvfs(p).ok()?;
     let mut flags = 0;
     for (st_flag, ms) in [
         (libc::ST_RDONLY, libc::MS_RDONLY),
@@ -80,7 +75,7 @@ fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
     ] {
-        if st.f_flag & st_flag != 0 {
+        if st.f_flag.bits() & st_flag != 0 {
             flags |= ms;
         }
     }
