@@ -17,7 +17,7 @@
 //! 4. Landlock's ruleset, then the seccomp filter.
 
 use super::landlock;
-use super::seccomp::{self, SockFilter};
+use super::seccomp;
 use crate::start_error::{StartError, Step};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -263,7 +263,7 @@ impl Mount {
 /// Everything the child needs, ready before the fork.
 pub struct Confined {
     pub ruleset: Option<OwnedFd>,
-    pub filter: Option<Vec<SockFilter>>,
+    pub filter: Option<seccomp::Filter>,
     pub pid_ns: Option<PidNs>,
     pub last_cap: i32,
 }
