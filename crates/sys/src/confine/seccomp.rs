@@ -292,7 +292,7 @@ mod tests {
     /// The kernel's answer to one call: a classic BPF program run on its `seccomp_data` (the instructions
     /// seccompiler and [`Asm`] emit).
     fn run(prog: &[SockFilter], arch: u32, nr: i64, args: [u64; 3]) -> u32 {
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&(nr as u32).to_ne_bytes());
         data[4..8].copy_from_slice(&arch.to_ne_bytes());
         for (i, a) in args.iter().enumerate() {
