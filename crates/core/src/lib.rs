@@ -44,6 +44,7 @@ pub mod locale;
 pub mod manifest;
 pub mod mcp_servers;
 pub mod names;
+pub mod netpolicy;
 pub mod owned;
 pub mod policy;
 pub mod pool;

@@ -12,6 +12,7 @@ use crate::error::{CallError, ErrorCode};
 pub(crate) use awt_sys::process::Handover;
 use awt_sys::process::{Child, Io};
 use awt_sys::start::{start, DirectExec, Prepared};
+use awt_sys::start_error::{StartError, Step};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -59,7 +60,7 @@ pub(crate) fn start_tool_with(
         handover: &handover,
         ..prepared
     };
-    finish(file, sandbox, start(&p).map_err(explain)?)
+    finish(file, sandbox, start(&p).map_err(|e| explain(e.into()))?)
 }
 
 /// [`start_tool_with`] for a caller on the async runtime, handing nothing over: a start that waits for its sandboxed child's report (a PID
@@ -97,7 +98,7 @@ pub(crate) async fn start_tool_async_with(
             handover: &handover,
             ..prepared
         };
-        return finish(file, sandbox, start(&p).map_err(explain)?);
+        return finish(file, sandbox, start(&p).map_err(|e| explain(e.into()))?);
     }
     let owned: Vec<(std::os::fd::OwnedFd, std::os::fd::RawFd)> = handover
         .iter()
@@ -114,7 +115,7 @@ pub(crate) async fn start_tool_async_with(
             handover: &hs,
             ..prepared
         };
-        start(&p)
+        start(&p).map_err(io::Error::from)
     })
     .await
     .unwrap_or_else(|_| Err(io::Error::other("the start's thread failed")));
@@ -256,7 +257,7 @@ fn spawn_failed(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> CallError {
     let err = CallError::new(ErrorCode::SpawnFailed, msg)
         .hint(hint)
         .with(crate::error::Detail::Tool, file.name.clone());
-    match e.get_ref().is_some_and(|r| r.is::<awt_sys::process::SetupFailed>()) {
+    match StartError::of(e).is_some_and(|s| s.step.is_namespace_setup()) {
         true => err.with(crate::error::Detail::Reason, SANDBOX_SETUP_FAILED),
         false => err,
     }
@@ -387,7 +388,8 @@ fn mode_args(file: &ToolFile, mode: Purpose<'_>) -> Vec<OsString> {
 /// Turn a spawn failure into a sentence that says what is wrong and what to do.
 fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, String) {
     let path = file.path.display();
-    if let Some(setup) = e.get_ref().and_then(|r| r.downcast_ref::<awt_sys::process::SetupFailed>()) {
+    let failed = StartError::of(e);
+    if let Some(setup) = failed.filter(|s| s.step.is_namespace_setup()) {
         return (
             format!("cannot start {path}: {setup}"),
             "a path the sandbox hides or binds changed while the call started: try again; if it persists, \
@@ -401,7 +403,13 @@ fn explain_spawn_error(file: &ToolFile, dirs: &Dirs, e: &io::Error) -> (String, 
         Launch::Bash => Some("bash".to_owned()),
         Launch::Exec | Launch::Mcp => None,
     };
-    match (e.raw_os_error(), interp) {
+    // Only the exec's errno speaks of the tool's file: an ENOENT of another step (a working folder gone) does not.
+    let errno = match failed {
+        Some(s) if s.step == Step::Exec => Some(s.errno),
+        Some(_) => None,
+        None => e.raw_os_error(),
+    };
+    match (errno, interp) {
         (Some(libc::ENOENT), Some(i)) => (
             format!("cannot start {path}: its interpreter `{i}` was not found"),
             if file.launch == Launch::Python {
@@ -539,7 +547,11 @@ mod tests {
             Err(e) => e,
         };
         let msg = err.to_string();
-        assert!(msg.contains("the sandbox could not prepare"), "{msg}");
+        assert!(msg.contains("step `mounts`"), "{msg}");
+        assert_eq!(
+            err.detail(crate::error::Detail::Reason).and_then(|r| r.as_str()),
+            Some(SANDBOX_SETUP_FAILED)
+        );
         assert!(!msg.contains("not found"), "{msg}");
     }
 
@@ -719,11 +731,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             .confine(&file.path)
             .err()
             .expect("confined although its temp dir is gone");
-        assert!(
-            err.get_ref().is_some_and(|r| r.is::<awt_sys::process::SetupFailed>()),
-            "{err}"
-        );
-        assert!(err.to_string().contains("cannot be prepared"), "{err}");
+        assert_eq!(StartError::of(&err).map(|s| s.step), Some(Step::Mounts), "{err}");
     }
 
     /// On the single-threaded runtime the CLI uses: a task spawned before a sandboxed start has run by the time the

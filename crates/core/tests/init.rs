@@ -6,8 +6,8 @@ mod support;
 
 use awt_core::sandbox::child::{enter_and_exec, Confined, Exec, PidNs};
 use awt_sys::process::{self, Init, Io, Start};
+use awt_sys::start_error::{StartError, Step};
 use std::ffi::CString;
-use std::io;
 
 /// argv/envp prepared before the clone (as spawn.rs's DirectExec).
 struct Prog {
@@ -53,9 +53,9 @@ fn confined() -> Confined {
 }
 
 /// Start `args` as the tool of a PID namespace the way spawn.rs does (Start::Init), all stdio /dev/null.
-fn start(c: &Confined, p: &Prog) -> io::Result<process::Child> {
+fn start(c: &Confined, p: &Prog) -> Result<process::Child, StartError> {
     let flags = c.pid_ns.as_ref().unwrap().clone_flags(false);
-    let pre = |init: Option<&Init>| -> io::Error {
+    let pre = |init: Option<&Init>| -> StartError {
         let e = Exec {
             path: p.argv[0],
             argv: p.argv.as_ptr(),
@@ -120,17 +120,21 @@ fn an_init_that_dies_before_its_report_fails_the_start() {
     let flags = confined().pid_ns.as_ref().unwrap().clone_flags(false);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let pre = |_: Option<&Init>| -> io::Error {
+        let pre = |_: Option<&Init>| -> StartError {
             // SAFETY: ends the child at once, before any report.
             unsafe { libc::syscall(libc::SYS_exit_group, 3) };
-            io::Error::from_raw_os_error(libc::EIO)
+            StartError::new(Step::Exec, libc::EIO)
         };
         // SAFETY: `pre` makes one raw system call and ends the child.
         let r = unsafe { process::spawn([Io::Null, Io::Null, Io::Null], None, Start::Init(flags, None), &pre) };
-        let _ = tx.send(r.map(|_| ()).map_err(|e| e.raw_os_error()));
+        let _ = tx.send(r.map(|_| ()));
     });
     let r = rx.recv_timeout(std::time::Duration::from_secs(30));
-    assert_eq!(r, Ok(Err(Some(libc::EIO))), "the start hung or did not fail");
+    assert_eq!(
+        r,
+        Ok(Err(StartError::new(Step::Report, libc::EIO))),
+        "the start hung or did not fail at its report"
+    );
 }
 
 /// With the runner's 0–2 not all open (a program embedding the library that closed them), the report pipe must not

@@ -38,8 +38,43 @@ pub struct Parent {
 /// Where memory and process limits can be enforced on this machine, and why not where they cannot.
 #[derive(Debug, Clone)]
 pub struct Hierarchies {
-    pub memory: Result<Parent, String>,
-    pub pids: Result<Parent, String>,
+    pub memory: Result<Parent, Unavailable>,
+    pub pids: Result<Parent, Unavailable>,
+}
+
+/// Why a controller's cgroups cannot be made beneath the runner's own cgroup.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// `/proc/self/cgroup` names no v2 cgroup.
+    #[error("cgroup v2: the runner is in no v2 cgroup")]
+    NoV2Cgroup,
+    /// No `cgroup2` file system is mounted.
+    #[error("cgroup v2: not mounted")]
+    V2NotMounted,
+    /// The runner's v2 cgroup lies outside the mount this process sees.
+    #[error("cgroup v2: the runner's cgroup {0} is not visible")]
+    V2NotVisible(String),
+    /// The runner's v2 cgroup does not hand the controller down.
+    #[error("cgroup v2: {} does not delegate `{controller}` to its children", dir.display())]
+    NotDelegated { dir: PathBuf, controller: String },
+    /// The runner is in no v1 hierarchy of the controller.
+    #[error("cgroup v1: no `{0}` hierarchy")]
+    NoV1Hierarchy(String),
+    /// The controller's v1 hierarchy is not mounted.
+    #[error("cgroup v1: the `{0}` hierarchy is not mounted")]
+    V1NotMounted(String),
+    /// The runner's v1 cgroup of the controller lies outside the mount this process sees.
+    #[error("cgroup v1: the runner's `{controller}` cgroup {path} is not visible")]
+    V1NotVisible { controller: String, path: String },
+    /// The runner may not write beneath its v1 cgroup.
+    #[error("cgroup v1: the runner may not make cgroups in {}", .0.display())]
+    V1NotWritable(PathBuf),
+    /// Neither interface serves the controller: why not through each.
+    #[error("{v2}; {v1}")]
+    Neither { v2: Box<Unavailable>, v1: Box<Unavailable> },
+    /// Turned off by the runner's caller, for the reason it gives.
+    #[error("{0}")]
+    Disabled(&'static str),
 }
 
 /// Found once per runner: the mounts and the runner's cgroups do not change under it.
@@ -50,7 +85,7 @@ pub fn hierarchies() -> &'static Hierarchies {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mounts = parse_mounts(&mountinfo);
         let v2 = v2_parent(&mounts, &own);
-        let find = |c: &str| -> Result<Parent, String> {
+        let find = |c: &str| -> Result<Parent, Unavailable> {
             let v2_err = match &v2 {
                 Ok(p)
                     if controllers(&p.dir.join("cgroup.subtree_control"))
@@ -59,10 +94,16 @@ pub fn hierarchies() -> &'static Hierarchies {
                 {
                     return Ok(p.clone())
                 }
-                Ok(p) => format!("cgroup v2: {} does not delegate `{c}` to its children", p.dir.display()),
+                Ok(p) => Unavailable::NotDelegated {
+                    dir: p.dir.clone(),
+                    controller: c.to_owned(),
+                },
                 Err(e) => e.clone(),
             };
-            v1_parent(&mounts, &own, c).map_err(|v1| format!("{v2_err}; {v1}"))
+            v1_parent(&mounts, &own, c).map_err(|v1| Unavailable::Neither {
+                v2: Box::new(v2_err),
+                v1: Box::new(v1),
+            })
         };
         Hierarchies {
             memory: find("memory"),
@@ -133,23 +174,23 @@ fn dir_in(m: &Mount, path: &str) -> Option<PathBuf> {
     d.is_dir().then_some(d)
 }
 
-fn v2_parent(mounts: &[Mount], own: &str) -> Result<Parent, String> {
+fn v2_parent(mounts: &[Mount], own: &str) -> Result<Parent, Unavailable> {
     let path = own
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
-        .ok_or_else(|| "cgroup v2: the runner is in no v2 cgroup".to_owned())?;
+        .ok_or(Unavailable::NoV2Cgroup)?;
     let m = mounts
         .iter()
         .find(|m| m.fstype == "cgroup2")
-        .ok_or_else(|| "cgroup v2: not mounted".to_owned())?;
-    let dir = dir_in(m, path).ok_or_else(|| format!("cgroup v2: the runner's cgroup {path} is not visible"))?;
+        .ok_or(Unavailable::V2NotMounted)?;
+    let dir = dir_in(m, path).ok_or_else(|| Unavailable::V2NotVisible(path.to_owned()))?;
     Ok(Parent {
         version: Version::V2,
         dir,
     })
 }
 
-fn v1_parent(mounts: &[Mount], own: &str, c: &str) -> Result<Parent, String> {
+fn v1_parent(mounts: &[Mount], own: &str, c: &str) -> Result<Parent, Unavailable> {
     let path = own
         .lines()
         .find_map(|l| {
@@ -157,20 +198,20 @@ fn v1_parent(mounts: &[Mount], own: &str, c: &str) -> Result<Parent, String> {
             let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
             ctrls.split(',').any(|x| x == c).then_some(path)
         })
-        .ok_or_else(|| format!("cgroup v1: no `{c}` hierarchy"))?;
+        .ok_or_else(|| Unavailable::NoV1Hierarchy(c.to_owned()))?;
     let m = mounts
         .iter()
         .find(|m| m.fstype == "cgroup" && m.opts.iter().any(|o| o == c))
-        .ok_or_else(|| format!("cgroup v1: the `{c}` hierarchy is not mounted"))?;
-    let dir = dir_in(m, path).ok_or_else(|| format!("cgroup v1: the runner's `{c}` cgroup {path} is not visible"))?;
+        .ok_or_else(|| Unavailable::V1NotMounted(c.to_owned()))?;
+    let dir = dir_in(m, path).ok_or_else(|| Unavailable::V1NotVisible {
+        controller: c.to_owned(),
+        path: path.to_owned(),
+    })?;
     let probe = dir.join("cgroup.procs");
     if rustix::fs::access(&probe, rustix::fs::Access::WRITE_OK).is_err()
         || rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).is_err()
     {
-        return Err(format!(
-            "cgroup v1: the runner may not make cgroups in {}",
-            dir.display()
-        ));
+        return Err(Unavailable::V1NotWritable(dir));
     }
     Ok(Parent {
         version: Version::V1,
@@ -334,9 +375,9 @@ impl Drop for CallGroup {
             }
         }
         for pid in self.procs() {
-            if pid > 1 {
-                // SAFETY: a signal to a process of this call's own cgroup.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A process of this call's own cgroup (never 0 nor 1).
+            if let Some(p) = rustix::process::Pid::from_raw(pid).filter(|_| pid > 1) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
             }
         }
         // Why a thread for the rest: a group whose last process is still exiting is busy for a moment, and the
@@ -385,10 +426,9 @@ fn sweep_once(parent: &Path) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        // Signal 0 only asks whether the process exists.
+        let gone = rustix::process::Pid::from_raw(pid)
+            .is_some_and(|p| rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH));
         if gone {
             // Fails (and is left) while a process is still in it.
             let _ = std::fs::remove_dir(e.path());

@@ -21,6 +21,8 @@
 //!    [`confine::seccomp::install`], the handed-over descriptors ([`process::place_handovers`]), then `execve`.
 //! 3. [`guardian::register`] records the group, so a dying runner still kills it; [`reap`] ends and waits for it.
 //! 4. [`cgroup`] and [`rlimit`] bound what the process may use.
+//! 5. A start that fails returns [`start_error::StartError`]: the step that failed (reported by the child as a
+//!    code) and its errno.
 
 pub mod cgroup;
 mod children;
@@ -33,6 +35,7 @@ pub mod process;
 pub mod reap;
 pub mod rlimit;
 pub mod start;
+pub mod start_error;
 pub mod syscall;
 #[doc(hidden)]
 pub mod test_skip;

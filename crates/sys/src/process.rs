@@ -8,13 +8,14 @@
 //!
 //! [`Child`] is the handle the rest of the runner waits on: its pipes as tokio pipes, its end through a pidfd.
 
+use crate::start_error::{StartError, Step};
 use crate::syscall::with_signals_blocked;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 pub type ChildStdin = tokio::net::unix::pipe::Sender;
 pub type ChildStdout = tokio::net::unix::pipe::Receiver;
@@ -118,10 +119,10 @@ pub unsafe fn place_handovers(h: &[Handover<'_>]) -> io::Result<()> {
     Ok(())
 }
 
-/// What the child does between its start and its exec, prepared before the clone; returns only the error that
-/// stopped it. It runs on its own stack in the runner's memory while the runner waits: no allocation, no lock.
+/// What the child does between its start and its exec, prepared before the clone; returns only the step that
+/// stopped it and its errno. It runs on its own stack in the runner's memory while the runner waits: no allocation, no lock.
 /// Given the [`Init`] when it was started as process 1 of new namespaces.
-pub type PreExec<'a> = &'a (dyn Fn(Option<&Init>) -> io::Error + Sync);
+pub type PreExec<'a> = &'a (dyn Fn(Option<&Init>) -> StartError + Sync);
 
 /// How the child is started.
 #[derive(Debug, Clone, Copy)]
@@ -152,7 +153,8 @@ pub struct Init {
     /// The child's pid as the runner sees it (inside its namespace it is 1), set by the kernel at the clone
     /// (`CLONE_PARENT_SETTID`): its process group, for the guardian.
     pub pid: AtomicI32,
-    /// Where the child writes one word: 0 once the tool has exec'd, else the errno that stopped it.
+    /// Where the child writes one word: 0 once the tool has exec'd, else the step that stopped it and its errno
+    /// ([`StartError`]'s report word, 8 bytes).
     pub report_fd: RawFd,
     /// The tool's wait status, stored by the child before it exits ([`Init::NO_STATUS`] until then).
     pub tool_status: AtomicI32,
@@ -211,13 +213,17 @@ pub fn abandoned() -> usize {
 /// `pre` keeps [`PreExec`]'s contract: it runs in a process that shares this memory, so it may only make raw
 /// system calls on memory prepared before the call (no allocation, no lock, no panic, no thread-local), and it
 /// ends in an exec or returns the error that stopped it.
-pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_>) -> io::Result<Child> {
+pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_>) -> Result<Child, StartError> {
+    let prep = |e: rustix::io::Errno| StartError::new(Step::Prepare, e.raw_os_error());
     let null = if io.contains(&Io::Null) {
-        Some(rustix::fs::open(
-            c"/dev/null",
-            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?)
+        Some(
+            rustix::fs::open(
+                c"/dev/null",
+                rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(prep)?,
+        )
     } else {
         None
     };
@@ -229,7 +235,7 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
             Io::Inherit => theirs[i] = i as RawFd,
             Io::Null => theirs[i] = null.as_ref().map_or(-1, |n| n.as_raw_fd()),
             Io::Piped => {
-                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(prep)?;
                 let (mine, child) = if i == 0 { (w, r) } else { (r, w) };
                 theirs[i] = child.as_raw_fd();
                 keep.push(child);
@@ -242,7 +248,7 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
         fd_limit: fd_limit(),
         cwd,
         pre,
-        err: AtomicI32::new(0),
+        err: AtomicU64::new(0),
         init: None,
         join: None,
         init_flags: 0,
@@ -258,30 +264,31 @@ pub unsafe fn spawn(io: [Io; 3], cwd: Option<&CStr>, how: Start, pre: PreExec<'_
     };
     drop(keep);
     drop(null);
-    let err = setup.err.load(Ordering::SeqCst);
-    if err != 0 {
+    if let Some(err) = StartError::decode(setup.err.load(Ordering::SeqCst)) {
         // The child exits right after it reported; reap it (then its stacks may go).
         let _ = rustix::process::waitpid(
             rustix::process::Pid::from_raw(pid),
             rustix::process::WaitOptions::empty(),
         );
         drop(init);
-        if err & SETUP_FAILED != 0 {
-            let cause = io::Error::from_raw_os_error(err & !SETUP_FAILED);
-            return Err(io::Error::new(cause.kind(), SetupFailed(cause)));
-        }
-        return Err(io::Error::from_raw_os_error(err));
+        return Err(err);
     }
     let [i, o, e] = ours;
-    Ok(Child {
+    let mut child = Child {
         pid,
         status: None,
         pidfd: None,
         init,
-        stdin: i.map(ChildStdin::from_owned_fd).transpose()?,
-        stdout: o.map(ChildStdout::from_owned_fd).transpose()?,
-        stderr: e.map(ChildStderr::from_owned_fd).transpose()?,
-    })
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    };
+    // Past this point a failure drops `child`, which kills and leaves it to be reaped.
+    let pipe = |e: io::Error| StartError::at(Step::Prepare, &e);
+    child.stdin = i.map(ChildStdin::from_owned_fd).transpose().map_err(pipe)?;
+    child.stdout = o.map(ChildStdout::from_owned_fd).transpose().map_err(pipe)?;
+    child.stderr = e.map(ChildStderr::from_owned_fd).transpose().map_err(pipe)?;
+    Ok(child)
 }
 
 /// The soft limit on descriptors, read before the clone (the child may not call libc).
@@ -297,8 +304,8 @@ struct Setup<'a> {
     fd_limit: u32,
     cwd: Option<&'a CStr>,
     pre: PreExec<'a>,
-    /// The errno that stopped the child before its exec (0: none).
-    err: AtomicI32,
+    /// The step that stopped the child before its exec and its errno ([`StartError`]'s report word; 0: none).
+    err: AtomicU64,
     /// With [`Start::Init`]: what the child shares with the runner.
     init: Option<*const Init>,
     /// With [`Start::Init`] and a [`Join`]: what to join, and the init's clone (for the joiner).
@@ -313,17 +320,14 @@ struct Setup<'a> {
 /// # Safety
 /// `setup` as [`child_main`] requires: its descriptors open and its `pre` fit to run in the child (system calls
 /// on memory prepared before, no allocation, no lock, ending in an exec).
-unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
-    let stack = crate::syscall::Stacks::new(1)?;
+unsafe fn vfork_and_run(setup: &Setup<'_>) -> Result<i32, StartError> {
+    let stack = crate::syscall::Stacks::new(1).map_err(|e| StartError::at(Step::Prepare, &e))?;
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the parent's `Setup`, alive while the parent is suspended (CLONE_VFORK).
         let s = unsafe { &*(arg as *const Setup) };
         // SAFETY: this is the child, on its own stack, with the parent suspended; `s` is vfork_and_run's caller's.
         let e = unsafe { child_main(s) };
-        s.err.store(
-            e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
-            Ordering::SeqCst,
-        );
+        s.err.store(e.encode(), Ordering::SeqCst);
         // SAFETY: ends this child only (its own thread group); a raw call, so the parent's errno is left alone.
         unsafe { crate::syscall::call(libc::SYS_exit_group, 127, 0, 0, 0) };
         127
@@ -343,26 +347,10 @@ unsafe fn vfork_and_run(setup: &Setup<'_>) -> io::Result<i32> {
     };
     // The child has exec'd or exited (CLONE_VFORK): nothing runs on its stack any more, so `stack` may go.
     if pid < 0 {
-        return Err(io::Error::from_raw_os_error(-pid));
+        return Err(StartError::at(Step::Clone, &io::Error::last_os_error()));
     }
     Ok(pid)
 }
-
-/// Added to the errno that a namespace's init reports when its own setup failed (its ID maps, mounts, the proxy's
-/// listener), before any program was started: an `ENOENT` there is a mount's target gone, not the tool's file.
-pub const SETUP_FAILED: i32 = 1 << 16;
-
-/// A confined start that failed in its namespaces' setup, before the tool's exec (the cause inside).
-#[derive(Debug)]
-pub struct SetupFailed(pub io::Error);
-
-impl std::fmt::Display for SetupFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the sandbox could not prepare the call's namespaces: {}", self.0)
-    }
-}
-
-impl std::error::Error for SetupFailed {}
 
 /// Start the child as process 1 of new namespaces (`flags`), sharing this memory but running beside this thread
 /// (no CLONE_VFORK: it outlives the tool's exec); wait for its report. With `join`, it joins kept user and network
@@ -375,33 +363,30 @@ unsafe fn clone_init(
     setup: &mut Setup<'_>,
     flags: libc::c_int,
     join: Option<Join>,
-) -> io::Result<(i32, Option<InitMemory>)> {
-    fn failed_setup(e: io::Error) -> io::Error {
-        io::Error::from_raw_os_error(e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO) | SETUP_FAILED)
-    }
+) -> Result<(i32, Option<InitMemory>), StartError> {
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the parent's `Setup`, alive until this child has reported (clone_init waits for that).
         let s = unsafe { &*(arg as *const Setup) };
         let joined = match s.join {
             // SAFETY: this is the init, one thread, before its exec: joining a network namespace is its own
             // affair; the descriptor is the runner's, copied into this child's table at the clone.
-            Some(Join { user: None, net }) => unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) },
+            Some(Join { user: None, net }) => unsafe { crate::syscall::setns(net, libc::CLONE_NEWNET) },
             _ => Ok(()),
         };
         let e = match joined {
-            Err(e) => failed_setup(e),
+            Err(e) => StartError::at(Step::JoinNamespaces, &e),
             // SAFETY: this is the child, on its own stack; `s` is clone_init's caller's.
             Ok(()) => unsafe { child_main(s) },
         };
-        let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO).to_ne_bytes();
+        let code = e.encode().to_ne_bytes();
         if let Some(init) = s.init {
-            // SAFETY: `init` is the Init clone_init made, alive until this child is reaped; 4 bytes from `code`.
+            // SAFETY: `init` is the Init clone_init made, alive until this child is reaped; 8 bytes from `code`.
             unsafe {
                 crate::syscall::call(
                     libc::SYS_write,
                     (*init).report_fd as usize,
                     code.as_ptr() as usize,
-                    4,
+                    code.len(),
                     0,
                 )
             };
@@ -422,9 +407,9 @@ unsafe fn clone_init(
             };
             // SAFETY: this joiner is one thread with a `fs` of its own (cloned without CLONE_THREAD or
             // CLONE_FS), before any exec; the descriptors are the runner's, copied into its table.
-            unsafe { crate::confine::keptnet::setns(user, libc::CLONE_NEWUSER) }?;
+            unsafe { crate::syscall::setns(user, libc::CLONE_NEWUSER) }?;
             // SAFETY: as above; it now has every capability in the namespace that owns `net`.
-            unsafe { crate::confine::keptnet::setns(net, libc::CLONE_NEWNET) }?;
+            unsafe { crate::syscall::setns(net, libc::CLONE_NEWNET) }?;
             // SAFETY: the init runs `entry` on its own stack (made by clone_init) with `s`, which stays alive until
             // it has reported; CLONE_PARENT makes it the runner's child, and CLONE_PARENT_SETTID stores its pid in
             // `init.pid`, in the shared memory. libc's clone writes errno only when it fails, and nobody reads it.
@@ -442,9 +427,10 @@ unsafe fn clone_init(
             }
             Ok(())
         })();
+        // Its clone of the init is part of the joining: a failure there is retried in fresh namespaces too.
         if let Err(e) = r {
             s.err
-                .store(failed_setup(e).raw_os_error().unwrap_or(libc::EIO), Ordering::SeqCst);
+                .store(StartError::at(Step::JoinNamespaces, &e).encode(), Ordering::SeqCst);
         }
         // SAFETY: ends the joiner only; a raw call, so the runner's errno is left alone.
         unsafe { crate::syscall::call(libc::SYS_exit_group, 0, 0, 0, 0) };
@@ -452,13 +438,14 @@ unsafe fn clone_init(
     }
     release_abandoned();
     let joiner_needed = join.is_some_and(|j| j.user.is_some());
-    let stacks = crate::syscall::Stacks::new(if joiner_needed { 3 } else { 2 })?;
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let prep = |e: io::Error| StartError::at(Step::Prepare, &e);
+    let stacks = crate::syscall::Stacks::new(if joiner_needed { 3 } else { 2 }).map_err(prep)?;
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| prep(e.into()))?;
     // Why at 3 or above: a runner whose 0–2 are closed gets them back from pipe(); the child's dup3 onto 0–2
     // would then replace the report's write end with a stdio end before it reports. The low one is closed at
     // once: a write end left open here would keep the read below from ever seeing the child die unreported.
     let w = if w.as_raw_fd() <= 2 {
-        let high = rustix::io::fcntl_dupfd_cloexec(&w, 3)?;
+        let high = rustix::io::fcntl_dupfd_cloexec(&w, 3).map_err(|e| prep(e.into()))?;
         drop(w);
         high
     } else {
@@ -492,17 +479,15 @@ unsafe fn clone_init(
             })
         };
         if joiner_pid < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(StartError::at(Step::Clone, &io::Error::last_os_error()));
         }
         let _ = rustix::process::waitpid(
             rustix::process::Pid::from_raw(joiner_pid),
             rustix::process::WaitOptions::empty(),
         );
-        let err = setup.err.swap(0, Ordering::SeqCst);
-        if err != 0 {
+        if let Some(err) = StartError::decode(setup.err.swap(0, Ordering::SeqCst)) {
             // No init was started: nothing runs on the stacks.
-            let cause = io::Error::from_raw_os_error(err & !SETUP_FAILED);
-            return Err(io::Error::new(cause.kind(), SetupFailed(cause)));
+            return Err(err);
         }
         init.pid.load(Ordering::SeqCst)
     } else {
@@ -523,22 +508,27 @@ unsafe fn clone_init(
         }
     };
     if pid <= 0 {
-        return Err(if pid < 0 {
-            io::Error::last_os_error()
+        let errno = if pid < 0 {
+            io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
         } else {
-            io::Error::from_raw_os_error(libc::ESRCH)
-        });
+            libc::ESRCH
+        };
+        return Err(StartError::new(Step::Clone, errno));
     }
     let memory = InitMemory { init, _stacks: stacks };
     drop(w);
-    let mut b = [0u8; 4];
+    let mut b = [0u8; 8];
     let n = loop {
         match rustix::io::read(&r, &mut b) {
             Err(rustix::io::Errno::INTR) => continue,
             other => break other.unwrap_or(0),
         }
     };
-    let code = if n == 4 { i32::from_ne_bytes(b) } else { libc::EIO };
+    // A child that ended before it reported (or reported less than a word) says nothing of its step.
+    let code = match n {
+        8 => u64::from_ne_bytes(b),
+        _ => StartError::new(Step::Report, libc::EIO).encode(),
+    };
     setup.err.store(code, Ordering::SeqCst);
     Ok((pid, Some(memory)))
 }
@@ -548,14 +538,14 @@ unsafe fn clone_init(
 /// # Safety
 /// Only in the child between its start and its exec (it replaces 0–2 and the signal dispositions); `s.fds` open,
 /// and `s.pre` fit to run there. Raw system calls on `s` and locals only.
-unsafe fn child_main(s: &Setup<'_>) -> io::Error {
+unsafe fn child_main(s: &Setup<'_>) -> StartError {
     use crate::syscall::{call as sys, check};
     for (i, fd) in s.fds.iter().enumerate() {
         // dup2 onto itself would keep close-on-exec; an inherited 0–2 has none.
         if *fd != i as RawFd {
             // SAFETY: integer arguments only; 0–2 are the child's to replace (the caller's contract).
             if let Err(e) = check(unsafe { sys(libc::SYS_dup3, *fd as usize, i, 0, 0) }) {
-                return e;
+                return StartError::at(Step::Stdio, &e);
             }
         }
     }
@@ -564,7 +554,7 @@ unsafe fn child_main(s: &Setup<'_>) -> io::Error {
     if let Some(dir) = s.cwd {
         // SAFETY: `dir` is a NUL-terminated string that `s` borrows for this call.
         if let Err(e) = check(unsafe { sys(libc::SYS_chdir, dir.as_ptr() as usize, 0, 0, 0) }) {
-            return e;
+            return StartError::at(Step::Cwd, &e);
         }
     }
     // Every handled signal back to its default (the handlers are the runner's code), SIGPIPE too (the runner
@@ -600,19 +590,19 @@ impl Child {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }
-        let mut st = 0;
-        // SAFETY: waitpid on our own child, without blocking.
-        match unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) } {
-            0 => Ok(None),
-            r if r == self.pid => {
+        let pid = rustix::process::Pid::from_raw(self.pid);
+        match rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG) {
+            Ok(None) => Ok(None),
+            Ok(Some((r, st))) if pid == Some(r) => {
                 // An init child ends as its tool ended, unless it was killed first (then its own end).
                 let tool = self.init.take().map(|m| m.init.tool_status.load(Ordering::Acquire));
-                let s = ExitStatus::from_raw(tool.filter(|t| *t != Init::NO_STATUS).unwrap_or(st));
+                let s = ExitStatus::from_raw(tool.filter(|t| *t != Init::NO_STATUS).unwrap_or(st.as_raw()));
                 self.status = Some(s);
                 self.pidfd = None;
                 Ok(Some(s))
             }
-            _ => Err(io::Error::last_os_error()),
+            Ok(Some(_)) => Err(io::Error::from_raw_os_error(libc::ECHILD)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -649,8 +639,10 @@ impl Drop for Child {
                 rustix::process::Pid::from_raw(self.pid)
                     .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
             });
-            // SAFETY: our own child, not yet reaped, so the pid is still its.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            // Our own child, not yet reaped, so the pid is still its.
+            if let Some(p) = rustix::process::Pid::from_raw(self.pid) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
             crate::children::disown(self.pid as u32);
             // Why: until the kill has landed, an init child may still run on these stacks and write there; they
             // go once it has exited. Without a pidfd (Linux < 5.3) there is no safe moment: they stay.

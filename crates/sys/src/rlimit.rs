@@ -31,11 +31,13 @@ impl ChildLimits {
     ///
     /// # Safety
     /// In the runner's child between its start and its exec, `self` prepared before the start.
-    pub unsafe fn apply(&self) -> std::io::Result<()> {
+    pub unsafe fn apply(&self) -> Result<(), crate::start_error::StartError> {
+        use crate::start_error::{StartError, Step};
         use std::os::fd::AsRawFd;
         for fd in &self.join.0 {
             // SAFETY: one byte from a static string to a descriptor the parent opened; "0" is the writer itself.
-            check(unsafe { sys(libc::SYS_write, fd.as_raw_fd() as usize, b"0".as_ptr() as usize, 1, 0) })?;
+            check(unsafe { sys(libc::SYS_write, fd.as_raw_fd() as usize, b"0".as_ptr() as usize, 1, 0) })
+                .map_err(|e| StartError::at(Step::Cgroup, &e))?;
         }
         for &(res, soft, hard) in &self.rlimits {
             let lim = libc::rlimit64 {
@@ -43,7 +45,8 @@ impl ChildLimits {
                 rlim_max: hard,
             };
             // SAFETY: `lim` is a plain struct on this frame; pid 0 is this process.
-            check(unsafe { sys(libc::SYS_prlimit64, 0, res as usize, &lim as *const _ as usize, 0) })?;
+            check(unsafe { sys(libc::SYS_prlimit64, 0, res as usize, &lim as *const _ as usize, 0) })
+                .map_err(|e| StartError::at(Step::Rlimits, &e))?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use crate::confine::child::Confined;
 use crate::process::{Child, Handover, Io};
 use crate::rlimit::ChildLimits;
+use crate::start_error::{StartError, Step};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -28,9 +29,9 @@ impl Prepared<'_> {
 }
 
 /// Between the clone and the exec, in the child: a new session, the death signal, the guardian's registration,
-/// the sandbox, the exec. Returns only the error that stopped it. `init`: the child is process 1 of new
+/// the sandbox, the exec. Returns only the step that stopped it and its errno. `init`: the child is process 1 of new
 /// namespaces ([`crate::process::Start::Init`]).
-fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error {
+fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> StartError {
     use crate::syscall::{call as sys, check};
     let d = &p.exec;
     // First, so that nothing this process becomes or starts is outside the call's cgroup and rlimits.
@@ -44,7 +45,7 @@ fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error 
     // SAFETY: no arguments; this process's session alone. Raw calls throughout: this process shares the runner's
     // memory, errno included.
     if let Err(e) = check(unsafe { sys(libc::SYS_setsid, 0, 0, 0, 0) }) {
-        return e;
+        return StartError::at(Step::Session, &e);
     }
     // SAFETY: integer arguments only.
     unsafe {
@@ -80,7 +81,7 @@ fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error 
             // SAFETY: right before the exec, in the child's own table (cloexec_from_3 ran in child_main).
             if let Err(e) = unsafe { crate::process::place_handovers(p.handover) } {
                 crate::guardian::unregister(group);
-                return e;
+                return StartError::at(Step::Handover, &e);
             }
             // SAFETY: path, argv and envp are NUL-terminated and prepared before the clone.
             let r = unsafe {
@@ -92,7 +93,7 @@ fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> io::Error 
                     0,
                 )
             };
-            io::Error::from_raw_os_error(-r as i32)
+            StartError::new(Step::Exec, -r as i32)
         }
     };
     // The process never became the tool: the guardian must not remember its group.
@@ -151,7 +152,8 @@ impl DirectExec {
 }
 
 /// Start it. The child is ours to reap ([`crate::reap::wait`]); [`crate::reap::reap_orphans`] leaves it alone.
-pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
+/// A failure names the step that failed.
+pub fn start(p: &Prepared<'_>) -> Result<Child, StartError> {
     let pre = |init: Option<&crate::process::Init>| pre_exec(p, init);
     let ns = p.confined.as_ref().and_then(|c| c.pid_ns.as_ref());
     let kept = ns.and_then(|ns| ns.kept.as_deref()).filter(|k| !k.spoiled());
@@ -174,13 +176,13 @@ pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
             // A kept namespace whose setup failed (its proxy port held by what an earlier call left, say) is not
             // joined again; the start is tried once more in fresh namespaces, which fail alike if the cause is
             // elsewhere (a mount's target gone).
-            Err(e) if join.is_some() && e.get_ref().is_some_and(|r| r.is::<crate::process::SetupFailed>()) => {
+            Err(e) if join.is_some() && e.step.is_namespace_setup() => {
                 if let Some(k) = kept {
                     k.spoil();
                 }
                 join = None;
             }
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 8 => {
+            Err(e) if e.step == Step::Exec && e.errno == libc::ETXTBSY && tries < 8 => {
                 tries += 1;
                 join = None;
                 std::thread::sleep(std::time::Duration::from_millis(5 * tries));
@@ -193,5 +195,92 @@ pub fn start(p: &Prepared<'_>) -> io::Result<Child> {
             }
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::confine::child::{Mount, PidNs};
+
+    fn prepared(program: &str, limits: Option<ChildLimits>, confined: Option<Confined>) -> Prepared<'static> {
+        Prepared {
+            exec: DirectExec::new(Path::new(program), &[], &[]).unwrap(),
+            confined,
+            limits,
+            io: [Io::Null; 3],
+            cwd: None,
+            handover: &[],
+        }
+    }
+
+    fn confined(pid_ns: Option<PidNs>, ruleset: Option<std::os::fd::OwnedFd>) -> Confined {
+        Confined {
+            ruleset,
+            filter: None,
+            pid_ns,
+            last_cap: std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(40),
+        }
+    }
+
+    fn failed_step(p: &Prepared<'_>) -> StartError {
+        match start(p) {
+            Ok(mut c) => panic!("started: {:?}", c.try_wait()),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_program_that_is_not_there_fails_at_the_exec() {
+        let e = failed_step(&prepared("/nonexistent/tool", None, None));
+        assert_eq!(e, StartError::new(Step::Exec, libc::ENOENT), "{e}");
+    }
+
+    #[test]
+    fn an_impossible_rlimit_fails_at_the_rlimits() {
+        let limits = ChildLimits {
+            join: crate::cgroup::Join(Vec::new()),
+            rlimits: vec![(libc::RLIMIT_NOFILE, 64, 32)],
+        };
+        let e = failed_step(&prepared("/bin/true", Some(limits), None));
+        assert_eq!(e, StartError::new(Step::Rlimits, libc::EINVAL), "{e}");
+    }
+
+    #[test]
+    fn a_ruleset_that_is_no_ruleset_fails_at_landlock() {
+        let not_a_ruleset = std::fs::File::open("/dev/null").unwrap().into();
+        let e = failed_step(&prepared("/bin/true", None, Some(confined(None, Some(not_a_ruleset)))));
+        assert_eq!(e.step, Step::Landlock, "{e}");
+        assert!(e.to_string().contains("`landlock`"), "{e}");
+    }
+
+    /// A path the plan binds that is gone by the start fails at the mounts, a step of the namespaces' setup (which
+    /// a caller plans again).
+    #[test]
+    fn a_mount_whose_path_vanished_fails_at_the_mounts() {
+        if !crate::confine::kernel::support().pid_namespace {
+            crate::skipped!("no PID namespace here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        std::fs::create_dir(&gone).unwrap();
+        let mount = Mount::read_only(&gone).unwrap();
+        std::fs::remove_dir(&gone).unwrap();
+        let (u, g) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        let ns = PidNs {
+            user: u != 0,
+            uid_map: format!("{u} {u} 1").into_bytes(),
+            gid_map: format!("{g} {g} 1").into_bytes(),
+            mounts: vec![mount],
+            net: None,
+            kept: None,
+        };
+        let e = failed_step(&prepared("/bin/true", None, Some(confined(Some(ns), None))));
+        assert_eq!(e, StartError::new(Step::Mounts, libc::ENOENT), "{e}");
+        assert!(e.step.is_namespace_setup());
     }
 }

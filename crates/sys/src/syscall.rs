@@ -130,6 +130,16 @@ pub fn check(r: isize) -> std::io::Result<isize> {
     }
 }
 
+/// `setns(fd, nstype)`, raw.
+///
+/// # Safety
+/// In a process that may change its namespaces (one thread, no shared `fs` for a user namespace): the runner's
+/// child before its exec.
+pub unsafe fn setns(fd: i32, nstype: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: integer arguments; the caller's contract.
+    check(unsafe { call(libc::SYS_setns, fd as usize, nstype as usize, 0, 0) }).map(|_| ())
+}
+
 /// Stacks for processes started with `clone(CLONE_VM)`: `n` of [`STACK`] bytes in one mapping, each with a guard
 /// page below it. Unmapped when dropped: forget it instead while a process may still run on it.
 #[derive(Debug)]

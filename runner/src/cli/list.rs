@@ -210,7 +210,7 @@ fn sandbox_report(runner: &Runner) -> (Value, Option<String>) {
         && settings.as_ref().is_none_or(|s| s.pid_namespace)
         && awt_core::sandbox::netproxy::available();
     let mut report = kernel::report(&k);
-    report.push(awt_core::sandbox::netproxy::doctor_line(proxy));
+    report.push(awt_core::netpolicy::doctor_line(proxy));
     let reads = awt_core::sandbox::reads_in_force(&k, settings.as_ref());
     report.push(awt_core::sandbox::doctor_line(reads));
     let (limits, _) = awt_core::resources::doctor(runner.settings_file().ok());

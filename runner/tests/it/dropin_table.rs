@@ -949,7 +949,7 @@ fn the_extra_mcp_servers_rows_restore_line_keeps_them_out() {
 /// the original lets it; the row's restore line for memfds (the tier `"off"`) lets it again.
 #[test]
 fn the_exec_rows_memfd_restore_line_lets_a_tool_make_an_executable_memfd() {
-    let k = animaworks_tool::sandbox::kernel::support();
+    let k = awt_core::sandbox::kernel::support();
     if k.landlock_abi < 6 || !k.seccomp {
         awt_sys::skipped!("no Landlock ABI 6 and seccomp here: the sandbox's memfd rule cannot be tested");
         return;

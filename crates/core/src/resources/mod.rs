@@ -112,7 +112,7 @@ fn hierarchies(cgroups: bool) -> std::borrow::Cow<'static, cgroup::Hierarchies> 
     if cgroups {
         std::borrow::Cow::Borrowed(cgroup::hierarchies())
     } else {
-        let off = || Err("\"limits\": {\"cgroups\": false} in the runner's settings".to_owned());
+        let off = || Err(cgroup::Unavailable::Disabled("\"limits\": {\"cgroups\": false} in the runner's settings"));
         std::borrow::Cow::Owned(cgroup::Hierarchies {
             memory: off(),
             pids: off(),

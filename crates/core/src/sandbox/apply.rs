@@ -26,22 +26,8 @@ impl Plan {
         let filter = s.seccomp.then(|| seccomp::program(&i.net));
         let net = match &i.proxy_hosts {
             Some(h) => {
-                let allowed = h
-                    .iter()
-                    .filter_map(|e| {
-                        if e == "*" {
-                            Some(netproxy::Allowed::any())
-                        } else {
-                            netproxy::Allowed::parse(e)
-                        }
-                    })
-                    .collect();
-                let private = i
-                    .private_net
-                    .iter()
-                    .filter_map(|e| netproxy::Allowed::parse(e))
-                    .collect();
-                let (proxy, child_net) = netproxy::start(allowed, private, crate::policy::addresses::reachable)?;
+                let policy = crate::netpolicy::NetPolicy::new(h, &i.private_net);
+                let (proxy, child_net) = netproxy::start(std::sync::Arc::new(policy))?;
                 let listening = proxy.listening();
                 *self.proxy.lock().map_err(|_| io::Error::other("proxy lock poisoned"))? = Some(proxy);
                 Some((child_net, listening, h))
@@ -89,8 +75,10 @@ impl Plan {
             // Never start with a mount left out: a secret would be readable, a writable place executable.
             // A path gone since the plan (a remembered probe plan's) is a setup failure: planned again, it starts.
             mounts.push(made.ok_or_else(|| {
-                let cause = io::Error::other(format!("its mount of {} cannot be prepared", m.path.display()));
-                io::Error::other(awt_sys::process::SetupFailed(cause))
+                io::Error::from(awt_sys::start_error::StartError::new(
+                    awt_sys::start_error::Step::Mounts,
+                    libc::ENOENT,
+                ))
             })?);
         }
         // An interpreter installed inside a writable place (a project's `.venv` in the caller's directory) keeps

@@ -2,7 +2,7 @@
 
 use super::places::Places;
 use awt_protocol::{Net, Sandbox as Declared};
-use awt_sys::confine::{netproxy, NetPlan};
+use awt_sys::confine::NetPlan;
 
 /// Problems with a declaration's form (for `check` and discovery); empty when it is fine.
 pub fn validate(d: &Declared) -> Vec<String> {
@@ -26,7 +26,7 @@ pub fn validate(d: &Declared) -> Vec<String> {
         for e in list {
             if let Err(m) = parse_host_port(e) {
                 out.push(format!("sandbox.net: {m}"));
-            } else if netproxy::Allowed::parse(e).is_none() {
+            } else if crate::netpolicy::Allowed::parse(e).is_none() {
                 out.push(format!(
                     "sandbox.net: {e:?}: the host is not a DNS name, an IP address ([...] for IPv6) or \"*\""
                 ));

@@ -17,7 +17,8 @@
 //! 4. Landlock's ruleset, then the seccomp filter.
 
 use super::landlock;
-use super::seccomp::{self, SockFilter};
+use super::seccomp;
+use crate::start_error::{StartError, Step};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -63,12 +64,7 @@ enum MountKind {
 
 /// The flags of the mount `p` is on that a remount inside a user namespace must keep.
 fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
-    // SAFETY: statvfs is plain data; all zeroes is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `p` is a valid C string, st a zeroed struct.
-    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
+    let st = rustix::fs::statvfs(p).ok()?;
     let mut flags = 0;
     for (st_flag, ms) in [
         (libc::ST_RDONLY, libc::MS_RDONLY),
@@ -79,7 +75,7 @@ fn kept_flags(p: &std::ffi::CStr) -> Option<libc::c_ulong> {
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
     ] {
-        if st.f_flag & st_flag != 0 {
+        if st.f_flag.bits() & st_flag != 0 {
             flags |= ms;
         }
     }
@@ -267,7 +263,7 @@ impl Mount {
 /// Everything the child needs, ready before the fork.
 pub struct Confined {
     pub ruleset: Option<OwnedFd>,
-    pub filter: Option<Vec<SockFilter>>,
+    pub filter: Option<seccomp::Filter>,
     pub pid_ns: Option<PidNs>,
     pub last_cap: i32,
 }
@@ -283,19 +279,19 @@ pub struct Exec<'h> {
 
 use crate::syscall::{call as sys, check};
 
-/// Apply `c` to this process and exec `e`; returns only the error that stopped it (with a PID namespace,
-/// whichever of this process and the tool's failed).
+/// Apply `c` to this process and exec `e`; returns only the step that stopped it and its errno (with a PID
+/// namespace, whichever of this process and the tool's failed).
 ///
 /// # Safety
 /// Only in the runner's child between its start and its exec; `c` and `e` prepared before the start and changed
 /// by nobody since (`e`'s pointers valid C strings and null-terminated arrays of them). With a PID namespace the
 /// child must have been started by [`Start::Init`](crate::process::Start::Init) with [`PidNs::clone_flags`],
 /// and `init` be what it was started with.
-pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::process::Init>) -> io::Error {
+pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::process::Init>) -> StartError {
     match (&c.pid_ns, init) {
         // SAFETY: the caller's contract, which is enter_pid_ns's.
         (Some(ns), Some(init)) => unsafe { enter_pid_ns(ns, c, e, init) },
-        (Some(_), None) => io::Error::from_raw_os_error(libc::EINVAL),
+        (Some(_), None) => StartError::new(Step::Clone, libc::EINVAL),
         // SAFETY: the caller's contract: this process is the one to become the tool.
         (None, _) => unsafe { confine_and_exec(c, e) },
     }
@@ -306,29 +302,32 @@ pub unsafe fn enter_and_exec(c: &Confined, e: &Exec<'_>, init: Option<&crate::pr
 /// # Safety
 /// Only in the process that is to become the tool, before its exec (its privileges go for good); `c` and `e` as
 /// [`enter_and_exec`] requires.
-unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> io::Error {
+unsafe fn confine_and_exec(c: &Confined, e: &Exec<'_>) -> StartError {
     // SAFETY: this process is to become the tool (the caller's contract).
     unsafe { drop_capabilities(c.last_cap) };
-    let steps = || -> io::Result<isize> {
+    let at = |step| move |e: io::Error| StartError::at(step, &e);
+    let steps = || -> Result<isize, StartError> {
         // SAFETY: integer arguments only; it restricts this process alone.
-        check(unsafe { sys(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0) })?;
+        check(unsafe { sys(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0) })
+            .map_err(at(Step::NoNewPrivs))?;
         if let Some(fd) = &c.ruleset {
             // SAFETY: before the exec, no_new_privs set just above; `fd` is the ruleset `c` owns.
-            check(unsafe { landlock::restrict_self(fd.as_raw_fd()) })?;
+            check(unsafe { landlock::restrict_self(fd.as_raw_fd()) }).map_err(at(Step::Landlock))?;
         }
         if let Some(f) = &c.filter {
             // SAFETY: no_new_privs is set just above.
-            check(unsafe { seccomp::install(f) })?;
+            check(unsafe { seccomp::install(f) }).map_err(at(Step::Seccomp))?;
         }
         // SAFETY: right before the exec, in this process's own table; the ruleset is no longer needed.
-        unsafe { crate::process::place_handovers(e.handover) }?;
+        unsafe { crate::process::place_handovers(e.handover) }.map_err(at(Step::Handover))?;
         // SAFETY: `e`'s path, argv and envp are valid and unchanged (the caller's contract); the kernel copies them
         // before it replaces this process's memory.
         check(unsafe { sys(libc::SYS_execve, e.path as usize, e.argv as usize, e.envp as usize, 0) })
+            .map_err(at(Step::Exec))
     };
     match steps() {
         Err(e) => e,
-        Ok(_) => io::Error::from_raw_os_error(libc::EIO),
+        Ok(_) => StartError::new(Step::Exec, libc::EIO),
     }
 }
 
@@ -359,8 +358,9 @@ pub(crate) unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
 struct Shared<'a> {
     c: &'a Confined,
     e: &'a Exec<'a>,
-    /// The error that stopped `T` before its exec (0: none); written by `T`, read by `G` once `T` is gone.
-    t_err: std::sync::atomic::AtomicI32,
+    /// The step that stopped `T` before its exec and its errno ([`StartError`]'s report word; 0: none); written
+    /// by `T`, read by `G` once `T` is gone.
+    t_err: std::sync::atomic::AtomicU64,
 }
 
 impl PidNs {
@@ -385,64 +385,65 @@ impl PidNs {
 /// # Safety
 /// As [`enter_and_exec`] with a PID namespace: in the runner's child started by `Start::Init` with
 /// `ns.clone_flags()`, before its exec; it shares the runner's memory (raw system calls only, no allocation).
-unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> io::Error {
-    let setup = || -> io::Result<()> {
+unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::process::Init) -> StartError {
+    let at = |step| move |e: io::Error| StartError::at(step, &e);
+    let maps = || -> io::Result<()> {
+        // SAFETY: a NUL-terminated path.
+        unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
+        // SAFETY: a NUL-terminated path.
+        unsafe { write_file(b"/proc/self/uid_map\0", &ns.uid_map) }?;
+        // SAFETY: a NUL-terminated path.
+        unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }
+    };
+    let mounts = || -> io::Result<()> {
+        // Nothing mounted here may reach the runner's mount namespace.
+        // SAFETY: a C string target; a propagation change takes no source, type or data (null).
+        check(unsafe {
+            mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        })?;
+        // A /proc of this PID namespace alone: other processes' command lines (the runner's, other calls')
+        // are not there. A kernel that refuses it (a user namespace under a /proc with covered entries)
+        // leaves the runner's.
+        // SAFETY: C strings; a proc mount takes no data.
+        let _ = check(unsafe {
+            mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                c"proc".as_ptr(),
+            )
+        });
+        for m in &ns.mounts {
+            // SAFETY: this is G, in its own mount namespace, made private just above.
+            match unsafe { m.apply() } {
+                Err(e) if m.if_there && e.raw_os_error() == Some(libc::ENOENT) => {}
+                r => r?,
+            }
+        }
+        Ok(())
+    };
+    let start = || -> Result<i32, StartError> {
         // A joined user namespace has its maps already (written once, when it was made).
         if ns.user && !init.joined {
-            // SAFETY: a NUL-terminated path.
-            unsafe { write_file(b"/proc/self/setgroups\0", b"deny") }?;
-            // SAFETY: a NUL-terminated path.
-            unsafe { write_file(b"/proc/self/uid_map\0", &ns.uid_map) }?;
-            // SAFETY: a NUL-terminated path.
-            unsafe { write_file(b"/proc/self/gid_map\0", &ns.gid_map) }?;
+            maps().map_err(at(Step::UserMaps))?;
         }
         if !ns.mounts.is_empty() {
-            // Nothing mounted here may reach the runner's mount namespace.
-            // SAFETY: a C string target; a propagation change takes no source, type or data (null).
-            check(unsafe {
-                mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                )
-            })?;
-            // A /proc of this PID namespace alone: other processes' command lines (the runner's, other calls')
-            // are not there. A kernel that refuses it (a user namespace under a /proc with covered entries)
-            // leaves the runner's.
-            // SAFETY: C strings; a proc mount takes no data.
-            let _ = check(unsafe {
-                mount(
-                    c"proc".as_ptr(),
-                    c"/proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"proc".as_ptr(),
-                )
-            });
-            for m in &ns.mounts {
-                // SAFETY: this is G, in its own mount namespace, made private just above.
-                match unsafe { m.apply() } {
-                    Err(e) if m.if_there && e.raw_os_error() == Some(libc::ENOENT) => {}
-                    r => r?,
-                }
-            }
+            mounts().map_err(at(Step::Mounts))?;
         }
         if let Some(net) = &ns.net {
             // SAFETY: this is `G` before it clones the tool, in the network namespace it was started in; the
             // function makes raw system calls on stack memory only.
-            unsafe { super::netproxy::listen_in_child(net) }?;
-        }
-        Ok(())
-    };
-    let start = || -> io::Result<i32> {
-        if let Err(e) = setup() {
-            let code = e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO);
-            return Err(io::Error::from_raw_os_error(code | crate::process::SETUP_FAILED));
+            unsafe { super::netproxy::listen_in_child(net) }.map_err(at(Step::ProxyListener))?;
         }
         let shared = Shared {
             c,
             e,
-            t_err: std::sync::atomic::AtomicI32::new(0),
+            t_err: std::sync::atomic::AtomicU64::new(0),
         };
         // SAFETY: T runs t_main on the spare stack the runner gave us while this process is suspended
         // (CLONE_VFORK), so `shared` outlives its use. libc's clone writes errno only when it fails, and nobody
@@ -456,15 +457,15 @@ unsafe fn enter_pid_ns(ns: &PidNs, c: &Confined, e: &Exec<'_>, init: &crate::pro
             )
         };
         if t < 0 {
-            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            return Err(StartError::new(Step::Clone, libc::EAGAIN));
         }
-        match shared.t_err.load(std::sync::atomic::Ordering::SeqCst) {
-            0 => Ok(t),
-            code => {
+        match StartError::decode(shared.t_err.load(std::sync::atomic::Ordering::SeqCst)) {
+            None => Ok(t),
+            Some(err) => {
                 let mut st = 0i32;
                 // SAFETY: T's status into `st`, on this frame.
                 unsafe { sys(libc::SYS_wait4, t as usize, &mut st as *mut i32 as usize, 0, 0) };
-                Err(io::Error::from_raw_os_error(code))
+                Err(err)
             }
         }
     };
@@ -522,10 +523,7 @@ extern "C" fn t_main(arg: *mut libc::c_void) -> libc::c_int {
     };
     // SAFETY: this process is to become the tool; `s.c` and `s.e` are the caller's of enter_and_exec, unchanged.
     let e = unsafe { confine_and_exec(s.c, s.e) };
-    s.t_err.store(
-        e.raw_os_error().filter(|c| *c != 0).unwrap_or(libc::EIO),
-        std::sync::atomic::Ordering::SeqCst,
-    );
+    s.t_err.store(e.encode(), std::sync::atomic::Ordering::SeqCst);
     exit(127)
 }
 
@@ -563,9 +561,9 @@ unsafe fn ignore_signals() {
 /// # Safety
 /// Only in `G`, once `T` has exec'd; `init` alive for as long as this process runs.
 unsafe fn init(tool: i32, init: &crate::process::Init) -> ! {
-    let ok = 0i32.to_ne_bytes();
-    // SAFETY: 4 bytes from this frame to the report pipe, open in this process's table.
-    unsafe { sys(libc::SYS_write, init.report_fd as usize, ok.as_ptr() as usize, 4, 0) };
+    let ok = 0u64.to_ne_bytes();
+    // SAFETY: a report word from this frame to the report pipe, open in this process's table.
+    unsafe { sys(libc::SYS_write, init.report_fd as usize, ok.as_ptr() as usize, ok.len(), 0) };
     // Why: G's copies of the tool's pipes and of whatever the runner had open would hide the tool's end of file.
     // SAFETY: G's table is its own (no CLONE_FILES), and G uses no descriptor from here on.
     unsafe { sys(libc::SYS_close_range, 0, u32::MAX as usize, 0, 0) };

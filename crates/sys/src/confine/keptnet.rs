@@ -271,16 +271,6 @@ extern "C" fn helper(arg: *mut libc::c_void) -> libc::c_int {
     0
 }
 
-/// `setns(fd, nstype)`, raw.
-///
-/// # Safety
-/// In a process that may change its namespaces (one thread, no shared `fs` for a user namespace): the runner's
-/// child before its exec.
-pub(crate) unsafe fn setns(fd: i32, nstype: libc::c_int) -> io::Result<()> {
-    // SAFETY: integer arguments; the caller's contract.
-    check(unsafe { sys(libc::SYS_setns, fd as usize, nstype as usize, 0, 0) }).map(|_| ())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,15 @@
-//! Host names of a `"net"` list, enforced (docs/sandbox-network.md): the tool runs in a network namespace of its own,
-//! which has only a loopback device, so it reaches nothing but an HTTP proxy the runner serves for it.
+//! A host list, enforced: the tool runs in a network namespace of its own, which has only a loopback device, so it
+//! reaches nothing but an HTTP proxy the runner serves for it. Which targets it relays, and what a refusal says,
+//! is the caller's [`Policy`]; this module is the mechanism.
 //!
 //! 1. Before the fork, [`start`] makes a `socketpair` and a task that waits on the runner's end.
 //! 2. In the child, after the namespaces are made ([`listen_in_child`]): `lo` up, a TCP listener on
 //!    `127.0.0.1:`[`PORT`] inside the new namespace, its descriptor sent to the runner (`SCM_RIGHTS`) and closed.
 //!    A socket keeps the namespace it was made in, so the runner accepts on it from its own namespace.
-//! 3. The task accepts and serves `CONNECT host:port` and absolute-form `http://` requests; each target is held
-//!    to the list (host exact, case-insensitive; `*` any host; the port exact), resolved and connected by the
-//!    runner, then bytes flow both ways. A refused target gets `403`, a note on the runner's stderr and in the
-//!    audit line.
+//! 3. The task accepts and serves `CONNECT host:port` and absolute-form `http://` requests (the head parsed by
+//!    httparse, bounded); each target, its host normalized ([`split_authority`]), is held to the [`Policy`],
+//!    resolved and connected by the runner, then bytes flow both ways. A refused target gets `403` with the
+//!    policy's text, a note on the runner's stderr and in the [`Log`].
 //! 4. The tool's environment names the proxy ([`env()`]). Whatever ignores it finds no route (no DNS either).
 //!
 //! The task, its listener and every relayed connection end when the [`Proxy`] is dropped, with the plan.
@@ -23,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 pub const PORT: u16 = 3128;
 /// The longest request head read (request line and headers).
 const MAX_HEAD: usize = 8 * 1024;
+/// The most header lines a request head may have.
+const MAX_HEADERS: usize = 64;
 /// Connections relayed at once per process; more wait in the listener's backlog.
 const MAX_CONNECTIONS: usize = 32;
 /// Refused targets kept for the audit line.
@@ -52,46 +55,24 @@ pub fn available() -> bool {
     *A.get_or_init(|| std::fs::symlink_metadata("/proc/self/ns/net").is_ok())
 }
 
-/// What `doctor` says of host lists, given whether calls get a PID namespace (and so a network namespace).
-pub fn doctor_line(proxy: bool) -> String {
-    if proxy {
-        format!("host names in \"net\": enforced: a call with a host list has no network but the runner's proxy (127.0.0.1:{PORT}, HTTPS_PROXY)")
-    } else {
-        "host names in \"net\": NOT enforced (no PID namespace): a host list allows its ports on any host".to_owned()
-    }
-}
-
-/// One entry of a `"net"` list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Allowed {
-    /// Lowercase, without brackets or a trailing dot; `None` for `*`.
-    host: Option<String>,
-    /// `None`: any port (the whole network of an undeclared AnimaWorks module, [`Allowed::any`]).
-    port: Option<u16>,
-}
-
-impl Allowed {
-    /// `"host:port"` (already validated by the plan); `None` when it is not one.
-    pub fn parse(e: &str) -> Option<Allowed> {
-        let (host, port) = split_authority(e)?;
-        Some(Allowed {
-            host: (host != "*").then_some(host),
-            port: Some(port),
-        })
-    }
-
-    /// Any host, any port (public addresses only, as every entry: [`Targets`]).
-    pub fn any() -> Allowed {
-        Allowed { host: None, port: None }
-    }
-
-    fn permits(&self, host: &str, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port) && self.host.as_deref().is_none_or(|h| h == host)
-    }
+/// What the proxy asks its caller: which targets it relays, and what a refusal says. Hosts are given normalized
+/// ([`normal_host`]: lowercase, no brackets, no trailing dot).
+pub trait Policy: Send + Sync + 'static {
+    /// Who answers: the first words of every refusal's body.
+    fn name(&self) -> &str;
+    /// May the tool ask for `host:port` at all? `Err`: the refusal's text.
+    fn target(&self, host: &str, port: u16) -> Result<(), String>;
+    /// `host:port` is named by a grant of its own: any address it resolves to may be connected.
+    fn named(&self, host: &str, port: u16) -> bool;
+    /// May `ip` be connected on `port` without such a grant, given this host's own addresses (`own`, read at the
+    /// request)?
+    fn reachable(&self, ip: std::net::IpAddr, port: u16, own: &[std::net::IpAddr]) -> bool;
+    /// The refusal's text for `host:port` when none of its addresses is reachable.
+    fn unreachable(&self, host: &str, port: u16) -> String;
 }
 
 /// `host:port` to a normalized host and the port; `None` for anything else (no port, port 0, bad characters).
-fn split_authority(a: &str) -> Option<(String, u16)> {
+pub fn split_authority(a: &str) -> Option<(String, u16)> {
     let (host, port) = a.rsplit_once(':')?;
     let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
     Some((normal_host(host)?, port))
@@ -100,7 +81,7 @@ fn split_authority(a: &str) -> Option<(String, u16)> {
 /// A host as written in an authority: a name or IPv4 address, or an IPv6 address in brackets (a `:` is only
 /// accepted there, so `::1:443` is refused rather than read one way or another; and brackets hold an IPv6 address
 /// only, so `[h.test]` is not a second spelling of `h.test`).
-fn normal_host(h: &str) -> Option<String> {
+pub fn normal_host(h: &str) -> Option<String> {
     if let Some(inner) = h.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
         return inner
             .parse::<std::net::Ipv6Addr>()
@@ -165,9 +146,9 @@ pub struct ChildNet {
     sock: OwnedFd,
 }
 
-/// Make the socketpair and start the task serving `allowed` on the listener the child will send. Needs a tokio
+/// Make the socketpair and start the task serving `policy` on the listener the child will send. Needs a tokio
 /// runtime (every spawn of a call or worker happens on one).
-pub fn start(allowed: Vec<Allowed>, private: Vec<Allowed>, reachable: Reachable) -> io::Result<(Proxy, ChildNet)> {
+pub fn start(policy: Arc<dyn Policy>) -> io::Result<(Proxy, ChildNet)> {
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
     let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let (ours, theirs) = socketpair(
@@ -179,14 +160,9 @@ pub fn start(allowed: Vec<Allowed>, private: Vec<Allowed>, reachable: Reachable)
     let log = Arc::new(Mutex::new(Log::default()));
     let _in_rt = rt.enter();
     let ctl = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours))?;
-    let targets = Arc::new(Targets {
-        allowed,
-        private,
-        reachable,
-    });
     let alive = Arc::new(());
     let listening = Arc::downgrade(&alive);
-    let task = rt.spawn(serve(ctl, targets, log.clone(), alive)).abort_handle();
+    let task = rt.spawn(serve(ctl, policy, log.clone(), alive)).abort_handle();
     Ok((Proxy { task, log, listening }, ChildNet { sock: theirs }))
 }
 
@@ -229,18 +205,6 @@ async fn next_listener(ctl: &UnixStream) -> io::Result<Option<TcpListener>> {
     }
 }
 
-/// What the proxy relays: the allowed targets, and among the addresses they resolve to, those `reachable`
-/// refuses only for a target an anima's grant names (`permissions.json` `"sandbox": {"net": ["127.0.0.1:5432"]}`).
-pub struct Targets {
-    pub allowed: Vec<Allowed>,
-    pub private: Vec<Allowed>,
-    pub reachable: Reachable,
-}
-
-/// Which addresses a tool may reach without a grant naming them, given the host's own addresses (as
-/// [`local_addresses`] read them at the request): the policy, which the caller supplies.
-pub type Reachable = fn(std::net::IpAddr, &[std::net::IpAddr]) -> bool;
-
 /// Every address of this host's interfaces (in the runner's network namespace), read now: an address added after
 /// the runner started counts.
 pub fn local_addresses() -> io::Result<Vec<std::net::IpAddr>> {
@@ -281,7 +245,7 @@ struct Listening {
     _alive: Arc<()>,
 }
 
-async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>, alive: Arc<()>) {
+async fn serve(ctl: UnixStream, policy: Arc<dyn Policy>, log: Arc<Mutex<Log>>, alive: Arc<()>) {
     let Ok(Some(first)) = next_listener(&ctl).await else {
         return; // the child never got as far (the spawn failed)
     };
@@ -301,9 +265,9 @@ async fn serve(ctl: UnixStream, allowed: Arc<Targets>, log: Arc<Mutex<Log>>, ali
             } => {
                 let (permit, r) = got;
                 if let Ok((conn, _)) = r {
-                    let (allowed, log) = (allowed.clone(), log.clone());
+                    let (policy, log) = (policy.clone(), log.clone());
                     conns.spawn(async move {
-                        handle(conn, &allowed, &log).await;
+                        handle(conn, &*policy, &log).await;
                         drop(permit);
                     });
                 }
@@ -330,27 +294,39 @@ enum Ask {
     Forward { host: String, port: u16, head: Vec<u8> },
 }
 
-/// Parse a request head (without its final blank line); `Err` is the status line to answer.
+const BAD: &str = "400 Bad Request";
+const TOO_MANY: &str = "431 Request Header Fields Too Large";
+
+/// Parse a request head (with its final blank line, as [`read_head`] returns it); `Err` is the status line to
+/// answer.
 fn parse(head: &[u8]) -> Result<Ask, &'static str> {
-    const BAD: &str = "400 Bad Request";
-    let text = std::str::from_utf8(head).map_err(|_| BAD)?;
-    // Why: a bare line feed (or any other control byte) would let the tool slip headers past the rewrite below.
-    if text
-        .split("\r\n")
-        .any(|l| l.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f))
-    {
+    let lines = head.strip_suffix(b"\r\n\r\n").ok_or(BAD)?;
+    std::str::from_utf8(lines).map_err(|_| BAD)?;
+    // Why, although httparse reads a bare line feed as a line's end: what the tool sent is refused unless it reads
+    // one way only, to the server behind as to the rewrite below.
+    let count = lines.split(|b| *b == b'\n').count();
+    let bare = lines.split(|b| *b == b'\n').enumerate().any(|(i, l)| {
+        let body = match l.strip_suffix(b"\r") {
+            Some(b) if i + 1 < count => b,
+            None if i + 1 < count => return true,
+            _ => l,
+        };
+        body.iter().any(|&b| b < 0x20 && b != b'\t' || b == 0x7f)
+    });
+    if bare {
         return Err(BAD);
     }
-    let mut lines = text.split("\r\n");
-    let line = lines.next().ok_or(BAD)?;
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
+        Err(httparse::Error::TooManyHeaders) => return Err(TOO_MANY),
+        _ => return Err(BAD),
+    }
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(BAD);
     };
-    if !version.starts_with("HTTP/1.") {
-        return Err(BAD);
-    }
+    let version = format!("HTTP/1.{minor}");
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = split_authority(target).filter(|(h, _)| h != "*").ok_or(BAD)?;
         return Ok(Ask::Tunnel { host, port });
@@ -388,8 +364,8 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
     // Why Host from the target: the allow-list judged the target, so the server must be asked for that host,
     // not for whatever other site on the same address the tool's own Host line names.
     let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
-    for h in lines {
-        let name = h.split(':').next().unwrap_or("").trim();
+    for h in req.headers.iter() {
+        let name = h.name;
         if [
             "host",
             "proxy-connection",
@@ -402,8 +378,9 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
         {
             continue;
         }
-        out.push_str(h);
-        out.push_str("\r\n");
+        // Checked above: the head is UTF-8 without control bytes.
+        let value = std::str::from_utf8(h.value).map_err(|_| BAD)?;
+        out.push_str(&format!("{name}: {value}\r\n"));
     }
     // Why close: a second request on the same connection could name another host.
     out.push_str("Connection: close\r\n\r\n");
@@ -414,8 +391,8 @@ fn parse(head: &[u8]) -> Result<Ask, &'static str> {
     })
 }
 
-async fn answer(c: &mut TcpStream, status: &str, why: &str) {
-    let body = format!("animaworks-tool sandbox proxy: {why}\n");
+async fn answer(c: &mut TcpStream, p: &dyn Policy, status: &str, why: &str) {
+    let body = format!("{}: {why}\n", p.name());
     let msg = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -424,23 +401,48 @@ async fn answer(c: &mut TcpStream, status: &str, why: &str) {
     let _ = c.shutdown().await;
 }
 
-/// Read the request head: (head without its blank line, bytes read past it); `None` past [`MAX_HEAD`] or on EOF.
-async fn read_head(c: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+/// Why no request head was read.
+#[derive(Debug, PartialEq, Eq)]
+enum HeadError {
+    /// Longer than [`MAX_HEAD`].
+    TooLarge,
+    /// More than [`MAX_HEADERS`] header lines.
+    TooManyHeaders,
+    /// Not an HTTP/1 request head.
+    Malformed,
+    /// The connection ended (or failed) before the head did.
+    Ended,
+}
+
+/// Where the head in `buf` ends (after its blank line), once `buf` holds all of it.
+fn head_end(buf: &[u8]) -> Result<Option<usize>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::Request::new(&mut headers).parse(buf) {
+        Ok(httparse::Status::Complete(n)) => Ok(Some(n)),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
+        Err(_) => Err(HeadError::Malformed),
+    }
+}
+
+/// Read the request head: (head with its blank line, bytes read past it), parsed by httparse as it arrives,
+/// bounded by [`MAX_HEAD`] bytes and [`MAX_HEADERS`] lines.
+async fn read_head(c: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
         let room = (MAX_HEAD + 4 - buf.len()).min(chunk.len());
         if room == 0 {
-            return None;
+            return Err(HeadError::TooLarge);
         }
-        let n = c.read(&mut chunk[..room]).await.ok().filter(|n| *n > 0)?;
-        let from = buf.len().saturating_sub(3);
+        let n = match c.read(&mut chunk[..room]).await {
+            Ok(n) if n > 0 => n,
+            _ => return Err(HeadError::Ended),
+        };
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
-            let end = from + i;
-            let rest = buf.split_off(end + 4);
-            buf.truncate(end);
-            return Some((buf, rest));
+        if let Some(end) = head_end(&buf)? {
+            let rest = buf.split_off(end);
+            return Ok((buf, rest));
         }
     }
 }
@@ -455,12 +457,12 @@ fn note_refused(log: &Mutex<Log>, target: &str) {
 
 /// The first address of `host:port` the tool may reach, resolved by the runner (so that the name checked is the
 /// address connected: no second lookup can answer otherwise); `Err` with the status and text to answer.
-async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketAddr, (&'static str, String)> {
+async fn resolve(host: &str, port: u16, p: &dyn Policy) -> Result<std::net::SocketAddr, (&'static str, String)> {
     let addrs: Vec<std::net::SocketAddr> = match tokio::net::lookup_host((host, port)).await {
         Ok(a) => a.collect(),
         Err(e) => return Err(("502 Bad Gateway", format!("cannot resolve {host}: {e}"))),
     };
-    let granted = t.private.iter().any(|a| a.permits(host, port));
+    let granted = p.named(host, port);
     // Read at each request, and refused when unreadable: the host's own addresses are never "public" to a tool.
     let own: Vec<std::net::IpAddr> = if granted {
         Vec::new()
@@ -472,33 +474,27 @@ async fn resolve(host: &str, port: u16, t: &Targets) -> Result<std::net::SocketA
     };
     addrs
         .iter()
-        .find(|a| {
-            granted
-                || (t.reachable)(a.ip(), &own)
-                || t.private.iter().any(|g| g.permits(&a.ip().to_string(), port))
-        })
+        .find(|a| granted || p.reachable(a.ip(), port, &own))
         .copied()
-        .ok_or_else(|| {
-            (
-                "403 Forbidden",
-                format!(
-                    "{host}:{port} is a loopback, private, link-local or reserved address, or one of this host's \
-                     own; a sandboxed tool reaches one only when the anima's permissions.json names it: \
-                     \"sandbox\": {{\"net\": [\"{host}:{port}\"]}}"
-                ),
-            )
-        })
+        .ok_or_else(|| ("403 Forbidden", p.unreachable(host, port)))
 }
 
-async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
-    let Some((head, rest)) = read_head(&mut c).await else {
-        return answer(&mut c, "400 Bad Request", "no request head within 8 KiB").await;
+async fn handle(mut c: TcpStream, p: &dyn Policy, log: &Mutex<Log>) {
+    let (head, rest) = match read_head(&mut c).await {
+        Ok(h) => h,
+        Err(HeadError::TooLarge) => return answer(&mut c, p, BAD, "no request head within 8 KiB").await,
+        Err(HeadError::TooManyHeaders) => {
+            return answer(&mut c, p, TOO_MANY, &format!("more than {MAX_HEADERS} header lines")).await
+        }
+        Err(HeadError::Malformed) => return answer(&mut c, p, BAD, "the request head is not HTTP/1").await,
+        Err(HeadError::Ended) => return answer(&mut c, p, BAD, "the connection ended before the request head").await,
     };
     let ask = match parse(&head) {
         Ok(a) => a,
         Err(status) => {
             return answer(
                 &mut c,
+                p,
                 status,
                 "only CONNECT host:port and absolute-form http:// requests are served",
             )
@@ -508,36 +504,31 @@ async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
     };
-    if !allowed.allowed.iter().any(|a| a.permits(&host, port)) {
+    if let Err(why) = p.target(&host, port) {
         let target = format!("{host}:{port}");
-        tracing::warn!("sandbox proxy: refused {target}: not in the action's sandbox \"net\" list");
+        tracing::warn!("{}: refused {target}: {why}", p.name());
         note_refused(log, &target);
-        return answer(
-            &mut c,
-            "403 Forbidden",
-            &format!("{target} is not in this action's sandbox \"net\" list"),
-        )
-        .await;
+        return answer(&mut c, p, "403 Forbidden", &why).await;
     }
     let via = super::upstream::configured().and_then(|u| u.route(&host, port, matches!(ask, Ask::Tunnel { .. })));
-    let addr = match tokio::time::timeout(CONNECT_TIMEOUT, resolve(&host, port, allowed)).await {
+    let addr = match tokio::time::timeout(CONNECT_TIMEOUT, resolve(&host, port, p)).await {
         Ok(Ok(a)) => Some(a),
         Ok(Err((status, text))) => {
             if status.starts_with("403") {
-                tracing::warn!("sandbox proxy: refused {host}:{port}: not a public address");
+                tracing::warn!("{}: refused {host}:{port}: not a public address", p.name());
                 note_refused(log, &format!("{host}:{port}"));
             }
             // Behind the caller's proxy a name may resolve there only.
             if via.is_none() || status.starts_with("403") {
-                return answer(&mut c, status, &text).await;
+                return answer(&mut c, p, status, &text).await;
             }
             None
         }
         Err(_) if via.is_some() => None,
-        Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
+        Err(_) => return answer(&mut c, p, "504 Gateway Timeout", &format!("{host} did not resolve")).await,
     };
     // A non-public address (granted by name) is reached directly: the caller's proxy would not reach it.
-    let via = via.filter(|_| addr.is_none_or(|a| (allowed.reachable)(a.ip(), &local_addresses().unwrap_or_default())));
+    let via = via.filter(|_| addr.is_none_or(|a| p.reachable(a.ip(), port, &local_addresses().unwrap_or_default())));
     let up = match (via, addr) {
         (Some(v), _) => {
             let forward_head = match &ask {
@@ -549,12 +540,12 @@ async fn handle(mut c: TcpStream, allowed: &Targets, log: &Mutex<Log>) {
         (None, Some(a)) => tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(a))
             .await
             .map(|r| r.map_err(|e| ("502 Bad Gateway", format!("cannot connect to {host}:{port}: {e}")))),
-        (None, None) => return answer(&mut c, "502 Bad Gateway", &format!("cannot resolve {host}")).await,
+        (None, None) => return answer(&mut c, p, "502 Bad Gateway", &format!("cannot resolve {host}")).await,
     };
     let mut up = match up {
         Ok(Ok(s)) => s,
-        Ok(Err((status, text))) => return answer(&mut c, status, &text).await,
-        Err(_) => return answer(&mut c, "504 Gateway Timeout", &format!("{host}:{port} did not answer")).await,
+        Ok(Err((status, text))) => return answer(&mut c, p, status, &text).await,
+        Err(_) => return answer(&mut c, p, "504 Gateway Timeout", &format!("{host}:{port} did not answer")).await,
     };
     {
         let mut l = log.lock().expect("proxy log lock");
@@ -716,20 +707,52 @@ mod tests {
         addr
     }
 
+    /// The tests' policy: `allowed` entries (`*` any host), `named` grants (`host:port`, a host or an address),
+    /// and loopback (also v4-mapped) and the host's own addresses not reachable otherwise.
+    struct List {
+        allowed: Vec<(Option<String>, u16)>,
+        named: Vec<(String, u16)>,
+    }
+
+    impl List {
+        fn new(allowed: &[&str], named: &[&str]) -> Arc<List> {
+            let entry = |e: &&str| split_authority(e).unwrap();
+            Arc::new(List {
+                allowed: allowed
+                    .iter()
+                    .map(entry)
+                    .map(|(h, p)| ((h != "*").then_some(h), p))
+                    .collect(),
+                named: named.iter().map(entry).collect(),
+            })
+        }
+    }
+
+    impl Policy for List {
+        fn name(&self) -> &str {
+            "test proxy"
+        }
+        fn target(&self, host: &str, port: u16) -> Result<(), String> {
+            match self.allowed.iter().any(|(h, p)| *p == port && h.as_deref().is_none_or(|h| h == host)) {
+                true => Ok(()),
+                false => Err(format!("{host}:{port} is not listed")),
+            }
+        }
+        fn named(&self, host: &str, port: u16) -> bool {
+            self.named.iter().any(|(h, p)| h == host && *p == port)
+        }
+        fn reachable(&self, ip: std::net::IpAddr, port: u16, own: &[std::net::IpAddr]) -> bool {
+            not_loopback_nor_own(ip, own) || self.named(&ip.to_string(), port)
+        }
+        fn unreachable(&self, host: &str, port: u16) -> String {
+            format!("{host}:{port} is this host's own or loopback; name it")
+        }
+    }
+
     #[test]
-    fn entries_match_host_and_port_exactly() {
-        let list: Vec<Allowed> = ["api.Example.com:443", "*:8443", "[::1]:80"]
-            .iter()
-            .map(|e| Allowed::parse(e).unwrap())
-            .collect();
-        let ok = |h: &str, p| list.iter().any(|a| a.permits(&normal_host(h).unwrap(), p));
-        assert!(ok("API.example.COM", 443));
-        assert!(ok("api.example.com.", 443));
-        assert!(!ok("api.example.com", 80));
-        assert!(!ok("evil.api.example.com", 443));
-        assert!(ok("anything.at.all", 8443));
-        assert!(ok("[::1]", 80));
-        assert!(Allowed::parse("nohost").is_none());
+    fn hosts_are_normalized_and_ports_required() {
+        assert_eq!(split_authority("API.Example.com.:443"), Some(("api.example.com".into(), 443)));
+        assert!(split_authority("nohost").is_none());
         assert!(normal_host("a b").is_none());
         // Brackets hold an IPv6 address, nothing else.
         assert!(normal_host("[h.test]").is_none());
@@ -738,17 +761,22 @@ mod tests {
         assert_eq!(normal_host("[FE80::1]").as_deref(), Some("fe80::1"));
     }
 
+    /// [`parse`] of `head` and its blank line.
+    fn p(head: &[u8]) -> Result<Ask, &'static str> {
+        parse(&[head, b"\r\n\r\n"].concat())
+    }
+
     #[test]
     fn requests_are_parsed_and_rewritten() {
         assert_eq!(
-            parse(b"CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443"),
+            p(b"CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443"),
             Ok(Ask::Tunnel {
                 host: "example.com".into(),
                 port: 443
             })
         );
         let Ok(Ask::Forward { host, port, head }) =
-            parse(b"GET http://h.test:8080/x?y HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive")
+            p(b"GET http://h.test:8080/x?y HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive")
         else {
             panic!()
         };
@@ -757,27 +785,27 @@ mod tests {
             String::from_utf8(head).unwrap(),
             "GET /x?y HTTP/1.1\r\nHost: h.test:8080\r\nConnection: close\r\n\r\n"
         );
-        let Ok(Ask::Forward { port, .. }) = parse(b"GET http://h.test HTTP/1.0") else {
+        let Ok(Ask::Forward { port, .. }) = p(b"GET http://h.test HTTP/1.0") else {
             panic!()
         };
         assert_eq!(port, 80);
-        assert!(parse(b"GET https://h.test/ HTTP/1.1").is_err());
-        assert!(parse(b"GET /relative HTTP/1.1").is_err());
-        assert!(parse(b"GET http://u@h.test/ HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT h.test HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT *:443 HTTP/1.1").is_err());
-        assert!(parse(b"CONNECT a*b:443 HTTP/1.1").is_err());
+        assert!(p(b"GET https://h.test/ HTTP/1.1").is_err());
+        assert!(p(b"GET /relative HTTP/1.1").is_err());
+        assert!(p(b"GET http://u@h.test/ HTTP/1.1").is_err());
+        assert!(p(b"CONNECT h.test HTTP/1.1").is_err());
+        assert!(p(b"CONNECT *:443 HTTP/1.1").is_err());
+        assert!(p(b"CONNECT a*b:443 HTTP/1.1").is_err());
         // The tool's Host is replaced by the target's; bare line feeds and other control bytes are refused.
-        let Ok(Ask::Forward { head, .. }) = parse(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
+        let Ok(Ask::Forward { head, .. }) = p(b"GET http://h.test/ HTTP/1.1\r\nHost: evil.test\r\nX-A: b") else {
             panic!()
         };
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "GET / HTTP/1.1\r\nHost: h.test\r\nX-A: b\r\nConnection: close\r\n\r\n"
         );
-        assert!(parse(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
-        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
-        assert!(parse(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
+        assert!(p(b"GET http://h.test/x\nConnection:keep-alive HTTP/1.1\r\nHost: h.test").is_err());
+        assert!(p(b"GET http://h.test/ HTTP/1.1\r\nX: a\nConnection: keep-alive").is_err());
+        assert!(p(b"GET http://h.test/ HTTP/1.1\r\nX: a\rb").is_err());
         // A port that is named must be one; a colon in a host only in brackets.
         for bad in [
             "http://h.test:0/",
@@ -785,21 +813,20 @@ mod tests {
             "http://h.test:abc/",
             "http://h.test:/",
         ] {
-            assert!(parse(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
+            assert!(p(format!("GET {bad} HTTP/1.1").as_bytes()).is_err(), "{bad}");
         }
-        assert!(parse(b"CONNECT ::1:443 HTTP/1.1").is_err());
+        assert!(p(b"CONNECT ::1:443 HTTP/1.1").is_err());
         assert_eq!(
-            parse(b"CONNECT [::1]:443 HTTP/1.1"),
+            p(b"CONNECT [::1]:443 HTTP/1.1"),
             Ok(Ask::Tunnel {
                 host: "::1".into(),
                 port: 443
             })
         );
-        let Ok(Ask::Forward { host, port, .. }) = parse(b"GET http://[::1]/ HTTP/1.1") else {
+        let Ok(Ask::Forward { host, port, .. }) = p(b"GET http://[::1]/ HTTP/1.1") else {
             panic!()
         };
         assert_eq!((host.as_str(), port), ("::1", 80));
-        assert_eq!(Allowed::parse("[::1]:443").map(|a| a.permits("::1", 443)), Some(true));
     }
 
     /// Any host, but a loopback address only where a grant names it (the task database on 127.0.0.1, say).
@@ -813,8 +840,8 @@ mod tests {
                 let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
             }
         });
-        let granted = Allowed::parse(&format!("localhost:{up_port}")).unwrap();
-        let (proxy, child) = start(vec![Allowed::any()], vec![granted], not_loopback_nor_own).unwrap();
+        let granted = format!("localhost:{up_port}");
+        let (proxy, child) = start(List::new(&[&format!("*:{up_port}")], &[&granted])).unwrap();
         let addr = hand_over_a_listener(child);
         let ask = move |req: String| {
             tokio::task::spawn_blocking(move || {
@@ -829,7 +856,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            no.starts_with("HTTP/1.1 403") && no.contains("\"sandbox\": {\"net\""),
+            no.starts_with("HTTP/1.1 403") && no.contains("test proxy: 127.0.0.1:") && no.contains("name it"),
             "{no}"
         );
         let no = ask(format!("GET http://[::ffff:127.0.0.1]:{up_port}/ HTTP/1.1\r\n\r\n"))
@@ -866,7 +893,7 @@ mod tests {
                 let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
             }
         });
-        let (proxy, child) = start(vec![Allowed::any()], vec![], not_loopback_nor_own).unwrap();
+        let (proxy, child) = start(List::new(&[&format!("*:{up_port}")], &[])).unwrap();
         let addr = hand_over_a_listener(child);
         let mut asked = 0;
         for ip in own {
@@ -909,8 +936,8 @@ mod tests {
                 let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
             }
         });
-        let target = Allowed::parse(&format!("LocalHost:{up_port}")).unwrap();
-        let (proxy, child) = start(vec![target.clone()], vec![target], not_loopback_nor_own).unwrap();
+        let target = format!("LocalHost:{up_port}");
+        let (proxy, child) = start(List::new(&[&target], &[&target])).unwrap();
         let addr = hand_over_a_listener(child);
         let ask = move |req: String| {
             tokio::task::spawn_blocking(move || {
@@ -939,5 +966,89 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the listener outlived its proxy");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// A proxy serving `localhost:<port>` of a loopback server that says hello; (the proxy, its address).
+    fn hello_proxy() -> (Proxy, std::net::SocketAddr, u16) {
+        use std::io::Write;
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in upstream.incoming() {
+                let _ = c.and_then(|mut c| c.write_all(b"hello\n"));
+            }
+        });
+        let target = format!("localhost:{up_port}");
+        let (proxy, child) = start(List::new(&[&target], &[&target])).unwrap();
+        (proxy, hand_over_a_listener(child), up_port)
+    }
+
+    /// Send `parts` one write each, then read the answer to its end.
+    async fn send(addr: std::net::SocketAddr, parts: Vec<Vec<u8>>) -> String {
+        use std::io::{Read, Write};
+        tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            for part in parts {
+                // The proxy may answer (and close) before the whole of an oversized head is sent.
+                if s.write_all(&part).is_err() {
+                    break;
+                }
+            }
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A head that arrives in pieces, split inside its request line and inside its final blank line, is read whole.
+    #[tokio::test]
+    async fn a_head_split_across_writes_is_read_whole() {
+        let (proxy, addr, port) = hello_proxy();
+        let head = format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n");
+        let cuts = [3, 12, head.len() - 3, head.len() - 1];
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for to in cuts.into_iter().chain([head.len()]) {
+            parts.push(head.as_bytes()[from..to].to_vec());
+            from = to;
+        }
+        let out = send(addr, parts).await;
+        assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("hello\n"), "{out}");
+        assert_eq!(proxy.log()["relayed"], 1);
+    }
+
+    /// A head longer than MAX_HEAD, or with more header lines than MAX_HEADERS, is refused, never relayed.
+    #[tokio::test]
+    async fn an_oversized_head_is_refused() {
+        let (proxy, addr, port) = hello_proxy();
+        let long = format!(
+            "CONNECT localhost:{port} HTTP/1.1\r\nX-Long: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD)
+        );
+        let out = send(addr, vec![long.into_bytes()]).await;
+        assert!(out.starts_with("HTTP/1.1 400") && out.contains("8 KiB"), "{out}");
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
+        let out = send(addr, vec![format!("CONNECT localhost:{port} HTTP/1.1\r\n{many}\r\n").into_bytes()]).await;
+        assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+        assert_eq!(proxy.log()["relayed"], 0);
+    }
+
+    /// A head that is not HTTP/1 (a header line without a colon, a bare line feed, a version that is none) is refused.
+    #[tokio::test]
+    async fn a_malformed_head_is_refused() {
+        let (proxy, addr, port) = hello_proxy();
+        for head in [
+            format!("CONNECT localhost:{port} HTTP/1.1\r\nNo colon here\r\n\r\n"),
+            format!("CONNECT localhost:{port} HTTP/1.1\r\nX: a\nY: b\r\n\r\n"),
+            format!("CONNECT localhost:{port} HTTP/9.9\r\n\r\n"),
+            format!("CONNECT  localhost:{port} HTTP/1.1\r\n\r\n"),
+        ] {
+            let out = send(addr, vec![head.clone().into_bytes()]).await;
+            assert!(out.starts_with("HTTP/1.1 400"), "{head:?}: {out}");
+        }
+        assert_eq!(proxy.log()["relayed"], 0);
     }
 }
