@@ -16,9 +16,11 @@ pub struct RunnerFlags {
     pub max_output: Option<u64>,
     pub events: bool,
     pub help: bool,
+    /// Where a result's image, audio and resource blocks are written (protocol.md §5.2).
+    pub save_content: Option<std::path::PathBuf>,
 }
 
-pub const RUNNER_FLAGS: &[&str] = &["json", "timeout", "max-output", "events", "help"];
+pub const RUNNER_FLAGS: &[&str] = &["json", "timeout", "max-output", "events", "save-content", "help"];
 
 fn usage(msg: String, hint: String) -> CallError {
     CallError::new(ErrorCode::Usage, msg).hint(hint)
@@ -214,6 +216,10 @@ pub fn parse(action: &ActionSpec, words: &[String]) -> Result<(Map<String, Value
             }
             "events" => {
                 flags.events = true;
+                continue;
+            }
+            "save-content" | "save_content" => {
+                flags.save_content = Some(take_value("a folder")?.into());
                 continue;
             }
             _ => {}

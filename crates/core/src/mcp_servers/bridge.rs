@@ -767,31 +767,21 @@ async fn call(client: &Client, req: Request, names: &HashMap<String, String>) ->
 }
 
 /// A `tools/call` result as the call's final event: `isError` is the tool's error; `structuredContent` is the
-/// value when present, else the text of the content (one string), else the content blocks as they are.
+/// value when present, else the text of the content (one string); blocks that say more than their text (images,
+/// audio, resources, links, annotations) are passed on whole as the event's `content` ([`super::content`]).
 fn final_event(result: &Value) -> Value {
-    let content = result.get("content").and_then(Value::as_array);
-    let texts: Option<Vec<&str>> = content.map(|c| {
-        c.iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect()
-    });
-    let all_text = content.is_some_and(|c| c.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("text")));
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        let message = texts
-            .map(|t| t.join("\n"))
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| "the MCP tool reported an error".into());
+        let message = match super::content::value(&json!({"content": result.get("content")})) {
+            Value::String(t) if !t.is_empty() => t,
+            _ => "the MCP tool reported an error".into(),
+        };
         return json!({"type": "error", "code": "tool_error", "message": message});
     }
-    let value = if let Some(s) = result.get("structuredContent") {
-        s.clone()
-    } else if all_text {
-        json!(texts.unwrap_or_default().join("\n"))
-    } else {
-        result.get("content").cloned().unwrap_or(Value::Null)
-    };
-    json!({"type": "result", "result": value})
+    let mut ev = json!({"type": "result", "result": super::content::value(result)});
+    if let Some(blocks) = super::content::passed(result) {
+        ev["content"] = Value::Array(blocks);
+    }
+    ev
 }
 
 async fn started(spec: &Spec, tag: bool) -> Option<(Arc<Client>, Child)> {

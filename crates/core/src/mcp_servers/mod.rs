@@ -14,6 +14,7 @@
 //! - the anima's `status.json` `extra_mcp_servers` (AnimaWorks' per-anima override): personal tier.
 
 pub mod bridge;
+mod content;
 pub mod spec_fd;
 
 use crate::tier::Tier;
