@@ -291,6 +291,7 @@ mod tests {
         ActionSpec {
             name: "add".into(),
             schema_name: "t_add".into(),
+            title: None,
             description: String::new(),
             input_schema: json!({"type":"object","properties":{
                 "title":{"type":"string"},"count":{"type":"integer"},"ratio":{"type":"number"},

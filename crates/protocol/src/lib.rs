@@ -64,6 +64,9 @@ fn one() -> u32 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActionDecl {
     pub name: String,
+    /// A name for people (MCP's `title`), shown instead of `<tool>.<action>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     #[serde(default)]
     pub description: String,
     #[serde(default, alias = "parameters", skip_serializing_if = "Option::is_none")]

@@ -178,6 +178,18 @@ fn an_image_from_a_real_server_reaches_the_typescript_client_as_an_image_block()
         json!({"type": "resource_link", "uri": "file:///tmp/red.png", "name": "red.png", "mimeType": "image/png"})
     );
     assert_ne!(v["result"]["isError"], true, "{v}");
+    // The server's titles, not `<tool>.<action>`.
+    let title = |name: &str| {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["title"].clone())
+    };
+    assert_eq!(title("pics_picture"), Some(json!("Draw a picture")), "{}", v["tools"]);
+    let long = "pics_a_tool_with_a_name_long_enough_to_pass_a_clients_limit_with_its_prefix";
+    assert_eq!(title(long), Some(json!("Long name")), "{}", v["tools"]);
 }
 
 fn awt_protocol_b64(s: &str) -> Vec<u8> {
@@ -227,4 +239,50 @@ fn an_image_past_the_output_cap_is_refused_whole_with_a_clear_error() {
     let msg = e["error"]["message"].as_str().unwrap();
     assert!(msg.contains("passed the cap of 65536 bytes"), "{msg}");
     assert!(!stdout(&o).contains("iVBOR"), "no part of the image is printed");
+}
+
+/// A server tool whose schema name would pass Claude Code's 64 characters (`mcp__animaworks__<name>`) is warned
+/// of by `doctor`; `"short_names": true` offers it under a stable shorter name that calls the same MCP tool.
+#[test]
+fn a_long_tool_name_is_warned_by_doctor_and_shortened_stably_on_request() {
+    let long = "a_tool_with_a_name_long_enough_to_pass_a_clients_limit_with_its_prefix";
+    let w = world();
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        text.contains(&format!("mcp__animaworks__pics_{long}"))
+            && text.contains("past its limit of 64")
+            && text.contains("\"short_names\": true"),
+        "{text}"
+    );
+    let mut s: Value =
+        serde_json::from_str(&std::fs::read_to_string(w.data.join("animaworks-tool.json")).unwrap()).unwrap();
+    s["mcp_servers"]["pics"]["short_names"] = json!(true);
+    w.settings(&s.to_string());
+    let listed = |w: &World| -> Vec<String> {
+        let o = w.run(&["schemas", "--format", "mcp"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v = json(&o);
+        let tools = v
+            .as_array()
+            .cloned()
+            .or_else(|| v["tools"].as_array().cloned())
+            .unwrap_or_else(|| panic!("{v}"));
+        tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let names = listed(&w);
+    let short: Vec<&String> = names.iter().filter(|n| n.starts_with("pics_a_tool_with")).collect();
+    assert_eq!(short.len(), 1, "{names:?}");
+    let short = short[0].clone();
+    assert!(short.len() + "mcp__animaworks__".len() <= 64, "{short}");
+    assert_eq!(listed(&w), names, "the same names on every listing");
+    let o = w.run(&["pics", short.strip_prefix("pics_").unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(json(&o), json!({"result": "ok"}), "the Python SDK's structured output of a str");
+    let o = w.run(&["doctor"]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!text.contains("past its limit of 64"), "{text}");
 }

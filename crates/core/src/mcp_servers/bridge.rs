@@ -43,6 +43,8 @@ struct Spec {
     handshake_s: Option<f64>,
     #[serde(default)]
     timeout_s: Option<f64>,
+    #[serde(default)]
+    short_names: bool,
 }
 
 /// The bridge's `main`; the exit code of the process.
@@ -526,7 +528,7 @@ async fn schemas(spec: &Spec) -> i32 {
     client.stray_note();
     shut(&client, child).await;
     let stray = client.stray.load(Ordering::Relaxed);
-    let (offered, mut notes) = offered(&tools, &spec.name);
+    let (offered, mut notes) = offered(&tools, &spec.name, spec.short_names);
     if stray > 0 {
         notes.push(format!(
             "the MCP server '{}' wrote {stray} stdout line(s) that are not JSON-RPC while it was listed (skipped; a server writes only JSON-RPC to stdout, logs to stderr)",
@@ -540,6 +542,13 @@ async fn schemas(spec: &Spec) -> i32 {
         let hint = |k: &str| ann.get(k).and_then(Value::as_bool);
         let mut action = Map::new();
         action.insert("name".into(), name.clone().into());
+        if let Some(title) = t
+            .get("title")
+            .or_else(|| ann.get("title"))
+            .and_then(Value::as_str)
+        {
+            action.insert("title".into(), title.into());
+        }
         let mut description = t
             .get("description")
             .and_then(Value::as_str)
@@ -645,8 +654,9 @@ fn action_name_of(mcp: &str) -> Option<String> {
 }
 
 /// The tools offered as actions, under their action names, and what was left out and why. A tool that can run
-/// only as a task (`execution.taskSupport: "required"`) is left out: the bridge does not drive tasks.
-fn offered<'a>(tools: &'a [Value], server: &str) -> (Vec<(String, &'a Value)>, Vec<String>) {
+/// only as a task (`execution.taskSupport: "required"`) is left out: the bridge does not drive tasks. A name
+/// too long for a known client is warned of, or shortened when the entry says `short_names` ([`super::names`]).
+fn offered<'a>(tools: &'a [Value], server: &str, short: bool) -> (Vec<(String, &'a Value)>, Vec<String>) {
     let mut out: Vec<(String, &Value)> = Vec::new();
     let mut notes = Vec::new();
     let originals: Vec<&str> = tools
@@ -663,12 +673,18 @@ fn offered<'a>(tools: &'a [Value], server: &str) -> (Vec<(String, &'a Value)>, V
             ));
             continue;
         }
-        let Some(action) = action_name_of(name) else {
+        let Some(mut action) = action_name_of(name) else {
             notes.push(format!(
                 "MCP tool '{name}' of server '{server}' is left out: no action name can be made of it (letters, digits, _ and -)"
             ));
             continue;
         };
+        if !super::names::fits(server, &action) {
+            match super::names::short(server, &action, name).filter(|_| short) {
+                Some(s) => action = s,
+                None => notes.push(super::names::warning(server, &action, name)),
+            }
+        }
         let taken = out
             .iter()
             .any(|(a, _)| awt_protocol::names::canon(a) == awt_protocol::names::canon(&action))
@@ -692,7 +708,7 @@ async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
     let Ok(tools) = list_tools(client, spec).await else {
         return HashMap::new();
     };
-    let (offered, _) = offered(&tools, &spec.name);
+    let (offered, _) = offered(&tools, &spec.name, spec.short_names);
     offered
         .into_iter()
         .filter_map(|(action, t)| {
