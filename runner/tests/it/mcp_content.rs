@@ -281,8 +281,35 @@ fn a_long_tool_name_is_warned_by_doctor_and_shortened_stably_on_request() {
     assert_eq!(listed(&w), names, "the same names on every listing");
     let o = w.run(&["pics", short.strip_prefix("pics_").unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert_eq!(json(&o), json!({"result": "ok"}), "the Python SDK's structured output of a str");
+    assert_eq!(
+        json(&o),
+        json!({"result": "ok"}),
+        "the Python SDK's structured output of a str"
+    );
     let o = w.run(&["doctor"]);
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(!text.contains("past its limit of 64"), "{text}");
+}
+
+/// `check` warns of any tool's schema name that Claude Code would refuse behind its prefix.
+#[test]
+fn check_warns_of_a_schema_name_too_long_for_claude_code() {
+    let w = World::new();
+    let action = "an_action_whose_name_is_long_enough_to_pass_the_limit";
+    let schemas = json!({"protocol": 1, "actions": [{"name": action, "description": "d"}, {"name": "short", "description": "d"}]});
+    let path = w.tool(&w.common(), "lng.sh", &bash_tool(&schemas.to_string(), "echo ok"));
+    let o = w.run(&["check", path.to_str().unwrap(), "--json"]);
+    let report = json(&o);
+    let warned: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"))
+        .iter()
+        .filter(|f| f["level"] == "warn" && f["message"].as_str().is_some_and(|m| m.contains("Claude Code")))
+        .collect();
+    assert_eq!(warned.len(), 1, "{report}");
+    let m = warned[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains(&format!("mcp__animaworks__lng_{action}")) && m.contains("64"),
+        "{m}"
+    );
 }
