@@ -225,6 +225,22 @@ async fn check_into(path: &Path, tool: &str, opts: &CheckOptions, f: &mut Findin
                 }
             }
         }
+        if a.schema_name.len() > awt_core::mcp_servers::names::MAX_SCHEMA_NAME {
+            use awt_core::mcp_servers::names::{CLIENT_LIMIT, CLIENT_PREFIX};
+            f.warn(
+                &format!("action {}", a.name),
+                format!(
+                    "its schema name {} ({} characters) is too long for Claude Code, which names it {CLIENT_PREFIX}{} and refuses names past {CLIENT_LIMIT}",
+                    a.schema_name,
+                    a.schema_name.len(),
+                    a.schema_name
+                ),
+                format!(
+                    "keep the tool and action names within {} characters together",
+                    awt_core::mcp_servers::names::MAX_SCHEMA_NAME - 1
+                ),
+            );
+        }
         let mut formats = Vec::new();
         formats_in(&a.input_schema, String::new(), &mut formats, 0);
         if !formats.is_empty() {

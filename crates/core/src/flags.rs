@@ -16,9 +16,11 @@ pub struct RunnerFlags {
     pub max_output: Option<u64>,
     pub events: bool,
     pub help: bool,
+    /// Where a result's image, audio and resource blocks are written (protocol.md §5.2).
+    pub save_content: Option<std::path::PathBuf>,
 }
 
-pub const RUNNER_FLAGS: &[&str] = &["json", "timeout", "max-output", "events", "help"];
+pub const RUNNER_FLAGS: &[&str] = &["json", "timeout", "max-output", "events", "save-content", "help"];
 
 fn usage(msg: String, hint: String) -> CallError {
     CallError::new(ErrorCode::Usage, msg).hint(hint)
@@ -216,6 +218,10 @@ pub fn parse(action: &ActionSpec, words: &[String]) -> Result<(Map<String, Value
                 flags.events = true;
                 continue;
             }
+            "save-content" | "save_content" => {
+                flags.save_content = Some(take_value("a folder")?.into());
+                continue;
+            }
             _ => {}
         }
         let (negated, lookup) = match (find(&name), name.strip_prefix("no-")) {
@@ -285,6 +291,7 @@ mod tests {
         ActionSpec {
             name: "add".into(),
             schema_name: "t_add".into(),
+            title: None,
             description: String::new(),
             input_schema: json!({"type":"object","properties":{
                 "title":{"type":"string"},"count":{"type":"integer"},"ratio":{"type":"number"},

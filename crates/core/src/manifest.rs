@@ -46,6 +46,9 @@ pub struct ActionSpec {
     pub name: String,
     /// What the request's `name` carries: `<tool>_<action>`, or a short-form entry's name as written.
     pub schema_name: String,
+    /// A name for people (§2.1 `title`), at most [`MAX_TITLE`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     pub description: String,
     pub input_schema: Value,
     #[serde(default)]
@@ -54,6 +57,14 @@ pub struct ActionSpec {
     /// The MCP annotations the author declared (§2.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<awt_protocol::Annotations>,
+}
+
+/// The longest `title` kept, in UTF-8 bytes (a longer one is cut on a character boundary).
+pub const MAX_TITLE: usize = 200;
+
+fn bounded_title(t: &str) -> String {
+    let cut = (0..=MAX_TITLE.min(t.len())).rev().find(|i| t.is_char_boundary(*i)).unwrap_or(0);
+    t[..cut].to_owned()
 }
 
 impl ActionSpec {
@@ -276,6 +287,7 @@ fn from_doc(tool: &str, doc: SchemasDoc) -> Result<Manifest, ManifestError> {
         actions.push(ActionSpec {
             name: a.name,
             schema_name,
+            title: a.title.map(|t| bounded_title(&t)),
             description: a.description,
             input_schema,
             output_schema: a.output_schema,

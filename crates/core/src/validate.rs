@@ -453,6 +453,7 @@ mod tests {
         ActionSpec {
             name: "a".into(),
             schema_name: "t_a".into(),
+            title: None,
             description: String::new(),
             input_schema: schema,
             output_schema: None,

@@ -17,6 +17,7 @@
 pub mod annotations;
 pub mod background;
 pub mod catalog;
+pub mod content;
 mod elicit;
 pub mod lines;
 pub mod mcp;

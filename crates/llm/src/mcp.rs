@@ -264,15 +264,21 @@ impl Server {
             logger: tool.clone(),
             level: rank(*self.level.lock().expect("level lock")),
             stderr: Vec::new(),
+            content: None,
         };
         let out = call.run(&mut obs, cancel).await;
         watcher.abort();
+        let content = obs.content.take();
         drop(obs);
         // Progress goes out before the result.
         let _ = forwarder.await;
         Ok(match out {
             Ok(v) => {
-                let mut res = CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]);
+                let blocks = match content {
+                    Some(c) => crate::content::mcp_blocks(c),
+                    None => vec![ContentBlock::text(use_tool::result_text(&v))],
+                };
+                let mut res = CallToolResult::success(blocks);
                 // The pipeline has held the result to its output_schema: it conforms.
                 if output_object && v.is_object() {
                     res.structured_content = Some(v);
@@ -379,6 +385,8 @@ struct Progress {
     logger: String,
     level: u8,
     stderr: Vec<u8>,
+    /// The final result's content blocks (protocol.md §5.2), sent as the call's content.
+    content: Option<Vec<Value>>,
 }
 
 impl Progress {
@@ -414,6 +422,9 @@ impl Drop for Progress {
 impl Observer for Progress {
     fn event(&mut self, event: &Event, _raw: &[u8]) {
         match event {
+            Event::Result { content: Some(c), .. } => {
+                self.content = Some(awt_core::stream::content::delivered(c));
+            }
             Event::Log { level, message, .. } => {
                 use awt_protocol::Level;
                 let l = match level {

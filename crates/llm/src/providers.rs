@@ -219,7 +219,7 @@ pub fn object_schema(s: &Value) -> Value {
 pub fn mcp_tool(e: &Entry, a: &ActionSpec) -> Value {
     let mut v = json!({
         "name": a.schema_name,
-        "title": format!("{}.{}", e.name(), a.name),
+        "title": a.title.clone().unwrap_or_else(|| format!("{}.{}", e.name(), a.name)),
         "description": description(e, a),
         "inputSchema": object_schema(&a.input_schema),
     });

@@ -45,6 +45,8 @@ pub struct Limits {
     pub max_bytes: usize,
     /// Overrides every action's `timeout_s`.
     pub timeout: Option<Duration>,
+    /// Where a result's non-text content blocks are written (`--save-content`); else they are only described.
+    pub save_content: Option<std::path::PathBuf>,
 }
 
 impl Default for Limits {
@@ -52,6 +54,7 @@ impl Default for Limits {
         Limits {
             max_bytes: DEFAULT_MAX_BYTES,
             timeout: None,
+            save_content: None,
         }
     }
 }
@@ -263,15 +266,21 @@ pub async fn answer(
         req
     };
     let out = if req.tool_name == META_TOOL {
-        meta(runner, &req.action, &req.args).await
+        meta(runner, &req.action, &req.args).await.map(|v| (v, None))
     } else if req.tool_name == super::background::TASK_TOOL {
-        super::background::answer(runner, &req.action, &req.args).await
+        super::background::answer(runner, &req.action, &req.args)
+            .await
+            .map(|v| (v, None))
     } else {
         call(runner, req, limits, obs, cancel).await
     };
     let locale = Locale::of_data_dir(&runner.dirs.data);
     match out {
-        Ok(v) => Answer::Text(truncate_in(result_text(&v), limits.max_bytes, locale)),
+        Ok((v, None)) => Answer::Text(truncate_in(result_text(&v), limits.max_bytes, locale)),
+        Ok((_, Some(blocks))) => {
+            let text = crate::content::text(&blocks, limits.save_content.as_deref());
+            Answer::Text(truncate_in(text, limits.max_bytes, locale))
+        }
         Err(e) if req.tool_name == META_TOOL || req.tool_name == super::background::TASK_TOOL => error_answer(&e),
         Err(e) => render_error(&e, req, limits, locale),
     }
@@ -394,7 +403,7 @@ async fn call(
     limits: &Limits,
     obs: &mut dyn Observer,
     cancel: Cancel,
-) -> Result<Value, CallError> {
+) -> Result<(Value, Option<Vec<Value>>), CallError> {
     if let Some(e) = super::services::refusal(&runner.dirs.data, &req.tool_name) {
         return Err(runner.refuse_unknown(&req.tool_name, e));
     }
@@ -405,7 +414,9 @@ async fn call(
         timeout: limits.timeout,
         ..Default::default()
     };
-    target.prepare(args, &opts)?.run(obs, cancel).await
+    let mut catch = awt_core::stream::content::Catch::new(obs);
+    let v = target.prepare(args, &opts)?.run(&mut catch, cancel).await?;
+    Ok((v, catch.content()))
 }
 
 /// OpenAI's strict mode makes every property required and sends `null` for an absent optional one; such a

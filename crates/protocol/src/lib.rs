@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod content;
 pub mod names;
 
 use serde::{Deserialize, Serialize};
@@ -63,6 +64,9 @@ fn one() -> u32 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActionDecl {
     pub name: String,
+    /// A name for people (MCP's `title`), shown instead of `<tool>.<action>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     #[serde(default)]
     pub description: String,
     #[serde(default, alias = "parameters", skip_serializing_if = "Option::is_none")]
@@ -293,6 +297,9 @@ pub enum Event {
     Result {
         #[serde(default)]
         result: Value,
+        /// Content blocks beside the value (MCP's `ContentBlock`s, [`content`]), passed to MCP clients whole.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Vec<Value>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
@@ -321,7 +328,11 @@ impl Event {
     }
 
     pub fn result(result: Value) -> Self {
-        Event::Result { result, call_id: None }
+        Event::Result {
+            result,
+            content: None,
+            call_id: None,
+        }
     }
 
     pub fn error(message: impl Into<String>) -> Self {

@@ -77,7 +77,7 @@ fn one_call_streams_progress_then_one_result() {
     let events = events(&out);
     let progress = events.iter().filter(|e| matches!(e, Event::Progress { .. })).count();
     assert_eq!(progress, 4);
-    let Some(Event::Result { result, call_id: None }) = events.last() else {
+    let Some(Event::Result { result, call_id: None, .. }) = events.last() else {
         panic!("{events:?}")
     };
     assert_eq!(

@@ -59,6 +59,10 @@ pub struct UseToolArgs {
     /// Deadline of every call in seconds (default: each action's timeout_s).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
+    /// Write each image, audio and resource block of a result to a file in DIR (named after the call and the
+    /// block) and name the file in the answer; without it such a block is only described ("[image/png, 12 KB]").
+    #[arg(long, value_name = "DIR")]
+    pub save_content: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -110,6 +114,7 @@ pub async fn use_tool(runner: &Runner, args: UseToolArgs) -> i32 {
         Ok((t, configured)) => Limits {
             max_bytes: args.max_chars.or(configured).unwrap_or(use_tool::DEFAULT_MAX_BYTES),
             timeout: t,
+            save_content: args.save_content.clone(),
         },
         Err(e) => {
             tell!("animaworks-tool use-tool: {}", e.message);

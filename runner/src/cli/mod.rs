@@ -31,6 +31,7 @@ pub mod animaworks;
 pub mod approvals;
 pub mod author;
 pub mod complete;
+mod content;
 pub mod forward;
 pub mod help;
 pub mod list;
@@ -49,7 +50,6 @@ use awt_core::call::{CallOptions, Runner};
 use awt_core::env_vars;
 use awt_core::dirs::{DirOptions, Dirs};
 use awt_core::error::{CallError, ErrorCode};
-use awt_core::stream::Observer;
 use clap::{Parser, Subcommand};
 use signals::cancel_on_signals;
 use words::{COMMANDS, GLOBALS_WITH_VALUE};
@@ -65,7 +65,8 @@ Calling tools:
   animaworks-tool <tool> <argv…>                    an AnimaWorks module with cli_main: argv passes unchanged
   animaworks-tool task list | vault get K | …       a word of AnimaWorks' CLI that names no tool runs `animaworks`
 
-Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream).
+Call options (after the action): --timeout SECONDS, --max-output BYTES, --events (raw event stream),
+--save-content DIR (write a result's images, audio and resources to files in DIR; else they are described).
 Exit codes: 0 ok, 1 tool_error, 2 usage, 3 unknown_tool, 4 unknown_action, 5 invalid_arguments,
 6 permission_denied, 7 timeout, 8 cancelled, 9 spawn_failed, 10 bad_output, 11 crashed, 12 output_capped,
 13 internal, 14 approval_pending. See protocol.md and docs/ (docs/command-line.md).";
@@ -139,7 +140,7 @@ enum Cmd {
         tool: String,
         /// The action (`-` and `_` alike).
         action: String,
-        /// --json JSON|@FILE|-, --param value…, --timeout S, --max-output BYTES, --events
+        /// --json JSON|@FILE|-, --param value…, --timeout S, --max-output BYTES, --events, --save-content DIR
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         rest: Vec<String>,
     },
@@ -523,11 +524,16 @@ async fn structured_on(tool: awt_core::call::OpenTool<'_>, action: &str, words: 
         };
     }
     let mut obs = render::Human::new();
-    let out = call.run(&mut obs as &mut dyn Observer, cancel).await;
+    let mut catch = awt_core::stream::content::Catch::new(&mut obs);
+    let out = call.run(&mut catch, cancel).await;
+    let blocks = catch.content();
     obs.finish();
     match out {
         Ok(v) => {
-            render::print_result(&v);
+            match blocks {
+                Some(b) => content::print(&v, &b, flags.save_content.as_deref()),
+                None => render::print_result(&v),
+            }
             0
         }
         Err(e) => {

@@ -27,6 +27,7 @@ mod manual;
 mod mcp;
 mod mcp_clients;
 mod mcp_forward;
+mod mcp_content;
 mod mcp_servers;
 mod output;
 mod pinned;

@@ -201,6 +201,7 @@ impl<'r> OpenTool<'r> {
         let action = ActionSpec {
             name: action.to_owned(),
             schema_name: format!("{}_{action}", self.resolved.file.name),
+            title: None,
             description: String::new(),
             input_schema: serde_json::json!({"type": "object"}),
             output_schema: None,

@@ -41,6 +41,8 @@ pub(super) struct Spec {
     handshake_s: Option<f64>,
     #[serde(default)]
     timeout_s: Option<f64>,
+    #[serde(default)]
+    short_names: bool,
 }
 
 /// The bridge's `main`; the exit code of the process.
@@ -180,7 +182,7 @@ async fn schemas(spec: &Spec) -> i32 {
     client.stray_note();
     shut(&client, child).await;
     let stray = client.stray.load(Ordering::Relaxed);
-    let (offered, mut notes) = offered(&tools, &spec.name);
+    let (offered, mut notes) = offered(&tools, &spec.name, spec.short_names);
     if stray > 0 {
         notes.push(format!(
             "the MCP server '{}' wrote {stray} stdout line(s) that are not JSON-RPC while it was listed (skipped; a server writes only JSON-RPC to stdout, logs to stderr)",
@@ -194,6 +196,13 @@ async fn schemas(spec: &Spec) -> i32 {
         let hint = |k: &str| ann.get(k).and_then(Value::as_bool);
         let mut action = Map::new();
         action.insert("name".into(), name.clone().into());
+        if let Some(title) = t
+            .get("title")
+            .or_else(|| ann.get("title"))
+            .and_then(Value::as_str)
+        {
+            action.insert("title".into(), title.into());
+        }
         let mut description = t
             .get("description")
             .and_then(Value::as_str)
@@ -295,8 +304,9 @@ fn action_name_of(mcp: &str) -> Option<String> {
 }
 
 /// The tools offered as actions, under their action names, and what was left out and why. A tool that can run
-/// only as a task (`execution.taskSupport: "required"`) is left out: the bridge does not drive tasks.
-fn offered<'a>(tools: &'a [Value], server: &str) -> (Vec<(String, &'a Value)>, Vec<String>) {
+/// only as a task (`execution.taskSupport: "required"`) is left out: the bridge does not drive tasks. A name
+/// too long for a known client is warned of, or shortened when the entry says `short_names` ([`super::names`]).
+fn offered<'a>(tools: &'a [Value], server: &str, short: bool) -> (Vec<(String, &'a Value)>, Vec<String>) {
     let mut out: Vec<(String, &Value)> = Vec::new();
     let mut notes = Vec::new();
     let originals: Vec<&str> = tools
@@ -313,12 +323,18 @@ fn offered<'a>(tools: &'a [Value], server: &str) -> (Vec<(String, &'a Value)>, V
             ));
             continue;
         }
-        let Some(action) = action_name_of(name) else {
+        let Some(mut action) = action_name_of(name) else {
             notes.push(format!(
                 "MCP tool '{name}' of server '{server}' is left out: no action name can be made of it (letters, digits, _ and -)"
             ));
             continue;
         };
+        if !super::names::fits(server, &action) {
+            match super::names::short(server, &action, name).filter(|_| short) {
+                Some(s) => action = s,
+                None => notes.push(super::names::warning(server, &action, name)),
+            }
+        }
         let taken = out
             .iter()
             .any(|(a, _)| awt_protocol::names::canon(a) == awt_protocol::names::canon(&action))
@@ -342,7 +358,7 @@ async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
     let Ok(tools) = list_tools(client, spec).await else {
         return HashMap::new();
     };
-    let (offered, _) = offered(&tools, &spec.name);
+    let (offered, _) = offered(&tools, &spec.name, spec.short_names);
     offered
         .into_iter()
         .filter_map(|(action, t)| {
@@ -399,31 +415,21 @@ async fn call(client: &Client, req: Request, names: &HashMap<String, String>) ->
 }
 
 /// A `tools/call` result as the call's final event: `isError` is the tool's error; `structuredContent` is the
-/// value when present, else the text of the content (one string), else the content blocks as they are.
+/// value when present, else the text of the content (one string); blocks that say more than their text (images,
+/// audio, resources, links, annotations) are passed on whole as the event's `content` ([`super::content`]).
 fn final_event(result: &Value) -> Value {
-    let content = result.get("content").and_then(Value::as_array);
-    let texts: Option<Vec<&str>> = content.map(|c| {
-        c.iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect()
-    });
-    let all_text = content.is_some_and(|c| c.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("text")));
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        let message = texts
-            .map(|t| t.join("\n"))
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| "the MCP tool reported an error".into());
+        let message = match super::content::value(&json!({"content": result.get("content")})) {
+            Value::String(t) if !t.is_empty() => t,
+            _ => "the MCP tool reported an error".into(),
+        };
         return json!({"type": "error", "code": "tool_error", "message": message});
     }
-    let value = if let Some(s) = result.get("structuredContent") {
-        s.clone()
-    } else if all_text {
-        json!(texts.unwrap_or_default().join("\n"))
-    } else {
-        result.get("content").cloned().unwrap_or(Value::Null)
-    };
-    json!({"type": "result", "result": value})
+    let mut ev = json!({"type": "result", "result": super::content::value(result)});
+    if let Some(blocks) = super::content::passed(result) {
+        ev["content"] = Value::Array(blocks);
+    }
+    ev
 }
 
 async fn started(spec: &Spec, tag: bool) -> Option<(Arc<Client>, Child)> {

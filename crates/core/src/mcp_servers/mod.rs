@@ -15,6 +15,8 @@
 
 pub mod bridge;
 mod client;
+mod content;
+pub mod names;
 pub mod spec_fd;
 
 use crate::tier::Tier;
@@ -81,6 +83,7 @@ impl Declared {
             "env": self.spec.env,
             "handshake_s": self.spec.handshake_s,
             "timeout_s": self.spec.timeout_s,
+            "short_names": self.spec.short_names,
         })
         .to_string()
     }
@@ -355,6 +358,7 @@ fn from_animaworks(
         handshake_s: None,
         workers: None,
         idle_s: None,
+        short_names: false,
         transport: s("type"),
         url: s("url"),
     })

@@ -53,6 +53,10 @@ pub struct ServerSpec {
     /// Seconds a session without calls lives before it is ended (default: as long as the runner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_s: Option<f64>,
+    /// Offer a tool whose schema name would pass Claude Code's 64 characters (`mcp__animaworks__<name>`) under a
+    /// shorter action name ending in a stable hash of its MCP name (default: offered as it is, and warned of).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub short_names: bool,
     /// `stdio` (the default). Other transports are refused with a clear problem.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,

@@ -3,6 +3,7 @@
 //! and reaped at the end. The §5 stdout decoder is [`decode`]'s; turning the end into a result or an error is
 //! [`interpret`] ([`outcome`]).
 
+pub mod content;
 pub mod decode;
 pub mod outcome;
 mod progress;

@@ -139,8 +139,14 @@ pub fn interpret(
             Err(decorate(e))
         }
         Stdout::Events {
-            last: Some(Event::Result { result, .. }),
+            last: Some(Event::Result { result, content, .. }),
         } => {
+            if let Some(Err(why)) = content.as_deref().map(awt_protocol::content::check) {
+                return Err(decorate(
+                    CallError::new(ErrorCode::BadOutput, format!("{who}: {why}"))
+                        .hint("a \"content\" block is one of MCP's content blocks, whole (protocol.md §5.2)"),
+                ));
+            }
             if status.success() {
                 Ok(result)
             } else {
