@@ -52,6 +52,9 @@ pub(crate) fn start_tool_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
+    if let Some(e) = not_installed(file, sandbox) {
+        return Err(e);
+    }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
     let handover = &with_spec(handover, spec.as_ref());
@@ -91,6 +94,9 @@ pub(crate) async fn start_tool_async_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
+    if let Some(e) = not_installed(file, sandbox) {
+        return Err(e);
+    }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
     let handover = &with_spec(handover, spec.as_ref());
@@ -130,6 +136,14 @@ pub(crate) async fn start_tool_async_with(
         p.started(child.id());
     }
     started(file, child)
+}
+
+/// An MCP server whose starter (`npx`, `uvx`) has no installed package cannot start confined: said before the
+/// start, with the command that installs it. Unconfined, it starts as declared.
+fn not_installed(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>) -> Option<CallError> {
+    let decl = file.mcp.as_ref().filter(|_| file.launch == Launch::Mcp)?;
+    sandbox.filter(|p| p.is_confined())?;
+    crate::mcp_servers::not_installed(decl)
 }
 
 /// The description an MCP server's bridge is handed ([`crate::mcp_servers::spec_fd`]); `None` for other tools.

@@ -627,7 +627,7 @@ fn plan_with(
                     _ => protected_read.covers(&real),
                 };
                 let allowed = allowed.iter().any(|a| real.starts_with(a))
-                    || (field != "write" && system_read().iter().any(|s| real.starts_with(s)));
+                    || (field != "write" && runner_readable(&real, &places.data));
                 let writable_exec = field == "exec"
                     && grant_write.iter().any(|w| real.starts_with(w))
                     && !granted_exec.iter().any(|g| real.starts_with(g));
@@ -806,7 +806,7 @@ fn covered(
                 None => true,
                 Some(real) => {
                     !prot.covers(&real)
-                        && ((!is_write && system_read().iter().any(|s| real.starts_with(s)))
+                        && ((!is_write && runner_readable(&real, &places.data))
                             || allowed.iter().any(|a| real.starts_with(a)))
                 }
             },
@@ -1165,6 +1165,8 @@ fn protected(dirs: &Dirs, home: Option<&Path>, mut raw: Option<&mut Vec<PathBuf>
         data.join(crate::settings::SETTINGS_FILE),
         data.join("permissions.global.json"),
         data.join("common_tools"),
+        // The installed MCP servers' packages: run by their servers, so never written by any call.
+        crate::mcp_servers::install::root(&data),
     ];
     runner_files.extend(dirs.core.iter().cloned());
     if let Some(a) = &anima {
@@ -1234,6 +1236,13 @@ const DEV_READ: &[&str] = &[
 
 /// The canonical forms of the system folders a declared read or exec path may lie in without a grant, found once
 /// per process.
+/// May a declaration read (and run) `real` without the anima's grant: a system place, or an MCP server's package
+/// installed by `mcp-servers install` (the runner's, never writable by a call).
+fn runner_readable(real: &Path, data: &Path) -> bool {
+    system_read().iter().any(|s| real.starts_with(s))
+        || rules::canonical(&crate::mcp_servers::install::root(data)).is_some_and(|r| real.starts_with(r))
+}
+
 fn system_read() -> &'static [PathBuf] {
     static S: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     S.get_or_init(|| {
