@@ -8,14 +8,16 @@ use awt_core::tier::Tier;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-#[derive(Args, Debug)]
-#[command(after_help = "\
+const AFTER: &str = "\
 A server declared as `npx -y <package>` or `uvx <package>` (as Claude Desktop blocks are) downloads its package
 at every start and runs it from a cache it writes: a confined call has neither. `install` resolves each such
 server's package once, with the network of this command, into <data dir>/mcp_servers/<name>/ (an npm prefix or a
 Python virtualenv), makes its files read-only and pins what it installed in lock.json there. Calls then run the
 installed program, which the server may read and run but no call may write. Installing runs npm or pip as you,
-unconfined, as `npx` itself would (their install scripts included). See docs/mcp-servers-install.md.")]
+unconfined, as `npx` itself would (their install scripts included). See docs/mcp-servers-install.md.";
+
+#[derive(Args, Debug)]
+#[command(after_help = AFTER)]
 pub struct McpServersArgs {
     #[command(subcommand)]
     cmd: McpCmd,
@@ -24,6 +26,7 @@ pub struct McpServersArgs {
 #[derive(Subcommand, Debug)]
 enum McpCmd {
     /// Install the packages of the declared npx/uvx servers (all, or those named); kept when the lock matches.
+    #[command(after_help = AFTER)]
     Install {
         /// Servers to install, by their name in "mcp_servers" (default: every npx/uvx server declared).
         names: Vec<String>,

@@ -23,6 +23,7 @@ mod limits;
 mod llm;
 mod mcp;
 mod mcp_clients;
+mod mcp_real_servers;
 mod mcp_servers;
 mod output;
 mod pinned;
