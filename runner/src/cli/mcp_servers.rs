@@ -53,7 +53,7 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
         match servers.iter().find(|d| &d.name == n) {
             None => {
                 let known: Vec<&str> = starters.iter().map(|d| d.name.as_str()).collect();
-                eprintln!(
+                tell!(
                     "animaworks-tool mcp-servers install: no MCP server named {n:?} is declared (npx/uvx servers: {})",
                     if known.is_empty() {
                         "none".to_owned()
@@ -64,7 +64,7 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
                 return ErrorCode::Usage.exit_code();
             }
             Some(d) if install::starter(&d.spec).is_none() => {
-                eprintln!(
+                tell!(
                     "animaworks-tool mcp-servers install: {n} is started by `{}`, not by npx or uvx: it runs as declared, there is nothing to install",
                     d.spec.command
                 );
@@ -79,7 +79,7 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
         .collect();
     if chosen.is_empty() {
         if !json {
-            println!("no MCP server declared with npx or uvx: nothing to install");
+            say!("no MCP server declared with npx or uvx: nothing to install");
         }
         return 0;
     }
@@ -100,13 +100,13 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
                     Outcome::Kept(l) => (l, "kept"),
                 };
                 if json {
-                    println!(
+                    say!(
                         "{}",
                         json!({"server": d.name, "status": how, "package": lock.package, "version": lock.version,
                                "dir": dir.join(&lock.dir), "lock": dir.join(install::LOCK)})
                     );
                 } else {
-                    println!(
+                    say!(
                         "{}: {} {} {how} in {}{}",
                         d.name,
                         lock.package,
@@ -123,9 +123,9 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
             Err(e) => {
                 failed = true;
                 if json {
-                    println!("{}", json!({"server": d.name, "status": "failed", "error": e}));
+                    say!("{}", json!({"server": d.name, "status": "failed", "error": e}));
                 } else {
-                    eprintln!("{}: not installed: {e}", d.name);
+                    tell!("{}: not installed: {e}", d.name);
                 }
             }
         }
