@@ -73,10 +73,20 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
             Some(_) => {}
         }
     }
-    let chosen: Vec<_> = starters
+    // An anima writes its own status.json: what it declares is installed (npm's and pip's scripts run unconfined)
+    // only when a person names it.
+    let (chosen, personal): (Vec<_>, Vec<_>) = starters
         .into_iter()
         .filter(|d| names.is_empty() || names.contains(&d.name))
-        .collect();
+        .partition(|d| !names.is_empty() || d.tier != Tier::Personal);
+    for d in personal {
+        tell!(
+            "{}: skipped: a personal server, declared by the anima in {} (install it by its name: `{}`)",
+            d.name,
+            d.file.display(),
+            install::install_command(&d.name)
+        );
+    }
     if chosen.is_empty() {
         if !json {
             say!("no MCP server declared with npx or uvx: nothing to install");

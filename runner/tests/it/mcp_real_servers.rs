@@ -511,3 +511,23 @@ fn the_fetch_servers_network_is_confined_to_what_is_granted() {
     assert!(!stdout(&o).contains("other page body"), "{}", stdout(&o));
     assert_ne!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
 }
+
+/// What an anima declares for itself is not installed (npm's and pip's scripts run unconfined) unless a person
+/// names it.
+#[test]
+fn an_animas_own_npx_server_is_installed_only_by_name() {
+    let w = World::new();
+    std::fs::write(
+        w.anima.join("status.json"),
+        json!({"extra_mcp_servers": {"mine": {"command": "npx", "args": ["-y", "left-pad@1.3.0"]}}}).to_string(),
+    )
+    .unwrap();
+    let o = w.run(&["mcp-servers", "install"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("mine: skipped: a personal server") && stderr(&o).contains("mcp-servers install mine"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!w.data.join("mcp_servers/mine").exists());
+}
