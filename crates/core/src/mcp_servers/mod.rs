@@ -153,7 +153,16 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                         }
                     };
                     if declared_tier == tier {
-                        push(data_dir, &mut out, &mut problems, name, tier, &settings, Origin::Settings, spec);
+                        push(
+                            data_dir,
+                            &mut out,
+                            &mut problems,
+                            name,
+                            tier,
+                            &settings,
+                            Origin::Settings,
+                            spec,
+                        );
                     }
                 }
             }
@@ -418,7 +427,9 @@ pub fn sandbox_for(d: &Declared) -> awt_protocol::Sandbox {
 
 /// Why a server cannot start confined as declared: a starter (`npx`, `uvx`) whose package is not installed.
 pub fn not_installed(d: &Declared) -> Option<crate::error::CallError> {
-    let install::Install::Missing { why } = &d.install else { return None };
+    let install::Install::Missing { why } = &d.install else {
+        return None;
+    };
     Some(
         crate::error::CallError::new(
             crate::error::ErrorCode::SpawnFailed,
