@@ -47,6 +47,15 @@ status=0
 stage() { "$@" 2>&1 | tee -a "$log"; local s=${PIPESTATUS[0]}; [ "$s" = 0 ] || status=$s; return "$s"; }
 
 cargo build --workspace --quiet || exit $?
+# The six real MCP servers runner/tests/it/mcp_real_servers.rs runs confined, declared as users copy them (npx,
+# uvx) and pinned in runner/tests/mcp_real_servers/animaworks-tool.json, installed by the runner's own
+# `mcp-servers install` (npm, PyPI) into target/mcp-real-servers; kept while each lock matches its declaration.
+if command -v npm >/dev/null 2>&1; then
+  real=target/mcp-real-servers
+  mkdir -p "$real" && cp runner/tests/mcp_real_servers/animaworks-tool.json "$real/animaworks-tool.json"
+  target/debug/animaworks-tool --data-dir "$real" mcp-servers install >/dev/null ||
+    echo "test.sh: installing the real MCP servers failed; their tests skip (fail under CI=true)" >&2
+fi
 stage cargo test --workspace --quiet --no-fail-fast
 stage python3 -m pytest tool-sdk-py -q -W error -p no:cacheprovider
 # The crate docs name the real functions of a call's path: a broken or private intra-doc link fails the run.

@@ -53,7 +53,7 @@ pub async fn probe(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv) -> Probed {
 /// [`probe`], one of a listing's: its plan may be one the listing made for an earlier probe.
 async fn probe_with(file: &ToolFile, dirs: &Dirs, env: &ProbeEnv, plans: Option<&ProbePlans>) -> Probed {
     // A server is started to be listed: it gets what its declaration gives its calls.
-    let server_sandbox = file.mcp.as_ref().map(|d| crate::mcp_servers::sandbox_of(&d.spec));
+    let server_sandbox = file.mcp.as_ref().map(|d| crate::mcp_servers::sandbox_for(d));
     let needs = match &server_sandbox {
         Some(s) => crate::sandbox::Needs::Call(Some(s)),
         None => crate::sandbox::Needs::Probe,

@@ -53,6 +53,9 @@ pub(crate) fn start_tool_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
+    if let Some(e) = not_installed(file, sandbox) {
+        return Err(e);
+    }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
     let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
@@ -89,6 +92,9 @@ pub(crate) async fn start_tool_async_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
+    if let Some(e) = not_installed(file, sandbox) {
+        return Err(e);
+    }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
     let spec = bridge_spec(file).map_err(explain)?;
     let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
@@ -149,6 +155,14 @@ fn finish(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>, child: Child)
         p.started(child.id());
     }
     started(file, child)
+}
+
+/// An MCP server whose starter (`npx`, `uvx`) has no installed package cannot start confined: said before the
+/// start, with the command that installs it. Unconfined, it starts as declared.
+fn not_installed(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>) -> Option<CallError> {
+    let decl = file.mcp.as_ref().filter(|_| file.launch == Launch::Mcp)?;
+    sandbox.filter(|p| p.is_confined())?;
+    crate::mcp_servers::not_installed(decl)
 }
 
 /// The description an MCP server's bridge is handed ([`crate::mcp_servers::spec_fd`]); `None` for other tools.

@@ -38,6 +38,7 @@ pub mod list;
 pub mod llm;
 mod log;
 pub mod man;
+pub mod mcp_servers;
 pub mod render;
 pub mod task;
 pub mod term;
@@ -159,6 +160,9 @@ enum Cmd {
     Mcp(llm::McpArgs),
     /// Print every permitted action's schema in a provider's shape.
     Schemas(llm::SchemasArgs),
+    /// Install the packages of MCP servers declared with npx/uvx, to run confined: `mcp-servers install [NAME…]`.
+    #[command(name = "mcp-servers")]
+    McpServers(mcp_servers::McpServersArgs),
     /// Write a new, working tool: `new <name> --lang python|rust|bash|node [--dir DIR]`.
     New(author::NewArgs),
     /// The conformance check for tool authors: `check <path> [--json]`.
@@ -283,6 +287,7 @@ pub fn main() -> i32 {
             Some(Cmd::UseTool(a)) => boxed(async move { llm::use_tool(runner, a).await }),
             Some(Cmd::Mcp(a)) => boxed(async move { llm::mcp(runner, a).await }),
             Some(Cmd::Schemas(a)) => boxed(async move { llm::schemas(runner, a).await }),
+            Some(Cmd::McpServers(a)) => boxed(async move { mcp_servers::mcp_servers(runner, a) }),
             Some(Cmd::New(a)) => boxed(async move { author::new(runner, a).await }),
             Some(Cmd::Check(a)) => boxed(async move { author::check(runner, a).await }),
             Some(Cmd::Permissions(a)) => boxed(async move { admin::permissions(runner, a) }),

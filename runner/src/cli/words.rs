@@ -23,6 +23,7 @@ pub const COMMANDS: &[&str] = &[
     "use-tool",
     "mcp",
     "schemas",
+    "mcp-servers",
     "permissions",
     "share",
     "animaworks",

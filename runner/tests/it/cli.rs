@@ -819,6 +819,7 @@ fn no_command_panics_on_a_closed_pipe() {
         ("approvals", vec!["approvals", "list", "--all"], None),
         ("share", vec!["share", "hello"], None),
         ("animaworks", vec!["animaworks", "status", "--venv", scratch], None),
+        ("mcp-servers", vec!["mcp-servers", "install"], None),
         ("completions", vec!["completions", "bash"], None),
         ("man", vec!["man"], None),
         ("help", vec!["help"], None),

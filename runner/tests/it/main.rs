@@ -28,6 +28,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_forward;
 mod mcp_content;
+mod mcp_real_servers;
 mod mcp_servers;
 mod output;
 mod pinned;

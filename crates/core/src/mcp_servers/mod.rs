@@ -17,6 +17,7 @@ pub mod bridge;
 mod client;
 mod content;
 pub mod names;
+pub mod install;
 pub mod spec_fd;
 
 use crate::tier::Tier;
@@ -50,6 +51,8 @@ pub struct Declared {
     pub file: PathBuf,
     pub origin: Origin,
     pub spec: ServerSpec,
+    /// What its start runs: an `npx`/`uvx` package installed beforehand, or the command as declared.
+    pub install: install::Install,
 }
 
 /// A declaration that cannot be used.
@@ -66,7 +69,12 @@ impl Declared {
     pub fn digest(&self) -> String {
         let json = serde_json::to_vec(&self.spec).unwrap_or_default();
         let mut h: u64 = 0xcbf29ce484222325;
-        for b in json.iter().chain(self.name.as_bytes()) {
+        // A new installation is a new server: its listing is not the old one's.
+        let installed = match &self.install {
+            install::Install::Installed { root, version, .. } => format!("{}\0{version}", root.display()),
+            _ => String::new(),
+        };
+        for b in json.iter().chain(self.name.as_bytes()).chain(installed.as_bytes()) {
             h ^= *b as u64;
             h = h.wrapping_mul(0x100000001b3);
         }
@@ -76,10 +84,14 @@ impl Declared {
     /// What the bridge is told on its command line: how to start the server (no secret: credentials reach it
     /// through the environment the pipeline builds).
     pub fn bridge_arg(&self) -> String {
+        let (command, args) = match &self.install {
+            install::Install::Installed { command, args, .. } => (command, args),
+            _ => (&self.spec.command, &self.spec.args),
+        };
         serde_json::json!({
             "name": self.name,
-            "command": self.spec.command,
-            "args": self.spec.args,
+            "command": command,
+            "args": args,
             "env": self.spec.env,
             "handshake_s": self.spec.handshake_s,
             "timeout_s": self.spec.timeout_s,
@@ -145,7 +157,16 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                         }
                     };
                     if declared_tier == tier {
-                        push(&mut out, &mut problems, name, tier, &settings, Origin::Settings, spec);
+                        push(
+                            data_dir,
+                            &mut out,
+                            &mut problems,
+                            name,
+                            tier,
+                            &settings,
+                            Origin::Settings,
+                            spec,
+                        );
                     }
                 }
             }
@@ -157,6 +178,7 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                     for (name, v) in servers {
                         if let Some(spec) = from_animaworks(&name, tier, &config, v, &mut problems) {
                             push(
+                                data_dir,
                                 &mut out,
                                 &mut problems,
                                 name,
@@ -186,6 +208,7 @@ pub fn declared(data_dir: &Path, anima_dir: Option<&Path>, tier: Tier) -> (Vec<D
                     for (name, v) in servers {
                         if let Some(spec) = from_animaworks(&name, tier, &status, v, &mut problems) {
                             push(
+                                data_dir,
                                 &mut out,
                                 &mut problems,
                                 name,
@@ -212,7 +235,9 @@ fn problem(name: &str, tier: Tier, file: &Path, message: String) -> DeclProblem 
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn push(
+    data_dir: &Path,
     out: &mut Vec<Declared>,
     problems: &mut Vec<DeclProblem>,
     name: String,
@@ -251,12 +276,14 @@ fn push(
         ));
         return;
     }
+    let install = install::resolve(data_dir, &name, &spec);
     out.push(Declared {
         name,
         tier,
         file: file.to_path_buf(),
         origin,
         spec,
+        install,
     });
 }
 
@@ -376,7 +403,7 @@ pub fn enforce(m: &mut crate::manifest::Manifest, d: &Declared) {
         p.gated = !p.hints.read_only || d.gated_by_name(&a.name);
         p.gated_as = None;
         p.credentials = Vec::new();
-        p.sandbox = Some(sandbox_of(&d.spec));
+        p.sandbox = Some(sandbox_for(d));
         if let Some(t) = d.spec.timeout_s {
             p.timeout_s = Some(t);
         }
@@ -390,6 +417,38 @@ pub fn sandbox_of(spec: &ServerSpec) -> awt_protocol::Sandbox {
         net: awt_protocol::Net::All(true),
         ..Default::default()
     })
+}
+
+/// [`sandbox_of`] the declaration, with its installed package (`mcp-servers install`) to read and run.
+pub fn sandbox_for(d: &Declared) -> awt_protocol::Sandbox {
+    let mut s = sandbox_of(&d.spec);
+    if let install::Install::Installed { root, .. } = &d.install {
+        let r = root.to_string_lossy().into_owned();
+        s.read.push(r.clone());
+        s.exec.push(r);
+    }
+    s
+}
+
+/// Why a server cannot start confined as declared: a starter (`npx`, `uvx`) whose package is not installed.
+pub fn not_installed(d: &Declared) -> Option<crate::error::CallError> {
+    let install::Install::Missing { why } = &d.install else {
+        return None;
+    };
+    Some(
+        crate::error::CallError::new(
+            crate::error::ErrorCode::SpawnFailed,
+            format!(
+                "MCP server '{}' is started by `{}`, which downloads its package at start and runs it from a cache it writes; confined, it cannot ({why})",
+                d.name, d.spec.command
+            ),
+        )
+        .hint(format!(
+            "install it once, outside any call: `{}` (docs/mcp-servers-install.md); or declare it \"tier\": \"core\" to run it unconfined",
+            install::install_command(&d.name)
+        ))
+        .with(crate::error::Detail::Tool, d.name.as_str()),
+    )
 }
 
 /// The runner's own executable, which is the bridge.
@@ -419,10 +478,12 @@ pub fn confined_words(d: &Declared, plan: &crate::sandbox::Plan, stderr: &str) -
         }
         _ => String::new(),
     };
-    let starter = matches!(
-        Path::new(&d.spec.command).file_name().and_then(|n| n.to_str()),
-        Some("npx" | "uvx" | "uv" | "pipx" | "bunx" | "pnpm" | "yarn")
-    );
+    // An installed starter runs its installed program: only one that is not installed downloads at start.
+    let starter = !matches!(d.install, install::Install::Installed { .. })
+        && matches!(
+            Path::new(&d.spec.command).file_name().and_then(|n| n.to_str()),
+            Some("npx" | "uvx" | "uv" | "pipx" | "bunx" | "pnpm" | "yarn")
+        );
     let key = match d.origin {
         Origin::Settings => format!(
             "give the server more with \"mcp_servers\".\"{}\".\"sandbox\" in {}",
@@ -440,7 +501,11 @@ pub fn confined_words(d: &Declared, plan: &crate::sandbox::Plan, stderr: &str) -
         d.tier,
         if g.write.is_empty() { String::new() } else { format!(" and {} more", g.write.len()) },
         if starter {
-            format!(" ({} downloads and runs a package at start: install it first and name the installed program as \"command\")", d.spec.command)
+            format!(
+                " ({} downloads and runs a package at start: install it once with `{}`)",
+                d.spec.command,
+                install::install_command(&d.name)
+            )
         } else {
             String::new()
         },

@@ -183,6 +183,8 @@ pub(super) fn protected(
         data.join(crate::settings::SETTINGS_FILE),
         data.join("permissions.global.json"),
         data.join("common_tools"),
+        // The installed MCP servers' packages: run by their servers, so never written by any call.
+        crate::mcp_servers::install::root(&data),
     ];
     runner_files.extend(dirs.core.iter().cloned());
     if let Some(a) = &anima {
@@ -249,6 +251,13 @@ pub(super) const DEV_READ: &[&str] = &[
     "/proc/stat",
     "/sys/devices/system/cpu",
 ];
+
+/// May a declaration read (and run) `real` without the anima's grant: a system place, or an MCP server's package
+/// installed by `mcp-servers install` (the runner's, never writable by a call).
+pub(super) fn runner_readable(real: &Path, data: &Path) -> bool {
+    system_read().iter().any(|s| real.starts_with(s))
+        || rules::canonical(&crate::mcp_servers::install::root(data)).is_some_and(|r| real.starts_with(r))
+}
 
 /// The canonical forms of the system folders a declared read or exec path may lie in without a grant, found once
 /// per process.

@@ -4,7 +4,7 @@
 //! call, a submit) and a refused one leave every folder as they found it. A plan that starts a process has the
 //! places its mounts need made first ([`super::apply::make_mount_targets`]), once every refusal is decided.
 
-use super::layout::{home_secrets, protected, system_read, DATA_READ, DATA_WRITE};
+use super::layout::{home_secrets, protected, runner_readable, DATA_READ, DATA_WRITE};
 use super::*;
 
 fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &Path, tool: &str) -> CallError {
@@ -286,7 +286,7 @@ pub(super) fn plan_with(
                     _ => protected_read.covers(&real),
                 };
                 let allowed = allowed.iter().any(|a| real.starts_with(a))
-                    || (field != "write" && system_read().iter().any(|s| real.starts_with(s)));
+                    || (field != "write" && runner_readable(&real, &places.data));
                 let writable_exec = field == "exec"
                     && grant_write.iter().any(|w| real.starts_with(w))
                     && !granted_exec.iter().any(|g| real.starts_with(g));
@@ -457,7 +457,7 @@ fn covered(
                 None => true,
                 Some(real) => {
                     !prot.covers(&real)
-                        && ((!is_write && system_read().iter().any(|s| real.starts_with(s)))
+                        && ((!is_write && runner_readable(&real, &places.data))
                             || allowed.iter().any(|a| real.starts_with(a)))
                 }
             },
