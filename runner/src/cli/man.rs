@@ -17,6 +17,9 @@ pub struct ManArgs {
     /// The background tasks' commands as Markdown (docs/commands-tasks.md is this output).
     #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown"])]
     pub markdown_tasks: bool,
+    /// The setup commands as Markdown (docs/commands-setup.md is this output).
+    #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown", "markdown_tasks"])]
+    pub markdown_setup: bool,
     /// The configuration page as Markdown (docs/configuration.md is this output), from the settings' types and
     /// the environment variable registry.
     #[arg(long, hide = true, conflicts_with_all = ["dir", "markdown", "config_schema"])]
@@ -41,8 +44,12 @@ pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
         tell!("animaworks-tool: {e}");
         awt_core::ErrorCode::Internal.exit_code()
     };
-    if a.markdown || a.markdown_tasks {
-        let page = if a.markdown { Page::Commands } else { Page::Tasks };
+    if a.markdown || a.markdown_tasks || a.markdown_setup {
+        let page = match (a.markdown, a.markdown_tasks) {
+            (true, _) => Page::Commands,
+            (_, true) => Page::Tasks,
+            _ => Page::Setup,
+        };
         let _ = std::io::stdout().lock().write_all(markdown(root, page).as_bytes());
         return 0;
     }
@@ -84,35 +91,65 @@ pub fn man(a: &ManArgs, root: fn() -> Command) -> i32 {
     0
 }
 
-/// The commands of background tasks, on a page of their own (docs/commands-tasks.md) so that each page of the
-/// reference stays short enough to read.
-const TASK_COMMANDS: [&str; 4] = ["submit", "jobs", "worker", "approvals"];
-
-/// Which page of the command reference to print.
+/// Which page of the command reference to print. The commands of background tasks and the setup commands are on
+/// pages of their own, so that each page of the reference stays short enough to read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Page {
-    /// docs/commands.md: the global options and every command but the background tasks'.
+    /// docs/commands.md: the global options and every command of the other pages' lists.
     Commands,
     /// docs/commands-tasks.md: the background tasks' commands.
     Tasks,
+    /// docs/commands-setup.md: the commands that install and set up.
+    Setup,
 }
 
-/// The command reference: the global options once, then every command with its usage and options; the background
-/// tasks' commands on a page of their own.
+/// A page of its own: its file, the flag that prints it, its title and first sentence, and its commands.
+struct OwnPage {
+    page: Page,
+    file: &'static str,
+    flag: &'static str,
+    title: &'static str,
+    intro: &'static str,
+    commands: &'static [&'static str],
+}
+
+const OWN_PAGES: [OwnPage; 2] = [
+    OwnPage {
+        page: Page::Tasks,
+        file: "commands-tasks.md",
+        flag: "--markdown-tasks",
+        title: "background tasks",
+        intro: "The commands that submit, run, watch and approve background tasks ([background-tasks.md](background-tasks.md)).",
+        commands: &["submit", "jobs", "worker", "approvals"],
+    },
+    OwnPage {
+        page: Page::Setup,
+        file: "commands-setup.md",
+        flag: "--markdown-setup",
+        title: "setting up",
+        intro: "The commands that install MCP servers and the AnimaWorks adapter, migrate permissions, share a tool, \
+                and install completions and man pages.",
+        commands: &["mcp-servers", "animaworks", "permissions", "share", "completions", "man"],
+    },
+];
+
+/// The command reference: the global options once, then every command with its usage and options; the commands of
+/// [`OWN_PAGES`] on pages of their own.
 pub fn markdown(root: fn() -> Command, page: Page) -> String {
     let root = tree(root);
-    let is_task = |c: &&Command| TASK_COMMANDS.contains(&c.get_name());
-    if page == Page::Tasks {
-        let mut out = String::from(
-            "# Command reference: background tasks\n\n<!-- Generated from the command tree: \
-             `animaworks-tool man --markdown-tasks > docs/commands-tasks.md`. \
-             A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
+    let elsewhere = |c: &&Command| OWN_PAGES.iter().any(|p| p.commands.contains(&c.get_name()));
+    if let Some(own) = OWN_PAGES.iter().find(|p| p.page == page) {
+        let mut out = format!(
+            "# Command reference: {}\n\n<!-- Generated from the command tree: \
+             `animaworks-tool man {} > docs/{}`. A test (tests/it/cli.rs) fails when this file is stale. -->\n\n",
+            own.title, own.flag, own.file
         );
-        out.push_str(
-            "The commands that submit, run, watch and approve background tasks ([background-tasks.md](background-tasks.md)). \
-             The global options and every other command: [commands.md](commands.md).\n\n",
+        let _ = writeln!(
+            out,
+            "{} The global options and every other command: [commands.md](commands.md).\n",
+            own.intro
         );
-        for sub in visible(&root).filter(is_task) {
+        for sub in visible(&root).filter(|c| own.commands.contains(&c.get_name())) {
             command(&mut out, sub);
         }
         return out;
@@ -124,21 +161,26 @@ pub fn markdown(root: fn() -> Command, page: Page) -> String {
     let _ = writeln!(out, "{}\n", root.get_about().map(|a| a.to_string()).unwrap_or_default());
     let _ = writeln!(out, "```text\n{}\n```\n", usage(&root));
     out.push_str("Man pages: `animaworks-tool man --dir ~/.local/share/man/man1` writes one per command (`man animaworks-tool-jobs-list`).\n\n");
-    let tasks: Vec<String> = visible(&root)
-        .filter(is_task)
-        .map(|c| format!("`{}`", c.get_name()))
-        .collect();
-    let _ = writeln!(
-        out,
-        "The background tasks' commands ({}) are on a page of their own: [commands-tasks.md](commands-tasks.md).\n",
-        tasks.join(", ")
-    );
+    for own in &OWN_PAGES {
+        let names: Vec<String> = visible(&root)
+            .filter(|c| own.commands.contains(&c.get_name()))
+            .map(|c| format!("`{}`", c.get_name()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "The commands of {} ({}) are on a page of their own: [{}]({}).\n",
+            own.title,
+            names.join(", "),
+            own.file,
+            own.file
+        );
+    }
     out.push_str("## Global options\n\nAccepted before the command word and among a runner command's own options (not after a tool's action, whose words are the tool's).\n\n");
     options(&mut out, root.get_arguments().filter(|a| a.is_global_set()));
     if let Some(after) = root.get_after_help() {
         let _ = writeln!(out, "```text\n{}\n```\n", after.to_string().trim_end());
     }
-    for sub in visible(&root).filter(|c| !is_task(c)) {
+    for sub in visible(&root).filter(|c| !elsewhere(c)) {
         command(&mut out, sub);
     }
     out

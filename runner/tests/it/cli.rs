@@ -240,8 +240,8 @@ fn every_man_page_named_exists() {
     assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
 }
 
-/// docs/commands.md and docs/commands-tasks.md are the command tree's own Markdown (`man --markdown`,
-/// `man --markdown-tasks`): a new command or option that is not in them fails here. `ANIMAWORKS_TOOL_BLESS=1`
+/// docs/commands.md, docs/commands-tasks.md and docs/commands-setup.md are the command tree's own Markdown
+/// (`man --markdown`, `--markdown-tasks`, `--markdown-setup`): a new command or option that is not in them fails here. `ANIMAWORKS_TOOL_BLESS=1`
 /// rewrites the files.
 #[test]
 fn the_command_reference_in_the_docs_is_current() {
@@ -260,6 +260,11 @@ fn the_command_reference_in_the_docs_is_current() {
                 "## `animaworks-tool submit`",
                 "(commands.md)",
             ][..],
+        ),
+        (
+            "--markdown-setup",
+            "commands-setup.md",
+            &["## `animaworks-tool mcp-servers install`", "## `animaworks-tool animaworks install`", "(commands.md)"][..],
         ),
     ] {
         let o = w.run(&["man", flag]);
