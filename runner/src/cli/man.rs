@@ -134,7 +134,7 @@ const OWN_PAGES: [OwnPage; 2] = [
 ];
 
 /// The command reference: the global options once, then every command with its usage and options; the commands of
-/// [`OWN_PAGES`] on pages of their own.
+/// `OWN_PAGES` on pages of their own.
 pub fn markdown(root: fn() -> Command, page: Page) -> String {
     let root = tree(root);
     let elsewhere = |c: &&Command| OWN_PAGES.iter().any(|p| p.commands.contains(&c.get_name()));
