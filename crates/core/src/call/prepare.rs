@@ -135,58 +135,37 @@ impl<'r> Target<'r> {
         } else {
             crate::sandbox::Needs::Call(declared)
         };
-        let sandbox = runner.plan_sandbox(&resolved.file, &perms, needs);
-        let sandbox = match sandbox {
-            Ok(p) => p,
-            Err(e) => return fail(&attempt, e, &early()),
+        let env = if pooled { EnvFor::Worker } else { EnvFor::Call };
+        let step = Rest {
+            resolved: &resolved,
+            action: Some(&action),
+            perms: &perms,
+            needs,
+            env,
+            timeout,
+            gated: gate != Gate::Open,
         };
-        attempt.sandbox = Some(sandbox.summary());
-        let grants = match grants_of(runner, &resolved, &perms) {
-            Ok(g) => g,
-            Err(e) => return fail(&attempt, e, &early()),
+        let Settled {
+            sandbox,
+            secrets,
+            broker,
+            masker,
+            call_id,
+            deadline_ms,
+            env,
+            max_output,
+            audit,
+        } = match step.settle(runner, opts, &mut attempt) {
+            Ok(s) => s,
+            Err((e, m)) => return fail(&attempt, e, &m),
         };
-        let mut creds = Credentials::default();
-        let found = secrets(runner, &resolved, Some(&action), pooled, &grants, &mut creds);
-        attempt.credentials = Some(creds.audit());
-        if let Err(e) = found {
-            return fail(&attempt, e, &early());
-        }
-        let secrets = creds.values;
-        let broker = BrokerPlan::new(runner, &resolved, grants);
-        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-        let masker = match &broker {
-            Some(b) => {
-                attempt.brokered = Some(b.ledger.clone());
-                masker.with_late(b.late.clone())
-            }
-            None => masker,
-        };
-        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
-        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
-        let policy = runner.env_policy(&resolved);
-        attempt.env = policy.as_str();
-        let launch = if pooled {
-            runner.env_for("worker", 0, &secrets, policy).map(|env| Route::Pooled {
+        let launch = match pooled {
+            true => Route::Pooled {
                 env,
                 perms: Box::new(perms),
                 worker_sandbox: Default::default(),
-            })
-        } else {
-            runner
-                .env_for(&call_id, deadline_ms, &secrets, policy)
-                .map(|env| Route::OneShot { env })
-        };
-        let launch = match launch {
-            Ok(l) => l,
-            Err(e) => return fail(&attempt, e, &masker),
-        };
-        let max_output = match runner.max_output_for(opts) {
-            Ok(n) => n,
-            Err(e) => return fail(&attempt, e, &masker),
-        };
-        let audit = match audit::Handle::open(runner, gate != Gate::Open) {
-            Ok(h) => h,
-            Err(e) => return fail(&attempt, e, &masker),
+            },
+            false => Route::OneShot { env },
         };
         Ok(PreparedCall {
             runner,
@@ -218,8 +197,9 @@ impl<'r> OpenTool<'r> {
         let resolved = self.resolved;
         let tool = resolved.file.name.clone();
         let mut attempt = Attempt::new(&tool, Some(resolved.file.tier), Some("cli"), Value::from(argv.to_vec()));
-        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(a.failed(runner, e, m));
-        // A refused attempt is logged with its argv, which may hold a declared secret.
+        // A refused attempt is logged with its argv, which may hold a declared secret, and its error is masked with
+        // the same values.
+        let fail = |a: &Attempt, e: CallError, m: &Masker| Err(super::masking::mask_error(a.failed(runner, e, m), m));
         let early = || lenient_masker(runner, &resolved, None);
         if !resolved.manifest.cli {
             return fail(
@@ -271,50 +251,31 @@ impl<'r> OpenTool<'r> {
             Ok(t) => t,
             Err(e) => return fail(&attempt, e, &early()),
         };
-        let grants = match grants_of(runner, &resolved, &perms) {
-            Ok(g) => g,
-            Err(e) => return fail(&attempt, e, &early()),
+        let step = Rest {
+            resolved: &resolved,
+            action: None,
+            perms: &perms,
+            needs: crate::sandbox::Needs::serve(&resolved.manifest),
+            env: EnvFor::Call,
+            timeout,
+            gated,
         };
-        let mut creds = Credentials::default();
-        let found = secrets(runner, &resolved, None, false, &grants, &mut creds);
-        attempt.credentials = Some(creds.audit());
-        if let Err(e) = found {
-            return fail(&attempt, e, &early());
-        }
-        let secrets = creds.values;
-        let broker = BrokerPlan::new(runner, &resolved, grants);
-        let sandbox = runner.plan_sandbox(&resolved.file, &perms, crate::sandbox::Needs::serve(&resolved.manifest));
-        let sandbox = match sandbox {
-            Ok(p) => p,
-            Err(e) => return fail(&attempt, e, &Masker::default()),
-        };
-        attempt.sandbox = Some(sandbox.summary());
-        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
-        let masker = match &broker {
-            Some(b) => {
-                attempt.brokered = Some(b.ledger.clone());
-                masker.with_late(b.late.clone())
-            }
-            None => masker,
-        };
-        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
-        let deadline_ms = now_ms().saturating_add(timeout.as_millis() as u64);
-        let policy = runner.env_policy(&resolved);
-        attempt.env = policy.as_str();
-        let mut env = match runner.env_for(&call_id, deadline_ms, &secrets, policy) {
-            Ok(e) => e,
-            Err(e) => return fail(&attempt, e, &masker),
+        let Settled {
+            sandbox,
+            secrets,
+            broker,
+            masker,
+            call_id,
+            mut env,
+            max_output,
+            audit,
+            ..
+        } = match step.settle(runner, opts, &mut attempt) {
+            Ok(s) => s,
+            Err((e, m)) => return fail(&attempt, e, &m),
         };
         // The gated subcommands this anima may not run, for the shim to refuse under any other name.
         env.extend(crate::call::cli_alias::env_for(&perms, &resolved));
-        let max_output = match runner.max_output_for(opts) {
-            Ok(n) => n,
-            Err(e) => return fail(&attempt, e, &masker),
-        };
-        let audit = match audit::Handle::open(runner, gated) {
-            Ok(h) => h,
-            Err(e) => return fail(&attempt, e, &masker),
-        };
         Ok(PreparedCli {
             runner,
             argv: argv.to_vec(),
@@ -331,6 +292,99 @@ impl<'r> OpenTool<'r> {
             attempt,
             audit,
             resolved,
+        })
+    }
+}
+
+/// Which environment a call's tool gets: a pooled worker's (no call id, no deadline) or this call's.
+#[derive(Clone, Copy)]
+enum EnvFor {
+    Worker,
+    Call,
+}
+
+/// What a call ([`Target::prepare`]) and a legacy `cli_main` call ([`OpenTool::prepare_cli`]) share once the gate
+/// has said yes and the timeout is known: one order of steps for both.
+struct Rest<'a> {
+    resolved: &'a Resolved,
+    action: Option<&'a ActionSpec>,
+    perms: &'a Result<LoadedPermissions, PermissionsError>,
+    needs: crate::sandbox::Needs<'a>,
+    env: EnvFor,
+    timeout: Duration,
+    gated: bool,
+}
+
+/// The sandbox, the credentials and their broker, the masker, the call's id and deadline, the environment, the
+/// output cap and the audit log.
+struct Settled {
+    sandbox: crate::sandbox::Plan,
+    secrets: Vec<ResolvedCredential>,
+    broker: Option<BrokerPlan>,
+    masker: Masker,
+    call_id: String,
+    deadline_ms: u64,
+    env: Vec<(OsString, OsString)>,
+    max_output: u64,
+    audit: audit::Handle,
+}
+
+impl Rest<'_> {
+    /// Each failure comes with the masker its audit line and error are masked with: the lenient one until the
+    /// credentials are resolved, theirs after.
+    fn settle(self, runner: &Runner, opts: &CallOptions, attempt: &mut Attempt) -> Result<Settled, (CallError, Masker)> {
+        let r = self.resolved;
+        let early = || lenient_masker(runner, r, self.action);
+        let sandbox = runner
+            .plan_sandbox(&r.file, self.perms, self.needs)
+            .map_err(|e| (e, early()))?;
+        attempt.sandbox = Some(sandbox.summary());
+        let grants = grants_of(runner, r, self.perms).map_err(|e| (e, early()))?;
+        let mut creds = Credentials::default();
+        let pooled = matches!(self.env, EnvFor::Worker);
+        let found = secrets(runner, r, self.action, pooled, &grants, &mut creds);
+        attempt.credentials = Some(creds.audit());
+        found.map_err(|e| (e, early()))?;
+        let secrets = creds.values;
+        let broker = BrokerPlan::new(runner, r, grants);
+        let masker = Masker::new(secrets.iter().map(|s| s.value.as_str()));
+        let masker = match &broker {
+            Some(b) => {
+                attempt.brokered = Some(b.ledger.clone());
+                masker.with_late(b.late.clone())
+            }
+            None => masker,
+        };
+        let call_id = opts.call_id.clone().unwrap_or_else(new_call_id);
+        let deadline_ms = now_ms().saturating_add(self.timeout.as_millis() as u64);
+        let policy = runner.env_policy(r);
+        attempt.env = policy.as_str();
+        let env = match self.env {
+            EnvFor::Worker => runner.env_for("worker", 0, &secrets, policy),
+            EnvFor::Call => runner.env_for(&call_id, deadline_ms, &secrets, policy),
+        };
+        let env = match env {
+            Ok(e) => e,
+            Err(e) => return Err((e, masker)),
+        };
+        let max_output = match runner.max_output_for(opts) {
+            Ok(n) => n,
+            Err(e) => return Err((e, masker)),
+        };
+        let audit = match audit::Handle::open(runner, self.gated) {
+            Ok(h) => h,
+            Err(e) => return Err((e, masker)),
+        };
+        Ok(Settled {
+            sandbox,
+            secrets,
+            broker,
+            masker,
+            call_id,
+            deadline_ms,
+            env,
+            max_output,
+            audit,
         })
     }
 }
