@@ -4,6 +4,7 @@
 //! line and `use-tool` describe an image instead of printing its base64, and save it on request; a secret in a
 //! text block is masked; an oversize image and a broken block are refused with a clear error.
 
+use crate::mcp_servers::python;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -11,19 +12,6 @@ use std::process::Command;
 
 const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/content_server.py");
 const SECRET: &str = "ghp_contentSECRET12345678";
-
-fn python() -> String {
-    let o = Command::new("python3")
-        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        o.status.success(),
-        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap().trim().to_owned()
-}
 
 /// The content server declared as `pics`, its GITHUB_TOKEN credential granted (the caption carries it).
 fn world() -> World {

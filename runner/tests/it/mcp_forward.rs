@@ -2,6 +2,7 @@
 //! Python SDK: what a server's own requests are answered, and cancellation on each path (a one-shot call ends the
 //! server only after telling it; a session outlives a cancelled call with its state).
 
+use crate::mcp_servers::python;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -9,20 +10,6 @@ use std::process::{Command, Stdio};
 
 const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py");
 const ASKING_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/asking_server.py");
-
-/// The interpreter with the MCP Python SDK (the one on PATH), resolved to its real file.
-fn python() -> String {
-    let o = Command::new("python3")
-        .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        o.status.success(),
-        "the MCP Python SDK is needed: pip install -r runner/tests/mcp_client/requirements.txt ({})",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap().trim().to_owned()
-}
 
 fn world_with(name: &str, server: Value) -> World {
     let w = World::new();

@@ -4,6 +4,7 @@
 //! into target/mcp-real-servers (kept while the pins are unchanged); each world links its data dir's
 //! `mcp_servers` there.
 
+use crate::mcp_servers::Gateway;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -310,93 +311,6 @@ fn the_real_servers_answer_confined_in_the_common_tier() {
     // Every call ran confined: the audit lines say so.
     let audit = audit_text(&w);
     assert_eq!(audit.matches("\"mode\":\"enforce\"").count(), cases.len(), "{audit}");
-}
-
-/// `animaworks-tool mcp` driven by raw JSON-RPC lines, requests in flight at once.
-struct Gateway {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    answers: std::sync::mpsc::Receiver<Value>,
-    seen: Vec<Value>,
-}
-
-impl Gateway {
-    fn start(w: &World) -> Gateway {
-        let mut child = w
-            .cmd()
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (tx, answers) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let mut g = Gateway {
-            child,
-            stdin,
-            answers,
-            seen: Vec::new(),
-        };
-        g.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
-        g.answer(0);
-        g.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        g
-    }
-
-    fn send(&mut self, v: &Value) {
-        use std::io::Write;
-        writeln!(self.stdin.as_ref().unwrap(), "{v}").unwrap();
-    }
-
-    fn call(&mut self, id: u64, tool: &str, args: Value) {
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
-        );
-    }
-
-    fn answer(&mut self, id: u64) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-        loop {
-            if let Some(i) = self
-                .seen
-                .iter()
-                .position(|v| v["id"] == id && v.get("method").is_none())
-            {
-                return self.seen.remove(i);
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok(v) => self.seen.push(v),
-                Err(_) => panic!("no answer to request {id}; seen: {:?}", self.seen),
-            }
-        }
-    }
-
-    /// The text of a successful `tools/call` answer.
-    fn text(&mut self, id: u64) -> String {
-        let a = self.answer(id);
-        assert_ne!(a["result"]["isError"], true, "{a}");
-        assert!(a.get("error").is_none(), "{a}");
-        a["result"].to_string()
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
 }
 
 /// The memory server as one session: an entity created, the tools' idle time passed, four calls at once, all on

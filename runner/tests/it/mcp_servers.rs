@@ -11,7 +11,7 @@ const PY_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/
 
 /// The interpreter with the MCP Python SDK (the one on PATH, as runner/tests/mcp_client uses), resolved to its
 /// real file so that a version manager's shim is not in the way.
-fn python() -> String {
+pub(crate) fn python() -> String {
     let o = Command::new("python3")
         .args(["-c", "import sys, mcp.server.mcpserver; print(sys.executable)"])
         .output()
@@ -519,7 +519,7 @@ fn a_server_runs_in_its_tiers_sandbox_and_cannot_read_the_runners_secrets() {
 
 /// `animaworks-tool mcp` driven by raw JSON-RPC lines: requests go out with their ids, answers are collected by
 /// a thread, so that many calls can be in flight at once.
-struct Gateway {
+pub(crate) struct Gateway {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     answers: std::sync::mpsc::Receiver<Value>,
@@ -527,7 +527,7 @@ struct Gateway {
 }
 
 impl Gateway {
-    fn start(w: &World) -> Gateway {
+    pub(crate) fn start(w: &World) -> Gateway {
         let mut child = w
             .cmd()
             .arg("mcp")
@@ -562,20 +562,20 @@ impl Gateway {
         g
     }
 
-    fn send(&mut self, v: &Value) {
+    pub(crate) fn send(&mut self, v: &Value) {
         use std::io::Write;
         writeln!(self.stdin.as_ref().unwrap(), "{v}").unwrap();
     }
 
-    fn call(&mut self, id: u64, tool: &str, args: Value) {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, args: Value) {
         self.send(
             &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
         );
     }
 
-    /// The answer to request `id` (waiting up to 120 s).
-    fn answer(&mut self, id: u64) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    /// The answer to request `id` (waiting up to 180 s).
+    pub(crate) fn answer(&mut self, id: u64) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
         loop {
             if let Some(i) = self
                 .seen
@@ -593,7 +593,7 @@ impl Gateway {
     }
 
     /// The `structuredContent` (or the text parsed) of a `tools/call` answer.
-    fn value(&mut self, id: u64) -> Value {
+    pub(crate) fn value(&mut self, id: u64) -> Value {
         let a = self.answer(id);
         let r = &a["result"];
         assert_ne!(r["isError"], true, "{a}");
@@ -604,7 +604,15 @@ impl Gateway {
         serde_json::from_str(text).unwrap_or_else(|_| json!(text))
     }
 
-    fn finish(mut self) {
+    /// The text of a successful `tools/call` answer.
+    pub(crate) fn text(&mut self, id: u64) -> String {
+        let a = self.answer(id);
+        assert_ne!(a["result"]["isError"], true, "{a}");
+        assert!(a.get("error").is_none(), "{a}");
+        a["result"].to_string()
+    }
+
+    pub(crate) fn finish(mut self) {
         drop(self.stdin.take());
         let _ = self.child.wait();
     }
