@@ -445,3 +445,47 @@ fn an_animas_own_npx_server_is_installed_only_by_name() {
     );
     assert!(!w.data.join("mcp_servers/mine").exists());
 }
+
+/// A working folder that holds the installed servers (a project with its own data dir, the bench run from the
+/// checkout): the folder is writable by an undeclared tool, but the servers' packages in it stay read-only, so a
+/// server still runs them (write xor execute is about what a call can write) and no call can change them.
+#[test]
+fn servers_installed_inside_the_working_folder_run_and_stay_read_only() {
+    let Some(root) = installed() else { return };
+    let cwd = root.parent().unwrap().to_path_buf();
+    let w = world(&root, &[("everything", json!({}))], json!({}));
+    let o = w
+        .cmd()
+        .current_dir(&cwd)
+        .args(["call", "everything", "echo", "--json", r#"{"message":"hi"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("Echo: hi"), "{}", stdout(&o));
+    let planted = root.join("everything/planted");
+    let mine = cwd.join(format!("written-by-a-call-{}", std::process::id()));
+    let script = format!(
+        "p=no; touch {p} 2>/dev/null && p=yes; c=no; touch {c} 2>/dev/null && c=yes; \
+         echo \"{{\\\"planted\\\": \\\"$p\\\", \\\"cwd\\\": \\\"$c\\\"}}\"",
+        p = planted.display(),
+        c = mine.display(),
+    );
+    w.tool(
+        &w.common(),
+        "plant",
+        &bash_tool(
+            r#"{"protocol":1,"name":"plant","actions":[{"name":"go","input_schema":{"type":"object"}}]}"#,
+            &script,
+        ),
+    );
+    let o = w.cmd().current_dir(&cwd).args(["plant", "go"]).output().unwrap();
+    let _ = std::fs::remove_file(&mine);
+    let out = stdout(&o);
+    assert!(
+        out.contains("\"cwd\":\"yes\""),
+        "the working folder is writable: {out}{}",
+        stderr(&o)
+    );
+    assert!(out.contains("\"planted\":\"no\""), "{out}");
+    assert!(!planted.exists());
+}

@@ -287,9 +287,12 @@ pub(super) fn plan_with(
                 };
                 let allowed = allowed.iter().any(|a| real.starts_with(a))
                     || (field != "write" && runner_readable(&real, &places.data));
+                // An installed MCP server's package is never writable by a call (mounted read-only), even inside a
+                // writable working folder.
                 let writable_exec = field == "exec"
                     && grant_write.iter().any(|w| real.starts_with(w))
-                    && !granted_exec.iter().any(|g| real.starts_with(g));
+                    && !granted_exec.iter().any(|g| real.starts_with(g))
+                    && !runner_readable(&real, &places.data);
                 if runner_state || !allowed || writable_exec {
                     let why = if runner_state {
                         "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted"
