@@ -355,8 +355,11 @@ fn program_and_args(
             let _ = decl;
             let fd = spec_at
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an MCP server without its description"))?;
-            let mut argv: Vec<OsString> =
-                vec!["__mcp-bridge".into(), crate::mcp_servers::spec_fd::FLAG.into(), fd.to_string().into()];
+            let mut argv: Vec<OsString> = vec![
+                "__mcp-bridge".into(),
+                crate::mcp_servers::spec_fd::FLAG.into(),
+                fd.to_string().into(),
+            ];
             argv.extend(mode_args);
             return Ok((crate::mcp_servers::runner_exe()?, argv));
         }
@@ -544,7 +547,7 @@ mod tests {
             },
         );
         if let Some(why) = no_wait(&plan, &file) {
-            eprintln!("{why}");
+            awt_sys::skipped!("{why}");
             return;
         }
         if !plan.mounts().iter().any(|m| m.path.ends_with("data/vault.key")) {
@@ -582,7 +585,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
 "#;
         let (world, dirs, file, plan, env) = one_tool_in(script, |_| {});
         if let Some(why) = no_wait(&plan, &file) {
-            eprintln!("{why}");
+            awt_sys::skipped!("{why}");
             return;
         }
         if !plan.mounts().iter().any(|m| m.path.ends_with("state/background_tasks")) {
@@ -594,7 +597,9 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let anima = world.path().join("animas/alice");
         assert!(anima.join("state/background_tasks").is_dir());
         assert!(!anima.join("moved").exists(), "the tool renamed state/ away: {got:?}");
-        let crate::cache::Probed::Ok(m) = got else { panic!("{got:?}") };
+        let crate::cache::Probed::Ok(m) = got else {
+            panic!("{got:?}")
+        };
         assert!(
             m.actions[0].description.contains("mv: cannot move"),
             "{:?}",
@@ -773,7 +778,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
             }
         }
         if let Some(why) = no_wait(&plan, &file) {
-            eprintln!("{why}");
+            awt_sys::skipped!("{why}");
             return;
         }
         assert!(
@@ -790,7 +795,7 @@ printf '{"protocol":1,"actions":[{"name":"go","description":"%s"}]}' "$(echo $r 
         let (_world, dirs, file, plan, env) =
             one_tool("#!/bin/sh\nsleep 0.5\necho '{\"protocol\":1,\"actions\":[{\"name\":\"go\"}]}'\n");
         if let Some(why) = no_wait(&plan, &file) {
-            eprintln!("{why}");
+            awt_sys::skipped!("{why}");
             return;
         }
         let rt = tokio::runtime::Builder::new_current_thread()

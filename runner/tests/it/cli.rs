@@ -240,6 +240,24 @@ fn every_man_page_named_exists() {
     assert_eq!(w.run(&["man", "nosuch"]).status.code(), Some(2));
 }
 
+/// `docs/<file>` is what `man <flag>` prints (rewritten with `ANIMAWORKS_TOOL_BLESS=1`) and holds each of `must`.
+fn generated_page_is_current(w: &World, flag: &str, file: &str, must: &[&str]) {
+    let o = w.run(&["man", flag]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
+        std::fs::write(&path, &o.stdout).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == stdout(&o),
+        "docs/{file} is stale: `cargo run -q -p animaworks-tool -- man {flag} > docs/{file}` (or ANIMAWORKS_TOOL_BLESS=1)"
+    );
+    for m in must {
+        assert!(committed.contains(m), "{m} missing from docs/{file}");
+    }
+}
+
 /// docs/commands.md, docs/commands-tasks.md and docs/commands-setup.md are the command tree's own Markdown
 /// (`man --markdown`, `--markdown-tasks`, `--markdown-setup`): a new command or option that is not in them fails here. `ANIMAWORKS_TOOL_BLESS=1`
 /// rewrites the files.
@@ -264,23 +282,14 @@ fn the_command_reference_in_the_docs_is_current() {
         (
             "--markdown-setup",
             "commands-setup.md",
-            &["## `animaworks-tool mcp-servers install`", "## `animaworks-tool animaworks install`", "(commands.md)"][..],
+            &[
+                "## `animaworks-tool mcp-servers install`",
+                "## `animaworks-tool animaworks install`",
+                "(commands.md)",
+            ][..],
         ),
     ] {
-        let o = w.run(&["man", flag]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
-        if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
-            std::fs::write(&path, &o.stdout).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == stdout(&o),
-            "docs/{file} is stale: `cargo run -q -p animaworks-tool -- man {flag} > docs/{file}` (or ANIMAWORKS_TOOL_BLESS=1)"
-        );
-        for m in must {
-            assert!(committed.contains(m), "{m} missing from docs/{file}");
-        }
+        generated_page_is_current(&w, flag, file, &must[..]);
     }
 }
 
@@ -305,20 +314,7 @@ fn the_configuration_page_and_the_settings_schema_in_the_docs_are_current() {
             ],
         ),
     ] {
-        let o = w.run(&["man", flag]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
-        if std::env::var_os("ANIMAWORKS_TOOL_BLESS").is_some() {
-            std::fs::write(&path, &o.stdout).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == stdout(&o),
-            "docs/{file} is stale: `cargo run -q -p animaworks-tool -- man {flag} > docs/{file}` (or ANIMAWORKS_TOOL_BLESS=1)"
-        );
-        for m in must {
-            assert!(committed.contains(m), "{m} missing from docs/{file}");
-        }
+        generated_page_is_current(&w, flag, file, &must[..]);
     }
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(format!(
@@ -349,7 +345,11 @@ fn a_misspelt_settings_key_stops_commands_and_doctor_names_it_with_the_closest_k
         stdout(&o)
     );
     let o = w.run(&["call", "hello", "greet", "--who", "x"]);
-    assert_eq!(o.status.code(), Some(2), "the operator's file is at fault: usage, not internal");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the operator's file is at fault: usage, not internal"
+    );
     let e = json(&o)["error"].clone();
     assert!(
         e["message"].as_str().unwrap().contains("animaworks-tool.json") && e["did_you_mean"] == "max_running_tasks",
@@ -361,7 +361,11 @@ fn a_misspelt_settings_key_stops_commands_and_doctor_names_it_with_the_closest_k
         let o = w.run(cmd);
         assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", stdout(&o));
         assert!(stderr(&o).contains("animaworks-tool.json"), "{cmd:?}: {}", stderr(&o));
-        assert!(stdout(&o).is_empty(), "{cmd:?} answered on the defaults: {}", stdout(&o));
+        assert!(
+            stdout(&o).is_empty(),
+            "{cmd:?} answered on the defaults: {}",
+            stdout(&o)
+        );
     }
     w.settings(r#"{"$schema": "animaworks-tool.schema.json", "max_running_tasks": 2}"#);
     assert_eq!(
@@ -1163,7 +1167,11 @@ fn submit_on_a_terminal_says_how_to_follow_the_task() {
 fn a_malformed_permissions_file_is_named_by_every_listing() {
     let w = World::new();
     hello(&w);
-    std::fs::write(w.anima.join("permissions.json"), "{\n  \"external_tools\": {\"allow\": [\"x\",]}\n}\n").unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        "{\n  \"external_tools\": {\"allow\": [\"x\",]}\n}\n",
+    )
+    .unwrap();
     let said = |o: &std::process::Output| format!("{}{}", stdout(o), stderr(o));
     let doctor = w.run(&["doctor"]);
     assert_eq!(doctor.status.code(), Some(1), "{}", said(&doctor));
@@ -1171,7 +1179,12 @@ fn a_malformed_permissions_file_is_named_by_every_listing() {
     let schemas = w.run(&["schemas"]);
     assert_eq!(schemas.status.code(), Some(1), "{}", said(&schemas));
     let list = w.feed(&["use-tool"], r#"{"tool_name":"help","action":"list"}"#);
-    for (what, o) in [("doctor", &doctor), ("tools", &tools), ("schemas", &schemas), ("help list", &list)] {
+    for (what, o) in [
+        ("doctor", &doctor),
+        ("tools", &tools),
+        ("schemas", &schemas),
+        ("help list", &list),
+    ] {
         let text = said(o);
         assert!(text.contains("permissions.json:2:"), "{what}: {text}");
         assert!(text.contains("every call of this anima is refused"), "{what}: {text}");
@@ -1184,9 +1197,18 @@ fn a_malformed_permissions_file_is_named_by_every_listing() {
 fn a_misspelt_permissions_key_is_named_with_the_closest_key() {
     let w = World::new();
     hello(&w);
-    std::fs::write(w.anima.join("permissions.json"), "{\"credentails\": {\"hello\": [\"A\"]}}").unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        "{\"credentails\": {\"hello\": [\"A\"]}}",
+    )
+    .unwrap();
     let o = w.run(&["call", "hello", "greet", "--who", "x"]);
-    assert_eq!(o.status.code(), Some(0), "still accepted, as in AnimaWorks: {}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "still accepted, as in AnimaWorks: {}",
+        stderr(&o)
+    );
     for cmd in ["doctor", "tools"] {
         let o = w.run(&[cmd]);
         let out = stdout(&o);
@@ -1197,7 +1219,11 @@ fn a_misspelt_permissions_key_is_named_with_the_closest_key() {
     }
     assert_eq!(w.run(&["doctor"]).status.code(), Some(0), "a warning, not a problem");
     let show = w.run(&["permissions", "show"]);
-    assert!(stderr(&show).contains("unknown key \"credentails\""), "{}", stderr(&show));
+    assert!(
+        stderr(&show).contains("unknown key \"credentails\""),
+        "{}",
+        stderr(&show)
+    );
 }
 
 /// A module with its own CLI takes the words after its name as its argv: completion offers its actions (in the
@@ -1223,12 +1249,30 @@ def cli_main(argv=None):
     w.tool(&w.personal(), "notes.py", module);
     assert!(w.run(&["tools"]).status.success());
     let top = complete(&w, 2, &["animaworks-tool", "notes", ""]);
-    assert!(!top.contains(&"delete_all".to_owned()), "argparse refuses delete_all: {top:?}");
-    assert_eq!(complete(&w, 3, &["animaworks-tool", "call", "notes", "del"]), vec!["delete_all"]);
+    assert!(
+        !top.contains(&"delete_all".to_owned()),
+        "argparse refuses delete_all: {top:?}"
+    );
+    assert_eq!(
+        complete(&w, 3, &["animaworks-tool", "call", "notes", "del"]),
+        vec!["delete_all"]
+    );
     let help = stdout(&w.run(&["help", "notes"]));
-    assert!(help.contains("Usage: animaworks-tool notes <the argv of its cli_main…>"), "{help}");
-    assert!(help.contains("animaworks-tool call notes <action> [--param value …]"), "{help}");
-    assert!(help.contains("See `animaworks-tool call notes <action> --help`"), "{help}");
+    assert!(
+        help.contains("Usage: animaworks-tool notes <the argv of its cli_main…>"),
+        "{help}"
+    );
+    assert!(
+        help.contains("animaworks-tool call notes <action> [--param value …]"),
+        "{help}"
+    );
+    assert!(
+        help.contains("See `animaworks-tool call notes <action> --help`"),
+        "{help}"
+    );
     let action = stdout(&w.run(&["help", "notes", "delete_all"]));
-    assert!(action.starts_with("animaworks-tool call notes delete_all — "), "{action}");
+    assert!(
+        action.starts_with("animaworks-tool call notes delete_all — "),
+        "{action}"
+    );
 }

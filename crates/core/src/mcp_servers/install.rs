@@ -20,6 +20,8 @@ pub const DIR: &str = "mcp_servers";
 /// The lock of one installed server, in its folder.
 pub const LOCK: &str = "lock.json";
 const MAX_LOCK: u64 = 1024 * 1024;
+/// The largest package-lock.json of an installed server read for its pins (a package's whole dependency tree).
+const MAX_NPM_LOCK: u64 = 64 * 1024 * 1024;
 
 /// The package manager a starter uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -430,7 +432,7 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
         .args(&s.packages);
     run(&mut cmd, "npm install", "the npm registry")?;
     let pkg_dir = dir.join("node_modules").join(&s.name);
-    let manifest: serde_json::Value = std::fs::read(pkg_dir.join("package.json"))
+    let manifest: serde_json::Value = crate::fsread::read(&pkg_dir.join("package.json"), MAX_LOCK)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| format!("npm installed no {} (no node_modules/{}/package.json)", s.name, s.name))?;
@@ -454,8 +456,12 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
     };
     let rel = format!("node_modules/{}/{}", s.name, bin.trim_start_matches("./"));
     let file = dir.join(&rel);
-    let head = std::fs::read(&file)
-        .map(|b| b.into_iter().take(128).collect::<Vec<u8>>())
+    let head = std::fs::File::open(&file)
+        .and_then(|f| {
+            use std::io::Read;
+            let mut head = Vec::new();
+            f.take(128).read_to_end(&mut head).map(|_| head)
+        })
         .unwrap_or_default();
     let is_node = [".js", ".mjs", ".cjs"].iter().any(|e| rel.ends_with(e))
         || (head.starts_with(b"#!")
@@ -469,7 +475,7 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
         vec!["exec".into(), rel]
     };
     let mut pinned = Vec::new();
-    if let Some(lock) = std::fs::read(dir.join("package-lock.json"))
+    if let Some(lock) = crate::fsread::read(&dir.join("package-lock.json"), MAX_NPM_LOCK)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
     {
