@@ -64,7 +64,9 @@ function main() {
     process.stdout.write(JSON.stringify(SCHEMAS) + "\n");
     return 0;
   }
-  if (process.stdin.isTTY) {
+  // Not process.stdin.isTTY: touching process.stdin makes descriptor 0 non-blocking, and the read below would
+  // fail (EAGAIN) on a request that has not arrived yet.
+  if (require("tty").isatty(0)) {
     process.stderr.write("counter: an animaworks-tool tool; run it through the runner: animaworks-tool counter --help\n");
     return 2;
   }

@@ -415,3 +415,39 @@ fn check_calls_gated_actions_only_when_asked() {
         "--call-all calls them: {called:?}"
     );
 }
+
+/// The Node tools (the `new --lang node` template, the bundled counter) read their request whole from descriptor
+/// 0. Node makes that descriptor non-blocking as soon as `process.stdin` is touched, and a request that had not
+/// arrived yet was then an EAGAIN crash (seen under load). Run directly with the request written late, each must
+/// wait for it.
+#[test]
+fn node_tools_wait_for_a_request_that_arrives_late() {
+    if which("node").is_none() {
+        awt_sys::skipped!("node is not installed");
+        return;
+    }
+    let w = World::new();
+    assert!(w.run(&["new", "late_node", "--lang", "node"]).status.success());
+    let counter = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/node-counter/counter.js");
+    let request = r#"{"name":"echo","args":{"text":"late"},"context":{"call_id":"c1"}}"#;
+    for tool in [w.personal().join("late_node.js"), counter] {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("(sleep 1; echo '{request}') | node \"$0\""))
+            .arg(&tool)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", w.tmp.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("EAGAIN"), "{}: {err}", tool.display());
+        assert!(!String::from_utf8_lossy(&o.stdout).is_empty(), "{}: no answer; {err}", tool.display());
+    }
+}
+
+fn which(p: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(p))
+        .find(|f| f.is_file())
+}

@@ -30,7 +30,9 @@ function main() {
     emit(SCHEMAS);
     return 0;
   }
-  if (process.stdin.isTTY) {
+  // Not process.stdin.isTTY: touching process.stdin makes descriptor 0 non-blocking, and the read below would
+  // fail (EAGAIN) on a request that has not arrived yet.
+  if (require("tty").isatty(0)) {
     process.stderr.write("{{name}}: a tool for animaworks-tool; run it through the runner: animaworks-tool {{name}} --help\n");
     return 2;
   }
