@@ -6,8 +6,9 @@
 
 use awt_core::call::Runner;
 use awt_core::error::{CallError, Detail, ErrorCode};
-use awt_tasks::submit;
+use awt_tasks::{content, submit, Task};
 use serde_json::{json, Map, Value};
+use std::path::Path;
 
 /// The reserved tool name of the background actions.
 pub const TASK_TOOL: &str = "task";
@@ -48,8 +49,26 @@ fn text_arg<'a>(args: &'a Map<String, Value>, key: &str, what: &str) -> Result<&
         })
 }
 
-/// Run background action `action` (`submit` or `show`) with `args`.
-pub async fn answer(runner: &Runner, action: &str, args: &Map<String, Value>) -> Result<Value, CallError> {
+/// A task's record as it is shown (`jobs show`, `jobs list --json`, `task_show`): its content blocks, if any, as
+/// the lines a call prints (a text block's text, a description of any other, `[image/png, 12 KB]`, and the file
+/// it was written to when `save` names a folder), never their base64.
+pub fn shown(t: &Task, save: Option<&Path>) -> Value {
+    let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
+    if let Some(blocks) = &t.content {
+        v["content"] = json!(crate::content::lines(&content::read_back(blocks), save));
+    }
+    v
+}
+
+/// Run background action `action` (`submit` or `show`) with `args`: the answer, and for `show` the content
+/// blocks of the task's result (checked again: a task file may be forged), for a caller that sends blocks on.
+/// A block is saved under `save` when given.
+pub async fn answer(
+    runner: &Runner,
+    action: &str,
+    args: &Map<String, Value>,
+    save: Option<&Path>,
+) -> Result<(Value, Option<Vec<Value>>), CallError> {
     match action {
         "submit" => {
             let tool = text_arg(args, "tool", "submit")?;
@@ -70,12 +89,12 @@ pub async fn answer(runner: &Runner, action: &str, args: &Map<String, Value>) ->
             if !checked.warnings.is_empty() {
                 receipt["warnings"] = json!(checked.warnings);
             }
-            Ok(receipt)
+            Ok((receipt, None))
         }
         "show" => {
             let id = text_arg(args, "task_id", "show")?;
             let t = submit::show(runner, id)?;
-            Ok(serde_json::to_value(&t).unwrap_or(Value::Null))
+            Ok((shown(&t, save), t.content.as_deref().map(content::read_back)))
         }
         other => Err(CallError::new(
             ErrorCode::UnknownAction,

@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 
 /// The blocks as lines of text, each non-text block described (and saved under `save`, when given).
 pub fn text(blocks: &[Value], save: Option<&Path>) -> String {
+    lines(blocks, save).join("\n")
+}
+
+/// [`text`], a string for each block.
+pub fn lines(blocks: &[Value], save: Option<&Path>) -> Vec<String> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -27,7 +32,7 @@ pub fn text(blocks: &[Value], save: Option<&Path>) -> String {
         };
         lines.push(format!("{d}{saved}"));
     }
-    lines.join("\n")
+    lines
 }
 
 /// The blocks as rmcp's content for an MCP client, each as it came; a block rmcp cannot represent is described

@@ -204,8 +204,17 @@ impl Server {
             .filter(|_| background::actions().iter().any(|a| a.0 == req.name))
         {
             let args = req.arguments.clone().unwrap_or_default();
-            return Ok(match background::answer(&self.runner, action, &args).await {
-                Ok(v) => CallToolResult::success(vec![ContentBlock::text(use_tool::result_text(&v))]),
+            return Ok(match background::answer(&self.runner, action, &args, None).await {
+                Ok((v, blocks)) => {
+                    // The record (its blocks described), then the task's own non-text blocks as blocks.
+                    let others = blocks
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|b| b.get("type").and_then(Value::as_str) != Some("text"));
+                    let mut all = vec![ContentBlock::text(use_tool::result_text(&v))];
+                    all.extend(crate::content::mcp_blocks(others.collect()));
+                    CallToolResult::success(all)
+                }
                 Err(e) => failure(&e),
             });
         }

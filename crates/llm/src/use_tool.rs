@@ -268,9 +268,10 @@ pub async fn answer(
     let out = if req.tool_name == META_TOOL {
         meta(runner, &req.action, &req.args).await.map(|v| (v, None))
     } else if req.tool_name == super::background::TASK_TOOL {
-        super::background::answer(runner, &req.action, &req.args)
+        // A task's blocks are in the record, described (and saved): the record is the answer.
+        super::background::answer(runner, &req.action, &req.args, limits.save_content.as_deref())
             .await
-            .map(|v| (v, None))
+            .map(|(v, _)| (v, None))
     } else {
         call(runner, req, limits, obs, cancel).await
     };

@@ -228,7 +228,7 @@ impl Observer for TaskObserver {
 
 /// What running a task gave, for the worker to record.
 struct Done {
-    outcome: Result<Value, CallError>,
+    outcome: Result<Ran, CallError>,
     stopped: bool,
     last_progress: Option<Progress>,
 }
@@ -282,16 +282,25 @@ async fn run_one(runner: &Runner, store: &FileStore, task: Task, mut stop: tokio
     }
 }
 
-/// Put a call's outcome into the task.
-pub fn record(t: &mut Task, outcome: &Result<Value, CallError>, stopped: bool) {
+/// What a task's call gave: its value, and the content blocks of its result (protocol.md §5.2), if any.
+pub type Ran = (Value, Option<Vec<Value>>);
+
+/// Put a call's outcome into the task. Content blocks are kept (bounded, [`super::content::kept`]); a result that
+/// is text or null is then kept as the call shows it, the text blocks with a description of every other block,
+/// so that AnimaWorks' readers of `result` see the image was there, never its base64.
+pub fn record(t: &mut Task, outcome: &Result<Ran, CallError>, stopped: bool) {
     match outcome {
-        Ok(v) => {
+        Ok((v, content)) => {
             t.finish(Status::Completed);
-            t.result = Some(match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+            t.result = Some(match (v, content) {
+                (Value::String(_) | Value::Null, Some(c)) => super::content::as_text(c),
+                (Value::String(s), None) => s.clone(),
+                (other, _) => other.to_string(),
             });
             t.result_value = (!v.is_string()).then(|| v.clone());
+            t.content = content
+                .clone()
+                .map(|c| super::content::kept(c, super::content::MAX_KEPT));
         }
         Err(e) => {
             let status = match e.code {
@@ -328,6 +337,18 @@ fn error_text(e: &CallError) -> String {
 /// Run one task's call: the one path both stores' workers take. `args` are the unmasked arguments (the file
 /// store's private copy, or the masked ones with the worker's own credentials put back, on Postgres).
 pub async fn execute(
+    runner: &Runner,
+    task: &Task,
+    args: Value,
+    obs: &mut dyn Observer,
+    cancel: Cancel,
+) -> Result<Ran, CallError> {
+    let mut catch = awt_core::stream::content::Catch::new(obs);
+    let v = run_call(runner, task, args, &mut catch, cancel).await?;
+    Ok((v, catch.content()))
+}
+
+async fn run_call(
     runner: &Runner,
     task: &Task,
     args: Value,

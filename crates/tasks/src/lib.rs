@@ -29,6 +29,7 @@ pub mod approvals;
 pub mod backend;
 pub mod cancel;
 pub mod config;
+pub mod content;
 pub mod detached;
 pub mod files;
 pub mod identity;
@@ -186,6 +187,9 @@ pub struct Task {
     /// The result as JSON, when it is JSON.
     #[serde(default)]
     pub result_value: Option<Value>,
+    /// The result's content blocks (protocol.md §5.2), bounded as [`content::kept`] says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Vec<Value>>,
     /// One of protocol.md §6's codes, or `lost`.
     #[serde(default)]
     pub error_code: Option<String>,
@@ -339,6 +343,7 @@ impl Task {
             worker_token: None,
             progress: None,
             result_value: None,
+            content: None,
             error_code: None,
             error_detail: None,
             output_path: None,

@@ -22,3 +22,15 @@ pub fn print(v: &Value, blocks: &[Value], save: Option<&Path>) {
         }
     }
 }
+
+/// With `--events`: the non-text blocks written to files in `dir`, each said on stderr (stdout is the stream).
+pub fn tell_saved(blocks: &[Value], dir: &Path) {
+    let others: Vec<Value> = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) != Some("text"))
+        .cloned()
+        .collect();
+    if !others.is_empty() {
+        tell!("{}", super::term::clean(&awt_llm::content::text(&others, Some(dir))));
+    }
+}

@@ -517,9 +517,16 @@ async fn structured_on(tool: awt_core::call::OpenTool<'_>, action: &str, words: 
     };
     let cancel = cancel_on_signals();
     if flags.events {
+        // The raw stream for programs: the result line carries its content blocks whole (bounded by the output
+        // cap, as every event line); with --save-content they are also written to files, said on stderr.
         let mut obs = render::Events::new();
-        let out = call.run(&mut obs, cancel).await;
-        obs.finish(&out);
+        let mut catch = awt_core::stream::content::Catch::new(&mut obs);
+        let out = call.run(&mut catch, cancel).await;
+        let blocks = catch.content().filter(|_| out.is_ok());
+        obs.finish(&out, blocks.as_deref());
+        if let (Some(dir), Some(b)) = (flags.save_content.as_deref(), &blocks) {
+            content::tell_saved(b, dir);
+        }
         return match &out {
             Ok(_) => 0,
             Err(e) => {

@@ -336,14 +336,18 @@ impl Events {
     }
 
     /// The final event, printed once the runner has the call's outcome: a result only after the exit status
-    /// was checked; a runner error as an `error` event with `"source": "runner"`.
-    pub fn finish(&mut self, outcome: &Result<Value, CallError>) {
+    /// was checked, with its content blocks (protocol.md §5.2) as the tool sent them, masked (the line was held
+    /// to the output cap: a larger one ended the call `output_capped`); a runner error as an `error` event with
+    /// `"source": "runner"`.
+    pub fn finish(&mut self, outcome: &Result<Value, CallError>, content: Option<&[Value]>) {
         match outcome {
-            Ok(v) => self.line(
-                serde_json::json!({"type": "result", "result": v})
-                    .to_string()
-                    .as_bytes(),
-            ),
+            Ok(v) => {
+                let mut ev = serde_json::json!({"type": "result", "result": v});
+                if let Some(c) = content {
+                    ev["content"] = Value::from(c.to_vec());
+                }
+                self.line(ev.to_string().as_bytes())
+            }
             Err(e) if e.code == awt_core::ErrorCode::ToolError && self.saw_error => {}
             Err(e) => {
                 let mut o = e.to_json()["error"].clone();

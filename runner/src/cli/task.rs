@@ -40,14 +40,24 @@ pub enum TaskCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Print one task's record as JSON.
-    Show { id: String },
+    /// Print one task's record as JSON (its result's image, audio and resource blocks described, not as base64).
+    Show {
+        id: String,
+        /// Write each image, audio and resource block of the task's result to a new file in DIR, named in the
+        /// record; without it such a block is only described ("[image/png, 12 KB]").
+        #[arg(long, value_name = "DIR")]
+        save_content: Option<std::path::PathBuf>,
+    },
     /// Wait for a task to end; progress goes to stderr; exits with the task's outcome (the codes of a call).
     Wait {
         id: String,
         /// Give up waiting after this many seconds (exit 124, the task keeps running).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
+        /// Write each image, audio and resource block of the result to a new file in DIR, as a call's
+        /// --save-content does; without it such a block is only described.
+        #[arg(long, value_name = "DIR")]
+        save_content: Option<std::path::PathBuf>,
     },
     /// Cancel a pending or running task: its tool's whole process group is ended.
     Cancel { id: String },
@@ -188,17 +198,22 @@ pub async fn task(runner: &Runner, a: TaskArgs) -> i32 {
     }
     let out = match a.cmd {
         TaskCmd::List { status, json } => list(store, &status, json),
-        TaskCmd::Show { id } => full_id(store, &id).and_then(|id| get(store, &id)).map(|t| {
-            say!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
+        TaskCmd::Show { id, save_content } => full_id(store, &id).and_then(|id| get(store, &id)).map(|t| {
+            let shown = awt_llm::background::shown(&t, save_content.as_deref());
+            say!("{}", serde_json::to_string_pretty(&shown).unwrap_or_default());
             0
         }),
-        TaskCmd::Wait { id, timeout } => {
+        TaskCmd::Wait {
+            id,
+            timeout,
+            save_content,
+        } => {
             match timeout
                 .map(|s| awt_core::call::timeout_from_secs(s, "--timeout"))
                 .transpose()
             {
                 Ok(limit) => match full_id(store, &id) {
-                    Ok(id) => wait(runner, store, &id, limit).await,
+                    Ok(id) => wait(runner, store, &id, limit, save_content.as_deref()).await,
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
@@ -285,7 +300,8 @@ fn list(store: &dyn TaskStore, status: &[String], as_json: bool) -> Result<i32, 
         .filter(|t| want.is_empty() || want.contains(&t.status))
         .collect();
     if as_json {
-        say!("{}", serde_json::to_string(&shown).unwrap_or_default());
+        let records: Vec<Value> = shown.iter().map(|t| awt_llm::background::shown(t, None)).collect();
+        say!("{}", serde_json::to_string(&records).unwrap_or_default());
         return Ok(0);
     }
     if shown.is_empty() {
@@ -327,7 +343,13 @@ fn list(store: &dyn TaskStore, status: &[String], as_json: bool) -> Result<i32, 
 }
 
 /// Follow a task to its end with the display of a foreground call (its progress events come from the task file).
-async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Duration>) -> Result<i32, CallError> {
+async fn wait(
+    runner: &Runner,
+    store: &dyn TaskStore,
+    id: &str,
+    limit: Option<Duration>,
+    save: Option<&std::path::Path>,
+) -> Result<i32, CallError> {
     let started = Instant::now();
     let mut kicked = Instant::now();
     let mut shown: Option<tasks::Progress> = None;
@@ -353,7 +375,7 @@ async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Du
         }
         if t.status.is_final() {
             display.finish();
-            return Ok(outcome(&t));
+            return Ok(outcome(&t, save));
         }
         // A task whose submitter's worker never started waits for a kick, which holds back for a grace period.
         if t.status == Status::Pending && kicked.elapsed() >= Duration::from_secs(1) {
@@ -395,15 +417,18 @@ async fn wait(runner: &Runner, store: &dyn TaskStore, id: &str, limit: Option<Du
     }
 }
 
-/// Print a finished task as a call's outcome and return its exit code.
-fn outcome(t: &Task) -> i32 {
+/// Print a finished task as a call's outcome (its content blocks as a call shows them) and return its exit code.
+fn outcome(t: &Task, save: Option<&std::path::Path>) -> i32 {
     match t.status {
         Status::Completed => {
             let v = t
                 .result_value
                 .clone()
                 .unwrap_or_else(|| t.result.clone().map(Value::String).unwrap_or(Value::Null));
-            render::print_result(&v);
+            match &t.content {
+                Some(blocks) => super::content::print(&v, &tasks::content::read_back(blocks), save),
+                None => render::print_result(&v),
+            }
             0
         }
         _ => {

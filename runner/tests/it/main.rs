@@ -18,6 +18,7 @@ mod dropin_surface;
 mod hardening;
 mod hidden_by_construction;
 mod dropin_table;
+mod events_content;
 mod init;
 mod layers;
 mod legacy_tools;

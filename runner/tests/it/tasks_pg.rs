@@ -19,11 +19,15 @@ const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
  {"name":"idem","profile":{"background_eligible":true,"hints":{"idempotent":true}}},
  {"name":"long_once","profile":{"background_eligible":true}},
  {"name":"long_idem","profile":{"background_eligible":true,"hints":{"idempotent":true}}},
- {"name":"needs_key","input_schema":{"type":"object","properties":{"auth":{"type":"string"}}},"profile":{"background_eligible":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}}
+ {"name":"needs_key","input_schema":{"type":"object","properties":{"auth":{"type":"string"}}},"profile":{"background_eligible":true,"credentials":[{"name":"svc","env":"SVC_TOKEN"}]}},
+ {"name":"pic","input_schema":{"type":"object","properties":{"kb":{"type":"integer"}}},"profile":{"background_eligible":true}}
 ]}"#;
 
 /// Each run appends `S <id> <anima>` at its start and `E <id> <anima>` at its end to `<animas>/runs.log` (one
 /// file, O_APPEND: its order is the order in time); pids go to `<animas>/<id>.pid`.
+/// A 1×1 PNG, as the `pic` action returns it in an image block (protocol.md §5.2).
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
 const BODY: &str = r#"
 act=$(echo "$req" | sed -E 's/.*"action":"([^"]*)".*/\1/')
 root=$(dirname "$ANIMAWORKS_ANIMA_DIR"); me=$(basename "$ANIMAWORKS_ANIMA_DIR")
@@ -47,6 +51,11 @@ once|idem|long_once|long_idem)
 needs_key)
   echo "$req" | sed -E 's/.*"auth":"([^"]*)".*/\1/' > "$root/$ANIMAWORKS_CALL_ID.auth"
   echo '{"type":"result","result":"ok"}';;
+pic)
+  kb=$(echo "$req" | sed -nE 's/.*"kb":([0-9]+).*/\1/p')
+  data=PNG_B64
+  [ -n "$kb" ] && data=$(head -c $((kb * 1024)) /dev/zero | base64 -w0)
+  printf '{"type":"result","result":"a red dot","content":[{"type":"text","text":"a red dot"},{"type":"image","data":"%s","mimeType":"image/png"}]}\n' "$data";;
 esac
 "#;
 
@@ -126,7 +135,7 @@ impl Env {
 
     fn unmigrated(backend: Backend, settings: Value) -> Env {
         let w = World::new();
-        w.tool(&w.common(), "bg", &bash_tool(SCHEMAS, BODY));
+        w.tool(&w.common(), "bg", &bash_tool(SCHEMAS, &BODY.replace("PNG_B64", PNG_B64)));
         let url = (backend == Backend::Postgres).then(|| pg_cluster::shared().new_db());
         let env = Env {
             w,
@@ -384,6 +393,99 @@ fn suite_submit_wait_show_list() {
         let other = e.run_as("bob", &["jobs", "list", "--json"]);
         assert_eq!(json(&other), json!([]), "{b:?}");
     });
+}
+
+/// A task whose tool returns an image block reads back as the call would have answered: `jobs wait` describes it
+/// (and saves it with --save-content), `jobs show`, `jobs list --json` and use-tool's `task show` describe it,
+/// the official TypeScript SDK client gets it as an image block through tasks/result, `task_show` sends it as a
+/// block; its base64 is printed by none of the command-line paths.
+#[test]
+fn suite_an_image_block_of_a_task_reads_back_as_a_call_gives_it() {
+    both(|b| {
+        let e = Env::ready(b, json!({}));
+        let id = e.submit(&["bg", "pic"]);
+        e.status_becomes(&id, "completed", 30);
+        let o = e.run(&["jobs", "wait", &id]);
+        assert_eq!(o.status.code(), Some(0), "{b:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "a red dot\n[image/png, 70 B]\n", "{b:?}");
+        let dir = e.w.tmp.path().join(format!("saved-{b:?}"));
+        let o = e.run(&["jobs", "wait", &id, "--save-content", dir.to_str().unwrap()]);
+        let out = stdout(&o);
+        let path = out
+            .lines()
+            .find_map(|l| l.strip_prefix("[image/png, 70 B] saved to "))
+            .unwrap_or_else(|| panic!("{b:?}: {out}"));
+        assert!(std::fs::read(path).unwrap().starts_with(b"\x89PNG\r\n\x1a\n"), "{path}");
+
+        let t = e.show(&id);
+        assert_eq!(t["content"], json!(["a red dot", "[image/png, 70 B]"]), "{b:?}: {t}");
+        assert_eq!(t["result"], "a red dot\n[image/png, 70 B]", "{b:?}");
+        let listed = stdout(&e.run(&["jobs", "list", "--json"]));
+        let asked = json!({"tool_name": "task", "action": "show", "args": {"task_id": id}});
+        let used = stdout(&e.w.feed(&["use-tool"], &asked.to_string()));
+        for (what, text) in [("show", t.to_string()), ("list", listed), ("use-tool", used.clone())] {
+            assert!(!text.contains("iVBOR"), "{b:?}: {what} prints no base64: {text}");
+        }
+        assert!(used.contains("[image/png, 70 B]"), "{b:?}: {used}");
+
+        let got = mcp_session(
+            &e.w,
+            &[json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_show","arguments":{"task_id": id}}})],
+        );
+        let blocks = &got[&2]["result"]["content"];
+        assert_eq!(blocks[1], json!({"type": "image", "data": PNG_B64, "mimeType": "image/png"}), "{b:?}: {blocks}");
+        if let Some(r) = ts_task_result(&e.w, &id) {
+            assert_eq!(r["errors"], json!([]), "{b:?}: {r}");
+            assert_eq!(
+                r["result"]["content"],
+                json!([{"type": "text", "text": "a red dot"}, {"type": "image", "data": PNG_B64, "mimeType": "image/png"}]),
+                "{b:?}: {r}"
+            );
+        }
+    });
+}
+
+/// tasks/result through the official MCP TypeScript SDK client (runner/tests/mcp_client_ts/task_result.mjs).
+fn ts_task_result(w: &World, id: &str) -> Option<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_ts");
+    let has_node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_node || !dir.join("node_modules/@modelcontextprotocol/sdk/package.json").is_file() {
+        awt_sys::skipped!("node or the MCP TypeScript SDK is missing: (cd runner/tests/mcp_client_ts && npm ci)");
+        return None;
+    }
+    let c = w.cmd();
+    let mut node = std::process::Command::new("node");
+    node.arg(dir.join("task_result.mjs")).arg(c.get_program()).arg(id).env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            node.env(k, v);
+        }
+    }
+    let o = node.output().unwrap();
+    assert!(o.status.success(), "client failed:\n{}\n{}", stdout(&o), stderr(&o));
+    Some(json(&o))
+}
+
+/// What a task keeps is bounded as a call's output is: an image past the 8 MiB a task keeps of content (the task
+/// was given a larger output cap) is described in its place, and the record stays readable.
+#[test]
+fn files_an_image_past_what_a_task_keeps_is_described_in_its_place() {
+    let e = Env::ready(Backend::Files, json!({}));
+    let id = e.submit(&["bg", "pic", "--kb", "9216", "--max-output", "33554432"]);
+    e.status_becomes(&id, "completed", 60);
+    let o = e.run(&["jobs", "wait", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "a red dot\n[image/png, 9.0 MB] left out of the task: a task keeps at most 8.0 MB of content blocks; \
+         the call run in the foreground gives it whole\n"
+    );
+    let file = e.w.anima.join(format!("state/background_tasks/{id}.json"));
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size < 64 * 1024, "the task file holds no image: {size} bytes");
 }
 
 #[test]

@@ -379,7 +379,12 @@ pub fn call_result(t: &Task) -> Value {
             (None, Some(r)) => r.clone(),
             (None, None) => String::new(),
         };
-        let mut r = json!({"content": [{"type": "text", "text": text}], "isError": false, "_meta": {RELATED: related}});
+        // The blocks the call gave, as a direct call sends them; else the value as text.
+        let content = match &t.content {
+            Some(blocks) => Value::Array(awt_tasks::content::read_back(blocks)),
+            None => json!([{"type": "text", "text": text}]),
+        };
+        let mut r = json!({"content": content, "isError": false, "_meta": {RELATED: related}});
         if let Some(v @ Value::Object(_)) = &t.result_value {
             r["structuredContent"] = v.clone();
         }
@@ -503,6 +508,10 @@ mod tests {
         assert_eq!(r["content"][0]["text"], "no (hint: try yes)");
         assert_eq!(r["_meta"][RELATED]["taskId"], "0123456789ab");
         assert_eq!(r["_meta"][ERROR_META]["code"], "tool_error");
+        let img = json!({"type": "image", "data": "aGk=", "mimeType": "image/png"});
+        let done = task(json!({"status": "completed", "outcome": "completed", "result": "a dot\n[image/png, 2 B]",
+            "content": [{"type": "text", "text": "a dot"}, img]}));
+        assert_eq!(call_result(&done)["content"], json!([{"type": "text", "text": "a dot"}, img]));
     }
 
     #[test]
