@@ -23,11 +23,12 @@ const SCHEMAS: &str = r#"{"protocol":1,"events":true,"actions":[
  {"name":"pic","input_schema":{"type":"object","properties":{"kb":{"type":"integer"}}},"profile":{"background_eligible":true}}
 ]}"#;
 
+/// A 1×1 PNG, as the `pic` action returns it in an image block (protocol.md §5.2).
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
 /// Each run appends `S <id> <anima>` at its start and `E <id> <anima>` at its end to `<animas>/runs.log` (one
 /// file, O_APPEND: its order is the order in time); pids go to `<animas>/<id>.pid`.
-/// A 1×1 PNG, as the `pic` action returns it in an image block (protocol.md §5.2).
-const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
-
 const BODY: &str = r#"
 act=$(echo "$req" | sed -E 's/.*"action":"([^"]*)".*/\1/')
 root=$(dirname "$ANIMAWORKS_ANIMA_DIR"); me=$(basename "$ANIMAWORKS_ANIMA_DIR")
@@ -135,7 +136,11 @@ impl Env {
 
     fn unmigrated(backend: Backend, settings: Value) -> Env {
         let w = World::new();
-        w.tool(&w.common(), "bg", &bash_tool(SCHEMAS, &BODY.replace("PNG_B64", PNG_B64)));
+        w.tool(
+            &w.common(),
+            "bg",
+            &bash_tool(SCHEMAS, &BODY.replace("PNG_B64", PNG_B64)),
+        );
         let url = (backend == Backend::Postgres).then(|| pg_cluster::shared().new_db());
         let env = Env {
             w,
@@ -417,6 +422,12 @@ fn suite_an_image_block_of_a_task_reads_back_as_a_call_gives_it() {
             .unwrap_or_else(|| panic!("{b:?}: {out}"));
         assert!(std::fs::read(path).unwrap().starts_with(b"\x89PNG\r\n\x1a\n"), "{path}");
 
+        let o = e.run(&["jobs", "show", &id, "--save-content", dir.to_str().unwrap()]);
+        let saved = json(&o)["content"][1].as_str().unwrap_or_default().to_owned();
+        let path = saved
+            .strip_prefix("[image/png, 70 B] saved to ")
+            .unwrap_or_else(|| panic!("{b:?}: {saved}"));
+        assert!(std::fs::read(path).unwrap().starts_with(b"\x89PNG"), "{path}");
         let t = e.show(&id);
         assert_eq!(t["content"], json!(["a red dot", "[image/png, 70 B]"]), "{b:?}: {t}");
         assert_eq!(t["result"], "a red dot\n[image/png, 70 B]", "{b:?}");
@@ -430,10 +441,16 @@ fn suite_an_image_block_of_a_task_reads_back_as_a_call_gives_it() {
 
         let got = mcp_session(
             &e.w,
-            &[json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_show","arguments":{"task_id": id}}})],
+            &[
+                json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_show","arguments":{"task_id": id}}}),
+            ],
         );
         let blocks = &got[&2]["result"]["content"];
-        assert_eq!(blocks[1], json!({"type": "image", "data": PNG_B64, "mimeType": "image/png"}), "{b:?}: {blocks}");
+        assert_eq!(
+            blocks[1],
+            json!({"type": "image", "data": PNG_B64, "mimeType": "image/png"}),
+            "{b:?}: {blocks}"
+        );
         if let Some(r) = ts_task_result(&e.w, &id) {
             assert_eq!(r["errors"], json!([]), "{b:?}: {r}");
             assert_eq!(
@@ -452,13 +469,20 @@ fn ts_task_result(w: &World, id: &str) -> Option<Value> {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !has_node || !dir.join("node_modules/@modelcontextprotocol/sdk/package.json").is_file() {
+    if !has_node
+        || !dir
+            .join("node_modules/@modelcontextprotocol/sdk/package.json")
+            .is_file()
+    {
         awt_sys::skipped!("node or the MCP TypeScript SDK is missing: (cd runner/tests/mcp_client_ts && npm ci)");
         return None;
     }
     let c = w.cmd();
     let mut node = std::process::Command::new("node");
-    node.arg(dir.join("task_result.mjs")).arg(c.get_program()).arg(id).env_clear();
+    node.arg(dir.join("task_result.mjs"))
+        .arg(c.get_program())
+        .arg(id)
+        .env_clear();
     for (k, v) in c.get_envs() {
         if let Some(v) = v {
             node.env(k, v);
@@ -764,7 +788,10 @@ fn pg_a_claim_locks_no_row_of_an_anima_at_its_limit() {
         &url,
         "SELECT count(*) FROM awt_tasks WHERE status = 'pending' AND xmax::text <> '0'",
     );
-    assert_eq!(locked, "0", "pending rows were locked by claims that could not take them");
+    assert_eq!(
+        locked, "0",
+        "pending rows were locked by claims that could not take them"
+    );
     // The limit still holds and the queue still moves: the running task ends, the next one is taken.
     let o = e.run(&["jobs", "cancel", &first]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -797,9 +824,14 @@ fn pg_a_lease_renewal_or_a_cleared_notification_sends_no_task_notification() {
         ),
     )
     .unwrap();
-    let first = rx.recv_timeout(Duration::from_secs(30)).expect("no notification at all");
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no notification at all");
     assert_eq!(first, loud, "a lease renewal or a notify_after change sent awt_task");
-    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "more than one notification");
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "more than one notification"
+    );
     drop(client);
 }
 
@@ -815,7 +847,12 @@ fn pg_jobs_list_of_unfinished_tasks_shows_them_in_submit_order() {
     e.status_becomes(&running, "running", 60);
     let waiting = e.submit(&["bg", "sleepy"]);
     let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending,running"]));
-    let ids: Vec<&str> = l.as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = l
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, [running.as_str(), waiting.as_str()], "{l}");
     let l = json(&e.run(&["jobs", "list", "--json", "--status", "pending"]));
     assert_eq!(l.as_array().unwrap().len(), 1, "{l}");
@@ -1311,7 +1348,11 @@ fn pg_a_row_carrying_another_animas_signed_task_is_never_run() {
     let id = json(&o)["task_id"].as_str().unwrap().to_owned();
     let ran = |e: &Env| runs_log(e).iter().filter(|(ev, i, _)| ev == "S" && *i == id).count();
     let status = || scalar(&url, &format!("SELECT status FROM awt_tasks WHERE id = '{id}'"));
-    assert!(eventually(60, || ran(&e) == 1 && status() == "completed"), "{}", e.all_worker_logs());
+    assert!(
+        eventually(60, || ran(&e) == 1 && status() == "completed"),
+        "{}",
+        e.all_worker_logs()
+    );
     pg_cluster::query(
         &url,
         &format!(
@@ -1321,7 +1362,12 @@ fn pg_a_row_carrying_another_animas_signed_task_is_never_run() {
         ),
     )
     .unwrap();
-    let note = || scalar(&url, &format!("SELECT coalesce(record->>'waiting', '') FROM awt_tasks WHERE id = '{id}'"));
+    let note = || {
+        scalar(
+            &url,
+            &format!("SELECT coalesce(record->>'waiting', '') FROM awt_tasks WHERE id = '{id}'"),
+        )
+    };
     assert!(
         eventually(60, || note().contains("never run")),
         "{}\n{}",

@@ -509,9 +509,14 @@ mod tests {
         assert_eq!(r["_meta"][RELATED]["taskId"], "0123456789ab");
         assert_eq!(r["_meta"][ERROR_META]["code"], "tool_error");
         let img = json!({"type": "image", "data": "aGk=", "mimeType": "image/png"});
-        let done = task(json!({"status": "completed", "outcome": "completed", "result": "a dot\n[image/png, 2 B]",
-            "content": [{"type": "text", "text": "a dot"}, img]}));
-        assert_eq!(call_result(&done)["content"], json!([{"type": "text", "text": "a dot"}, img]));
+        let done = task(
+            json!({"status": "completed", "outcome": "completed", "result": "a dot\n[image/png, 2 B]",
+            "content": [{"type": "text", "text": "a dot"}, img]}),
+        );
+        assert_eq!(
+            call_result(&done)["content"],
+            json!([{"type": "text", "text": "a dot"}, img])
+        );
     }
 
     #[test]
