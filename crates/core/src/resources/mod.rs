@@ -16,6 +16,10 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+/// Each call's cgroup is `<this><runner pid>-<n>` (docs/limits.md); a later runner removes the empty ones left by a
+/// runner that was killed.
+const GROUP_PREFIX: &str = "animaworks-tool-";
+
 /// The operator's limits per tier: `animaworks-tool.json` `"limits"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TierLimits {
@@ -249,7 +253,7 @@ impl CallLimits {
         let mem_cg = mem.and_then(|m| Some((h.memory.as_ref().ok()?, m.saturating_mul(1 << 20))));
         let pids_cg = pids.and_then(|n| Some((h.pids.as_ref().ok()?, n.saturating_add(extra_processes))));
         let group = if mem_cg.is_some() || pids_cg.is_some() {
-            match cgroup::CallGroup::make(mem_cg, pids_cg) {
+            match cgroup::CallGroup::make(GROUP_PREFIX, mem_cg, pids_cg) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     tracing::warn!("no cgroup for the call, memory falls back to RLIMIT_DATA: {e}");
