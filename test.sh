@@ -40,7 +40,7 @@ log=$(mktemp)
 # A Rust test that lacks a requirement here (a kernel feature, a program, a server) returns early after adding its
 # name to this file (awt_sys::skipped!): it is counted as skipped, not passed. Under CI=true it fails instead.
 skips=$(mktemp)
-export ANIMAWORKS_TOOL_TEST_SKIPS="$skips"
+export AWT_TEST_SKIPS="$skips"
 trap 'rm -f "$log" "$skips"' EXIT
 status=0
 # Each stage's output is shown and kept in $log, whose summaries are counted at the end.

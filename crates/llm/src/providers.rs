@@ -143,7 +143,7 @@ pub fn render_with(format: Format, entries: &[Entry], opts: Options) -> Rendered
                                 .is_none_or(|m| m.is_empty()) => {}
                         Ok(p) => d["parameters"] = p,
                         Err(why) => {
-                            out.json_schema.push((a.schema_name.clone(), why));
+                            out.json_schema.push((a.schema_name.clone(), why.to_string()));
                             d["parametersJsonSchema"] = given;
                         }
                     }
@@ -596,14 +596,33 @@ const GEMINI_KEYWORDS: &[&str] = &[
 /// `schema` in Gemini's Schema (an OpenAPI 3.0 subset: upper-case `type`, `nullable`, string `enum`s), or why
 /// the subset cannot say it (`$ref`, `oneOf`, `const` of a non-string, open `additionalProperties`, …). A closed
 /// object (`additionalProperties: false`) is a Gemini object as it is: the model fills only declared properties.
-pub fn gemini_schema(schema: &Value) -> Result<Value, String> {
+pub fn gemini_schema(schema: &Value) -> Result<Value, NotGemini> {
     gemini_node(schema, "")
 }
 
-fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
+/// What Gemini's Schema cannot say, and where in the schema (a JSON pointer, `/` the root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotGemini {
+    pub at: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for NotGemini {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at {}: {}", self.at, self.why)
+    }
+}
+
+impl std::error::Error for NotGemini {}
+
+fn gemini_node(s: &Value, at: &str) -> Result<Value, NotGemini> {
     let here = if at.is_empty() { "/" } else { at };
+    let not = |why: String| NotGemini {
+        at: here.to_owned(),
+        why,
+    };
     let Value::Object(m) = s else {
-        return Err(format!("at {here}: a boolean schema"));
+        return Err(not("a boolean schema".into()));
     };
     let mut out = Map::new();
     // The one alternative of `anyOf: [T, {"type": "null"}]` (pydantic's `Optional`), merged in after the loop.
@@ -618,14 +637,14 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                             ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
                         match non_null[..] {
                             [t] if ts.len() == 2 => (t, true),
-                            _ => return Err(format!("at {here}: \"type\": {v} is more than one type")),
+                            _ => return Err(not(format!("\"type\": {v} is more than one type"))),
                         }
                     }
-                    _ => return Err(format!("at {here}: \"type\" is not a string")),
+                    _ => return Err(not("\"type\" is not a string".into())),
                 };
                 let t = match t {
                     "string" | "number" | "integer" | "boolean" | "array" | "object" => t.to_ascii_uppercase(),
-                    other => return Err(format!("at {here}: type {other:?}")),
+                    other => return Err(not(format!("type {other:?}"))),
                 };
                 out.insert("type".into(), t.into());
                 if nullable {
@@ -639,7 +658,7 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                     v.as_array().cloned().unwrap_or_default()
                 };
                 if !values.iter().all(Value::is_string) {
-                    return Err(format!("at {here}: {k} of values other than strings"));
+                    return Err(not(format!("{k} of values other than strings")));
                 }
                 out.insert("enum".into(), values.into());
                 out.entry("type").or_insert_with(|| "STRING".into());
@@ -648,14 +667,14 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                 Some(f @ ("date-time" | "enum" | "float" | "double" | "int32" | "int64")) => {
                     out.insert("format".into(), f.into());
                 }
-                _ => return Err(format!("at {here}: format {v}")),
+                _ => return Err(not(format!("format {v}"))),
             },
             "additionalProperties" if v == &Value::Bool(false) => {}
             // Annotations that do not change which values are valid.
             "examples" | "$comment" | "deprecated" | "readOnly" | "writeOnly" | "$schema" => {}
             "properties" => {
                 let Value::Object(props) = v else {
-                    return Err(format!("at {here}: properties is not an object"));
+                    return Err(not("properties is not an object".into()));
                 };
                 let mut p = Map::new();
                 for (name, sub) in props {
@@ -676,7 +695,7 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
                     .map(|(i, a)| gemini_node(a, &format!("{at}/anyOf/{i}")))
                     .collect::<Result<Vec<_>, _>>()?;
                 if alts.is_empty() {
-                    return Err(format!("at {here}: anyOf without a type other than null"));
+                    return Err(not("anyOf without a type other than null".into()));
                 }
                 if alts.len() < v.as_array().map_or(0, Vec::len) {
                     out.insert("nullable".into(), true.into());
@@ -691,7 +710,7 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
             k if GEMINI_KEYWORDS.contains(&k) => {
                 out.insert(k.into(), v.clone());
             }
-            other => return Err(format!("at {here}: {other} is not in Gemini's Schema")),
+            other => return Err(not(format!("{other} is not in Gemini's Schema"))),
         }
     }
     // The node's own annotations (`description`, `default`, …) win over its alternative's.
@@ -707,7 +726,7 @@ fn gemini_node(s: &Value, at: &str) -> Result<Value, String> {
             .and_then(Value::as_object)
             .is_none_or(|p| p.is_empty())
     {
-        return Err(format!("at {here}: an object without properties"));
+        return Err(not("an object without properties".into()));
     }
     Ok(Value::Object(out))
 }
@@ -887,10 +906,10 @@ mod tests {
             json!({"nullable": true, "type": "STRING", "description": "inner"})
         );
         let only_null = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "null"}]}}});
-        assert!(gemini_schema(&only_null).unwrap_err().contains("null"));
+        assert!(gemini_schema(&only_null).unwrap_err().to_string().contains("null"));
         let with_ref =
             json!({"type": "object", "properties": {"r": {"anyOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]}}});
-        assert!(gemini_schema(&with_ref).unwrap_err().contains("$ref"));
+        assert!(gemini_schema(&with_ref).unwrap_err().to_string().contains("$ref"));
     }
 
     #[test]
@@ -957,7 +976,7 @@ mod tests {
             (json!({"type": "object", "properties": {"e": {"enum": [1, 2]}}}), "enum"),
             (json!({"type": ["string", "integer"]}), "more than one type"),
         ] {
-            let e = gemini_schema(&bad).unwrap_err();
+            let e = gemini_schema(&bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

@@ -253,20 +253,17 @@ fn join_file(v: Version) -> &'static str {
 }
 
 impl CallGroup {
-    /// A new group with `memory` bytes and `pids` processes at most (each `None`: that controller is not used).
-    pub fn make(memory: Option<(&Parent, u64)>, pids: Option<(&Parent, u64)>) -> io::Result<CallGroup> {
-        let name = format!(
-            "animaworks-tool-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+    /// A new group named `<prefix><runner pid>-<n>`, with `memory` bytes and `pids` processes at most (each `None`:
+    /// that controller is not used). The caller owns the prefix: groups under it whose runner is gone are removed.
+    pub fn make(prefix: &str, memory: Option<(&Parent, u64)>, pids: Option<(&Parent, u64)>) -> io::Result<CallGroup> {
+        let name = format!("{prefix}{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         let mut g = CallGroup {
             dirs: Vec::new(),
             memory: None,
             pids: None,
         };
         for p in memory.map(|m| m.0).into_iter().chain(pids.map(|p| p.0)) {
-            sweep_once(&p.dir);
+            sweep_once(&p.dir, prefix);
         }
         let dir_for = |g: &mut CallGroup, p: &Parent| -> io::Result<PathBuf> {
             let d = p.dir.join(&name);
@@ -407,8 +404,9 @@ impl Drop for CallGroup {
     }
 }
 
-/// Once per runner and parent: the empty groups of runners that are gone (killed before they removed them).
-fn sweep_once(parent: &Path) {
+/// Once per runner and parent: the empty groups named with `prefix` of runners that are gone (killed before they
+/// removed them).
+fn sweep_once(parent: &Path, prefix: &str) {
     static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let Ok(mut swept) = SWEPT.lock() else { return };
     if swept.iter().any(|p| p == parent) {
@@ -420,7 +418,7 @@ fn sweep_once(parent: &Path) {
         let name = e.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("animaworks-tool-"))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|r| r.split('-').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {

@@ -24,10 +24,16 @@ fn standard_fds_open() {
         return;
     }
     for pfd in fds {
-        // SAFETY: open of a C string literal; the descriptor it returns is meant to stay open (it fills the
-        // lowest free number, the closed standard one).
-        if pfd.revents & libc::POLLNVAL != 0 && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } == -1 {
-            std::process::abort();
+        if pfd.revents & libc::POLLNVAL != 0 {
+            use rustix::fs::{Mode, OFlags};
+            use std::os::fd::IntoRawFd;
+            // Kept open for good (never dropped): it takes the lowest free number, the closed standard one.
+            if rustix::fs::open(c"/dev/null", OFlags::RDWR, Mode::empty())
+                .map(IntoRawFd::into_raw_fd)
+                .is_err()
+            {
+                std::process::abort();
+            }
         }
     }
 }

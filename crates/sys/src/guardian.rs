@@ -11,7 +11,7 @@
 //! system calls only.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::OnceLock;
 
 static WRITE_FD: OnceLock<Result<RawFd, i32>> = OnceLock::new();
@@ -91,32 +91,18 @@ pub fn unregister(pgid: i32) {
 /// Once per process (the guardian and its pipe are kept in statics), from the runner's own code: not in a child
 /// between its start and its exec.
 unsafe fn fork_guardian() -> Result<RawFd, i32> {
-    // Why: orphaned grandchildren are re-parented to us instead of init, so the call path can reap them.
-    // SAFETY: integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        // SAFETY: this thread's errno, right after the failed call.
-        return Err(unsafe { *libc::__errno_location() });
-    }
-    let (rfd, wfd) = (fds[0], fds[1]);
+    // Why: orphaned grandchildren are re-parented to us instead of init, so the call path can reap them. A
+    // failure leaves them to init, as before.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let (rfd, wfd) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| e.raw_os_error())?;
     // SAFETY: `rfd` is the read end just made; the caller's contract makes this the only guardian.
-    match unsafe { start_process(rfd) } {
-        -1 => {
-            // SAFETY: this thread's errno, right after the failed call.
-            let e = unsafe { *libc::__errno_location() };
-            // SAFETY: the read end is ours and used by nothing from here on.
-            unsafe { libc::close(rfd) };
-            // SAFETY: the write end likewise (it was never published).
-            unsafe { libc::close(wfd) };
-            Err(e)
-        }
+    match unsafe { start_process(rfd.as_raw_fd()) } {
+        // Both ends closed when dropped (the write end was never published).
+        -1 => Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)),
         pid => {
-            // SAFETY: ours; the guardian has a copy of its own (no CLONE_FILES).
-            unsafe { libc::close(rfd) };
+            // The read end is dropped: the guardian has a copy of its own (no CLONE_FILES).
             GUARDIAN_PID.store(pid, std::sync::atomic::Ordering::SeqCst);
-            Ok(wfd)
+            Ok(wfd.into_raw_fd())
         }
     }
 }
@@ -151,10 +137,12 @@ pub fn shutdown() {
     }
     let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child, without blocking.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r != 0 || std::time::Instant::now() >= end {
+        // Ends once it is reaped or cannot be waited for (as waitpid answering anything but 0).
+        let r = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(pid),
+            rustix::process::WaitOptions::NOHANG,
+        );
+        if !matches!(r, Ok(None)) || std::time::Instant::now() >= end {
             return;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -252,9 +240,9 @@ unsafe fn close_all_but(keep: RawFd) {
 unsafe fn guardian_main(rfd: RawFd) -> ! {
     // SAFETY: this is the guardian (the caller's contract), which uses no descriptor but `rfd`.
     unsafe { close_all_but(rfd) };
-    // Why: a Ctrl-C or a kill of the runner's process group must not take the guardian with it.
-    // SAFETY: integer arguments only; changes this process's group alone.
-    unsafe { crate::syscall::call(libc::SYS_setpgid, 0, 0, 0, 0) };
+    // Why: a Ctrl-C or a kill of the runner's process group must not take the guardian with it. (rustix's calls
+    // are raw system calls on Linux: no allocation, no `errno`.)
+    let _ = rustix::process::setpgid(None, None);
     // The kernel's struct sigaction (handler, flags, restorer, mask) with the handler SIG_IGN.
     let ignore: [usize; 4] = [libc::SIG_IGN, 0, 0, 0];
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGQUIT] {
@@ -298,9 +286,9 @@ unsafe fn guardian_main(rfd: RawFd) -> ! {
         }
     }
     for &g in groups.iter() {
-        if g > 0 {
-            // SAFETY: integer arguments only; `g` is a tool's group, registered and not yet unregistered.
-            unsafe { crate::syscall::call(libc::SYS_kill, (-g) as isize as usize, libc::SIGKILL as usize, 0, 0) };
+        // `g` is a tool's group, registered and not yet unregistered.
+        if let Some(g) = (g > 0).then(|| rustix::process::Pid::from_raw(g)).flatten() {
+            let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
         }
     }
     // SAFETY: ends the guardian's own thread group, not the runner's; nothing is left to release.

@@ -1,4 +1,4 @@
-//! # animaworks-tool-sys: every `unsafe` block of animaworks-tool
+//! # awt_sys: every `unsafe` block of the workspace
 //!
 //! The code that talks to the kernel below std: starting processes ([`process`]), the guardian that takes the
 //! tools' process groups down with the runner ([`guardian`]), reaping ([`reap`]), the confined child's namespaces,
@@ -9,7 +9,8 @@
 //! - Each `unsafe` block holds a `// SAFETY:` line; every other crate of the workspace has
 //!   `#![forbid(unsafe_code)]`, so this crate is where the memory-safety argument is made and checked.
 //! - It takes plain specs (a program, its argv and environment, descriptors, mounts, a ruleset, limits) and names
-//!   nothing of AnimaWorks: no tiers, permissions, settings files or tools.
+//!   nothing of the layers above or of the framework they serve: no tiers, permissions, settings files, tools, or
+//!   the framework's folders (the runner's `layers` test pins that no such name is spelt here).
 //! - It does **not** promise that only a prepared call starts a tool: [`process::spawn`] starts whatever it is
 //!   given. That promise is `awt_core`'s: its API starts a process only from a `PreparedCall`, which only its
 //!   pipeline can build (validated, permitted, confined, audited).

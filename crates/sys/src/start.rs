@@ -36,8 +36,7 @@ fn pre_exec(p: &Prepared<'_>, init: Option<&crate::process::Init>) -> StartError
     let d = &p.exec;
     // First, so that nothing this process becomes or starts is outside the call's cgroup and rlimits.
     if let Some(l) = &p.limits {
-        // SAFETY: in the child before its exec; `l` was prepared before the start.
-        if let Err(e) = unsafe { l.apply() } {
+        if let Err(e) = l.apply() {
             return e;
         }
     }
@@ -243,7 +242,7 @@ mod tests {
     fn an_impossible_rlimit_fails_at_the_rlimits() {
         let limits = ChildLimits {
             join: crate::cgroup::Join(Vec::new()),
-            rlimits: vec![(libc::RLIMIT_NOFILE, 64, 32)],
+            rlimits: vec![(crate::rlimit::Resource::Nofile, 64, 32)],
         };
         let e = failed_step(&prepared("/bin/true", Some(limits), None));
         assert_eq!(e, StartError::new(Step::Rlimits, libc::EINVAL), "{e}");

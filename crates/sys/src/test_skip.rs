@@ -1,13 +1,13 @@
 //! For tests of every crate of the workspace: a test whose requirement this machine lacks (a kernel feature, a
 //! program, a server) says so through [`skipped!`](crate::skipped), never by passing in silence. A skip is not a
 //! pass: under `CI=true`, where everything a test needs is installed, it fails the test; elsewhere it prints
-//! `SKIPPED: <test>: <why>` and, when `$ANIMAWORKS_TOOL_TEST_SKIPS` names a file (`test.sh` sets it), adds the test
+//! `SKIPPED: <test>: <why>` and, when `$AWT_TEST_SKIPS` names a file (`test.sh` sets it), adds the test
 //! there, so that the run counts it as skipped rather than passed.
 
 use std::io::Write;
 
 /// The file `test.sh` counts skipped tests in, one line per skip: `<test binary> <test name>`.
-pub const SKIPS_FILE_ENV: &str = "ANIMAWORKS_TOOL_TEST_SKIPS";
+pub const SKIPS_FILE_ENV: &str = "AWT_TEST_SKIPS";
 
 /// Record that the running test did not run (all of it, or the part `why` names). Use [`skipped!`](crate::skipped).
 pub fn skipped(why: std::fmt::Arguments<'_>) {

@@ -106,14 +106,30 @@ pub async fn animaworks(runner: &Runner, args: AnimaworksArgs) -> i32 {
     }
 }
 
+/// Why a folder given as `--venv` has no interpreter to run.
+#[derive(Debug)]
+enum NotAVenv {
+    NoPyvenvCfg(PathBuf),
+    NoPython(PathBuf),
+}
+
+impl std::fmt::Display for NotAVenv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotAVenv::NoPyvenvCfg(venv) => write!(f, "{} is not a virtualenv (no pyvenv.cfg)", venv.display()),
+            NotAVenv::NoPython(venv) => write!(f, "{} has no bin/python", venv.display()),
+        }
+    }
+}
+
 /// The virtualenv's interpreter, or why there is none.
-fn venv_python(venv: &Path) -> Result<PathBuf, String> {
+fn venv_python(venv: &Path) -> Result<PathBuf, NotAVenv> {
     let python = venv.join("bin").join("python");
     if !venv.join("pyvenv.cfg").is_file() {
-        return Err(format!("{} is not a virtualenv (no pyvenv.cfg)", venv.display()));
+        return Err(NotAVenv::NoPyvenvCfg(venv.to_path_buf()));
     }
     if !python.is_file() {
-        return Err(format!("{} has no bin/python", venv.display()));
+        return Err(NotAVenv::NoPython(venv.to_path_buf()));
     }
     Ok(python)
 }

@@ -133,7 +133,7 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
             Err(e) => {
                 failed = true;
                 if json {
-                    say!("{}", json!({"server": d.name, "status": "failed", "error": e}));
+                    say!("{}", json!({"server": d.name, "status": "failed", "error": e.to_string()}));
                 } else {
                     tell!("{}: not installed: {e}", d.name);
                 }

@@ -89,3 +89,43 @@ fn only_the_sys_crate_may_hold_unsafe_code() {
         );
     }
 }
+
+/// The kernel-call layer knows nothing of AnimaWorks (its animas, their folders, its modules): the callers above
+/// give it plain paths and names. Only the package's own name, which the layer list above needs, says it.
+#[test]
+fn the_sys_crate_names_nothing_of_animaworks() {
+    let sys = root().join("crates/sys");
+    let mut stack = vec![sys.clone()];
+    let (mut files, mut found) = (0, Vec::new());
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            files += 1;
+            for (n, line) in text.lines().enumerate() {
+                let own_name = p.ends_with("Cargo.toml") && line.trim() == "name = \"animaworks-tool-sys\"";
+                if line.to_lowercase().contains("anima") && !own_name {
+                    found.push(format!(
+                        "{}:{}: {}",
+                        p.strip_prefix(&sys).unwrap().display(),
+                        n + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    // The walk must see the crate's sources, or the test would pass on nothing.
+    assert!(files > 10, "only {files} files read under {}", sys.display());
+    assert!(
+        found.is_empty(),
+        "crates/sys names AnimaWorks; give the meaning to the caller in crates/core:\n{}",
+        found.join("\n")
+    );
+}

@@ -299,6 +299,54 @@ pub fn resolve(data: &Path, name: &str, spec: &ServerSpec) -> Install {
     }
 }
 
+/// Why `install` did not install a server; each says what to do where it can.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{name} is started by `{command}`, not by npx or uvx: there is nothing to install")]
+    NotInstallable { name: String, command: String },
+    #[error("{0:?} cannot be a folder name: give the server a name of letters, digits, '-', '_' and '.'")]
+    BadName(String),
+    #[error("cannot make {}: {err}", path.display())]
+    CannotMake { path: PathBuf, err: std::io::Error },
+    #[error("cannot write {}: {err}", path.display())]
+    CannotWrite { path: PathBuf, err: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Lock(#[from] serde_json::Error),
+    #[error("cannot run {what}: {err}")]
+    CannotRun { what: &'static str, err: std::io::Error },
+    #[error(
+        "{registry} could not be reached ({what} failed: {tail}); check the network or the registry setting, then \
+         run the install again"
+    )]
+    Unreachable {
+        registry: &'static str,
+        what: &'static str,
+        tail: String,
+    },
+    #[error("{what} failed: {tail}")]
+    Failed { what: &'static str, tail: String },
+    #[error("npm installed no {0} (no node_modules/{0}/package.json)")]
+    NoPackage(String),
+    #[error("{package} {version} has no program to run{} (its package.json \"bin\")", named_as(.named))]
+    NoBin {
+        package: String,
+        version: String,
+        named: Option<String>,
+    },
+    #[error("{package} {version} has no program {program} (no console script of that name in the virtualenv's bin/)")]
+    NoScript {
+        package: String,
+        version: String,
+        program: String,
+    },
+}
+
+fn named_as(program: &Option<String>) -> String {
+    program.as_deref().map(|p| format!(" named {p}")).unwrap_or_default()
+}
+
 /// How `install` went for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -316,17 +364,15 @@ pub fn install(
     spec: &ServerSpec,
     update: bool,
     python: &std::ffi::OsStr,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, InstallError> {
     let Some(s) = starter(spec) else {
-        return Err(format!(
-            "{name} is started by `{}`, not by npx or uvx: there is nothing to install",
-            spec.command
-        ));
+        return Err(InstallError::NotInstallable {
+            name: name.to_owned(),
+            command: spec.command.clone(),
+        });
     };
     if !safe_name(name) {
-        return Err(format!(
-            "{name:?} cannot be a folder name: give the server a name of letters, digits, '-', '_' and '.'"
-        ));
+        return Err(InstallError::BadName(name.to_owned()));
     }
     if !update {
         if let (Some(lock), Install::Installed { .. }) = (read_lock(data, name), resolve(data, name, spec)) {
@@ -334,7 +380,10 @@ pub fn install(
         }
     }
     let folder = root(data).join(name);
-    std::fs::create_dir_all(&folder).map_err(|e| format!("cannot make {}: {e}", folder.display()))?;
+    std::fs::create_dir_all(&folder).map_err(|err| InstallError::CannotMake {
+        path: folder.clone(),
+        err,
+    })?;
     let old = read_lock(data, name);
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -370,11 +419,14 @@ pub fn install(
         dir: dir_name,
         run,
     };
-    let text = serde_json::to_string_pretty(&lock).map_err(|e| e.to_string())? + "\n";
+    let text = serde_json::to_string_pretty(&lock)? + "\n";
     let tmp = folder.join(format!(".{LOCK}.{}", std::process::id()));
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, folder.join(LOCK)))
-        .map_err(|e| format!("cannot write {}: {e}", folder.join(LOCK).display()))?;
+        .map_err(|err| InstallError::CannotWrite {
+            path: folder.join(LOCK),
+            err,
+        })?;
     if let Some(old) = old.filter(|o| o.dir != lock.dir && safe_name(&o.dir)) {
         remove_tree(&folder.join(old.dir));
     }
@@ -382,11 +434,11 @@ pub fn install(
 }
 
 /// Run an installer; its failure as a sentence, with the registry named when it could not be reached.
-fn run(cmd: &mut Command, what: &str, registry: &str) -> Result<String, String> {
+fn run(cmd: &mut Command, what: &'static str, registry: &'static str) -> Result<String, InstallError> {
     let o = cmd
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {what}: {e}"))?;
+        .map_err(|err| InstallError::CannotRun { what, err })?;
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     if o.status.success() {
         return Ok(out);
@@ -411,19 +463,19 @@ fn run(cmd: &mut Command, what: &str, registry: &str) -> Result<String, String> 
     let last: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).rev().take(3).collect();
     let tail = last.into_iter().rev().collect::<Vec<_>>().join(" / ");
     if unreachable {
-        Err(format!(
-            "{registry} could not be reached ({what} failed: {tail}); check the network or the registry \
-             setting, then run the install again"
-        ))
+        Err(InstallError::Unreachable { registry, what, tail })
     } else {
-        Err(format!("{what} failed: {tail}"))
+        Err(InstallError::Failed { what, tail })
     }
 }
 
-fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<String>), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<String>), InstallError> {
+    std::fs::create_dir_all(dir).map_err(|err| InstallError::CannotMake {
+        path: dir.to_path_buf(),
+        err,
+    })?;
     // A prefix of its own: npm writes package.json and package-lock.json there, the pins of the whole tree.
-    std::fs::write(dir.join("package.json"), "{\"private\": true}\n").map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("package.json"), "{\"private\": true}\n")?;
     let mut cmd = Command::new("npm");
     cmd.arg("install")
         .arg("--prefix")
@@ -435,7 +487,7 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
     let manifest: serde_json::Value = crate::fsread::read(&pkg_dir.join("package.json"), MAX_LOCK)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| format!("npm installed no {} (no node_modules/{}/package.json)", s.name, s.name))?;
+        .ok_or_else(|| InstallError::NoPackage(s.name.clone()))?;
     let version = manifest["version"].as_str().unwrap_or_default().to_owned();
     let unscoped = s.name.rsplit('/').next().unwrap_or(&s.name);
     let bin = match (&manifest["bin"], &s.program) {
@@ -448,11 +500,11 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
         _ => None,
     };
     let Some(bin) = bin else {
-        return Err(format!(
-            "{} {version} has no program to run{} (its package.json \"bin\")",
-            s.name,
-            s.program.as_deref().map(|p| format!(" named {p}")).unwrap_or_default()
-        ));
+        return Err(InstallError::NoBin {
+            package: s.name.clone(),
+            version,
+            named: s.program.clone(),
+        });
     };
     let rel = format!("node_modules/{}/{}", s.name, bin.trim_start_matches("./"));
     let file = dir.join(&rel);
@@ -496,9 +548,12 @@ fn install_pypi(
     dir: &Path,
     s: &Starter,
     python: &std::ffi::OsStr,
-) -> Result<(String, Vec<String>, Vec<String>), String> {
+) -> Result<(String, Vec<String>, Vec<String>), InstallError> {
     if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|err| InstallError::CannotMake {
+            path: parent.to_path_buf(),
+            err,
+        })?;
     }
     run(
         Command::new(python).arg("-m").arg("venv").arg(dir),
@@ -543,10 +598,11 @@ fn install_pypi(
     let program = s.program.clone().unwrap_or_else(|| s.name.clone());
     let rel = format!("bin/{program}");
     if !dir.join(&rel).is_file() {
-        return Err(format!(
-            "{} {version} has no program {program} (no console script of that name in the virtualenv's bin/)",
-            s.name
-        ));
+        return Err(InstallError::NoScript {
+            package: s.name.clone(),
+            version,
+            program,
+        });
     }
     Ok((version, pinned, vec!["python".into(), rel]))
 }

@@ -16,6 +16,10 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+/// Each call's cgroup is `<this><runner pid>-<n>` (docs/limits.md); a later runner removes the empty ones left by a
+/// runner that was killed.
+const GROUP_PREFIX: &str = "animaworks-tool-";
+
 /// The operator's limits per tier: `animaworks-tool.json` `"limits"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TierLimits {
@@ -158,6 +162,7 @@ struct Active {
 }
 
 pub use awt_sys::rlimit::ChildLimits;
+use awt_sys::rlimit::Resource;
 
 impl CallLimits {
     /// The limits of a process of a tool of `tier`: the operator's, lowered by the anima's.
@@ -249,7 +254,7 @@ impl CallLimits {
         let mem_cg = mem.and_then(|m| Some((h.memory.as_ref().ok()?, m.saturating_mul(1 << 20))));
         let pids_cg = pids.and_then(|n| Some((h.pids.as_ref().ok()?, n.saturating_add(extra_processes))));
         let group = if mem_cg.is_some() || pids_cg.is_some() {
-            match cgroup::CallGroup::make(mem_cg, pids_cg) {
+            match cgroup::CallGroup::make(GROUP_PREFIX, mem_cg, pids_cg) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     tracing::warn!("no cgroup for the call, memory falls back to RLIMIT_DATA: {e}");
@@ -260,7 +265,7 @@ impl CallLimits {
             None
         };
         let mut rlimits = Vec::new();
-        let mut rl = |res: u32, soft: u64, hard: u64| {
+        let mut rl = |res: Resource, soft: u64, hard: u64| {
             // Never above the runner's own hard limit (raising one needs a privilege the tool is not given).
             let max = awt_sys::rlimit::hard_limit(res);
             rlimits.push((res, soft.min(max), hard.min(max)));
@@ -273,7 +278,7 @@ impl CallLimits {
                 }
                 Key::Memory => {
                     let b = v.saturating_mul(1 << 20);
-                    rl(libc::RLIMIT_DATA as u32, b, b);
+                    rl(Resource::Data, b, b);
                     How::Rlimit("RLIMIT_DATA")
                 }
                 Key::Processes => match (&group, pids_cg) {
@@ -284,17 +289,17 @@ impl CallLimits {
                     },
                 },
                 Key::OpenFiles => {
-                    rl(libc::RLIMIT_NOFILE as u32, v, v);
+                    rl(Resource::Nofile, v, v);
                     How::Rlimit("RLIMIT_NOFILE")
                 }
                 Key::FileSize => {
                     let b = v.saturating_mul(1 << 20);
-                    rl(libc::RLIMIT_FSIZE as u32, b, b);
+                    rl(Resource::Fsize, b, b);
                     How::Rlimit("RLIMIT_FSIZE")
                 }
                 Key::Cpu => {
                     // SIGXCPU at the limit, SIGKILL a second later for a tool that ignores it.
-                    rl(libc::RLIMIT_CPU as u32, v, v.saturating_add(1));
+                    rl(Resource::Cpu, v, v.saturating_add(1));
                     How::Rlimit("RLIMIT_CPU")
                 }
             };

@@ -46,7 +46,7 @@ impl Plan {
                 // (The dir's path is the calls folder's, canonical by making, and a name in it.)
                 MountKind::HideCalls => child::Mount::hide_all_but(&m.path, i.tmp.path()),
                 MountKind::HideAnimas => {
-                    let own = i.protected_read.animas.as_ref().and_then(|(_, o)| o.as_deref());
+                    let own = i.protected_read.peers.as_ref().and_then(|(_, o)| o.as_deref());
                     hide_animas::kept(&m.path, own).and_then(|keep| child::Mount::hide_all_but(&m.path, &keep))
                 }
                 // Never the first of its kind: a mount that may be skipped is no source for the others' binds.

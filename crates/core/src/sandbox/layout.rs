@@ -173,10 +173,11 @@ pub(super) fn protected(
         }
         kept.extend(other_companies(&data, a)?);
     }
-    let animas = Some((crate::animas::folders(dirs), anima.clone()));
+    // Other animas' dirs are the peers: each hidden but the anima's own, and the folders holding them never listed.
+    let peers = Some((crate::animas::folders(dirs), anima.clone()));
     let read = Protected {
         paths: kept.iter().cloned().collect(),
-        animas: animas.clone(),
+        peers,
     };
     let mut write = read.clone();
     let mut runner_files: Vec<PathBuf> = vec![

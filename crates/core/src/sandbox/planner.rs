@@ -565,7 +565,7 @@ fn mounts(
             _ => hide(&mut out, p, &mut hidden),
         }
     }
-    if let Some((folders, own)) = &protected_read.animas {
+    if let Some((folders, own)) = &protected_read.peers {
         hide_animas::plan(&mut out, folders, own.as_deref(), &mut hidden)?;
     }
     // A hidden path is read-only too (an empty read-only folder, an unopenable file): no need to cut it out of

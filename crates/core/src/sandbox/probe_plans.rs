@@ -85,7 +85,7 @@ impl Seen {
         for p in paths.chain(plan.mounts.iter().map(|m| &m.path)).chain(made.named) {
             dirs.extend(p.parent());
         }
-        if let Some((animas, own)) = &plan.protected_read.animas {
+        if let Some((animas, own)) = &plan.protected_read.peers {
             dirs.extend(animas.iter().map(PathBuf::as_path));
             dirs.extend(own.as_deref().and_then(Path::parent));
         }

@@ -15,7 +15,7 @@
 //! The task, its listener and every relayed connection end when the [`Proxy`] is dropped, with the plan.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
@@ -569,120 +569,46 @@ async fn handle(mut c: TcpStream, p: &dyn Policy, log: &Mutex<Log>) {
 ///
 /// # Safety
 /// Only in `G` before it clones the tool: it shares the runner's memory (and the thread-local errno of the thread
-/// that started it), so raw system calls only (`crate::syscall`), on stack memory, no allocation.
+/// that started it), so raw system calls only (`crate::syscall`, or rustix's, which are raw on Linux: no errno,
+/// no allocation), on stack memory, no allocation.
 pub unsafe fn listen_in_child(n: &ChildNet) -> io::Result<()> {
     use crate::syscall::{call as sys, check};
-    // SAFETY: integer arguments only.
-    let s = check(unsafe {
-        sys(
-            libc::SYS_socket,
-            libc::AF_INET as usize,
-            (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as usize,
-            0,
-            0,
-        )
-    })? as usize;
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    // Closed when dropped, on every way out.
+    let dgram = socket_with(AddressFamily::INET, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?;
+    let s = dgram.as_raw_fd() as usize;
     // SAFETY: an all-zero ifreq is a valid value of the plain C struct.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     ifr.ifr_name[0] = b'l' as libc::c_char;
     ifr.ifr_name[1] = b'o' as libc::c_char;
-    let ifr_ptr = &mut ifr as *mut libc::ifreq as usize;
-    // SAFETY: the ioctls read and write the ifreq on this frame, naming `lo`.
-    let up = check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCGIFFLAGS as usize, ifr_ptr, 0) }).and_then(|_| {
-        // SAFETY: the kernel filled the ifreq's flags (a union member of the struct on this frame).
-        unsafe { ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
-        // SAFETY: as above.
-        check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCSIFFLAGS as usize, ifr_ptr, 0) })
-    });
-    // SAFETY: the socket made above, used by nothing else.
-    unsafe { sys(libc::SYS_close, s, 0, 0, 0) };
-    up?;
-    // SAFETY: integer arguments only.
-    let l = check(unsafe {
-        sys(
-            libc::SYS_socket,
-            libc::AF_INET as usize,
-            (libc::SOCK_STREAM | libc::SOCK_CLOEXEC) as usize,
-            0,
-            0,
-        )
-    })? as RawFd;
-    // SAFETY: `l` is the fresh TCP socket, the socketpair's end is the child's; stack memory only.
-    let r = unsafe { bind_listen_send(l, n.sock.as_raw_fd()) };
-    // SAFETY: the listener made above; the runner holds its own copy once sent.
-    unsafe { sys(libc::SYS_close, l as usize, 0, 0, 0) };
-    r
+    let flags_out = &mut ifr as *mut libc::ifreq as usize;
+    // SAFETY: the ioctl writes `lo`'s flags into the ifreq on this frame.
+    check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCGIFFLAGS as usize, flags_out, 0) })?;
+    // SAFETY: the kernel filled the ifreq's flags (a union member of the struct on this frame).
+    unsafe { ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+    let flags_in = &ifr as *const libc::ifreq as usize;
+    // SAFETY: the ioctl reads the ifreq on this frame.
+    check(unsafe { sys(libc::SYS_ioctl, s, libc::SIOCSIFFLAGS as usize, flags_in, 0) })?;
+    // The listener is closed here when dropped: the runner holds its own copy once sent.
+    let l = socket_with(AddressFamily::INET, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    bind_listen_send(&l, n.sock.as_fd())
 }
 
-/// # Safety
 /// As [`listen_in_child`]: `l` a fresh TCP socket, `to` the child's end of the socketpair; stack memory only.
-unsafe fn bind_listen_send(l: RawFd, to: RawFd) -> io::Result<()> {
-    use crate::syscall::{call as sys, check};
-    // SAFETY: an all-zero sockaddr_in is a valid value of the plain C struct.
-    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    addr.sin_family = libc::AF_INET as libc::sa_family_t;
-    addr.sin_port = PORT.to_be();
-    addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+fn bind_listen_send(l: &OwnedFd, to: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     // Why: in a kept namespace, an earlier call's connections to the port may linger in TIME_WAIT, which holds
     // the port against a bind without it; a listener still there (or one bound with it) is refused all the same.
-    let one: libc::c_int = 1;
-    // SAFETY: `one` lives on this frame for the call; its size is passed.
-    check(unsafe {
-        crate::syscall::call5(
-            libc::SYS_setsockopt,
-            l as usize,
-            libc::SOL_SOCKET as usize,
-            libc::SO_REUSEADDR as usize,
-            &one as *const libc::c_int as usize,
-            std::mem::size_of::<libc::c_int>(),
-        )
-    })?;
-    // SAFETY: `addr` lives on this frame for the call; its size is passed.
-    check(unsafe {
-        sys(
-            libc::SYS_bind,
-            l as usize,
-            &addr as *const libc::sockaddr_in as usize,
-            std::mem::size_of::<libc::sockaddr_in>(),
-            0,
-        )
-    })?;
-    // SAFETY: integer arguments only.
-    check(unsafe { sys(libc::SYS_listen, l as usize, 64, 0, 0) })?;
-    #[repr(C, align(8))]
-    struct Space([u8; 64]);
-    let mut space = Space([0; 64]);
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: an all-zero msghdr is a valid value of the plain C struct.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.0.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE is arithmetic.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
-    // SAFETY: the control header is the first of a buffer CMSG_SPACE-sized for one descriptor, on this frame,
-    // 8-byte aligned; CMSG_* only compute addresses and lengths (no errno, no allocation).
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), l);
+    rustix::net::sockopt::set_socket_reuseaddr(l, true)?;
+    rustix::net::bind(l, &std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, PORT))?;
+    rustix::net::listen(l, 64)?;
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [l.as_fd()];
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
     }
-    // SAFETY: `msg`, its iovec, byte and control space live on this frame for the call.
-    let sent = check(unsafe {
-        sys(
-            libc::SYS_sendmsg,
-            to as usize,
-            &msg as *const libc::msghdr as usize,
-            libc::MSG_NOSIGNAL as usize,
-            0,
-        )
-    })?;
+    let sent = rustix::net::sendmsg(to, &[io::IoSlice::new(&[0])], &mut control, SendFlags::NOSIGNAL)?;
     if sent != 1 {
         return Err(io::Error::from_raw_os_error(libc::EIO));
     }

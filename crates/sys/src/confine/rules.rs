@@ -5,8 +5,8 @@
 //! below it, the folder is split: each entry beside the protected one is granted on its own, recursively
 //! along the path to the protected entry, and the split folder itself gets only `READ_DIR` on a read grant
 //! (so listing it works) and nothing on a write grant. The price: nothing new can be created directly in a
-//! split folder (the anima dir's top level, its `state/`). Symbolic links met while splitting are skipped,
-//! never followed.
+//! split folder (e.g. the top level of a folder with protected entries). Symbolic links met while splitting are
+//! skipped, never followed.
 
 use super::landlock::{self, Builder};
 use std::collections::BTreeSet;
@@ -18,9 +18,9 @@ use std::path::{Component, Path, PathBuf};
 pub struct Protected {
     /// Exact canonical paths.
     pub paths: BTreeSet<PathBuf>,
-    /// The folders of per-anima folders (`<data dir>/animas`, the anima dir's own folder), and the one entry in
-    /// them that is allowed.
-    pub animas: Option<(Vec<PathBuf>, Option<PathBuf>)>,
+    /// Folders of peers' private folders, and the one entry in them that is allowed (the caller's own): every
+    /// other entry is protected, and the folders themselves are never listed (the entries' names are private too).
+    pub peers: Option<(Vec<PathBuf>, Option<PathBuf>)>,
 }
 
 impl Protected {
@@ -29,7 +29,7 @@ impl Protected {
         if self.paths.iter().any(|q| under(p, q)) {
             return true;
         }
-        match &self.animas {
+        match &self.peers {
             Some((dirs, own)) => {
                 dirs.iter().any(|dir| under(p, dir) && p != dir) && !own.as_ref().is_some_and(|o| under(p, o))
             }
@@ -39,7 +39,7 @@ impl Protected {
 
     /// Does the tree at `p` hold something protected (below it, not `p` itself)?
     fn inside(&self, p: &Path) -> bool {
-        self.paths.iter().any(|q| under(q, p) && q != p) || self.animas.as_ref().is_some_and(|(dirs, _)| dirs.iter().any(|dir| under(dir, p)))
+        self.paths.iter().any(|q| under(q, p) && q != p) || self.peers.as_ref().is_some_and(|(dirs, _)| dirs.iter().any(|dir| under(dir, p)))
     }
 }
 
@@ -71,7 +71,7 @@ thread_local! {
 }
 
 /// While it lives, [`canonical`] on this thread looks each existing path up once: one plan asks for the same
-/// folders (the anima dir, the data dir, the call's temp dir) up to five times. Only found paths are kept, so a
+/// folders (e.g. the caller's own folders, the call's temp dir) up to five times. Only found paths are kept, so a
 /// path made later in the same plan is still found.
 pub struct Memo(bool);
 
@@ -201,13 +201,13 @@ fn grant_at(b: &mut Builder, root: &Path, access: u64, protected: &Protected, de
         return Ok(0);
     }
     let mut n = 0;
-    // Listing a split folder is fine on a read grant, unless it lies above other animas' folders (their file
-    // names are theirs).
-    let above_animas = protected
-        .animas
+    // Listing a split folder is fine on a read grant, unless it lies above peers' folders (their file names are
+    // theirs).
+    let above_peers = protected
+        .peers
         .as_ref()
         .is_some_and(|(dirs, _)| dirs.iter().any(|dir| dir.starts_with(root)));
-    if access & landlock::READ_DIR != 0 && !above_animas {
+    if access & landlock::READ_DIR != 0 && !above_peers {
         b.allow_path(root, landlock::READ_DIR)?;
         n += 1;
     }
@@ -267,7 +267,7 @@ mod tests {
         std::os::unix::fs::symlink("usr/lib", real.join("lib")).unwrap();
         let protected = Protected {
             paths: [real.join("etc/ssl/private")].into_iter().collect(),
-            animas: None,
+            peers: None,
         };
         let handled = landlock::Handled {
             fs: landlock::handled_fs(abi),

@@ -1,5 +1,5 @@
 //! The caller's own proxy behind the sandbox's ([`super::netproxy`]): where the only way out is the operator's
-//! proxy (`HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` in the runner's environment, as AnimaWorks' modules used it), the
+//! proxy (`HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` in the runner's environment), the
 //! runner's proxy checks the target as always, then reaches it through that proxy (`CONNECT host:port` for a
 //! tunnel, the absolute-form request for `http://`) unless `NO_PROXY` names the host. Only `http://` proxies are
 //! followed (a `socks5://` or `https://` one is left out, and the target is connected directly).
