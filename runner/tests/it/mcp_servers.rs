@@ -903,3 +903,23 @@ fn a_crashed_session_is_started_again_and_the_next_call_hears_so() {
     assert!(said, "the restart is shown: {:?}", g.seen);
     g.finish();
 }
+
+/// `"gated"` names MCP tools: a dotted one gates the action it is offered as, so a server that calls its tool
+/// read-only cannot slip past the gate its declaration sets. (Failed while the list was matched against the
+/// action names: `repo.delete` never matched `repo_delete`.)
+#[test]
+fn a_gated_dotted_mcp_name_gates_its_mapped_action() {
+    for gated in ["repo.search", "repo.*"] {
+        let w = World::new();
+        w.settings(
+            &json!({"mcp_servers": {"raw": {"command": python(), "args": [RAW_SERVER], "gated": [gated]}}}).to_string(),
+        );
+        let o = w.run(&["raw", "repo_search", "--q", "needle"]);
+        let out = format!("{}{}", stdout(&o), stderr(&o));
+        assert_ne!(o.status.code(), Some(0), "{gated}: the read-only tool ran ungated: {out}");
+        assert!(out.contains("permission_denied") && out.contains("raw_repo_search"), "{gated}: {out}");
+        permissions(&w, json!({"external_tools": {"allow_all": true, "allow": ["raw_repo_search"]}}));
+        let o = w.run(&["raw", "repo_search", "--q", "needle"]);
+        assert_eq!(o.status.code(), Some(0), "{gated}: granted: {}", stderr(&o));
+    }
+}

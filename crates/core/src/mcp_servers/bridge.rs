@@ -295,11 +295,7 @@ fn action_name_of(mcp: &str) -> Option<String> {
     if action_name_ok(mcp) {
         return Some(mcp.to_owned());
     }
-    let mapped: String = mcp
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
-        .collect();
-    let mapped = mapped.trim_start_matches(['_', '-']).to_owned();
+    let mapped = super::names::mapped(mcp);
     action_name_ok(&mapped).then_some(mapped)
 }
 
