@@ -923,3 +923,27 @@ fn a_gated_dotted_mcp_name_gates_its_mapped_action() {
         assert_eq!(o.status.code(), Some(0), "{gated}: granted: {}", stderr(&o));
     }
 }
+
+/// The bridge starts what its description says, outside any sandbox of its own: only a description the runner
+/// made (a sealed memory file) is taken, never one given as an argument or as a file a shell opened. A shell
+/// allowed `animaworks-tool` alone cannot make it run a program. (Failed while both were taken.)
+#[test]
+fn the_bridge_runs_no_description_but_the_runners_own() {
+    let w = World::new();
+    let marker = w.tmp.path().join("started");
+    let spec = json!({"name": "x", "command": "sh", "args": ["-c", format!("echo ran > {}", marker.display())]});
+    let o = w.cmd().args(["__mcp-bridge", &spec.to_string(), "--schemas"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let file = w.tmp.path().join("spec.json");
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" __mcp-bridge --spec-fd 3 --schemas 3<'{}'", file.display()))
+        .arg(BIN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a description the runner made"), "{}", stderr(&o));
+    assert!(!marker.exists(), "the bridge started the command it was given");
+}
