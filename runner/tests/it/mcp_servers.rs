@@ -947,3 +947,35 @@ fn the_bridge_runs_no_description_but_the_runners_own() {
     assert!(stderr(&o).contains("not a description the runner made"), "{}", stderr(&o));
     assert!(!marker.exists(), "the bridge started the command it was given");
 }
+
+/// A call cancelled while its (large) request is still being written to the session: the request is written
+/// whole, then cancelled, and the session goes on. (Failed while the write was cut short: the rest of the line
+/// ran into the cancel line, the bridge read a line that was not a request and ended the session.)
+#[test]
+fn a_call_cancelled_while_its_request_is_written_leaves_the_session_whole() {
+    let w = py_world(json!({}), json!({}));
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_counter", json!({}));
+    let first = g.value(1);
+    // `pid` takes no arguments and its schema allows more: the request is large, the answer small.
+    g.call(2, "py_pid", json!({"pad": "x"}));
+    let v = g.value(2);
+    assert_eq!(v["result"], first["pid"], "{v}");
+    let pad = "x".repeat(15 << 20);
+    // When the cancel lands depends on the machine: several moments, so that some fall inside the write.
+    for (i, ms) in [100u64, 200, 300, 400, 600, 800].into_iter().enumerate() {
+        let id = 10 + i as u64;
+        g.call(id, "py_pid", json!({"pad": pad}));
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        g.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    }
+    g.call(3, "py_counter", json!({}));
+    let a = g.answer(3);
+    assert_ne!(a["result"]["isError"], true, "the session ended: {a}");
+    let after: Value = a["result"].get("structuredContent").cloned().unwrap_or_else(|| {
+        serde_json::from_str(a["result"]["content"][0]["text"].as_str().unwrap_or("null")).unwrap()
+    });
+    assert_eq!(after["pid"], first["pid"], "{a}");
+    assert_eq!(after["count"], 2, "the session was started again: {a}");
+    g.finish();
+}
