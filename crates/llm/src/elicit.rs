@@ -45,7 +45,7 @@ pub async fn prepare<'r>(
     let Some(grant) = Grant::from_error(&e) else {
         return Err(e);
     };
-    opts.approval = match ask(peer, &e, &grant).await {
+    opts.approval = match ask(peer, &e, &grant, &args).await {
         Some(true) => Approval::Granted(grant),
         Some(false) => Approval::Prompt(std::sync::Arc::new(|_| false)),
         None => Approval::Pending,
@@ -53,12 +53,25 @@ pub async fn prepare<'r>(
     runner.open(tool).await?.action(action)?.prepare(args, &opts)
 }
 
-/// `Some(accepted)`, or `None` when the client could not answer.
-async fn ask(peer: &Peer<RoleServer>, e: &CallError, grant: &Grant) -> Option<bool> {
+/// The most characters of the arguments an approval question shows; past it, it says how many more there are.
+const SHOWN_ARGS: usize = 4000;
+
+/// `Some(accepted)`, or `None` when the client could not answer. The question shows the arguments the approval
+/// binds (the grant runs only with these): a human is never asked to approve a call they cannot see.
+async fn ask(peer: &Peer<RoleServer>, e: &CallError, grant: &Grant, args: &Map<String, Value>) -> Option<bool> {
     let b = grant.binding();
     let keys = e.detail(Detail::Key).and_then(Value::as_str).unwrap_or("");
+    let all = serde_json::to_string(args).unwrap_or_default();
+    let shown = match all.char_indices().nth(SHOWN_ARGS) {
+        Some((cut, _)) => format!(
+            "{}… ({} more characters not shown: decline unless you expect them)",
+            &all[..cut],
+            all[cut..].chars().count()
+        ),
+        None => all,
+    };
     let message = format!(
-        "{keys} needs your approval to run once.\nanima: {}\ntool: {} ({} tier)\naction: {}\nAccept to run it now; decline to refuse it.",
+        "{keys} needs your approval to run once.\nanima: {}\ntool: {} ({} tier)\naction: {}\narguments: {shown}\nAccept to run it now; decline to refuse it.",
         b.anima.as_deref().unwrap_or("(none)"),
         b.tool,
         b.tier,

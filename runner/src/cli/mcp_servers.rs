@@ -14,7 +14,8 @@ at every start and runs it from a cache it writes: a confined call has neither. 
 server's package once, with the network of this command, into <data dir>/mcp_servers/<name>/ (an npm prefix or a
 Python virtualenv), makes its files read-only and pins what it installed in lock.json there. Calls then run the
 installed program, which the server may read and run but no call may write. Installing runs npm or pip as you,
-unconfined, as `npx` itself would (their install scripts included). See docs/mcp-servers-install.md.";
+unconfined, as `npx` itself would (their install scripts included); a server an anima declared is installed only
+by name from the registry, running none of its code. See docs/mcp-servers-install.md.";
 
 #[derive(Args, Debug)]
 #[command(after_help = AFTER)]
@@ -73,8 +74,8 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
             Some(_) => {}
         }
     }
-    // An anima writes its own status.json: what it declares is installed (npm's and pip's scripts run unconfined)
-    // only when a person names it.
+    // An anima writes its own status.json: what it declares is installed only when named (its shell can name it
+    // too), and then only from the registry, running none of the packages' code (install::Trust::Anima).
     let (chosen, personal): (Vec<_>, Vec<_>) = starters
         .into_iter()
         .filter(|d| names.is_empty() || names.contains(&d.name))
@@ -101,7 +102,11 @@ pub fn mcp_servers(runner: &Runner, a: McpServersArgs) -> i32 {
             continue;
         }
         done.push(d.name.clone());
-        let r = install::install(&dirs.data, &d.name, &d.spec, update, &dirs.python);
+        let trust = match d.tier {
+            Tier::Personal => install::Trust::Anima,
+            _ => install::Trust::Person,
+        };
+        let r = install::install(&dirs.data, &d.name, &d.spec, update, &dirs.python, trust);
         let dir = install::root(&dirs.data).join(&d.name);
         match r {
             Ok(o) => {

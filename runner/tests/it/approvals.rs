@@ -454,6 +454,9 @@ fn mcp_elicitation_with_the_python_sdk_client() {
         msg.contains("mail_send") && msg.contains("alice") && msg.contains("send"),
         "{msg}"
     );
+    // The arguments the approval binds are shown: a human is never asked to approve what they cannot see.
+    // (Failed while the question left them out.)
+    assert!(msg.contains(r#"{"to":"bob"}"#), "{msg}");
     assert_ne!(v["call"]["isError"], json!(true), "accepted: it runs: {v}");
     assert_eq!(sent(&w).len(), 1);
     for mode in ["decline", "cancel"] {

@@ -446,6 +446,66 @@ fn an_animas_own_npx_server_is_installed_only_by_name() {
     assert!(!w.data.join("mcp_servers/mine").exists());
 }
 
+/// A server an anima declares is installed, when named (the anima's shell can name it as well as a person), only
+/// from the registry by name: a package of the anima's own folder (an npm `install` script, a `setup.py`) never
+/// runs outside the sandbox. (Failed while `install` ran them: the markers were written.)
+#[test]
+fn an_animas_own_server_is_never_installed_from_its_own_files() {
+    let w = World::new();
+    let marker = |n: &str| w.tmp.path().join(format!("ran-{n}"));
+    let npm = w.anima.join("pkgnpm");
+    std::fs::create_dir_all(&npm).unwrap();
+    std::fs::write(
+        npm.join("package.json"),
+        json!({"name": "pkgnpm", "version": "1.0.0", "bin": {"pkgnpm": "index.js"},
+               "scripts": {"install": format!("echo ran > {}", marker("npm").display())}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(npm.join("index.js"), "").unwrap();
+    let py = w.anima.join("pkgpy");
+    std::fs::create_dir_all(&py).unwrap();
+    std::fs::write(
+        py.join("setup.py"),
+        format!(
+            "open({:?}, 'w').write('ran')\nfrom setuptools import setup\nsetup(name='pkgpy', version='1')\n",
+            marker("py").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        w.anima.join("status.json"),
+        json!({"extra_mcp_servers": {
+            "a": {"command": "npx", "args": ["-y", npm]},
+            "b": {"command": "npx", "args": ["-y", "./pkgnpm"]},
+            "c": {"command": "npx", "args": ["-y", "pkgnpm@file:./pkgnpm"]},
+            "d": {"command": "uvx", "args": ["--from", py, "pkgpy"]},
+            "e": {"command": "uvx", "args": ["--from", "pkgpy @ file:./pkgpy", "pkgpy"]},
+            "f": {"command": "uvx", "args": ["pkgpy.tar.gz"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        let o = w
+            .cmd()
+            .current_dir(&w.anima)
+            .args(["mcp-servers", "install", name])
+            .output()
+            .unwrap();
+        assert_ne!(code(&o), 0, "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("not a registry package by name"),
+            "{name}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        !marker("npm").exists() && !marker("py").exists(),
+        "a package's own code ran"
+    );
+    assert!(!w.data.join("mcp_servers/a").exists());
+}
+
 /// A working folder that holds the installed servers (a project with its own data dir, the bench run from the
 /// checkout): the folder is writable by an undeclared tool, but the servers' packages in it stay read-only, so a
 /// server still runs them (write xor execute is about what a call can write) and no call can change them.

@@ -903,3 +903,79 @@ fn a_crashed_session_is_started_again_and_the_next_call_hears_so() {
     assert!(said, "the restart is shown: {:?}", g.seen);
     g.finish();
 }
+
+/// `"gated"` names MCP tools: a dotted one gates the action it is offered as, so a server that calls its tool
+/// read-only cannot slip past the gate its declaration sets. (Failed while the list was matched against the
+/// action names: `repo.delete` never matched `repo_delete`.)
+#[test]
+fn a_gated_dotted_mcp_name_gates_its_mapped_action() {
+    for gated in ["repo.search", "repo.*"] {
+        let w = World::new();
+        w.settings(
+            &json!({"mcp_servers": {"raw": {"command": python(), "args": [RAW_SERVER], "gated": [gated]}}}).to_string(),
+        );
+        let o = w.run(&["raw", "repo_search", "--q", "needle"]);
+        let out = format!("{}{}", stdout(&o), stderr(&o));
+        assert_ne!(o.status.code(), Some(0), "{gated}: the read-only tool ran ungated: {out}");
+        assert!(out.contains("permission_denied") && out.contains("raw_repo_search"), "{gated}: {out}");
+        permissions(&w, json!({"external_tools": {"allow_all": true, "allow": ["raw_repo_search"]}}));
+        let o = w.run(&["raw", "repo_search", "--q", "needle"]);
+        assert_eq!(o.status.code(), Some(0), "{gated}: granted: {}", stderr(&o));
+    }
+}
+
+/// The bridge starts what its description says, outside any sandbox of its own: only a description the runner
+/// made (a sealed memory file) is taken, never one given as an argument or as a file a shell opened. A shell
+/// allowed `animaworks-tool` alone cannot make it run a program. (Failed while both were taken.)
+#[test]
+fn the_bridge_runs_no_description_but_the_runners_own() {
+    let w = World::new();
+    let marker = w.tmp.path().join("started");
+    let spec = json!({"name": "x", "command": "sh", "args": ["-c", format!("echo ran > {}", marker.display())]});
+    let o = w.cmd().args(["__mcp-bridge", &spec.to_string(), "--schemas"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let file = w.tmp.path().join("spec.json");
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" __mcp-bridge --spec-fd 3 --schemas 3<'{}'", file.display()))
+        .arg(BIN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a description the runner made"), "{}", stderr(&o));
+    assert!(!marker.exists(), "the bridge started the command it was given");
+}
+
+/// A call cancelled while its (large) request is still being written to the session: the request is written
+/// whole, then cancelled, and the session goes on. (Failed while the write was cut short: the rest of the line
+/// ran into the cancel line, the bridge read a line that was not a request and ended the session.)
+#[test]
+fn a_call_cancelled_while_its_request_is_written_leaves_the_session_whole() {
+    let w = py_world(json!({}), json!({}));
+    let mut g = Gateway::start(&w);
+    g.call(1, "py_counter", json!({}));
+    let first = g.value(1);
+    // `pid` takes no arguments and its schema allows more: the request is large, the answer small.
+    g.call(2, "py_pid", json!({"pad": "x"}));
+    let v = g.value(2);
+    assert_eq!(v["result"], first["pid"], "{v}");
+    let pad = "x".repeat(15 << 20);
+    // When the cancel lands depends on the machine: several moments, so that some fall inside the write.
+    for (i, ms) in [100u64, 200, 300, 400, 600, 800].into_iter().enumerate() {
+        let id = 10 + i as u64;
+        g.call(id, "py_pid", json!({"pad": pad}));
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        g.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    }
+    g.call(3, "py_counter", json!({}));
+    let a = g.answer(3);
+    assert_ne!(a["result"]["isError"], true, "the session ended: {a}");
+    let after: Value = a["result"].get("structuredContent").cloned().unwrap_or_else(|| {
+        serde_json::from_str(a["result"]["content"][0]["text"].as_str().unwrap_or("null")).unwrap()
+    });
+    assert_eq!(after["pid"], first["pid"], "{a}");
+    assert_eq!(after["count"], 2, "the session was started again: {a}");
+    g.finish();
+}

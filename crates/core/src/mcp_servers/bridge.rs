@@ -1,5 +1,5 @@
 //! The bridge: `animaworks-tool __mcp-bridge --spec-fd N [--schemas | --serve]` (the description of its server
-//! handed over as a descriptor, [`super::spec_fd`]), a protocol-1 tool (protocol.md §1) that
+//! handed over as a sealed descriptor only the runner makes, [`super::spec_fd`]), a protocol-1 tool (protocol.md §1) that
 //! starts one MCP server (stdio) as its child and speaks MCP to it through rmcp's client (`client.rs`).
 //!
 //! The pipeline starts the bridge as it starts any tool (its tier's sandbox, limits, process group, guardian), so
@@ -48,34 +48,26 @@ pub(super) struct Spec {
 /// The bridge's `main`; the exit code of the process.
 pub fn main(args: &[OsString]) -> i32 {
     let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let (spec, mode) = match words.as_slice() {
-        [spec, rest @ ..] if rest.len() <= 2 => (spec, rest.first().map(String::as_str)),
+    // The description is handed over only as a sealed descriptor the runner made (`--spec-fd N`, [`super::spec_fd`]).
+    let (fd, mode) = match words.as_slice() {
+        [flag, n] if flag == super::spec_fd::FLAG => (n, None),
+        [flag, n, mode] if flag == super::spec_fd::FLAG => (n, Some(mode.as_str())),
         _ => {
-            eprintln!("usage: animaworks-tool __mcp-bridge SPEC [--schemas|--serve] (started by the runner)");
+            eprintln!(
+                "usage: animaworks-tool __mcp-bridge --spec-fd N [--schemas|--serve] (started by the runner for a declared MCP server)"
+            );
             return 2;
         }
     };
-    // The description is handed over as a descriptor (`--spec-fd N`), else given as the first argument.
-    let handed;
-    let (spec, mode) = match (spec.as_str(), mode) {
-        (super::spec_fd::FLAG, Some(n)) if words.len() <= 3 => {
-            let read = n.parse().map_err(|_| std::io::Error::other("not a descriptor number"));
-            match read.and_then(super::spec_fd::read) {
-                Ok(s) => handed = s,
-                Err(e) => {
-                    eprintln!("__mcp-bridge: cannot read the server's description from descriptor {n}: {e}");
-                    return 2;
-                }
-            }
-            (&handed, words.get(2).map(String::as_str))
-        }
-        _ if words.len() <= 2 => (spec, mode),
-        _ => {
-            eprintln!("usage: animaworks-tool __mcp-bridge SPEC [--schemas|--serve] (started by the runner)");
+    let read = fd.parse().map_err(|_| std::io::Error::other("not a descriptor number"));
+    let spec = match read.and_then(super::spec_fd::read) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("__mcp-bridge: cannot read the server's description from descriptor {fd}: {e}");
             return 2;
         }
     };
-    let spec: Spec = match serde_json::from_str(spec) {
+    let spec: Spec = match serde_json::from_str(&spec) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("__mcp-bridge: the server's description is not valid: {e}");
@@ -295,11 +287,7 @@ fn action_name_of(mcp: &str) -> Option<String> {
     if action_name_ok(mcp) {
         return Some(mcp.to_owned());
     }
-    let mapped: String = mcp
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
-        .collect();
-    let mapped = mapped.trim_start_matches(['_', '-']).to_owned();
+    let mapped = super::names::mapped(mcp);
     action_name_ok(&mapped).then_some(mapped)
 }
 

@@ -304,6 +304,8 @@ pub fn resolve(data: &Path, name: &str, spec: &ServerSpec) -> Install {
 pub enum InstallError {
     #[error("{name} is started by `{command}`, not by npx or uvx: there is nothing to install")]
     NotInstallable { name: String, command: String },
+    #[error("{0}")]
+    NotRegistry(String),
     #[error("{0:?} cannot be a folder name: give the server a name of letters, digits, '-', '_' and '.'")]
     BadName(String),
     #[error("cannot make {}: {err}", path.display())]
@@ -347,6 +349,69 @@ fn named_as(program: &Option<String>) -> String {
     program.as_deref().map(|p| format!(" named {p}")).unwrap_or_default()
 }
 
+/// Whose declaration an installation is for, which decides whether the packages' own code may run while they are
+/// installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// A person declared it (the settings, AnimaWorks' config.json): npm and pip run as `npx` and `uvx` would,
+    /// install scripts included.
+    Person,
+    /// The anima declared it (its status.json), and its shell can run `install` as well as a person: only packages
+    /// of the registry by name, without running any of their code (no npm scripts, wheels only, no interpreter
+    /// of the new virtualenv started), so that installing is never a way out of the sandbox.
+    Anima,
+}
+
+/// Why `package` (an npm or pip requirement) cannot be installed for an anima's declaration: anything but a
+/// registry name with a version (a path, a URL, a git or `file:` source, an alias) would build or run code that
+/// the anima wrote.
+fn registry_only(manager: Manager, package: &str) -> Result<(), InstallError> {
+    let ok = match manager {
+        Manager::Npm => {
+            let body = package.strip_prefix('@').unwrap_or(package);
+            let (name, version) = body.split_once('@').unwrap_or((body, ""));
+            let scoped_ok = match name.split_once('/') {
+                Some((scope, n)) => package.starts_with('@') && npm_word(scope) && npm_word(n),
+                None => !package.starts_with('@') && npm_word(name),
+            };
+            scoped_ok && !archive(name) && !version.contains(['/', ':', '\\'])
+        }
+        Manager::Pypi => {
+            let name = pypi_name(package);
+            !name.is_empty()
+                && !name.starts_with(['.', '-'])
+                && !archive(name)
+                && !package.contains(['/', '\\', ':', '@', ';'])
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(InstallError::NotRegistry(format!(
+            "{package:?} is not a registry package by name: a server an anima declares (its status.json) is installed \
+             only from the registry, by name and version; declare it in the settings' \"mcp_servers\" to install it \
+             from elsewhere"
+        )))
+    }
+}
+
+/// A name npm and pip would take for a file of the working folder.
+fn archive(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        ".zip", ".whl", ".tar", ".gz", ".tgz", ".bz2", ".tbz", ".xz", ".txz", ".lz", ".tlz", ".lzma", ".7z",
+    ]
+    .iter()
+    .any(|e| n.ends_with(e))
+}
+
+fn npm_word(w: &str) -> bool {
+    !w.is_empty()
+        && !w.starts_with('.')
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+}
+
 /// How `install` went for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -364,6 +429,7 @@ pub fn install(
     spec: &ServerSpec,
     update: bool,
     python: &std::ffi::OsStr,
+    trust: Trust,
 ) -> Result<Outcome, InstallError> {
     let Some(s) = starter(spec) else {
         return Err(InstallError::NotInstallable {
@@ -371,6 +437,11 @@ pub fn install(
             command: spec.command.clone(),
         });
     };
+    if trust == Trust::Anima {
+        for p in &s.packages {
+            registry_only(s.manager, p)?;
+        }
+    }
     if !safe_name(name) {
         return Err(InstallError::BadName(name.to_owned()));
     }
@@ -398,8 +469,8 @@ pub fn install(
     );
     let dir = folder.join(&dir_name);
     let made = match s.manager {
-        Manager::Npm => install_npm(&dir, &s),
-        Manager::Pypi => install_pypi(&dir, &s, python),
+        Manager::Npm => install_npm(&dir, &s, trust),
+        Manager::Pypi => install_pypi(&dir, &s, python, trust),
     };
     let (version, pinned, run) = match made {
         Ok(m) => m,
@@ -469,7 +540,7 @@ fn run(cmd: &mut Command, what: &'static str, registry: &'static str) -> Result<
     }
 }
 
-fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<String>), InstallError> {
+fn install_npm(dir: &Path, s: &Starter, trust: Trust) -> Result<(String, Vec<String>, Vec<String>), InstallError> {
     std::fs::create_dir_all(dir).map_err(|err| InstallError::CannotMake {
         path: dir.to_path_buf(),
         err,
@@ -481,7 +552,12 @@ fn install_npm(dir: &Path, s: &Starter) -> Result<(String, Vec<String>, Vec<Stri
         .arg("--prefix")
         .arg(dir)
         .args(["--no-audit", "--no-fund", "--loglevel=error", "--save-exact"])
+        .args((trust == Trust::Anima).then_some("--ignore-scripts"))
         .args(&s.packages);
+    if trust == Trust::Anima {
+        // Nothing of the caller's working folder is a package: a name is only ever the registry's.
+        cmd.current_dir(dir);
+    }
     run(&mut cmd, "npm install", "the npm registry")?;
     let pkg_dir = dir.join("node_modules").join(&s.name);
     let manifest: serde_json::Value = crate::fsread::read(&pkg_dir.join("package.json"), MAX_LOCK)
@@ -548,6 +624,7 @@ fn install_pypi(
     dir: &Path,
     s: &Starter,
     python: &std::ffi::OsStr,
+    trust: Trust,
 ) -> Result<(String, Vec<String>, Vec<String>), InstallError> {
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|err| InstallError::CannotMake {
@@ -561,31 +638,41 @@ fn install_pypi(
         "PyPI",
     )?;
     let py = dir.join("bin/python3");
+    let mut pip = Command::new(&py);
+    if trust == Trust::Anima {
+        pip.current_dir(dir);
+    }
     run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--no-input",
-            ])
-            .args(&s.packages),
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-input",
+        ])
+        .args(match trust {
+            Trust::Person => &[][..],
+            Trust::Anima => &["--only-binary", ":all:"][..],
+        })
+        .args(&s.packages),
         "pip install",
         "PyPI",
     )?;
-    let freeze = run(
-        Command::new(&py).args(["-m", "pip", "freeze", "--disable-pip-version-check", "--all"]),
-        "pip freeze",
-        "PyPI",
-    )?;
-    let pinned: Vec<String> = freeze
+    let pinned: Vec<String> = match trust {
+        Trust::Person => run(
+            Command::new(&py).args(["-m", "pip", "freeze", "--disable-pip-version-check", "--all"]),
+            "pip freeze",
+            "PyPI",
+        )?
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
-        .collect();
+        .collect(),
+        // The new virtualenv's interpreter would run the `.pth` files its packages installed.
+        Trust::Anima => dist_infos(dir),
+    };
     let norm = |n: &str| n.to_ascii_lowercase().replace(['_', '.'], "-");
     let version = pinned
         .iter()
@@ -605,6 +692,38 @@ fn install_pypi(
         });
     }
     Ok((version, pinned, vec!["python".into(), rel]))
+}
+
+/// `name==version` of every package of the virtualenv at `dir`, read from its `*.dist-info/METADATA` files.
+fn dist_infos(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(libs) = std::fs::read_dir(dir.join("lib")) else {
+        return out;
+    };
+    for lib in libs.flatten() {
+        let Ok(dists) = std::fs::read_dir(lib.path().join("site-packages")) else {
+            continue;
+        };
+        for d in dists.flatten() {
+            if !d.file_name().to_string_lossy().ends_with(".dist-info") {
+                continue;
+            }
+            let Ok(meta) = crate::fsread::read(&d.path().join("METADATA"), MAX_LOCK) else {
+                continue;
+            };
+            let meta = String::from_utf8_lossy(&meta);
+            let field = |k: &str| {
+                meta.lines()
+                    .take_while(|l| !l.is_empty())
+                    .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_owned()))
+            };
+            if let (Some(n), Some(v)) = (field("Name:"), field("Version:")) {
+                out.push(format!("{n}=={v}"));
+            }
+        }
+    }
+    out.sort_by_key(|p| p.to_ascii_lowercase());
+    out
 }
 
 /// Every file and folder under `dir` without write permission: defence beside the sandbox, which never grants
@@ -685,6 +804,45 @@ mod tests {
             starter(&spec("npx", &["-c", "echo"])).is_none(),
             "an unknown flag is left as declared"
         );
+    }
+
+    #[test]
+    fn an_animas_declaration_installs_only_registry_names() {
+        for ok in ["left-pad", "left-pad@1.3.0", "@scope/x@^1.2", "x@~1.2.3", "x@latest"] {
+            assert!(registry_only(Manager::Npm, ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "./x",
+            "/abs/x",
+            "x@file:../y",
+            "user/repo",
+            "github:u/r",
+            "x.tgz",
+            "@s/x@file:/y",
+            "@/x",
+            ".x",
+        ] {
+            assert!(registry_only(Manager::Npm, bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "mcp-server-time",
+            "mcp-server-time==2026.10.19",
+            "pkg[x]>=1,<2",
+            "a_b.c~=1.0",
+        ] {
+            assert!(registry_only(Manager::Pypi, ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "./x",
+            "/abs/x",
+            "x @ file:///y",
+            "git+https://h/r",
+            "x.zip",
+            "x.whl",
+            "x; python_version>'3'",
+        ] {
+            assert!(registry_only(Manager::Pypi, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

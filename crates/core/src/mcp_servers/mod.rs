@@ -100,11 +100,31 @@ impl Declared {
         .to_string()
     }
 
-    /// Is the MCP tool `tool` gated by the declaration's `"gated"` list?
-    pub fn gated_by_name(&self, tool: &str) -> bool {
-        self.spec.gated.iter().any(|p| match p.strip_suffix('*') {
-            Some(prefix) => tool.starts_with(prefix),
-            None => p == tool,
+    /// Is the action `action` gated by the declaration's `"gated"` list? The list names MCP tools, and a tool whose
+    /// name is not an action name is offered under another (`repo.delete` as `repo_delete`, or shortened with
+    /// `"short_names"`, [`names`]): a name gates the action its tool is offered as. Where a shortened name cannot
+    /// tell (a prefix longer than what it kept), it gates more, never less.
+    pub fn gated_by_name(&self, action: &str) -> bool {
+        let shortened = self
+            .spec
+            .short_names
+            .then(|| action.rsplit_once('_'))
+            .flatten()
+            .filter(|(_, h)| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(|(head, _)| head);
+        self.spec.gated.iter().any(|p| {
+            let (name, prefix) = match p.strip_suffix('*') {
+                Some(q) => (q, true),
+                None => (p.as_str(), false),
+            };
+            let fits = |a: &str, q: &str| if prefix { a.starts_with(q) } else { a == q };
+            let mapped = names::mapped(name);
+            fits(action, name)
+                || fits(action, &mapped)
+                || shortened.is_some_and(|head| match prefix {
+                    true => mapped.starts_with(head) || head.starts_with(&mapped),
+                    false => names::short(&self.name, &mapped, name).as_deref() == Some(action),
+                })
         })
     }
 }
@@ -515,4 +535,36 @@ pub fn confined_words(d: &Declared, plan: &crate::sandbox::Plan, stderr: &str) -
             ""
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(gated: &[&str], short_names: bool) -> Declared {
+        Declared {
+            name: "pics".into(),
+            tier: Tier::Common,
+            file: PathBuf::from("animaworks-tool.json"),
+            origin: Origin::Settings,
+            spec: serde_json::from_value(serde_json::json!({"command": "x", "gated": gated, "short_names": short_names}))
+                .unwrap(),
+            install: install::Install::AsDeclared,
+        }
+    }
+
+    #[test]
+    fn gated_names_are_mcp_names_and_gate_the_action_they_are_offered_as() {
+        let long = "a.tool.with.a.name.long.enough.to.pass.a.clients.limit.with.its.prefix";
+        let action = names::short("pics", &names::mapped(long), long).unwrap();
+        assert!(declared(&[long], true).gated_by_name(&action), "{action}");
+        assert!(declared(&["a.tool.*"], true).gated_by_name(&action), "{action}");
+        assert!(declared(&["a.tool.with.a.name.long.enough.to.pass.a.clients.limit.*"], true).gated_by_name(&action));
+        assert!(!declared(&["other.*"], true).gated_by_name(&action));
+        assert!(!declared(&["another.tool.with.a.long.name.that.is.shortened.too.and.ends"], true).gated_by_name(&action));
+        assert!(declared(&["repo.delete"], false).gated_by_name("repo_delete"));
+        assert!(declared(&["repo/*"], false).gated_by_name("repo_delete"));
+        assert!(!declared(&["repo.delete"], false).gated_by_name("repo_search"));
+        assert!(declared(&["write_file"], false).gated_by_name("write_file"));
+    }
 }

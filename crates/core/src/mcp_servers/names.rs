@@ -32,6 +32,16 @@ pub fn short(server: &str, action: &str, mcp: &str) -> Option<String> {
     Some(format!("{head}_{h:08x}"))
 }
 
+/// An MCP tool name as an action name's letters: each character that is not a letter, digit, `_` or `-` made `_`
+/// (MCP allows `.` and `/`: `repo.search` is `repo_search`), without a leading `_` or `-`.
+pub fn mapped(mcp: &str) -> String {
+    let m: String = mcp
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .collect();
+    m.trim_start_matches(['_', '-']).to_owned()
+}
+
 /// The warning for a name that does not fit.
 pub fn warning(server: &str, action: &str, mcp: &str) -> String {
     let schema = format!("{server}_{action}");

@@ -339,7 +339,7 @@ impl Sessions {
     pub(crate) async fn run(
         self: &Arc<Self>,
         spec: &WorkerSpec<'_>,
-        job: Job<'_>,
+        mut job: Job<'_>,
         obs: &mut dyn Observer,
         mut cancel: Cancel,
     ) -> Result<Value, CallError> {
@@ -387,9 +387,18 @@ impl Sessions {
         }
         let mut ending: Option<Ending> = None;
         let mut lost = !joined;
-        if joined {
+        // The request is written whole even when the call ends meanwhile: a line cut short would run into the
+        // next one, and the bridge, reading a line that is not a request, would end the session of every call.
+        let mut writing = joined.then(|| {
+            let (s, request) = (session.clone(), std::mem::take(&mut job.request));
+            tokio::spawn(async move { s.write(&request).await })
+        });
+        if let Some(w) = writing.as_mut() {
             tokio::select! {
-                ok = session.write(&job.request) => lost = !ok,
+                ok = w => {
+                    lost = !ok.unwrap_or(false);
+                    writing = None;
+                }
                 _ = sleep_until(job.deadline) => ending = Some(Ending::TimedOut),
                 _ = cancel.cancelled() => ending = Some(Ending::Cancelled),
             }
@@ -417,7 +426,20 @@ impl Sessions {
         let clean = matches!(stdout, Stdout::Events { last: Some(_) });
         if !clean && !lost {
             // Cancelled, timed out, capped or out of step: the server is told, and the session goes on.
-            session.write(&cancel_line(job.call_id)).await;
+            match writing {
+                // Told once its request is all written.
+                Some(w) => {
+                    let (s, line) = (session.clone(), cancel_line(job.call_id));
+                    tokio::spawn(async move {
+                        if w.await.unwrap_or(false) {
+                            s.write(&line).await;
+                        }
+                    });
+                }
+                None => {
+                    session.write(&cancel_line(job.call_id)).await;
+                }
+            }
         }
         in_flight.settled = true;
         let took = started.elapsed();
