@@ -691,3 +691,47 @@ fn a_decided_requests_notice_never_follows_a_link_to_another_animas_inbox() {
         "the link is left for its owner to see"
     );
 }
+
+/// `approvals prune` removes decided requests with their files and says which; a waiting request stays, an age
+/// keeps the young, and a dry run removes nothing.
+#[test]
+fn prune_removes_decided_requests_and_keeps_waiting_ones() {
+    let w = asking();
+    let denied = pending(&w, "eve");
+    let o = operator(&w, &["approvals", "deny", &denied]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let waiting = pending(&w, "bob");
+    let o = operator(&w, &["approvals", "prune", "--dry-run"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("would remove 1") && stdout(&o).contains(&denied),
+        "{}",
+        stdout(&o)
+    );
+    assert!(record_path(&w, &denied).exists(), "a dry run removed it");
+    let o = operator(&w, &["approvals", "prune", "--older-than", "7d", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"], json!([]), "decided just now: {}", stdout(&o));
+    let o = operator(&w, &["approvals", "prune", "--older-than", "soon"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let o = operator(&w, &["approvals", "prune"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("removed 1") && out.contains(&denied) && out.contains("kept: 1 pending"),
+        "{out}"
+    );
+    assert!(!record_path(&w, &denied).exists());
+    let dir = w.data.join("state/animaworks-tool/approvals");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|n| !n.starts_with(denied.as_str())), "{left:?}");
+    assert!(record_path(&w, &waiting).exists());
+    assert!(
+        audit_text(&w).contains("approval_denied"),
+        "the decision stays in the audit log"
+    );
+}
