@@ -663,6 +663,20 @@ fn pg_a_request_made_on_one_machine_is_approved_on_another_and_runs_once() {
         .output()
         .unwrap();
     assert_eq!(code(&o), 2, "used: {}", stderr(&o));
+    // Pruned on the other machine: the row and its steps go.
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .env("ANIMAWORKS_DATA_DIR", &other)
+        .args(["approvals", "prune", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"][0]["id"], id.as_str(), "{}", stdout(&o));
+    for table in ["awt_approvals", "awt_approval_steps"] {
+        let n = crate::pg_cluster::scalar(&url, &format!("SELECT count(*) FROM {table} WHERE id = '{id}'"));
+        assert_eq!(n, "0", "{table}");
+    }
 }
 
 /// A link left in place of the anima's `state/background_notifications` (to another anima's inbox) is never
