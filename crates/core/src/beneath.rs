@@ -341,6 +341,12 @@ impl Folder {
         Ok(rustix::fs::renameat(&self.fd, from, &self.fd, to)?)
     }
 
+    /// Move the entry `from` of this folder to `to` in the folder `dest` (a link is moved as a link, never
+    /// followed), from the two descriptors: a folder swapped for a link after it was opened changes nothing.
+    pub fn rename_to(&self, from: &str, dest: &Folder, to: &str) -> io::Result<()> {
+        Ok(rustix::fs::renameat(&self.fd, from, &dest.fd, to)?)
+    }
+
     /// Remove the file `name` (a link is removed, never followed).
     pub fn remove(&self, name: &str) -> io::Result<()> {
         Ok(rustix::fs::unlinkat(&self.fd, name, rustix::fs::AtFlags::empty())?)

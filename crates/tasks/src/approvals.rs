@@ -21,10 +21,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+mod prune;
+pub use prune::{is_final, PruneOptions, PruneReport, MAX_PENDING};
+
 /// The folder, relative to the data dir.
 pub const DIR: &str = "state/animaworks-tool/approvals";
 /// How many entries the folder may hold before a look refuses it (a request is up to four files: the record,
-/// its arguments and its step markers): a forged folder must not make every gated call read without end.
+/// its arguments and its step markers): a forged folder must not make every gated call read without end. The
+/// store prunes decided requests before it gets near ([`prune`]).
 pub const MAX_ENTRIES: usize = 8192;
 /// Bound for a request's unmasked arguments file.
 const ARGS_MAX: u64 = 16 * 1024 * 1024;
@@ -237,9 +241,9 @@ impl Approvals {
         }
         let names = self.folder().and_then(|f| f.names(Some(MAX_ENTRIES))).map_err(|e| {
             CallError::new(ErrorCode::Internal, format!("cannot list the approval requests: {e}")).hint(format!(
-                "a request is at most four files (<id>.json, <id>.args.json, <id>.decided, <id>.used): in {}, \
-                 remove files not named so, and those of requests long decided (`animaworks-tool approvals list \
-                 --all` shows them)",
+                "a request is at most four files (<id>.json, <id>.args.json, <id>.decided, <id>.used): \
+                 `animaworks-tool approvals prune` removes those of decided requests; in {}, remove files not \
+                 named so (`animaworks-tool approvals list --all` shows the requests)",
                 self.dir.display()
             ))
         })?;
@@ -320,13 +324,14 @@ impl Approvals {
     /// File a request (or find the same call's pending one) and tell the operator's notify command.
     pub fn file(&self, runner: &Runner, req: &Request) -> Result<Ticket, CallError> {
         let settings = runner.settings()?.approvals.clone();
-        if let Some(same) = self
-            .list()?
-            .into_iter()
+        let list = self.keep_room()?;
+        if let Some(same) = list
+            .iter()
             .find(|r| r.status == State::Pending && r.binding == req.binding)
         {
-            return Ok(ticket(&same));
+            return Ok(ticket(same));
         }
+        prune::room_to_wait(&list, &req.keys, &req.allow_line())?;
         let now = now_s();
         let mut r = Record {
             id: super::new_task_id(),

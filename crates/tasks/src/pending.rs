@@ -4,14 +4,17 @@
 //! printed is the id of the result file), in submit order. A taken descriptor moves to `pending/done/`; one that
 //! cannot run moves to `pending/invalid/` beside a `<name>.reason.txt` — never deleted.
 
-use super::files::write_atomic;
 use super::submit;
 use super::TaskStore;
+use awt_core::beneath::Folder;
 use awt_core::call::Runner;
 use serde_json::Value;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// At most this many entries in `pending/` are looked at in one take-over (a forged folder is refused, not read
+/// without end).
+const MAX_DESCRIPTORS: usize = 65536;
 
 /// What `run-pending` did.
 #[derive(Debug, Default)]
@@ -88,69 +91,65 @@ pub fn parse(text: &[u8]) -> Result<Descriptor, BadDescriptor> {
     })
 }
 
-fn move_aside(file: &Path, pending: &Path, reason: &str) -> io::Result<()> {
-    let dir = pending.join("invalid");
-    awt_core::beneath::make_dirs(pending, Path::new("invalid"))?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "descriptor.json".into());
-    write_atomic(
-        &dir.join(format!("{name}.reason.txt")),
-        format!("{reason}\n").as_bytes(),
-    )?;
-    fs::rename(file, dir.join(name))
+/// Set the descriptor `name` of `.taking/` aside in `invalid/`, beside its reason: both folders reached from their
+/// descriptors, so a link swapped in for either after it was opened changes nothing.
+fn move_aside(taking: &Folder, invalid: &Folder, name: &str, reason: &str) -> io::Result<()> {
+    invalid.write_atomic(&format!("{name}.reason.txt"), format!("{reason}\n").as_bytes())?;
+    taking.rename_to(name, invalid, name)
+}
+
+/// The sub-folder `name` of `pending`, made where missing, never through a link.
+fn sub(pending: &Folder, name: &str) -> io::Result<Folder> {
+    pending
+        .sub(name, true, 0o700)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{name} is missing")))
 }
 
 /// Take every descriptor in `pending/` over as a task of `store`.
 pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -> io::Result<Takeover> {
-    let pending = pending.to_path_buf();
     let mut report = Takeover::default();
     // Never through a link a tool may have left for one of the folders the descriptors move to (another anima's
     // pending folder would take them as its own): refused before anything is taken.
     for d in [".taking", "done", "invalid"] {
-        awt_core::beneath::check(&pending, Path::new(d))?;
+        awt_core::beneath::check(pending, Path::new(d))?;
     }
-    let rd = match fs::read_dir(&pending) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
-        Err(e) => return Err(e),
+    // Every step below is from the folders' descriptors: a descriptor or folder swapped for a link after its check
+    // is never followed.
+    let Some(folder) = awt_core::beneath::folder(pending, Path::new(""), false)? else {
+        return Ok(report);
     };
-    let mut files: Vec<(f64, PathBuf)> = Vec::new();
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_file() && p.extension().is_some_and(|x| x == "json") {
-            let at = awt_core::fsread::read(&p, awt_core::fsread::SMALL)
-                .ok()
-                .and_then(|b| parse(&b).ok())
-                .map(|d| d.submitted_at)
-                .unwrap_or(0.0);
-            files.push((at, p));
+    let mut files: Vec<(f64, String)> = Vec::new();
+    for n in folder.names(Some(MAX_DESCRIPTORS))? {
+        let Some(name) = n.to_str().filter(|n| n.ends_with(".json") && !n.starts_with('.')) else {
+            continue;
+        };
+        let Ok(st) = folder.stat_of(name) else { continue };
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+            continue;
         }
+        let at = folder
+            .read(Path::new(name), awt_core::fsread::SMALL)
+            .ok()
+            .flatten()
+            .and_then(|b| parse(&b).ok())
+            .map(|d| d.submitted_at)
+            .unwrap_or(0.0);
+        files.push((at, name.to_owned()));
     }
     files.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    let taking = pending.join(".taking");
-    awt_core::beneath::make_dirs(&pending, Path::new(".taking"))?;
-    for (_, file) in files {
-        let Some(name) = file.file_name().map(|n| n.to_owned()) else {
-            continue;
-        };
+    let taking = sub(&folder, ".taking")?;
+    // Each opened once, when first needed: what moves there later lands in the folder opened.
+    let (mut done, mut invalid): (Option<Folder>, Option<Folder>) = (None, None);
+    for (_, name) in files {
         // The rename is the claim: two run-pending at once never take one descriptor twice.
-        let mine = taking.join(&name);
-        if fs::rename(&file, &mine).is_err() {
+        if folder.rename_to(&name, &taking, &name).is_err() {
             continue;
         }
-        // A descriptor that is a link is never read through (another anima's descriptor would run as this one's).
-        let linked = !fs::symlink_metadata(&mine).is_ok_and(|m| m.file_type().is_file());
-        let read = if linked {
-            Err(io::Error::other(
-                "it is not a regular file (a symbolic link is never followed)",
-            ))
-        } else {
-            // Opened without following a link at any step, so a link swapped in after the check is refused too.
-            awt_core::beneath::read_if_present(&pending, &Path::new(".taking").join(&name), awt_core::fsread::SMALL)
-                .and_then(|b| b.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
-        };
+        // Opened with `O_NOFOLLOW` from the folder's descriptor and checked on that descriptor (`fstat`): a
+        // descriptor that is a link (another anima's would run as this one's), a FIFO or a device is refused.
+        let read = taking
+            .read(Path::new(&name), awt_core::fsread::SMALL)
+            .and_then(|b| b.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)));
         let outcome = match read.map_err(BadDescriptor::Unreadable).and_then(|b| parse(&b)) {
             Err(reason) => Err((reason.to_string(), None)),
             Ok(d) => {
@@ -182,15 +181,20 @@ pub async fn take_over(runner: &Runner, pending: &Path, store: &dyn TaskStore) -
         };
         match outcome {
             Ok(receipt) => {
-                let done = pending.join("done");
-                awt_core::beneath::make_dirs(&pending, Path::new("done"))?;
-                fs::rename(&mine, done.join(&name))?;
+                let done = match &mut done {
+                    Some(d) => d,
+                    None => done.insert(sub(&folder, "done")?),
+                };
+                taking.rename_to(&name, done, &name)?;
                 report.queued.push(receipt);
             }
             Err((reason, error)) => {
-                let original = pending.join(&name);
-                move_aside(&mine, &pending, &reason)?;
-                report.invalid.push((original, reason, error));
+                let invalid = match &mut invalid {
+                    Some(d) => d,
+                    None => invalid.insert(sub(&folder, "invalid")?),
+                };
+                move_aside(&taking, invalid, &name, &reason)?;
+                report.invalid.push((pending.join(&name), reason, error));
             }
         }
     }

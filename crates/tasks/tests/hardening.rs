@@ -169,3 +169,50 @@ fn an_approval_record_that_is_a_link_a_fifo_or_huge_is_refused() {
     // The listing skips all three, and does not block.
     assert!(a.list().unwrap().is_empty());
 }
+
+/// AnimaWorks' `pending/invalid/` swapped for a link to another folder while `run-pending` sets bad descriptors
+/// aside: the descriptors and their reasons land in the folder that was checked, or nowhere; never where the link
+/// points. (Failed while the folder was checked by path and then written and renamed into by path again.)
+#[test]
+fn a_pending_folder_swapped_for_a_link_after_its_check_is_never_followed() {
+    let a = animas();
+    let pending = a.alice.join("state/background_tasks/pending");
+    let invalid = pending.join("invalid");
+    let real = pending.join("invalid.real");
+    fs::create_dir_all(&invalid).unwrap();
+    let runner = awt_core::call::Runner::new(awt_core::dirs::Dirs {
+        core: Vec::new(),
+        data: a._t.path().join("data"),
+        anima: Some(a.alice.clone()),
+        cache: a._t.path().join("cache"),
+        python: "python3".into(),
+    });
+    let store = FileStore::for_anima(&a.alice);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, invalid, real, outside) = (stop.clone(), invalid.clone(), real.clone(), a.outside.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if fs::rename(&invalid, &real).is_ok() {
+                    let _ = std::os::unix::fs::symlink(&outside, &invalid);
+                    std::thread::yield_now();
+                    let _ = fs::remove_file(&invalid);
+                    let _ = fs::rename(&real, &invalid);
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    for i in 0..1500u32 {
+        let _ = fs::write(pending.join(format!("{i:012x}.json")), "{not json");
+        let _ = rt.block_on(awt_tasks::pending::take_over(&runner, &pending, &store));
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    let landed: Vec<PathBuf> = files_below(&a.outside);
+    assert!(landed.is_empty(), "written through the swapped link: {landed:?}");
+    // And descriptors were set aside (some looks fell between swaps).
+    let aside = files_below(&invalid).len() + files_below(&real).len();
+    assert!(aside > 0);
+}

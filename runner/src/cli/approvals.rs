@@ -1,11 +1,11 @@
-//! `approvals list|show|approve|deny`: a human's answers to gated calls that ask ([`awt_tasks::approvals`]), and
+//! `approvals list|show|approve|deny|prune`: a human's answers to gated calls that ask ([`awt_tasks::approvals`]), and
 //! the terminal prompt of a call made at a terminal.
 
 use crate::cli::term;
 use awt_core::call::approve::{Approval, Request};
 use awt_core::call::Runner;
 use awt_core::error::CallError;
-use awt_tasks::approvals::{Approvals, Record, State};
+use awt_tasks::approvals::{Approvals, PruneOptions, Record, State};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::io::IsTerminal;
@@ -45,6 +45,23 @@ pub enum ApprovalsCmd {
         /// Who approves. Default: the OS user.
         #[arg(long)]
         by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove decided requests (used, denied, expired): their files go, their audit lines stay. Requests that
+    /// wait for a human, and approved ones not yet run, are never removed. The store also prunes by itself when
+    /// its folder nears its bound.
+    Prune {
+        /// Only requests decided at least this long ago (e.g. 7d, 12h, 30m, 90s). Default: every decided one.
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+        /// Only this anima's requests.
+        #[arg(long, value_name = "NAME")]
+        anima: Option<String>,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// As JSON: {"removed": [...], "strays": [...], "kept": {...}, "dry_run": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -170,6 +187,12 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
                 Err(e) => fail(&e),
             }
         }
+        ApprovalsCmd::Prune {
+            older_than,
+            anima,
+            dry_run,
+            json,
+        } => prune(&store, older_than.as_deref(), anima, dry_run, json),
         ApprovalsCmd::Deny { id, reason, by, json } => {
             let by = awt_tasks::approvals::operator(by.as_deref());
             match store.deny(&id, &by, reason.as_deref()) {
@@ -188,6 +211,79 @@ pub fn approvals(runner: &Runner, a: ApprovalsArgs) -> i32 {
             }
         }
     }
+}
+
+fn prune(store: &Approvals, older_than: Option<&str>, anima: Option<String>, dry_run: bool, json: bool) -> i32 {
+    let older_than_s = match older_than.map(|o| (o, crate::cli::task::parse_age(o))) {
+        None => None,
+        Some((_, Some(age))) => Some(age.as_secs_f64()),
+        Some((o, None)) => {
+            return fail(
+                &CallError::new(
+                    awt_core::error::ErrorCode::Usage,
+                    format!("--older-than {o:?} is not a duration"),
+                )
+                .hint("e.g. 7d, 12h, 30m, 90s"),
+            )
+        }
+    };
+    let opts = PruneOptions {
+        older_than_s,
+        anima,
+        dry_run,
+    };
+    let report = match store.prune(&opts) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if json {
+        say!(
+            "{}",
+            serde_json::json!({
+                "dry_run": dry_run,
+                "removed": report.removed.iter().map(Record::public).collect::<Vec<_>>(),
+                "strays": report.strays,
+                "unverified": report.unverified,
+                "kept": {"pending": report.kept_pending, "approved": report.kept_approved, "decided": report.kept_final},
+            })
+        );
+        return 0;
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    if report.removed.is_empty() {
+        say!("no decided requests to remove");
+    } else {
+        say!("{verb} {} decided request(s):", report.removed.len());
+        for r in &report.removed {
+            say!("  {}", term::for_stdout(&line(r)));
+        }
+    }
+    if !report.strays.is_empty() {
+        say!(
+            "{verb} {} stray file(s) of no request: {}",
+            report.strays.len(),
+            report.strays.join(", ")
+        );
+    }
+    say!(
+        "kept: {} pending, {} approved not yet run, {} decided{}",
+        report.kept_pending,
+        report.kept_approved,
+        report.kept_final,
+        if opts.older_than_s.is_some() || opts.anima.is_some() {
+            " (not selected)"
+        } else {
+            ""
+        }
+    );
+    if !report.unverified.is_empty() {
+        tell!(
+            "warning: {} file(s) named like a request do not verify (not the runner's; left in place): {}",
+            report.unverified.len(),
+            report.unverified.join(", ")
+        );
+    }
+    0
 }
 
 /// An approval is a human's: refused from inside a tool call, and from the environment of the anima that asked (an

@@ -151,7 +151,7 @@ enum Cmd {
     Jobs(task::TaskArgs),
     /// Run background tasks from the shared Postgres queue on this machine (until SIGTERM).
     Worker(task::WorkerArgs),
-    /// Answer gated calls that ask a human: `approvals list|show|approve|deny <id>`.
+    /// Answer gated calls that ask a human: `approvals list|show|approve|deny <id>`, `approvals prune`.
     Approvals(approvals::ApprovalsArgs),
     /// AnimaWorks' use_tool: {"tool_name", "action", "args"} on stdin, the answer on stdout.
     #[command(name = "use-tool", after_help = llm::USE_TOOL_HELP)]

@@ -666,6 +666,20 @@ fn pg_a_request_made_on_one_machine_is_approved_on_another_and_runs_once() {
         .output()
         .unwrap();
     assert_eq!(code(&o), 2, "used: {}", stderr(&o));
+    // Pruned on the other machine: the row and its steps go.
+    let o = w
+        .cmd()
+        .env_remove("ANIMAWORKS_ANIMA_DIR")
+        .env("ANIMAWORKS_DATA_DIR", &other)
+        .args(["approvals", "prune", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"][0]["id"], id.as_str(), "{}", stdout(&o));
+    for table in ["awt_approvals", "awt_approval_steps"] {
+        let n = crate::pg_cluster::scalar(&url, &format!("SELECT count(*) FROM {table} WHERE id = '{id}'"));
+        assert_eq!(n, "0", "{table}");
+    }
 }
 
 /// A link left in place of the anima's `state/background_notifications` (to another anima's inbox) is never
@@ -692,5 +706,49 @@ fn a_decided_requests_notice_never_follows_a_link_to_another_animas_inbox() {
     assert!(
         std::fs::symlink_metadata(&notes).unwrap().file_type().is_symlink(),
         "the link is left for its owner to see"
+    );
+}
+
+/// `approvals prune` removes decided requests with their files and says which; a waiting request stays, an age
+/// keeps the young, and a dry run removes nothing.
+#[test]
+fn prune_removes_decided_requests_and_keeps_waiting_ones() {
+    let w = asking();
+    let denied = pending(&w, "eve");
+    let o = operator(&w, &["approvals", "deny", &denied]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let waiting = pending(&w, "bob");
+    let o = operator(&w, &["approvals", "prune", "--dry-run"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("would remove 1") && stdout(&o).contains(&denied),
+        "{}",
+        stdout(&o)
+    );
+    assert!(record_path(&w, &denied).exists(), "a dry run removed it");
+    let o = operator(&w, &["approvals", "prune", "--older-than", "7d", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"], json!([]), "decided just now: {}", stdout(&o));
+    let o = operator(&w, &["approvals", "prune", "--older-than", "soon"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let o = operator(&w, &["approvals", "prune"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("removed 1") && out.contains(&denied) && out.contains("kept: 1 pending"),
+        "{out}"
+    );
+    assert!(!record_path(&w, &denied).exists());
+    let dir = w.data.join("state/animaworks-tool/approvals");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|n| !n.starts_with(denied.as_str())), "{left:?}");
+    assert!(record_path(&w, &waiting).exists());
+    assert!(
+        audit_text(&w).contains("approval_denied"),
+        "the decision stays in the audit log"
     );
 }

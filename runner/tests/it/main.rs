@@ -38,6 +38,7 @@ mod policy_paths;
 mod processes;
 mod provider_shapes;
 mod sandbox;
+mod sandbox_data_dir;
 mod special_files;
 mod startup;
 mod tasks;

@@ -15,6 +15,77 @@ pub(super) const DATA_READ: &[&str] = &[
 ];
 pub(super) const DATA_WRITE: &[&str] = &["shared", "tmp"];
 
+/// Places of the data dir that AnimaWorks' own framework keeps and that no AnimaWorks tool reads or writes (its
+/// tool modules, `core/integrations/`, use none of them; its commands that do, `animaworks board`, `task`, `logs`,
+/// run unconfined through the command forwarding): with the access a tool keeps by default, `None` for none. The
+/// anima's grant of the path, or of a folder above it inside the data dir, restores the rest
+/// ([`narrowed_grant`] names it).
+pub(super) const NARROWED: &[(&str, Option<&str>)] = &[
+    // The server's and every anima's logs.
+    ("logs", None),
+    // People's profiles and their conversations with animas.
+    ("shared/users", None),
+    // The task board every anima's tasks are on (the framework writes it through `animaworks task`), and
+    // SQLite's files beside it where they exist.
+    ("shared/taskboard.sqlite3", None),
+    ("shared/taskboard.sqlite3-wal", None),
+    ("shared/taskboard.sqlite3-shm", None),
+    ("shared/taskboard.sqlite3-journal", None),
+    // The boards: read by tools, posted to by the framework's `post_channel` under the anima's own name.
+    ("shared/channels", Some("read")),
+];
+
+/// Whether a grant of `granted` (canonical) restores `narrowed` (canonical): the path itself, or a folder above
+/// it that lies inside the data dir.
+fn restores(granted: &Path, narrowed: &Path, data: &Path) -> bool {
+    narrowed.starts_with(granted) && granted.starts_with(data) && granted != data
+}
+
+/// Add the [`NARROWED`] places that exist to the protected sets (hidden; the boards only read-only), but those the
+/// anima's grants restore: `read` and `write` are its grants, canonical.
+pub(super) fn narrow(
+    data: &Path,
+    read: &[PathBuf],
+    write: &[PathBuf],
+    protected_read: &mut Protected,
+    protected_write: &mut Protected,
+    mut raw: Option<&mut Vec<PathBuf>>,
+) {
+    let data = rules::canonical(data).unwrap_or_else(|| data.to_path_buf());
+    for (rel, keeps) in NARROWED {
+        let named = data.join(rel);
+        if std::fs::symlink_metadata(&named).is_err() {
+            continue;
+        }
+        let p = rules::canonical(&named).unwrap_or_else(|| named.clone());
+        let by = |g: &[PathBuf]| g.iter().any(|g| restores(g, &p, &data));
+        if by(write) {
+            continue;
+        }
+        if let Some(r) = raw.as_deref_mut() {
+            r.push(named);
+        }
+        protected_write.paths.insert(p.clone());
+        if keeps.is_none() && !by(read) {
+            protected_read.paths.insert(p);
+        }
+    }
+}
+
+/// For a path the defaults narrow: the grant that restores it, as the line to add to the permissions file.
+pub(super) fn narrowed_grant(real: &Path, data: &Path, field: &str) -> Option<String> {
+    let data = rules::canonical(data).unwrap_or_else(|| data.to_path_buf());
+    NARROWED.iter().find_map(|(rel, keeps)| {
+        let p = data.join(rel);
+        let p = rules::canonical(&p).unwrap_or(p);
+        let kept = keeps.is_some_and(|k| k == field);
+        (real.starts_with(&p) && !kept).then(|| {
+            let field = if field == "write" { "write" } else { "read" };
+            format!("\"sandbox\": {{\"{field}\": [\"$DATA_DIR/{rel}\"]}}")
+        })
+    })
+}
+
 /// The credentials of the home folder on the deny list.
 pub(super) fn home_secrets(home: Option<&Path>) -> Vec<PathBuf> {
     let Some(h) = home else { return Vec::new() };

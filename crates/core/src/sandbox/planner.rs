@@ -4,7 +4,7 @@
 //! call, a submit) and a refused one leave every folder as they found it. A plan that starts a process has the
 //! places its mounts need made first ([`super::apply::make_mount_targets`]), once every refusal is decided.
 
-use super::layout::{home_secrets, protected, runner_readable, DATA_READ, DATA_WRITE};
+use super::layout::{home_secrets, narrow, narrowed_grant, protected, runner_readable, DATA_READ, DATA_WRITE};
 use super::*;
 
 fn refusal(message: String, hint: String, key: &str, reason: &str, perms_path: &Path, tool: &str) -> CallError {
@@ -134,6 +134,21 @@ pub(super) fn plan_with(
             protected_read.paths.insert(p.clone());
             protected_write.paths.insert(p);
         }
+    }
+    {
+        let granted = |list: &[String]| -> Vec<PathBuf> {
+            let real = list.iter().filter_map(|r| places.expand(r).ok().flatten());
+            real.filter_map(|p| rules::canonical(&p)).collect()
+        };
+        let (read, write) = (granted(&grants.read), granted(&grants.write));
+        narrow(
+            &dirs.data,
+            &read,
+            &write,
+            &mut protected_read,
+            &mut protected_write,
+            named.as_mut(),
+        );
     }
     // Not for a probe: it has no network, so no `connect` (and a remembered plan would watch `/tmp` and `/run`).
     if !matches!(needs, Needs::Probe) {
@@ -294,7 +309,15 @@ pub(super) fn plan_with(
                     && !granted_exec.iter().any(|g| real.starts_with(g))
                     && !runner_readable(&real, &places.data);
                 if runner_state || !allowed || writable_exec {
-                    let why = if runner_state {
+                    let why = if let Some(line) = runner_state
+                        .then(|| narrowed_grant(&real, &places.data, field))
+                        .flatten()
+                    {
+                        format!(
+                            "AnimaWorks tools do not use it, so it is not granted by default: add {line} to {}",
+                            perms_path.display()
+                        )
+                    } else if runner_state {
                         "the runner's own state (credentials, permissions, audit, tasks, other animas) is never granted"
                             .to_owned()
                     } else if writable_exec {
