@@ -43,6 +43,9 @@ pub(super) struct Spec {
     timeout_s: Option<f64>,
     #[serde(default)]
     short_names: bool,
+    /// The client capabilities a session declares to the server ([`super::asks`]).
+    #[serde(default)]
+    pub(super) forward: Vec<String>,
 }
 
 /// The bridge's `main`; the exit code of the process.
@@ -368,7 +371,8 @@ async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
         .collect()
 }
 
-/// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight.
+/// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight,
+/// or the reply to a request of the server (`{"reply": K, "result": R}` or `{"reply": K, "error": E}`).
 #[derive(Debug, Deserialize)]
 struct Request {
     #[serde(default)]
@@ -377,6 +381,18 @@ struct Request {
     context: Context,
     #[serde(default)]
     cancel: Option<String>,
+    #[serde(default)]
+    reply: Option<u64>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<ReplyError>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplyError {
+    code: i64,
+    message: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -537,8 +553,10 @@ async fn serve(spec: &Spec) -> i32 {
             }
         };
         let req = match line {
-            // The session's end: the calls in flight finish first (§9), unless the runner ends the bridge.
+            // The session's end: the calls in flight finish first (§9), unless the runner ends the bridge; the
+            // server's requests to the client can no longer be answered.
             Ok(None) => {
+                client.asks.end();
                 tokio::select! {
                     _ = client.idle() => {}
                     _ = terminated(&mut term) => client.cancel_all().await,
@@ -562,6 +580,17 @@ async fn serve(spec: &Spec) -> i32 {
             client.cancel_call(call_id).await;
             continue;
         }
+        if let Some(id) = req.reply {
+            let out = match req.error {
+                Some(e) => Err(super::asks::Refusal {
+                    code: e.code,
+                    message: e.message,
+                }),
+                None => Ok(req.result.unwrap_or(Value::Null)),
+            };
+            client.asks.reply(id, out);
+            continue;
+        }
         let c = client.clone();
         let names = names.clone();
         tokio::spawn(async move {
@@ -572,6 +601,7 @@ async fn serve(spec: &Spec) -> i32 {
             }
         });
     };
+    client.asks.end();
     client.stray_note();
     shut(&client, child).await;
     code

@@ -45,6 +45,8 @@ pub struct WorkerSpec<'a> {
         crate::broker::Ledger,
         crate::policy::mask::LateSecrets,
     )>,
+    /// Who answers an MCP server's requests to its client (its session declares what that client declared).
+    pub asks: Option<&'a crate::mcp_servers::asks::ClientAsks>,
 }
 
 /// The pool's limits.
