@@ -506,6 +506,13 @@ impl ServerHandler for Server {
         ))
     }
 
+    /// Sent on to the servers whose sessions declared this client's roots.
+    async fn on_roots_list_changed(&self, _context: rmcp::service::NotificationContext<RoleServer>) {
+        if let (Some(pool), Some(Some(asks))) = (&self.runner.pool, self.asks.get()) {
+            pool.roots_changed(asks);
+        }
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,

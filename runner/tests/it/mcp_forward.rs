@@ -68,10 +68,17 @@ const FORWARD_CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_cli
 /// The official Python SDK as our own MCP client (`declare`: it declares sampling, elicitation and roots and
 /// answers them; `none`: it declares none), calling `calls` ([tool, args] pairs) at once through `mcp`.
 fn through_our_client(w: &World, mode: &str, calls: Value) -> Value {
+    through_our_client_then(w, mode, calls, &[])
+}
+
+/// [`through_our_client`], with the client's further steps (forward.py's fourth argument).
+fn through_our_client_then(w: &World, mode: &str, calls: Value, then: &[&str]) -> Value {
     let mut c = w.cmd();
     c.env_remove("PATH");
     let mut p = Command::new(python());
-    p.args([FORWARD_CLIENT, BIN, mode, &calls.to_string()]).env_clear();
+    p.args([FORWARD_CLIENT, BIN, mode, &calls.to_string()])
+        .args(then)
+        .env_clear();
     for (k, v) in c.get_envs() {
         if let Some(v) = v {
             p.env(k, v);
@@ -79,7 +86,12 @@ fn through_our_client(w: &World, mode: &str, calls: Value) -> Value {
     }
     p.env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let o = p.output().unwrap();
-    assert!(o.status.success(), "{mode}: the client failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "{mode}: the client failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     json(&o)
 }
 
@@ -103,10 +115,22 @@ fn a_servers_requests_reach_our_own_client_when_it_declared_them() {
     let w = world_with("asking", json!({"command": python(), "args": [ASKING_SERVER]}));
     let v = through_our_client(&w, "declare", json!([["asking_everything", {}]]));
     let g = got(&v["calls"][0]);
-    assert_eq!(g["roots"], json!([{"uri": "file:///srv/fwd-root", "name": "fwd root"}]), "{v}");
-    assert_eq!(g["sample"], json!({"model": "fwd-model", "text": "sampled: say hi"}), "{v}");
+    assert_eq!(
+        g["roots"],
+        json!([{"uri": "file:///srv/fwd-root", "name": "fwd root"}]),
+        "{v}"
+    );
+    assert_eq!(
+        g["sample"],
+        json!({"model": "fwd-model", "text": "sampled: say hi"}),
+        "{v}"
+    );
     assert_eq!(g["elicit"], json!({"action": "accept", "data": {"c": "blue"}}), "{v}");
-    assert_eq!(v["asked"]["elicit"], json!(["MCP server 'asking' asks: Which colour?"]), "{v}");
+    assert_eq!(
+        v["asked"]["elicit"],
+        json!(["MCP server 'asking' asks: Which colour?"]),
+        "{v}"
+    );
     assert_eq!(v["asked"]["sample"], json!(["say hi"]), "{v}");
     assert_eq!(v["asked"]["roots"], 1, "{v}");
 }
@@ -121,7 +145,10 @@ fn a_client_that_declared_nothing_leaves_the_old_refusals() {
     let sample = g["sample"].as_str().unwrap_or_default();
     assert!(sample.starts_with("refused"), "{v}");
     let elicit = g["elicit"].as_str().unwrap_or_default();
-    assert!(elicit.starts_with("refused") && elicit.contains("not offered by animaworks-tool"), "{v}");
+    assert!(
+        elicit.starts_with("refused") && elicit.contains("not offered by animaworks-tool"),
+        "{v}"
+    );
 }
 
 /// Two calls in flight on one session, each asking the client three times: every request reaches the client
@@ -144,6 +171,20 @@ fn requests_while_two_calls_are_in_flight_are_each_answered_once() {
     assert_eq!(v["asked"]["roots"], 3, "{v}");
     assert_eq!(v["asked"]["sample"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(v["asked"]["elicit"].as_array().unwrap().len(), 2, "{v}");
+}
+
+/// The client's `notifications/roots/list_changed` reaches a server whose session declared the client's roots.
+#[test]
+fn a_clients_roots_change_reaches_the_servers_that_were_declared_them() {
+    let w = world_with("asking", json!({"command": python(), "args": [ASKING_SERVER]}));
+    let v = through_our_client_then(
+        &w,
+        "declare",
+        json!([["asking_ask", {"what": "roots"}]]),
+        &["roots-changed"],
+    );
+    assert_eq!(said(&v["calls"][0]), "roots: 1", "{v}");
+    assert_eq!(v["changes"], "1", "the server did not hear that the roots changed: {v}");
 }
 
 /// Ctrl-C on a one-shot call: the server hears `notifications/cancelled` first, then its group is ended.

@@ -3,8 +3,9 @@ client (roots/list, sampling/createMessage, elicitation/create), with the offici
 and prints one JSON object of what it saw, for runner/tests/it/mcp_forward.rs to check.
 
 argv: BIN MODE CALLS: MODE is `declare` (the client declares sampling, elicitation and roots, and answers them)
-or `none` (it declares none); CALLS is a JSON list of [tool, arguments] called at once. Environment: the test
-world's (ANIMAWORKS_*).
+or `none` (it declares none); CALLS is a JSON list of [tool, arguments] called at once. With a fourth argument
+`roots-changed`, the client then says its roots changed and calls `asking_changes` until the server heard it
+(30 s at most). Environment: the test world's (ANIMAWORKS_*).
 """
 
 import json
@@ -53,6 +54,15 @@ async def main() -> None:
             async with anyio.create_task_group() as tg:
                 for i, (tool, args) in enumerate(calls):
                     tg.start_soon(call, i, tool, args)
+            if sys.argv[4:] == ["roots-changed"]:
+                await session.send_roots_list_changed()
+                with anyio.move_on_after(30):
+                    while True:
+                        r = await session.call_tool("asking_changes", {})
+                        out["changes"] = r.structured_content["result"]
+                        if out["changes"] != "0":
+                            break
+                        await anyio.sleep(0.1)
     print(json.dumps(out))
 
 

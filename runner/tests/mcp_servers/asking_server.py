@@ -5,11 +5,26 @@ import json
 import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import SamplingMessage, TextContent, ToolAnnotations
+from mcp.types import NotificationParams, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 warnings.simplefilter("ignore")
 server = MCPServer("asking-test")
+roots_changed = 0
+
+
+async def on_roots_changed(ctx, params) -> None:
+    global roots_changed
+    roots_changed += 1
+
+
+server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams, on_roots_changed)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def changes() -> str:
+    """How many times the client said its roots changed."""
+    return str(roots_changed)
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

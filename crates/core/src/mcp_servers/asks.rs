@@ -13,7 +13,8 @@
 //! `{"reply": K, "result": R}` or `{"reply": K, "error": {"code": C, "message": S}}`. At most [`MAX_PENDING`]
 //! requests of a session wait at once (more are refused at once), a reply is bounded by the bridge's line bound,
 //! a reply to a request not waiting is ignored, and a request still waiting when the session ends is answered
-//! with an error.
+//! with an error. The client's `notifications/roots/list_changed` reaches each session that declared its roots
+//! as `{"notify": "roots/list_changed"}`, which the bridge sends on to its server.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -139,6 +140,9 @@ impl Forwarded {
         serde_json::from_value(e.rest).ok()
     }
 }
+
+/// The line that tells a session's bridge that the client's roots changed.
+pub(crate) const ROOTS_CHANGED: &[u8] = b"{\"notify\":\"roots/list_changed\"}\n";
 
 /// The request line the bridge writes for the runner.
 pub(crate) fn request_line(id: u64, method: &str, params: Value) -> Value {

@@ -10,7 +10,9 @@
 //!
 //! `--serve` is a session ([`crate::pool::session`]), not a §9 worker: requests are taken while others are in
 //! flight, each a `tools/call` of its own id, and `{"cancel": call_id}` cancels one of them in the server. A
-//! stdout line of the server that is not JSON-RPC is skipped and counted.
+//! stdout line of the server that is not JSON-RPC is skipped and counted. A session whose description names
+//! client capabilities (`"forward"`) declares them to the server and hands the server's requests to the runner
+//! ([`super::asks`]: `request` lines out, `reply` lines in).
 
 use super::client::{Client, Fault};
 use serde::Deserialize;
@@ -372,7 +374,8 @@ async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
 }
 
 /// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight,
-/// or the reply to a request of the server (`{"reply": K, "result": R}` or `{"reply": K, "error": E}`).
+/// or the reply to a request of the server (`{"reply": K, "result": R}` or `{"reply": K, "error": E}`), or
+/// `{"notify": "roots/list_changed"}` (the client's roots changed).
 #[derive(Debug, Deserialize)]
 struct Request {
     #[serde(default)]
@@ -387,6 +390,8 @@ struct Request {
     result: Option<Value>,
     #[serde(default)]
     error: Option<ReplyError>,
+    #[serde(default)]
+    notify: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -589,6 +594,10 @@ async fn serve(spec: &Spec) -> i32 {
                 None => Ok(req.result.unwrap_or(Value::Null)),
             };
             client.asks.reply(id, out);
+            continue;
+        }
+        if req.notify.as_deref() == Some("roots/list_changed") {
+            client.roots_changed().await;
             continue;
         }
         let c = client.clone();

@@ -160,7 +160,10 @@ impl Client {
             line: Vec::new(),
             write: Arc::new(tokio::sync::Mutex::new(Some(stdin))),
         };
-        let service = match tokio::time::timeout(within, rmcp::serve_client(Handler { asks: self.asks.clone() }, transport)).await {
+        let handler = Handler {
+            asks: self.asks.clone(),
+        };
+        let service = match tokio::time::timeout(within, rmcp::serve_client(handler, transport)).await {
             Err(_) => {
                 return Err(Fault::Broken(format!(
                     "the MCP server '{}' did not answer initialize within {} s",
@@ -273,6 +276,13 @@ impl Client {
             Some(_) if !was_routed => Err(Fault::Terminated),
             Some(Ok(result)) => Ok(serde_json::to_value(&result).unwrap_or(Value::Null)),
             Some(Err(e)) => Err(self.fault(e)),
+        }
+    }
+
+    /// Tell the server that the client's roots changed, when the session declared them.
+    pub(super) async fn roots_changed(&self) {
+        if let (true, Ok(peer)) = (self.asks.caps.roots, self.peer()) {
+            let _ = peer.notify_roots_list_changed().await;
         }
     }
 
@@ -431,7 +441,9 @@ impl ClientHandler for Handler {
             declared.elicitation = Some(e);
         }
         if caps.roots {
-            declared.roots = Some(RootsCapabilities::default());
+            let mut r = RootsCapabilities::default();
+            r.list_changed = Some(true);
+            declared.roots = Some(r);
         }
         let mut c = ClientConfig::new(
             declared,

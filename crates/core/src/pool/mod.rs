@@ -148,6 +148,11 @@ impl WorkerPool {
         self.inner.sessions.pids(name)
     }
 
+    /// The MCP client behind `asks` says its roots changed: the servers whose sessions declared them hear it.
+    pub fn roots_changed(&self, asks: &crate::mcp_servers::asks::ClientAsks) {
+        self.inner.sessions.roots_changed(asks)
+    }
+
     /// Run one call of a persistent tool on a worker (an MCP server's on its session). `job.request` is the §4
     /// line (newline included). Masking and auditing are the caller's (the call pipeline's).
     pub(crate) async fn run(

@@ -241,11 +241,16 @@ async fn route(shared: &Shared, mut line: Vec<u8>) -> Option<Vec<u8>> {
 /// elicitation's message naming the server), else refused; the reply goes to the bridge whatever happens.
 fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut tokio::task::JoinSet<()>, f: Forwarded) {
     while answers.try_join_next().is_some() {}
-    let refused = |code, message: String| -> asks::Answer { Box::pin(std::future::ready(Err(Refusal { code, message }))) };
+    let refused =
+        |code, message: String| -> asks::Answer { Box::pin(std::future::ready(Err(Refusal { code, message }))) };
     let answer = match &shared.asks {
         _ if answers.len() >= asks::MAX_PENDING => refused(
             asks::INTERNAL_ERROR,
-            format!("{} requests of the MCP server '{}' already wait for the client", asks::MAX_PENDING, shared.server),
+            format!(
+                "{} requests of the MCP server '{}' already wait for the client",
+                asks::MAX_PENDING,
+                shared.server
+            ),
         ),
         Some(a) if a.0.declared().covers(&f.method) => {
             noted(shared, &f.method);
@@ -557,6 +562,23 @@ impl Sessions {
             ),
         };
         result.map_err(|e| session.sandbox.limits.explain(e))
+    }
+
+    /// The client of `asks` says its roots changed: every session that declared them to its server tells it.
+    pub(crate) fn roots_changed(&self, asks: &ClientAsks) {
+        let key = Some(asks.key()).filter(|(_, caps)| caps.roots);
+        if key.is_none() {
+            return;
+        }
+        let sessions: Vec<Arc<Session>> = {
+            let slots = self.slots.lock().expect("sessions lock");
+            let mine = slots.iter().filter(|(k, _)| k.asks == key);
+            mine.flat_map(|(_, s)| s.sessions.iter().filter(|s| !s.gone()).cloned())
+                .collect()
+        };
+        for s in sessions {
+            tokio::spawn(async move { s.write(asks::ROOTS_CHANGED).await });
+        }
     }
 
     /// Process ids of the live sessions of the server `name`.

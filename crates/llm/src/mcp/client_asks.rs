@@ -25,7 +25,10 @@ pub(super) fn of(peer: &Peer<RoleServer>) -> Option<ClientAsks> {
     let caps = Caps {
         sampling: c.sampling.is_some(),
         // A capability without modes means form (2025-11-25).
-        elicitation: c.elicitation.as_ref().is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        elicitation: c
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none()),
         roots: c.roots.is_some(),
     };
     caps.any().then(|| {
