@@ -135,6 +135,21 @@ fn a_servers_requests_reach_our_own_client_when_it_declared_them() {
     assert_eq!(v["asked"]["roots"], 1, "{v}");
 }
 
+/// A client that declared them and answers with errors: each error reaches the server as the client's.
+#[test]
+fn a_clients_errors_reach_the_server() {
+    let w = world_with("asking", json!({"command": python(), "args": [ASKING_SERVER]}));
+    let v = through_our_client(&w, "error", json!([["asking_everything", {}]]));
+    let g = got(&v["calls"][0]);
+    for (key, what) in [("roots", "list roots"), ("sample", "sample"), ("elicit", "ask")] {
+        let said = g[key].as_str().unwrap_or_default();
+        assert!(
+            said.starts_with("refused") && said.contains(&format!("the client will not {what}")),
+            "{key}: {v}"
+        );
+    }
+}
+
 /// A client that declared none of them: the session declares none, and the server meets the old answers.
 #[test]
 fn a_client_that_declared_nothing_leaves_the_old_refusals() {

@@ -2,8 +2,8 @@
 client (roots/list, sampling/createMessage, elicitation/create), with the official MCP Python SDK as that client,
 and prints one JSON object of what it saw, for runner/tests/it/mcp_forward.rs to check.
 
-argv: BIN MODE CALLS: MODE is `declare` (the client declares sampling, elicitation and roots, and answers them)
-or `none` (it declares none); CALLS is a JSON list of [tool, arguments] called at once. With a fourth argument
+argv: BIN MODE CALLS: MODE is `declare` (the client declares sampling, elicitation and roots, and answers them),
+`error` (it declares them and answers each with a JSON-RPC error) or `none` (it declares none); CALLS is a JSON list of [tool, arguments] called at once. With a fourth argument
 `roots-changed`, the client then says its roots changed and calls `asking_changes` until the server heard it
 (30 s at most). Environment: the test world's (ANIMAWORKS_*).
 """
@@ -21,13 +21,20 @@ async def main() -> None:
     mode, calls = sys.argv[2], json.loads(sys.argv[3])
     out: dict = {"asked": {"roots": 0, "sample": [], "elicit": []}, "calls": [None] * len(calls)}
 
+    def refuse(what):
+        return types.ErrorData(code=-32000, message=f"the client will not {what}")
+
     async def on_roots(context):
         out["asked"]["roots"] += 1
+        if mode == "error":
+            return refuse("list roots")
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/fwd-root", name="fwd root")])
 
     async def on_sample(context, params):
         text = params.messages[0].content.text
         out["asked"]["sample"].append(text)
+        if mode == "error":
+            return refuse("sample")
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(type="text", text=f"sampled: {text}"),
@@ -37,10 +44,12 @@ async def main() -> None:
 
     async def on_elicit(context, params):
         out["asked"]["elicit"].append(params.message)
+        if mode == "error":
+            return refuse("ask")
         return types.ElicitResult(action="accept", content={"c": "blue"})
 
     kwargs = {}
-    if mode == "declare":
+    if mode in ("declare", "error"):
         kwargs = {"sampling_callback": on_sample, "elicitation_callback": on_elicit, "list_roots_callback": on_roots}
     params = StdioServerParameters(command=sys.argv[1], args=["mcp"], env=dict(os.environ))
     async with stdio_client(params) as (read, write):

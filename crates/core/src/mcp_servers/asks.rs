@@ -295,6 +295,30 @@ mod tests {
         assert!(w.ask("roots/list", json!({}), |_| panic!("not sent")).await.is_err());
     }
 
+    #[tokio::test]
+    async fn at_most_max_pending_requests_wait() {
+        let w = Arc::new(Waiting::new(Caps::default()));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let waiting: Vec<_> = (0..MAX_PENDING)
+            .map(|_| {
+                let (w, tx) = (w.clone(), tx.clone());
+                tokio::spawn(async move { w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap()).await })
+            })
+            .collect();
+        for _ in 0..MAX_PENDING {
+            rx.recv().await.unwrap();
+        }
+        let over = w
+            .ask("roots/list", json!({}), |_| panic!("not sent"))
+            .await
+            .unwrap_err();
+        assert!(over.message.contains("already wait"), "{over:?}");
+        w.end();
+        for t in waiting {
+            assert!(t.await.unwrap().is_err());
+        }
+    }
+
     #[test]
     fn lines_are_read_and_bounded() {
         let l = serde_json::to_vec(&request_line(3, "roots/list", json!({}))).unwrap();
