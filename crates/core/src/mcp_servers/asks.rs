@@ -171,8 +171,10 @@ pub(crate) struct Waiting {
     pub(crate) caps: Caps,
     next: AtomicU64,
     /// `None` once the session is ending: no request waits then.
-    pending: Mutex<Option<HashMap<u64, oneshot::Sender<Result<Value, Refusal>>>>>,
+    pending: Mutex<Option<HashMap<u64, Replier>>>,
 }
+
+type Replier = oneshot::Sender<Result<Value, Refusal>>;
 
 /// Takes a request out of [`Waiting`] however its wait ends (answered, cancelled by the server, dropped).
 struct Slot<'a>(&'a Waiting, u64);
