@@ -150,6 +150,24 @@ fn a_clients_errors_reach_the_server() {
     }
 }
 
+/// A call whose server waits on our client's answer ends at its deadline; the server cancels its request, and
+/// our client is told in turn (the person is not left with a question nobody waits for).
+#[test]
+fn a_request_the_server_cancels_is_cancelled_at_our_client() {
+    let w = world_with(
+        "asking",
+        json!({"command": python(), "args": [ASKING_SERVER], "timeout_s": 3}),
+    );
+    let v = through_our_client(&w, "hold", json!([["asking_ask", {"what": "elicit"}]]));
+    assert_eq!(v["calls"][0]["isError"], true, "the call ends at its deadline: {v}");
+    assert_eq!(
+        v["asked"]["elicit"],
+        json!(["MCP server 'asking' asks: Which colour?"]),
+        "{v}"
+    );
+    assert_eq!(v["cancelled_open"], v["asked"]["elicit"], "our client was not told: {v}");
+}
+
 /// A client that declared none of them: the session declares none, and the server meets the old answers.
 #[test]
 fn a_client_that_declared_nothing_leaves_the_old_refusals() {

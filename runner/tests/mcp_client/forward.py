@@ -3,7 +3,9 @@ client (roots/list, sampling/createMessage, elicitation/create), with the offici
 and prints one JSON object of what it saw, for runner/tests/it/mcp_forward.rs to check.
 
 argv: BIN MODE CALLS: MODE is `declare` (the client declares sampling, elicitation and roots, and answers them),
-`error` (it declares them and answers each with a JSON-RPC error) or `none` (it declares none); CALLS is a JSON list of [tool, arguments] called at once. With a fourth argument
+`error` (it declares them and answers each with a JSON-RPC error), `hold` (it declares them and never answers an
+elicitation: once the calls are done it waits, 30 s at most, until that elicitation is cancelled) or `none` (it
+declares none); CALLS is a JSON list of [tool, arguments] called at once. With a fourth argument
 `roots-changed`, the client then says its roots changed and calls `asking_changes` until the server heard it
 (30 s at most). Environment: the test world's (ANIMAWORKS_*).
 """
@@ -19,7 +21,7 @@ from mcp.client.stdio import stdio_client
 
 async def main() -> None:
     mode, calls = sys.argv[2], json.loads(sys.argv[3])
-    out: dict = {"asked": {"roots": 0, "sample": [], "elicit": []}, "calls": [None] * len(calls)}
+    out: dict = {"asked": {"roots": 0, "sample": [], "elicit": []}, "calls": [None] * len(calls), "cancelled": []}
 
     def refuse(what):
         return types.ErrorData(code=-32000, message=f"the client will not {what}")
@@ -46,10 +48,15 @@ async def main() -> None:
         out["asked"]["elicit"].append(params.message)
         if mode == "error":
             return refuse("ask")
+        if mode == "hold":
+            try:
+                await anyio.sleep_forever()
+            finally:
+                out["cancelled"].append(params.message)
         return types.ElicitResult(action="accept", content={"c": "blue"})
 
     kwargs = {}
-    if mode in ("declare", "error"):
+    if mode in ("declare", "error", "hold"):
         kwargs = {"sampling_callback": on_sample, "elicitation_callback": on_elicit, "list_roots_callback": on_roots}
     params = StdioServerParameters(command=sys.argv[1], args=["mcp"], env=dict(os.environ))
     async with stdio_client(params) as (read, write):
@@ -63,6 +70,12 @@ async def main() -> None:
             async with anyio.create_task_group() as tg:
                 for i, (tool, args) in enumerate(calls):
                     tg.start_soon(call, i, tool, args)
+            if mode == "hold":
+                with anyio.move_on_after(30):
+                    while not out["cancelled"]:
+                        await anyio.sleep(0.1)
+                # What was cancelled while the session was open (closing it cancels what is left).
+                out["cancelled_open"] = list(out["cancelled"])
             if sys.argv[4:] == ["roots-changed"]:
                 await session.send_roots_list_changed()
                 with anyio.move_on_after(30):

@@ -13,8 +13,10 @@
 //! `{"reply": K, "result": R}` or `{"reply": K, "error": {"code": C, "message": S}}`. At most [`MAX_PENDING`]
 //! requests of a session wait at once (more are refused at once), a reply is bounded by the bridge's line bound,
 //! a reply to a request not waiting is ignored, and a request still waiting when the session ends is answered
-//! with an error. The client's `notifications/roots/list_changed` reaches each session that declared its roots
-//! as `{"notify": "roots/list_changed"}`, which the bridge sends on to its server.
+//! with an error. A request the server cancels (`notifications/cancelled`: its call was cancelled) is said as
+//! `{"event": "request_cancelled", "request_id": K}`, and the runner stops asking the client. The client's
+//! `notifications/roots/list_changed` reaches each session that declared its roots as
+//! `{"notify": "roots/list_changed"}`, which the bridge sends on to its server.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -124,9 +126,16 @@ pub(crate) struct Forwarded {
     pub(crate) params: Value,
 }
 
-impl Forwarded {
-    /// The request of an event line without a call id, when it is one.
-    pub(crate) fn of(line: &[u8]) -> Option<Forwarded> {
+/// What a bridge's line without a call id may say (runner side).
+#[derive(Debug)]
+pub(crate) enum FromBridge {
+    Request(Forwarded),
+    /// The server cancelled its request of this id.
+    Cancelled(u64),
+}
+
+impl FromBridge {
+    pub(crate) fn of(line: &[u8]) -> Option<FromBridge> {
         #[derive(Deserialize)]
         struct Event {
             event: String,
@@ -134,10 +143,11 @@ impl Forwarded {
             rest: Value,
         }
         let e: Event = serde_json::from_slice(line).ok()?;
-        if e.event != "request" {
-            return None;
+        match e.event.as_str() {
+            "request" => serde_json::from_value(e.rest).ok().map(FromBridge::Request),
+            "request_cancelled" => e.rest.get("request_id")?.as_u64().map(FromBridge::Cancelled),
+            _ => None,
         }
-        serde_json::from_value(e.rest).ok()
     }
 }
 
@@ -196,8 +206,15 @@ impl Waiting {
         }
     }
 
-    /// Hand the request to the runner (`write` writes the line) and wait for its reply.
-    pub(crate) async fn ask(&self, method: &str, params: Value, write: impl FnOnce(&Value)) -> Result<Value, Refusal> {
+    /// Hand the request to the runner (`write` writes a line) and wait for its reply, or until `cancelled` (the
+    /// server cancelled it), which the runner is told.
+    pub(crate) async fn ask(
+        &self,
+        method: &str,
+        params: Value,
+        write: impl Fn(&Value),
+        cancelled: impl Future<Output = ()>,
+    ) -> Result<Value, Refusal> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -215,7 +232,16 @@ impl Waiting {
         }
         let _slot = Slot(self, id);
         write(&request_line(id, method, params));
-        rx.await.unwrap_or_else(|_| Err(ended()))
+        tokio::select! {
+            out = rx => out.unwrap_or_else(|_| Err(ended())),
+            _ = cancelled => {
+                write(&json!({"event": "request_cancelled", "request_id": id}));
+                Err(Refusal {
+                    code: INTERNAL_ERROR,
+                    message: "cancelled by the server".into(),
+                })
+            }
+        }
     }
 
     /// The runner's reply to request `id`; one to a request not waiting is ignored.
@@ -259,6 +285,7 @@ pub(crate) fn attributed(server: &str, method: &str, mut params: Value) -> Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::pending;
 
     #[test]
     fn caps_round_trip_by_name() {
@@ -279,7 +306,10 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let asked = {
             let (w, tx) = (w.clone(), tx.clone());
-            tokio::spawn(async move { w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap()).await })
+            tokio::spawn(async move {
+                w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap(), pending())
+                    .await
+            })
         };
         let line = rx.recv().await.unwrap();
         let id = line["request_id"].as_u64().unwrap();
@@ -289,12 +319,18 @@ mod tests {
         assert_eq!(asked.await.unwrap(), Ok(json!({"roots": []})));
         let late = {
             let w = w.clone();
-            tokio::spawn(async move { w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap()).await })
+            tokio::spawn(async move {
+                w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap(), pending())
+                    .await
+            })
         };
         rx.recv().await.unwrap();
         w.end();
         assert_eq!(late.await.unwrap().unwrap_err().code, INTERNAL_ERROR);
-        assert!(w.ask("roots/list", json!({}), |_| panic!("not sent")).await.is_err());
+        assert!(w
+            .ask("roots/list", json!({}), |_| panic!("not sent"), pending())
+            .await
+            .is_err());
     }
 
     #[tokio::test]
@@ -304,14 +340,17 @@ mod tests {
         let waiting: Vec<_> = (0..MAX_PENDING)
             .map(|_| {
                 let (w, tx) = (w.clone(), tx.clone());
-                tokio::spawn(async move { w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap()).await })
+                tokio::spawn(async move {
+                    w.ask("roots/list", json!({}), |l| tx.send(l.clone()).unwrap(), pending())
+                        .await
+                })
             })
             .collect();
         for _ in 0..MAX_PENDING {
             rx.recv().await.unwrap();
         }
         let over = w
-            .ask("roots/list", json!({}), |_| panic!("not sent"))
+            .ask("roots/list", json!({}), |_| panic!("not sent"), pending())
             .await
             .unwrap_err();
         assert!(over.message.contains("already wait"), "{over:?}");
@@ -324,10 +363,14 @@ mod tests {
     #[test]
     fn lines_are_read_and_bounded() {
         let l = serde_json::to_vec(&request_line(3, "roots/list", json!({}))).unwrap();
-        let f = Forwarded::of(&l).unwrap();
+        let Some(FromBridge::Request(f)) = FromBridge::of(&l) else {
+            panic!()
+        };
         assert_eq!((f.request_id, f.method.as_str()), (3, "roots/list"));
-        assert!(Forwarded::of(br#"{"event":"other","request_id":1,"method":"x"}"#).is_none());
-        assert!(Forwarded::of(br#"{"type":"log","call_id":"c"}"#).is_none());
+        let c = FromBridge::of(br#"{"event":"request_cancelled","request_id":3}"#);
+        assert!(matches!(c, Some(FromBridge::Cancelled(3))), "{c:?}");
+        assert!(FromBridge::of(br#"{"event":"other","request_id":1,"method":"x"}"#).is_none());
+        assert!(FromBridge::of(br#"{"type":"log","call_id":"c"}"#).is_none());
         let big = "x".repeat(super::super::bridge::MAX_LINE);
         let r: Value = serde_json::from_slice(&reply_line(4, Ok(json!({"text": big})))).unwrap();
         assert_eq!(r["reply"], 4);

@@ -361,11 +361,7 @@ impl Handler {
         params: Value,
         context: RequestContext<RoleClient>,
     ) -> Result<T, ErrorData> {
-        let out = tokio::select! {
-            out = self.asks.ask(method, params, out_line) => out,
-            _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled by the server", None)),
-        };
-        match out {
+        match self.asks.ask(method, params, out_line, context.ct.cancelled()).await {
             Ok(v) => serde_json::from_value(v).map_err(|e| {
                 ErrorData::internal_error(format!("the client's answer to {method} is not valid: {e}"), None)
             }),

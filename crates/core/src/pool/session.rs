@@ -16,7 +16,7 @@
 
 use super::{Job, WorkerSpec};
 use crate::error::{CallError, Detail, ErrorCode};
-use crate::mcp_servers::asks::{self, Caps, ClientAsks, Forwarded, Refusal};
+use crate::mcp_servers::asks::{self, Caps, ClientAsks, Forwarded, FromBridge, Refusal};
 use crate::mcp_servers::bridge::read_line;
 use crate::spawn;
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
@@ -179,15 +179,19 @@ struct Tagged<'a> {
 async fn read_events(shared: Arc<Shared>, mut child: Child, stdout: ChildStdout, pgid: i32, stdin: Input) {
     let mut r = BufReader::new(stdout);
     let mut exit = None;
-    let mut answers = tokio::task::JoinSet::new();
+    let mut answers = Answers::default();
     loop {
         tokio::select! {
             line = read_line(&mut r) => match line {
-                Ok(Some(line)) => {
-                    if let Some(f) = route(&shared, line).await.and_then(|l| Forwarded::of(&l)) {
-                        ask(&shared, &stdin, &mut answers, f);
+                Ok(Some(line)) => match route(&shared, line).await.and_then(|l| FromBridge::of(&l)) {
+                    Some(FromBridge::Request(f)) => ask(&shared, &stdin, &mut answers, f),
+                    Some(FromBridge::Cancelled(id)) => {
+                        if let Some(h) = answers.asked.remove(&id) {
+                            h.abort();
+                        }
                     }
-                }
+                    None => {}
+                },
                 Ok(None) | Err(_) => break,
             },
             s = awt_sys::reap::wait(&mut child) => {
@@ -237,14 +241,22 @@ async fn route(shared: &Shared, mut line: Vec<u8>) -> Option<Vec<u8>> {
     None
 }
 
+/// The server's requests being answered, by request id; dropped (the session ended), every one is abandoned.
+#[derive(Default)]
+struct Answers {
+    set: tokio::task::JoinSet<()>,
+    asked: HashMap<u64, tokio::task::AbortHandle>,
+}
+
 /// A request of the server to its client: to the front's handler when its client declared the capability (an
 /// elicitation's message naming the server), else refused; the reply goes to the bridge whatever happens.
-fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut tokio::task::JoinSet<()>, f: Forwarded) {
-    while answers.try_join_next().is_some() {}
+fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut Answers, f: Forwarded) {
+    while answers.set.try_join_next().is_some() {}
+    answers.asked.retain(|_, h| !h.is_finished());
     let refused =
         |code, message: String| -> asks::Answer { Box::pin(std::future::ready(Err(Refusal { code, message }))) };
     let answer = match &shared.asks {
-        _ if answers.len() >= asks::MAX_PENDING => refused(
+        _ if answers.set.len() >= asks::MAX_PENDING => refused(
             asks::INTERNAL_ERROR,
             format!(
                 "{} requests of the MCP server '{}' already wait for the client",
@@ -262,12 +274,13 @@ fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut tokio::task::JoinSet<(
         ),
     };
     let (id, stdin) = (f.request_id, stdin.clone());
-    answers.spawn(async move {
+    let h = answers.set.spawn(async move {
         let line = asks::reply_line(id, answer.await);
         if let Some(w) = stdin.lock().await.as_mut() {
             let _ = w.write_all(&line).await;
         }
     });
+    answers.asked.insert(id, h);
 }
 
 /// That a server asked the client, said without what it asked (which may hold secrets): on the runner's log and

@@ -4,8 +4,8 @@
 //! request of this server.
 
 use awt_core::mcp_servers::asks::{Answer, Caps, ClientAsks, Refusal, ServerRequests, INTERNAL_ERROR};
-use rmcp::model::ServerRequest;
-use rmcp::service::{Peer, ServiceError};
+use rmcp::model::{CancelledNotificationParam, RequestId, ServerRequest};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use rmcp::RoleServer;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -39,6 +39,26 @@ pub(super) fn of(peer: &Peer<RoleServer>) -> Option<ClientAsks> {
     })
 }
 
+/// A request sent to the client: dropped before its answer (the server cancelled it, or its session ended), the
+/// client is told it is no longer wanted.
+struct Asked {
+    peer: Option<Peer<RoleServer>>,
+    id: RequestId,
+}
+
+impl Drop for Asked {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let note = CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the MCP server that asked cancelled it".into()),
+        );
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { peer.notify_cancelled(note).await });
+        }
+    }
+}
+
 impl ServerRequests for Client {
     fn declared(&self) -> Caps {
         self.caps
@@ -57,7 +77,22 @@ impl ServerRequests for Client {
                     message: format!("the parameters of {method} are not valid"),
                 });
             };
-            match peer.send_request(request).await {
+            let sent = peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await;
+            let out = match sent {
+                Ok(handle) => {
+                    let mut asked = Asked {
+                        peer: Some(peer.clone()),
+                        id: handle.id.clone(),
+                    };
+                    let out = handle.await_response().await;
+                    asked.peer = None;
+                    out
+                }
+                Err(e) => Err(e),
+            };
+            match out {
                 Ok(result) => serde_json::to_value(result).map_err(|e| Refusal {
                     code: INTERNAL_ERROR,
                     message: format!("the client's answer to {method}: {e}"),
