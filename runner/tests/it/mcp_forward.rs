@@ -165,7 +165,10 @@ fn a_request_the_server_cancels_is_cancelled_at_our_client() {
         json!(["MCP server 'asking' asks: Which colour?"]),
         "{v}"
     );
-    assert_eq!(v["cancelled_open"], v["asked"]["elicit"], "our client was not told: {v}");
+    assert_eq!(
+        v["cancelled_open"], v["asked"]["elicit"],
+        "our client was not told: {v}"
+    );
 }
 
 /// A client that declared none of them: the session declares none, and the server meets the old answers.
