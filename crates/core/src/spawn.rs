@@ -53,11 +53,38 @@ pub(crate) fn start_tool_with(
     sandbox: Option<&crate::sandbox::Plan>,
     handover: &[Handover<'_>],
 ) -> Result<Started, CallError> {
+    start_forwarding(file, dirs, mode, env, cwd, sandbox, handover, &[])
+}
+
+/// An MCP server's session (`--serve`) whose bridge declares to the server the client capabilities `forward`
+/// ([`crate::mcp_servers::asks`]); otherwise [`start_tool_with`].
+pub(crate) fn start_session(
+    file: &ToolFile,
+    dirs: &Dirs,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: &crate::sandbox::Plan,
+    forward: &[&str],
+) -> Result<Started, CallError> {
+    start_forwarding(file, dirs, Purpose::Serve, env, cwd, Some(sandbox), &[], forward)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start_forwarding(
+    file: &ToolFile,
+    dirs: &Dirs,
+    mode: Purpose<'_>,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+    sandbox: Option<&crate::sandbox::Plan>,
+    handover: &[Handover<'_>],
+    forward: &[&str],
+) -> Result<Started, CallError> {
     if let Some(e) = not_installed(file, sandbox) {
         return Err(e);
     }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
-    let spec = bridge_spec(file).map_err(explain)?;
+    let spec = bridge_spec(file, forward).map_err(explain)?;
     let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
     let p = Prepared {
         handover: &handover,
@@ -96,7 +123,7 @@ pub(crate) async fn start_tool_async_with(
         return Err(e);
     }
     let explain = |e: io::Error| spawn_failed(file, dirs, &e);
-    let spec = bridge_spec(file).map_err(explain)?;
+    let spec = bridge_spec(file, &[]).map_err(explain)?;
     let (handover, prepared) = begin(file, dirs, mode, env, cwd, sandbox, handover, spec.as_ref()).map_err(explain)?;
     let waits = prepared.confined.as_ref().is_some_and(|c| c.pid_ns.is_some());
     if !waits {
@@ -166,9 +193,9 @@ fn not_installed(file: &ToolFile, sandbox: Option<&crate::sandbox::Plan>) -> Opt
 }
 
 /// The description an MCP server's bridge is handed ([`crate::mcp_servers::spec_fd`]); `None` for other tools.
-fn bridge_spec(file: &ToolFile) -> io::Result<Option<std::os::fd::OwnedFd>> {
+fn bridge_spec(file: &ToolFile, forward: &[&str]) -> io::Result<Option<std::os::fd::OwnedFd>> {
     match (&file.launch, &file.mcp) {
-        (Launch::Mcp, Some(decl)) => crate::mcp_servers::spec_fd::make(&decl.bridge_arg()).map(Some),
+        (Launch::Mcp, Some(decl)) => crate::mcp_servers::spec_fd::make(&decl.bridge_arg(forward)).map(Some),
         _ => Ok(None),
     }
 }

@@ -13,6 +13,8 @@
 //!   `log` events (and its stderr lines, at `debug`) as `notifications/message` at or above the level the client
 //!   set (`logging/setLevel`; `info` until it does), with the tool's name as `logger`.
 //! - `notifications/cancelled` ends the call's process group.
+//! - A declared MCP server's own requests (`sampling/createMessage`, `elicitation/create`, `roots/list`) reach
+//!   this server's client when it declared the capability ([`client_asks`]); its elicitations name the server.
 //! - Tier folders (and the permissions file) are polled every second; a change sends
 //!   `notifications/tools/list_changed`.
 //! - Revisions: 2025-11-25 and older ([`REVISIONS`]). Bad lines (not JSON, not UTF-8, over 16 MiB) are answered
@@ -23,6 +25,7 @@
 // rmcp marks logging deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which this server speaks, has it.
 #![allow(deprecated)]
 
+mod client_asks;
 mod outbox;
 mod tasks;
 
@@ -91,6 +94,8 @@ pub struct Server {
     hint: Arc<Mutex<Option<String>>>,
     /// The schema names of background-eligible actions, from the last listing (MCP tasks: `taskSupport`).
     eligible: Arc<Mutex<HashSet<String>>>,
+    /// Who answers the declared servers' requests to their client: this connection's client, once it is known.
+    asks: Arc<std::sync::OnceLock<Option<awt_core::mcp_servers::asks::ClientAsks>>>,
 }
 
 /// A listing and the state of the folders it was made from.
@@ -109,6 +114,7 @@ impl Server {
             level: Arc::new(Mutex::new(LoggingLevel::Info)),
             hint: Arc::default(),
             eligible: Arc::default(),
+            asks: Arc::default(),
         }
     }
 
@@ -237,6 +243,7 @@ impl Server {
         use_tool::drop_strict_nulls(&target.action().input_schema, &mut args);
         let opts = CallOptions {
             timeout: self.opts.timeout,
+            server_requests: self.asks.get_or_init(|| client_asks::of(&ctx.peer)).clone(),
             ..Default::default()
         };
         let output_object = target
@@ -506,6 +513,13 @@ impl ServerHandler for Server {
             "server/discover is a 2026-07-28 method; this server speaks MCP 2025-11-25 and older: use initialize",
             None,
         ))
+    }
+
+    /// Sent on to the servers whose sessions declared this client's roots.
+    async fn on_roots_list_changed(&self, _context: rmcp::service::NotificationContext<RoleServer>) {
+        if let (Some(pool), Some(Some(asks))) = (&self.runner.pool, self.asks.get()) {
+            pool.roots_changed(asks);
+        }
     }
 
     async fn set_level(

@@ -1,13 +1,30 @@
 """An MCP server (official Python SDK) whose one tool sends the client a request of its own: roots/list,
 elicitation/create or sampling/createMessage, and says what came back (runner/tests/it/mcp_forward.rs)."""
 
+import json
 import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import SamplingMessage, TextContent, ToolAnnotations
+from mcp.types import NotificationParams, SamplingMessage, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 warnings.simplefilter("ignore")
 server = MCPServer("asking-test")
+roots_changed = 0
+
+
+async def on_roots_changed(ctx, params) -> None:
+    global roots_changed
+    roots_changed += 1
+
+
+server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams, on_roots_changed)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def changes() -> str:
+    """How many times the client said its roots changed."""
+    return str(roots_changed)
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -29,6 +46,34 @@ async def ask(what: str, ctx: Context) -> str:
     except Exception as e:  # the client's refusal, as the server meets it
         return f"{what} refused: {e}"
     return f"unknown request {what}"
+
+
+class Colour(BaseModel):
+    c: str
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def everything(ctx: Context) -> str:
+    """Ask the client for its roots, a sampled message and a colour; say what came back, as JSON."""
+    out: dict = {}
+    try:
+        r = await ctx.session.list_roots()
+        out["roots"] = [{"uri": str(x.uri), "name": x.name} for x in r.roots]
+    except Exception as e:
+        out["roots"] = f"refused: {e}"
+    try:
+        r = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text="say hi"))], max_tokens=5
+        )
+        out["sample"] = {"model": r.model, "text": getattr(r.content, "text", None)}
+    except Exception as e:
+        out["sample"] = f"refused: {e}"
+    try:
+        r = await ctx.elicit("Which colour?", Colour)
+        out["elicit"] = {"action": r.action, "data": r.data.model_dump() if r.action == "accept" else None}
+    except Exception as e:
+        out["elicit"] = f"refused: {e}"
+    return json.dumps(out)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,10 @@ pub struct CallOptions {
     pub check_only: bool,
     /// How a gated action that asks a human gets its answer ([`approve::Approval`]).
     pub approval: approve::Approval,
+    /// Who answers the requests of MCP servers to their client (a front door's own MCP client); `None`: no
+    /// capability is declared to servers ([`crate::mcp_servers::asks`]). Give every call of one client the same
+    /// handler: its identity is part of a server session's key.
+    pub server_requests: Option<crate::mcp_servers::asks::ClientAsks>,
 }
 
 /// A tool that was found and described.

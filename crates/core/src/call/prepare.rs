@@ -27,11 +27,13 @@ pub(crate) enum Route {
     OneShot { env: Vec<(OsString, OsString)> },
     /// A persistent worker of the runner's pool (protocol.md §9), keyed by this environment and the anima's
     /// sandbox grants. `perms` (what the gate read) plans a new worker's sandbox; `worker_sandbox` receives the
-    /// sandbox of the worker that ran the call, for its audit line.
+    /// sandbox of the worker that ran the call, for its audit line. `asks` answers an MCP server's requests to
+    /// its client.
     Pooled {
         env: Vec<(OsString, OsString)>,
         perms: Box<Result<LoadedPermissions, PermissionsError>>,
         worker_sandbox: std::sync::Mutex<Option<Value>>,
+        asks: Option<crate::mcp_servers::asks::ClientAsks>,
     },
 }
 
@@ -164,6 +166,7 @@ impl<'r> Target<'r> {
                 env,
                 perms: Box::new(perms),
                 worker_sandbox: Default::default(),
+                asks: opts.server_requests.clone(),
             },
             false => Route::OneShot { env },
         };

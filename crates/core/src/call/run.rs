@@ -66,6 +66,7 @@ impl PreparedCall<'_> {
                 env,
                 perms,
                 worker_sandbox,
+                asks,
             } => {
                 let pool = runner
                     .pool
@@ -82,6 +83,7 @@ impl PreparedCall<'_> {
                     plan: &plan,
                     sandbox_seen: worker_sandbox,
                     broker: self.broker.as_ref().map(|b| b.call(runner, &file.name)),
+                    asks: asks.as_ref(),
                 };
                 let job = Job {
                     tool: &file.name,

@@ -10,7 +10,9 @@
 //!
 //! `--serve` is a session ([`crate::pool::session`]), not a §9 worker: requests are taken while others are in
 //! flight, each a `tools/call` of its own id, and `{"cancel": call_id}` cancels one of them in the server. A
-//! stdout line of the server that is not JSON-RPC is skipped and counted.
+//! stdout line of the server that is not JSON-RPC is skipped and counted. A session whose description names
+//! client capabilities (`"forward"`) declares them to the server and hands the server's requests to the runner
+//! ([`super::asks`]: `request` lines out, `reply` lines in).
 
 use super::client::{Client, Fault};
 use serde::Deserialize;
@@ -43,6 +45,9 @@ pub(super) struct Spec {
     timeout_s: Option<f64>,
     #[serde(default)]
     short_names: bool,
+    /// The client capabilities a session declares to the server ([`super::asks`]).
+    #[serde(default)]
+    pub(super) forward: Vec<String>,
 }
 
 /// The bridge's `main`; the exit code of the process.
@@ -356,7 +361,9 @@ async fn renamed(client: &Client, spec: &Spec) -> HashMap<String, String> {
         .collect()
 }
 
-/// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight.
+/// One request line from the runner: a call (§4), or, in `--serve`, `{"cancel": call_id}` for a call in flight,
+/// or the reply to a request of the server (`{"reply": K, "result": R}` or `{"reply": K, "error": E}`), or
+/// `{"notify": "roots/list_changed"}` (the client's roots changed).
 #[derive(Debug, Deserialize)]
 struct Request {
     #[serde(default)]
@@ -365,6 +372,20 @@ struct Request {
     context: Context,
     #[serde(default)]
     cancel: Option<String>,
+    #[serde(default)]
+    reply: Option<u64>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<ReplyError>,
+    #[serde(default)]
+    notify: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplyError {
+    code: i64,
+    message: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -525,8 +546,10 @@ async fn serve(spec: &Spec) -> i32 {
             }
         };
         let req = match line {
-            // The session's end: the calls in flight finish first (§9), unless the runner ends the bridge.
+            // The session's end: the calls in flight finish first (§9), unless the runner ends the bridge; the
+            // server's requests to the client can no longer be answered.
             Ok(None) => {
+                client.asks.end();
                 tokio::select! {
                     _ = client.idle() => {}
                     _ = terminated(&mut term) => client.cancel_all().await,
@@ -550,6 +573,21 @@ async fn serve(spec: &Spec) -> i32 {
             client.cancel_call(call_id).await;
             continue;
         }
+        if let Some(id) = req.reply {
+            let out = match req.error {
+                Some(e) => Err(super::asks::Refusal {
+                    code: e.code,
+                    message: e.message,
+                }),
+                None => Ok(req.result.unwrap_or(Value::Null)),
+            };
+            client.asks.reply(id, out);
+            continue;
+        }
+        if req.notify.as_deref() == Some("roots/list_changed") {
+            client.roots_changed().await;
+            continue;
+        }
         let c = client.clone();
         let names = names.clone();
         tokio::spawn(async move {
@@ -560,6 +598,7 @@ async fn serve(spec: &Spec) -> i32 {
             }
         });
     };
+    client.asks.end();
     client.stray_note();
     shut(&client, child).await;
     code

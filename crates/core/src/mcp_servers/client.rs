@@ -8,10 +8,16 @@
 //! order the server wrote them (rmcp hands each notification to a task of its own, which may run after the answer
 //! it preceded, and a progress event after a call's final event is lost).
 
+// rmcp marks sampling and roots deprecated for the 2026-07-28 draft (SEP-2577); 2025-11-25, which the bridge
+// speaks, has them.
+#![allow(deprecated)]
+
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientNotification, ClientRequest, ElicitRequestParams, ElicitResult, ErrorCode, ErrorData,
-    Implementation, JsonRpcMessage, ListToolsRequest, PaginatedRequestParams, RequestId,
+    ClientConfig, ClientNotification, ClientRequest, CreateMessageRequestMethod, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorCode, ErrorData,
+    FormElicitationCapability, Implementation, JsonRpcMessage, ListRootsResult, ListToolsRequest,
+    PaginatedRequestParams, RequestId, RootsCapabilities, SamplingCapability,
 };
 use rmcp::service::{
     NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService, RxJsonRpcMessage,
@@ -27,6 +33,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 
+use super::asks::{Caps, Waiting};
 use super::bridge::{out_line, MAX_LINE};
 
 /// Why a request came to nothing.
@@ -89,10 +96,13 @@ pub(super) struct Client {
     pipes: Mutex<Option<(ChildStdin, ChildStdout)>>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>,
     peer: OnceLock<Peer<RoleClient>>,
+    /// The server's requests to the client, waiting for the runner (a session's; none elsewhere).
+    pub(super) asks: Arc<Waiting>,
 }
 
 impl Client {
-    /// Start the server; the session begins with [`Client::initialize`].
+    /// Start the server; the session begins with [`Client::initialize`]. Only a session (`tag`) forwards the
+    /// server's requests to the client, when its description names the capabilities.
     pub(super) fn start(spec: &super::bridge::Spec, tag: bool) -> Result<(Arc<Client>, Child), String> {
         let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
@@ -126,6 +136,11 @@ impl Client {
             pipes: Mutex::new(Some((stdin, stdout))),
             service: tokio::sync::Mutex::new(None),
             peer: OnceLock::new(),
+            asks: Arc::new(Waiting::new(if tag {
+                Caps::from_names(&spec.forward)
+            } else {
+                Caps::default()
+            })),
         });
         Ok((client, child))
     }
@@ -145,7 +160,10 @@ impl Client {
             line: Vec::new(),
             write: Arc::new(tokio::sync::Mutex::new(Some(stdin))),
         };
-        let service = match tokio::time::timeout(within, rmcp::serve_client(Handler, transport)).await {
+        let handler = Handler {
+            asks: self.asks.clone(),
+        };
+        let service = match tokio::time::timeout(within, rmcp::serve_client(handler, transport)).await {
             Err(_) => {
                 return Err(Fault::Broken(format!(
                     "the MCP server '{}' did not answer initialize within {} s",
@@ -261,6 +279,13 @@ impl Client {
         }
     }
 
+    /// Tell the server that the client's roots changed, when the session declared them.
+    pub(super) async fn roots_changed(&self) {
+        if let (true, Ok(peer)) = (self.asks.caps.roots, self.peer()) {
+            let _ = peer.notify_roots_list_changed().await;
+        }
+    }
+
     /// Tell the server a request is no longer wanted (its answer, if any, is ignored).
     async fn cancel(&self, route: Route) {
         if let Some(tx) = route.cancelled {
@@ -320,21 +345,76 @@ impl Client {
     }
 }
 
-/// What the bridge answers the server's own requests: `ping` and `roots/list` (none) as rmcp does; sampling and
-/// elicitation are refused (rmcp's default would decline an elicitation, as if a user had).
-struct Handler;
+/// What the bridge answers the server's own requests: `ping` as rmcp does; `sampling/createMessage`,
+/// `elicitation/create` (form mode) and `roots/list` go to the runner when the session declared them
+/// ([`super::asks`]); else `roots/list` gets none and the others are refused (rmcp's default would decline an
+/// elicitation, as if a user had).
+struct Handler {
+    asks: Arc<Waiting>,
+}
+
+impl Handler {
+    /// The client's answer to `method`, by way of the runner; the server's cancellation ends the wait.
+    async fn forward<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        context: RequestContext<RoleClient>,
+    ) -> Result<T, ErrorData> {
+        match self.asks.ask(method, params, out_line, context.ct.cancelled()).await {
+            Ok(v) => serde_json::from_value(v).map_err(|e| {
+                ErrorData::internal_error(format!("the client's answer to {method} is not valid: {e}"), None)
+            }),
+            Err(r) => Err(ErrorData::new(
+                ErrorCode(i32::try_from(r.code).unwrap_or(ErrorCode::INTERNAL_ERROR.0)),
+                r.message,
+                None,
+            )),
+        }
+    }
+}
+
+fn not_offered(what: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("{what} is not offered by animaworks-tool"),
+        None,
+    )
+}
 
 impl ClientHandler for Handler {
-    fn create_elicitation(
+    async fn create_message(
         &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> impl std::future::Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
-        std::future::ready(Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            "elicitation/create is not offered by animaworks-tool",
-            None,
-        )))
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        if !self.asks.caps.sampling {
+            return Err(ErrorData::method_not_found::<CreateMessageRequestMethod>());
+        }
+        let params = serde_json::to_value(params).unwrap_or(Value::Null);
+        self.forward("sampling/createMessage", params, context).await
+    }
+
+    async fn list_roots(&self, context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        if !self.asks.caps.roots {
+            return Ok(ListRootsResult::default());
+        }
+        self.forward("roots/list", json!({}), context).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if !self.asks.caps.elicitation {
+            return Err(not_offered("elicitation/create"));
+        }
+        if !matches!(request, ElicitRequestParams::FormElicitationParams { .. }) {
+            return Err(not_offered("elicitation/create in url mode"));
+        }
+        let params = serde_json::to_value(request).unwrap_or(Value::Null);
+        self.forward("elicitation/create", params, context).await
     }
 
     fn on_cancelled(
@@ -346,8 +426,23 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
+        let caps = self.asks.caps;
+        let mut declared = ClientCapabilities::default();
+        if caps.sampling {
+            declared.sampling = Some(SamplingCapability::default());
+        }
+        if caps.elicitation {
+            let mut e = ElicitationCapability::default();
+            e.form = Some(FormElicitationCapability::default());
+            declared.elicitation = Some(e);
+        }
+        if caps.roots {
+            let mut r = RootsCapabilities::default();
+            r.list_changed = Some(true);
+            declared.roots = Some(r);
+        }
         let mut c = ClientConfig::new(
-            ClientCapabilities::default(),
+            declared,
             Implementation::new("animaworks-tool", env!("CARGO_PKG_VERSION")),
         );
         if let Ok(v) = serde_json::from_value(json!(PROTOCOL_REVISION)) {

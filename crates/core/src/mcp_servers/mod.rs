@@ -13,6 +13,7 @@
 //! - AnimaWorks' `config.json` `anima_defaults.extra_mcp_servers` (the servers every anima has): common tier;
 //! - the anima's `status.json` `extra_mcp_servers` (AnimaWorks' per-anima override): personal tier.
 
+pub mod asks;
 pub mod bridge;
 mod client;
 mod content;
@@ -82,8 +83,9 @@ impl Declared {
     }
 
     /// What the bridge is told on its command line: how to start the server (no secret: credentials reach it
-    /// through the environment the pipeline builds).
-    pub fn bridge_arg(&self) -> String {
+    /// through the environment the pipeline builds), and the client capabilities `forward` a session declares to
+    /// it ([`asks`]).
+    pub fn bridge_arg(&self, forward: &[&str]) -> String {
         let (command, args) = match &self.install {
             install::Install::Installed { command, args, .. } => (command, args),
             _ => (&self.spec.command, &self.spec.args),
@@ -96,6 +98,7 @@ impl Declared {
             "handshake_s": self.spec.handshake_s,
             "timeout_s": self.spec.timeout_s,
             "short_names": self.spec.short_names,
+            "forward": forward,
         })
         .to_string()
     }

@@ -45,6 +45,8 @@ pub struct WorkerSpec<'a> {
         crate::broker::Ledger,
         crate::policy::mask::LateSecrets,
     )>,
+    /// Who answers an MCP server's requests to its client (its session declares what that client declared).
+    pub asks: Option<&'a crate::mcp_servers::asks::ClientAsks>,
 }
 
 /// The pool's limits.
@@ -144,6 +146,11 @@ impl WorkerPool {
     /// Process ids of the live sessions of the MCP server `name`.
     pub fn session_pids(&self, name: &str) -> Vec<u32> {
         self.inner.sessions.pids(name)
+    }
+
+    /// The MCP client behind `asks` says its roots changed: the servers whose sessions declared them hear it.
+    pub fn roots_changed(&self, asks: &crate::mcp_servers::asks::ClientAsks) {
+        self.inner.sessions.roots_changed(asks)
     }
 
     /// Run one call of a persistent tool on a worker (an MCP server's on its session). `job.request` is the §4

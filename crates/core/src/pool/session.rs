@@ -10,12 +10,15 @@
 //! ends its process group.
 //!
 //! Between the pool and the bridge: a request line (§4) starts a call, `{"cancel": call_id}` cancels one; every
-//! event line carries its `call_id` and is handed to that call's reader.
+//! event line carries its `call_id` and is handed to that call's reader. A line without one may be a request of
+//! the server to its client, which the front door's handler answers ([`crate::mcp_servers::asks`]); the
+//! handler is part of the key, so a session declares to its server exactly what that front's client declared.
 
 use super::{Job, WorkerSpec};
 use crate::error::{CallError, Detail, ErrorCode};
+use crate::mcp_servers::asks::{self, Caps, ClientAsks, Forwarded, FromBridge, Refusal};
 use crate::mcp_servers::bridge::read_line;
-use crate::spawn::{self, Purpose};
+use crate::spawn;
 use crate::stream::{self, Cancel, Ending, EventLines, Finished, Observer, Stdout, Tail, LINGER};
 use awt_sys::process::{Child, ChildStdin, ChildStdout};
 use awt_sys::reap::{end_group, GroupGuard, GRACE};
@@ -44,6 +47,8 @@ struct Key {
     /// The declaration's digest: a changed declaration gets a new session.
     version: String,
     env: u64,
+    /// Who answers the server's requests to its client, and what that client declared.
+    asks: Option<(usize, Caps)>,
 }
 
 #[derive(Default)]
@@ -68,11 +73,16 @@ struct Shared {
     /// Ends the group when the session is dropped while its process runs (the runner ends, the session idled
     /// out or was replaced); disarmed by the reader once the group is ended and reaped.
     guard: Mutex<Option<GroupGuard>>,
+    server: String,
+    asks: Option<ClientAsks>,
 }
+
+/// The bridge's input: request, cancel and reply lines, each written whole.
+type Input = Arc<tokio::sync::Mutex<Option<ChildStdin>>>;
 
 struct Session {
     pid: u32,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    stdin: Input,
     shared: Arc<Shared>,
     sandbox: crate::sandbox::Plan,
     in_flight: AtomicUsize,
@@ -88,15 +98,8 @@ impl Drop for Session {
 impl Session {
     fn start(spec: &WorkerSpec<'_>) -> Result<Session, CallError> {
         let sandbox = (spec.plan)()?;
-        let started = spawn::start_tool_with(
-            spec.file,
-            spec.dirs,
-            Purpose::Serve,
-            spec.env,
-            spec.cwd,
-            Some(&sandbox),
-            &[],
-        );
+        let forward = spec.asks.map(|a| a.0.declared().names()).unwrap_or_default();
+        let started = spawn::start_session(spec.file, spec.dirs, spec.env, spec.cwd, &sandbox, &forward);
         let spawn::Started { mut child, pgid } = started?;
         let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
@@ -112,12 +115,15 @@ impl Session {
             tail: Mutex::new(Tail::default()),
             exit: Mutex::new(None),
             guard: Mutex::new(Some(GroupGuard::new(pgid))),
+            server: spec.file.name.clone(),
+            asks: spec.asks.cloned(),
         });
+        let stdin: Input = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
         tokio::spawn(drain_stderr(shared.clone(), stderr));
-        tokio::spawn(read_events(shared.clone(), child, stdout, pgid));
+        tokio::spawn(read_events(shared.clone(), child, stdout, pgid, stdin.clone()));
         Ok(Session {
             pid: pgid as u32,
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            stdin,
             shared,
             sandbox,
             in_flight: AtomicUsize::new(0),
@@ -167,15 +173,25 @@ struct Tagged<'a> {
     call_id: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// The session's reader: each event line to its call, until the bridge exits; then every call in flight learns
-/// it (its queue closes) and what is left of the group is ended.
-async fn read_events(shared: Arc<Shared>, mut child: Child, stdout: ChildStdout, pgid: i32) {
+/// The session's reader: each event line to its call, each request of the server to the front's handler, until
+/// the bridge exits; then every call in flight learns it (its queue closes), the requests still waiting are
+/// dropped (the bridge answers them with an error, or is gone), and what is left of the group is ended.
+async fn read_events(shared: Arc<Shared>, mut child: Child, stdout: ChildStdout, pgid: i32, stdin: Input) {
     let mut r = BufReader::new(stdout);
     let mut exit = None;
+    let mut answers = Answers::default();
     loop {
         tokio::select! {
             line = read_line(&mut r) => match line {
-                Ok(Some(line)) => route(&shared, line).await,
+                Ok(Some(line)) => match route(&shared, line).await.and_then(|l| FromBridge::of(&l)) {
+                    Some(FromBridge::Request(f)) => ask(&shared, &stdin, &mut answers, f),
+                    Some(FromBridge::Cancelled(id)) => {
+                        if let Some(h) = answers.asked.remove(&id) {
+                            h.abort();
+                        }
+                    }
+                    None => {}
+                },
                 Ok(None) | Err(_) => break,
             },
             s = awt_sys::reap::wait(&mut child) => {
@@ -189,6 +205,7 @@ async fn read_events(shared: Arc<Shared>, mut child: Child, stdout: ChildStdout,
             }
         }
     }
+    drop(answers);
     if exit.is_none() {
         exit = tokio::time::timeout(GRACE, awt_sys::reap::wait(&mut child))
             .await
@@ -204,12 +221,13 @@ async fn read_events(shared: Arc<Shared>, mut child: Child, stdout: ChildStdout,
     drop(child);
 }
 
-async fn route(shared: &Shared, mut line: Vec<u8>) {
+/// An event line to its call; a line without a call id is handed back.
+async fn route(shared: &Shared, mut line: Vec<u8>) -> Option<Vec<u8>> {
     let id = match serde_json::from_slice::<Tagged<'_>>(&line) {
         Ok(t) => t.call_id.map(|c| c.into_owned()),
         Err(_) => None,
     };
-    let Some(id) = id else { return };
+    let Some(id) = id else { return Some(line) };
     let tx = shared
         .calls
         .lock()
@@ -219,6 +237,63 @@ async fn route(shared: &Shared, mut line: Vec<u8>) {
     if let Some(tx) = tx {
         line.push(b'\n');
         let _ = tx.send(line).await;
+    }
+    None
+}
+
+/// The server's requests being answered, by request id; dropped (the session ended), every one is abandoned.
+#[derive(Default)]
+struct Answers {
+    set: tokio::task::JoinSet<()>,
+    asked: HashMap<u64, tokio::task::AbortHandle>,
+}
+
+/// A request of the server to its client: to the front's handler when its client declared the capability (an
+/// elicitation's message naming the server), else refused; the reply goes to the bridge whatever happens.
+fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut Answers, f: Forwarded) {
+    while answers.set.try_join_next().is_some() {}
+    answers.asked.retain(|_, h| !h.is_finished());
+    let refused =
+        |code, message: String| -> asks::Answer { Box::pin(std::future::ready(Err(Refusal { code, message }))) };
+    let answer = match &shared.asks {
+        _ if answers.set.len() >= asks::MAX_PENDING => refused(
+            asks::INTERNAL_ERROR,
+            format!(
+                "{} requests of the MCP server '{}' already wait for the client",
+                asks::MAX_PENDING,
+                shared.server
+            ),
+        ),
+        Some(a) if a.0.declared().covers(&f.method) => {
+            noted(shared, &f.method);
+            a.0.answer(&f.method, asks::attributed(&shared.server, &f.method, f.params))
+        }
+        _ => refused(
+            asks::METHOD_NOT_FOUND,
+            format!("{} is not offered by animaworks-tool to this session", f.method),
+        ),
+    };
+    let (id, stdin) = (f.request_id, stdin.clone());
+    let h = answers.set.spawn(async move {
+        let line = asks::reply_line(id, answer.await);
+        if let Some(w) = stdin.lock().await.as_mut() {
+            let _ = w.write_all(&line).await;
+        }
+    });
+    answers.asked.insert(id, h);
+}
+
+/// That a server asked the client, said without what it asked (which may hold secrets): on the runner's log and
+/// to every call in flight of the session.
+fn noted(shared: &Shared, method: &str) {
+    tracing::info!("the MCP server '{}' asked the client: {method}", shared.server);
+    let calls = shared.calls.lock().expect("calls lock");
+    for (call_id, tx) in calls.iter().flatten() {
+        let ev = serde_json::json!({"type": "log", "level": "info", "call_id": call_id,
+            "message": format!("the MCP server '{}' asked the MCP client: {method}", shared.server)});
+        let mut line = serde_json::to_vec(&ev).expect("JSON");
+        line.push(b'\n');
+        let _ = tx.try_send(line);
     }
 }
 
@@ -304,7 +379,9 @@ impl Sessions {
     ) -> Result<(Arc<Session>, Option<String>), CallError> {
         let mut slots = self.slots.lock().expect("sessions lock");
         // A declaration that changed: the sessions of its older versions are no longer handed out.
-        slots.retain(|k, _| k == key || k.file != key.file || k.server != key.server || k.env != key.env);
+        slots.retain(|k, _| {
+            k == key || k.file != key.file || k.server != key.server || k.env != key.env || k.asks != key.asks
+        });
         let slot = slots.entry(key.clone()).or_default();
         let mut note = None;
         slot.sessions.retain(|s| {
@@ -355,6 +432,7 @@ impl Sessions {
             server: spec.file.name.clone(),
             version: decl.digest(),
             env: h.finish(),
+            asks: spec.asks.map(ClientAsks::key),
         };
         let workers = decl.spec.workers.unwrap_or(1).max(1);
         let idle = decl.spec.idle_s.map(|s| Duration::from_secs_f64(s.clamp(0.1, 1e9)));
@@ -519,6 +597,23 @@ impl Sessions {
             ),
         };
         result.map_err(|e| session.sandbox.limits.explain(e))
+    }
+
+    /// The client of `asks` says its roots changed: every session that declared them to its server tells it.
+    pub(crate) fn roots_changed(&self, asks: &ClientAsks) {
+        let key = Some(asks.key()).filter(|(_, caps)| caps.roots);
+        if key.is_none() {
+            return;
+        }
+        let sessions: Vec<Arc<Session>> = {
+            let slots = self.slots.lock().expect("sessions lock");
+            let mine = slots.iter().filter(|(k, _)| k.asks == key);
+            mine.flat_map(|(_, s)| s.sessions.iter().filter(|s| !s.gone()).cloned())
+                .collect()
+        };
+        for s in sessions {
+            tokio::spawn(async move { s.write(asks::ROOTS_CHANGED).await });
+        }
     }
 
     /// Process ids of the live sessions of the server `name`.
