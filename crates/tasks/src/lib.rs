@@ -32,6 +32,7 @@ pub mod config;
 pub mod detached;
 pub mod files;
 pub mod identity;
+pub mod legacy_warning;
 pub mod mac;
 pub mod pending;
 pub mod pg;

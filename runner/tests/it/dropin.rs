@@ -1074,3 +1074,49 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
         "{line}"
     );
 }
+
+/// `submit`'s receipt without its id, and what it said on stderr.
+fn submitted(o: &Output) -> (serde_json::Value, String) {
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(o), stderr(o));
+    let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)));
+    let id = v["task_id"].as_str().unwrap().to_owned();
+    v["task_id"] = json!("ID");
+    v["message"] = json!(v["message"].as_str().unwrap().replace(&id, "ID"));
+    (v, stderr(o))
+}
+
+#[test]
+fn side_by_side_submit_warns_of_a_core_subcommand_that_is_not_long_running() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(&w.personal(), "cli_only_tool.py", "import json\ndef get_tool_schemas():\n    return []\nEXECUTION_PROFILE = {\"greet\": {\"expected_seconds\": 1}}\ndef cli_main(argv):\n    print(json.dumps(argv))\n");
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| original_cmd(&w, &venv).args(args).output().unwrap();
+    // A core module's subcommand (a legacy argv, and an action it lists), one that is long-running, one whose
+    // profile is keyed otherwise, and a personal module's (the original warns of core modules only).
+    for args in [
+        &["submit", "chatwork", "rooms"][..],
+        &["submit", "aws_collector", "--json", "metrics", "--cluster", "c"],
+        &["submit", "google_sheets", "read", "--spreadsheet-id", "s"],
+        &["submit", "chatwork", "sync"],
+        &["submit", "chatwork", "-n", "5"],
+        &["submit", "cli_only_tool", "greet"],
+    ] {
+        let (o, t) = (submitted(&ours(args)), submitted(&theirs(args)));
+        assert_eq!(o, t, "{args:?}");
+    }
+    let (_, said) = submitted(&theirs(&["submit", "chatwork", "rooms"]));
+    assert_eq!(
+        said,
+        "Warning: chatwork rooms is not marked as long-running (expected ~10s). Consider running directly instead.\n"
+    );
+}
