@@ -1120,3 +1120,123 @@ fn side_by_side_submit_warns_of_a_core_subcommand_that_is_not_long_running() {
         "Warning: chatwork rooms is not marked as long-running (expected ~10s). Consider running directly instead.\n"
     );
 }
+
+/// A `sitecustomize` for the original's venv (it keeps that venv's own line) in which AnimaWorks' vector store
+/// (its server's, in real use) holds one [ACTION-RULE] close enough to any side-effect call, and one too far. All
+/// the rest is AnimaWorks' own code: which subcommands have rules, the `knowledge/` folder, the threshold, the
+/// rendering.
+const ACTION_RULE_SEARCH: &str = r#"
+import importlib.abc, importlib.util, sys, typing
+
+import typing_extensions
+
+typing.TypedDict = typing_extensions.TypedDict
+
+
+class _Found:
+    def __init__(self, doc_id, content, score):
+        self.doc_id, self.content, self.score = doc_id, content, score
+
+
+def _search(self, tool_name, query, anima_name, top_k=3, min_score=0.80):
+    return [_Found("knowledge/far.md", "not close enough", 0.5),
+            _Found("knowledge/mail.md", "[ACTION-RULE] CC the boss (" + tool_name + " | " + query + ")", 0.91)]
+
+
+def _nothing(self, *args, **kwargs):
+    return None
+
+
+def _vector_registry(m):
+    m.get_vector_store = lambda anima_name=None: object()
+
+
+def _indexer(m):
+    m.MemoryIndexer.__init__ = _nothing
+
+
+def _retriever(m):
+    m.MemoryRetriever.__init__ = _nothing
+    m.MemoryRetriever.search_action_rules = _search
+
+
+_PATCHES = {"core.memory.rag.vector_registry": _vector_registry, "core.memory.rag.indexer": _indexer,
+            "core.memory.rag.retriever": _retriever}
+
+
+class _Patch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Patch())
+"#;
+
+#[test]
+fn side_by_side_a_side_effect_subcommand_shows_the_animas_action_rules() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    let site = w.tmp.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("sitecustomize.py"), ACTION_RULE_SEARCH).unwrap();
+    std::fs::create_dir_all(w.anima.join("knowledge")).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"external_tools": {"allow": ["chatwork_send"]}}"#,
+    )
+    .unwrap();
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("PYTHONPATH", &site)
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| {
+        original_cmd(&w, &venv)
+            .env("PYTHONPATH", &site)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let seen = |o: &Output| (o.status.code(), stdout(o), stderr(o));
+    for (args, rules) in [
+        (&["chatwork", "send", "12", "hi"][..], true),
+        (&["call_human", "subject", "body"], true),
+        (&["chatwork", "rooms"], false),
+    ] {
+        let (o, t) = (seen(&ours(args)), seen(&theirs(args)));
+        assert_eq!(o, t, "{args:?}");
+        assert_eq!(
+            t.2.contains("<action-rule path=\"knowledge/mail.md\" score=\"0.91\">"),
+            rules,
+            "{args:?}: {}",
+            t.2
+        );
+    }
+    // Without a knowledge folder an anima keeps no rule.
+    std::fs::remove_dir(w.anima.join("knowledge")).unwrap();
+    let args = ["chatwork", "send", "12", "hi"];
+    let (o, t) = (seen(&ours(&args)), seen(&theirs(&args)));
+    assert_eq!(o, t);
+    assert!(!t.2.contains("action-rule"), "{}", t.2);
+}
