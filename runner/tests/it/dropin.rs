@@ -1240,3 +1240,57 @@ fn side_by_side_a_side_effect_subcommand_shows_the_animas_action_rules() {
     assert_eq!(o, t);
     assert!(!t.2.contains("action-rule"), "{}", t.2);
 }
+
+/// What a `cli_main` says of the program it was run as.
+const ARGV0: &str = "import sys\ndef get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print(sys.argv[0])\n";
+
+/// The table's naming rows (docs/migrating.md), side by side: a module named with a `.`, one named like a core
+/// module, and a `cli_main`'s `sys.argv[0]`.
+#[test]
+fn side_by_side_the_documented_naming_differences() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(&w.personal(), "a.b.py", ARGV0);
+    w.tool(&w.personal(), "argv0.py", ARGV0);
+    w.tool(&w.common(), "slack.py", ARGV0);
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| original_cmd(&w, &venv).args(args).output().unwrap();
+
+    // `a.b`: the original lists and runs it; ours is no tool, and says why.
+    let t = theirs(&["--help"]);
+    assert!(
+        available_tools(&stdout(&t)).contains(&"a.b".to_owned()),
+        "{}",
+        stdout(&t)
+    );
+    assert!(!available_tools(&stdout(&ours(&["--help"]))).contains(&"a.b".to_owned()));
+    assert_eq!(theirs(&["a.b"]).status.code(), Some(0));
+    let o = ours(&["a.b"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("must start with a letter or digit"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A common `slack`: both skip it for the core module; the original says so on stderr at every command,
+    // ours in `doctor`.
+    let shadow = "Common tool 'slack' shadows core tool — skipped";
+    assert!(stderr(&theirs(&["argv0"])).contains(shadow));
+    assert!(!stderr(&ours(&["argv0"])).contains(shadow));
+    assert!(stdout(&ours(&["doctor"])).contains(shadow));
+
+    // `sys.argv[0]`: the original's console script; ours the program's name (argparse's `prog` is the same).
+    let (o, t) = (stdout(&ours(&["argv0"])), stdout(&theirs(&["argv0"])));
+    assert_eq!(t.trim(), venv.join("bin/animaworks-tool").to_str().unwrap());
+    assert_eq!(o.trim(), "animaworks-tool");
+}
