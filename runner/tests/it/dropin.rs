@@ -1233,6 +1233,18 @@ fn side_by_side_a_side_effect_subcommand_shows_the_animas_action_rules() {
             t.2
         );
     }
+    // A refusal (docs/migrating.md): the original shows the rules before it, ours refuses before the module runs.
+    let args = ["gmail", "send"];
+    let (o, t) = (seen(&ours(&args)), seen(&theirs(&args)));
+    assert_eq!((o.0, t.0), (Some(1), Some(1)));
+    assert!(
+        t.2.contains("<action-rule") && !o.2.contains("action-rule"),
+        "{}\n{}",
+        t.2,
+        o.2
+    );
+    let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+    assert_eq!(refusal(&o.2), refusal(&t.2));
     // Without a knowledge folder an anima keeps no rule.
     std::fs::remove_dir(w.anima.join("knowledge")).unwrap();
     let args = ["chatwork", "send", "12", "hi"];
