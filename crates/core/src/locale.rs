@@ -189,6 +189,8 @@ fn python_exception(message: &str) -> &'static str {
         "unknown field",
         "unknown variant",
         "duplicate",
+        // a number Python reads as a float infinity, which pydantic then refuses
+        "number out of range",
     ];
     if !message.contains("invalid permissions file") {
         "PermissionsError"
@@ -208,6 +210,7 @@ mod tests {
         let m = |r: &str| format!("every tool call is refused: invalid permissions file /a/permissions.json:1:2: {r}");
         assert_eq!(python_exception(&m("EOF while parsing an object")), "JSONDecodeError");
         assert_eq!(python_exception(&m("invalid type: sequence, expected a map")), "ValidationError");
+        assert_eq!(python_exception(&m("number out of range")), "ValidationError");
         assert_eq!(python_exception("cannot read permissions file /a: denied"), "PermissionsError");
     }
 

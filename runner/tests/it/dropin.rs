@@ -1306,3 +1306,43 @@ fn side_by_side_the_documented_naming_differences() {
     assert_eq!(t.trim(), venv.join("bin/animaworks-tool").to_str().unwrap());
     assert_eq!(o.trim(), "animaworks-tool");
 }
+
+/// `permissions.json` with what Python's `json` reads and serde alone does not: `NaN`, `Infinity`, numbers past
+/// a float's range. Under a key no one reads they change nothing; where AnimaWorks reads a value they refuse every
+/// call, with the same message.
+#[test]
+fn side_by_side_a_permissions_file_with_pythons_json_constants() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "ran.py",
+        "def get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print('ran', argv)\n",
+    );
+    for body in [
+        r#"{"note": NaN, "external_tools": {"allow_all": false, "allow": ["ran"]}, "x": [-Infinity, 1e400]}"#,
+        r#"{"note": "NaN", "external_tools": {"allow_all": false, "allow": ["gmail"]}, "x": Infinity}"#,
+        r#"{"version": NaN}"#,
+        r#"{"version": 1e400}"#,
+        r#"{"external_tools": {"allow": [Infinity]}}"#,
+        r#"{"external_tools": {"allow_all": -Infinity}}"#,
+    ] {
+        std::fs::write(w.anima.join("permissions.json"), body).unwrap();
+        let t = original_cmd(&w, &venv).args(["ran", "a"]).output().unwrap();
+        let o = w
+            .cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .args(["ran", "a"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            (o.status.code(), stdout(&o)),
+            (t.status.code(), stdout(&t)),
+            "{body}: {}",
+            stderr(&o)
+        );
+        let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+        assert_eq!(refusal(&stderr(&o)), refusal(&stderr(&t)), "{body}");
+    }
+}
