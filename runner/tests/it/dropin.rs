@@ -1305,6 +1305,26 @@ fn side_by_side_the_documented_naming_differences() {
     let (o, t) = (stdout(&ours(&["argv0"])), stdout(&theirs(&["argv0"])));
     assert_eq!(t.trim(), venv.join("bin/animaworks-tool").to_str().unwrap());
     assert_eq!(o.trim(), "animaworks-tool");
+
+    // `~/…` in ANIMAWORKS_ANIMA_DIR: a folder named `~` for the original (its personal tools are not found),
+    // the home folder for ours.
+    let tilde = format!("~/{}", w.anima.strip_prefix(w.tmp.path()).unwrap().display());
+    let t = original_cmd(&w, &venv)
+        .env("ANIMAWORKS_ANIMA_DIR", &tilde)
+        .arg("argv0")
+        .output()
+        .unwrap();
+    assert_eq!(t.status.code(), Some(1));
+    assert!(stdout(&t).starts_with("Unknown command: argv0"), "{}", stdout(&t));
+    let o = w
+        .cmd()
+        .env("PATH", plain_path())
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+        .env("ANIMAWORKS_ANIMA_DIR", &tilde)
+        .arg("argv0")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o).trim(), "animaworks-tool", "{}", stderr(&o));
 }
 
 /// `permissions.json` with what Python's `json` reads and serde alone does not: `NaN`, `Infinity`, numbers past
