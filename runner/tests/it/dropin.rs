@@ -1366,3 +1366,36 @@ fn side_by_side_a_permissions_file_with_pythons_json_constants() {
         assert_eq!(refusal(&stderr(&o)), refusal(&stderr(&t)), "{body}");
     }
 }
+
+/// A `permissions.json` that cannot be read as text: both refuse every call, naming the same exception.
+#[test]
+fn side_by_side_an_unreadable_permissions_file_is_named_as_python_names_it() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "ran.py",
+        "def get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print('ran', argv)\n",
+    );
+    let file = w.anima.join("permissions.json");
+    let run = |expected: &str| {
+        let t = original_cmd(&w, &venv).arg("ran").output().unwrap();
+        let o = w
+            .cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .arg("ran")
+            .output()
+            .unwrap();
+        assert_eq!((o.status.code(), t.status.code()), (Some(1), Some(1)), "{}", stderr(&o));
+        let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+        let theirs = refusal(&stderr(&t)).unwrap();
+        assert!(theirs.contains(expected), "{theirs}");
+        assert_eq!(refusal(&stderr(&o)), Some(theirs));
+    };
+    std::fs::write(&file, b"{\"a\": \"\xff\"}").unwrap();
+    run("UnicodeDecodeError");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    run("IsADirectoryError");
+}
