@@ -189,9 +189,22 @@ fn python_exception(message: &str) -> &'static str {
         "unknown field",
         "unknown variant",
         "duplicate",
+        // a number Python reads as a float infinity, which pydantic then refuses
+        "number out of range",
+    ];
+    // What Python's `read_text` raises for the faults [`crate::policy::permissions`] names in its own words.
+    const UNREADABLE: &[(&str, &str)] = &[
+        ("it is a directory, not a file", "IsADirectoryError"),
+        ("a directory is not a regular file", "IsADirectoryError"),
+        ("it is not valid UTF-8 text", "UnicodeDecodeError"),
+        ("it is a dangling symbolic link", "FileNotFoundError"),
+        ("Permission denied", "PermissionError"),
     ];
     if !message.contains("invalid permissions file") {
-        "PermissionsError"
+        UNREADABLE
+            .iter()
+            .find(|(why, _)| message.contains(why))
+            .map_or("PermissionsError", |(_, name)| name)
     } else if SHAPE.iter().any(|s| message.contains(s)) {
         "ValidationError"
     } else {
@@ -208,6 +221,11 @@ mod tests {
         let m = |r: &str| format!("every tool call is refused: invalid permissions file /a/permissions.json:1:2: {r}");
         assert_eq!(python_exception(&m("EOF while parsing an object")), "JSONDecodeError");
         assert_eq!(python_exception(&m("invalid type: sequence, expected a map")), "ValidationError");
+        assert_eq!(python_exception(&m("number out of range")), "ValidationError");
+        let unreadable = |r: &str| format!("every tool call is refused: cannot read permissions file /a: {r}");
+        let named = |r: &str| python_exception(&unreadable(r));
+        assert_eq!(named("a directory is not a regular file; refused"), "IsADirectoryError");
+        assert_eq!(named("it is not valid UTF-8 text"), "UnicodeDecodeError");
         assert_eq!(python_exception("cannot read permissions file /a: denied"), "PermissionsError");
     }
 

@@ -86,8 +86,9 @@ pub async fn answer(
             let words = vec![act.to_owned(), "--json".to_owned(), call_args.to_string()];
             let checked = submit::submit(runner, tool, &words, false).await?;
             let mut receipt = checked.task.receipt();
-            if !checked.warnings.is_empty() {
-                receipt["warnings"] = json!(checked.warnings);
+            let warnings: Vec<&String> = checked.said.iter().chain(&checked.warnings).collect();
+            if !warnings.is_empty() {
+                receipt["warnings"] = json!(warnings);
             }
             Ok((receipt, None))
         }

@@ -33,6 +33,7 @@ pub mod content;
 pub mod detached;
 pub mod files;
 pub mod identity;
+pub mod legacy_warning;
 pub mod mac;
 pub mod pending;
 pub mod pg;

@@ -14,6 +14,8 @@ pub struct Checked {
     pub private_args: Option<Value>,
     /// Said on stderr, e.g. an action not marked background-eligible.
     pub warnings: Vec<String>,
+    /// Said on stderr as they are: AnimaWorks' own lines ([`super::legacy_warning`]).
+    pub said: Vec<String>,
     /// The tool file checked against: a shared queue records its digest ([`enqueue`]).
     pub tool_file: awt_core::discover::ToolFile,
 }
@@ -36,6 +38,7 @@ pub async fn check(
     let first = words.first().map(String::as_str);
     let manifest = &opened.resolved().manifest;
     let legacy = manifest.legacy;
+    let animaworks_warning = super::legacy_warning::of(&opened.resolved().file, manifest, words);
     // Why the parse: AnimaWorks' own submit (and its pending descriptors) pass a cli_main module's argv, whose
     // first word is usually an action's name (`add "title" --body x`); words that are not that action's flags
     // are that argv, as they are for a foreground `<tool> <argv…>`.
@@ -96,7 +99,9 @@ pub async fn check(
                         .with(Detail::Reason, "not_background_eligible"),
                 ));
             }
-            warnings.push(format!("{msg}; submitting anyway"));
+            if animaworks_warning.is_none() {
+                warnings.push(format!("{msg}; submitting anyway"));
+            }
         }
         (
             Kind::Action,
@@ -148,6 +153,7 @@ pub async fn check(
         task,
         private_args,
         warnings,
+        said: animaworks_warning.into_iter().collect(),
         tool_file,
     })
 }

@@ -155,6 +155,9 @@ pub async fn submit(runner: &Runner, a: SubmitArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return super::legacy_refusal(&e, runner, &a.tool, &a.rest).unwrap_or_else(|| fail(&e)),
     };
+    for line in &checked.said {
+        tell!("{line}");
+    }
     for w in &checked.warnings {
         render::warn(w);
     }

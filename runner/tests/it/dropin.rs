@@ -1074,3 +1074,328 @@ fn side_by_side_what_animaworks_modules_do_works_under_the_default_sandbox() {
         "{line}"
     );
 }
+
+/// `submit`'s receipt without its id, and what it said on stderr.
+fn submitted(o: &Output) -> (serde_json::Value, String) {
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(o), stderr(o));
+    let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)));
+    let id = v["task_id"].as_str().unwrap().to_owned();
+    v["task_id"] = json!("ID");
+    v["message"] = json!(v["message"].as_str().unwrap().replace(&id, "ID"));
+    (v, stderr(o))
+}
+
+#[test]
+fn side_by_side_submit_warns_of_a_core_subcommand_that_is_not_long_running() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(&w.personal(), "cli_only_tool.py", "import json\ndef get_tool_schemas():\n    return []\nEXECUTION_PROFILE = {\"greet\": {\"expected_seconds\": 1}}\ndef cli_main(argv):\n    print(json.dumps(argv))\n");
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| original_cmd(&w, &venv).args(args).output().unwrap();
+    // A core module's subcommand (a legacy argv, and an action it lists), one that is long-running, one whose
+    // profile is keyed otherwise, and a personal module's (the original warns of core modules only).
+    for args in [
+        &["submit", "chatwork", "rooms"][..],
+        &["submit", "aws_collector", "--json", "metrics", "--cluster", "c"],
+        &["submit", "google_sheets", "read", "--spreadsheet-id", "s"],
+        &["submit", "chatwork", "sync"],
+        &["submit", "chatwork", "-n", "5"],
+        &["submit", "cli_only_tool", "greet"],
+    ] {
+        let (o, t) = (submitted(&ours(args)), submitted(&theirs(args)));
+        assert_eq!(o, t, "{args:?}");
+    }
+    let (_, said) = submitted(&theirs(&["submit", "chatwork", "rooms"]));
+    assert_eq!(
+        said,
+        "Warning: chatwork rooms is not marked as long-running (expected ~10s). Consider running directly instead.\n"
+    );
+}
+
+/// A `sitecustomize` for the original's venv (it keeps that venv's own line) in which AnimaWorks' vector store
+/// (its server's, in real use) holds one [ACTION-RULE] close enough to any side-effect call, and one too far. All
+/// the rest is AnimaWorks' own code: which subcommands have rules, the `knowledge/` folder, the threshold, the
+/// rendering.
+const ACTION_RULE_SEARCH: &str = r#"
+import importlib.abc, importlib.util, sys, typing
+
+import typing_extensions
+
+typing.TypedDict = typing_extensions.TypedDict
+
+
+class _Found:
+    def __init__(self, doc_id, content, score):
+        self.doc_id, self.content, self.score = doc_id, content, score
+
+
+def _search(self, tool_name, query, anima_name, top_k=3, min_score=0.80):
+    return [_Found("knowledge/far.md", "not close enough", 0.5),
+            _Found("knowledge/mail.md", "[ACTION-RULE] CC the boss (" + tool_name + " | " + query + ")", 0.91)]
+
+
+def _nothing(self, *args, **kwargs):
+    return None
+
+
+def _vector_registry(m):
+    m.get_vector_store = lambda anima_name=None: object()
+
+
+def _indexer(m):
+    m.MemoryIndexer.__init__ = _nothing
+
+
+def _retriever(m):
+    m.MemoryRetriever.__init__ = _nothing
+    m.MemoryRetriever.search_action_rules = _search
+
+
+_PATCHES = {"core.memory.rag.vector_registry": _vector_registry, "core.memory.rag.indexer": _indexer,
+            "core.memory.rag.retriever": _retriever}
+
+
+class _Patch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Patch())
+"#;
+
+#[test]
+fn side_by_side_a_side_effect_subcommand_shows_the_animas_action_rules() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    let site = w.tmp.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("sitecustomize.py"), ACTION_RULE_SEARCH).unwrap();
+    std::fs::create_dir_all(w.anima.join("knowledge")).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        r#"{"external_tools": {"allow": ["chatwork_send"]}}"#,
+    )
+    .unwrap();
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("PYTHONPATH", &site)
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| {
+        original_cmd(&w, &venv)
+            .env("PYTHONPATH", &site)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let seen = |o: &Output| (o.status.code(), stdout(o), stderr(o));
+    for (args, rules) in [
+        (&["chatwork", "send", "12", "hi"][..], true),
+        (&["call_human", "subject", "body"], true),
+        (&["chatwork", "rooms"], false),
+    ] {
+        let (o, t) = (seen(&ours(args)), seen(&theirs(args)));
+        assert_eq!(o, t, "{args:?}");
+        assert_eq!(
+            t.2.contains("<action-rule path=\"knowledge/mail.md\" score=\"0.91\">"),
+            rules,
+            "{args:?}: {}",
+            t.2
+        );
+    }
+    // A refusal (docs/migrating.md): the original shows the rules before it, ours refuses before the module runs.
+    let args = ["gmail", "send"];
+    let (o, t) = (seen(&ours(&args)), seen(&theirs(&args)));
+    assert_eq!((o.0, t.0), (Some(1), Some(1)));
+    assert!(
+        t.2.contains("<action-rule") && !o.2.contains("action-rule"),
+        "{}\n{}",
+        t.2,
+        o.2
+    );
+    let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+    assert_eq!(refusal(&o.2), refusal(&t.2));
+    // Without a knowledge folder an anima keeps no rule.
+    std::fs::remove_dir(w.anima.join("knowledge")).unwrap();
+    let args = ["chatwork", "send", "12", "hi"];
+    let (o, t) = (seen(&ours(&args)), seen(&theirs(&args)));
+    assert_eq!(o, t);
+    assert!(!t.2.contains("action-rule"), "{}", t.2);
+}
+
+/// What a `cli_main` says of the program it was run as.
+const ARGV0: &str = "import sys\ndef get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print(sys.argv[0])\n";
+
+/// The table's naming rows (docs/migrating.md), side by side: a module named with a `.`, one named like a core
+/// module, and a `cli_main`'s `sys.argv[0]`.
+#[test]
+fn side_by_side_the_documented_naming_differences() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(&w.personal(), "a.b.py", ARGV0);
+    w.tool(&w.personal(), "argv0.py", ARGV0);
+    w.tool(&w.common(), "slack.py", ARGV0);
+    let core = site_packages(&venv).join("core/integrations");
+    let ours = |args: &[&str]| -> Output {
+        w.cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .env("ANIMAWORKS_CORE_TOOLS", &core)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let theirs = |args: &[&str]| original_cmd(&w, &venv).args(args).output().unwrap();
+
+    // `a.b`: the original lists and runs it; ours is no tool, and says why.
+    let t = theirs(&["--help"]);
+    assert!(
+        available_tools(&stdout(&t)).contains(&"a.b".to_owned()),
+        "{}",
+        stdout(&t)
+    );
+    assert!(!available_tools(&stdout(&ours(&["--help"]))).contains(&"a.b".to_owned()));
+    assert_eq!(theirs(&["a.b"]).status.code(), Some(0));
+    let o = ours(&["a.b"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("must start with a letter or digit"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A common `slack`: both skip it for the core module; the original says so on stderr at every command,
+    // ours in `doctor`.
+    let shadow = "Common tool 'slack' shadows core tool — skipped";
+    assert!(stderr(&theirs(&["argv0"])).contains(shadow));
+    assert!(!stderr(&ours(&["argv0"])).contains(shadow));
+    assert!(stdout(&ours(&["doctor"])).contains(shadow));
+
+    // `sys.argv[0]`: the original's console script; ours the program's name (argparse's `prog` is the same).
+    let (o, t) = (stdout(&ours(&["argv0"])), stdout(&theirs(&["argv0"])));
+    assert_eq!(t.trim(), venv.join("bin/animaworks-tool").to_str().unwrap());
+    assert_eq!(o.trim(), "animaworks-tool");
+
+    // `~/…` in ANIMAWORKS_ANIMA_DIR: a folder named `~` for the original (its personal tools are not found),
+    // the home folder for ours.
+    let tilde = format!("~/{}", w.anima.strip_prefix(w.tmp.path()).unwrap().display());
+    let t = original_cmd(&w, &venv)
+        .env("ANIMAWORKS_ANIMA_DIR", &tilde)
+        .arg("argv0")
+        .output()
+        .unwrap();
+    assert_eq!(t.status.code(), Some(1));
+    assert!(stdout(&t).starts_with("Unknown command: argv0"), "{}", stdout(&t));
+    let o = w
+        .cmd()
+        .env("PATH", plain_path())
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+        .env("ANIMAWORKS_ANIMA_DIR", &tilde)
+        .arg("argv0")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o).trim(), "animaworks-tool", "{}", stderr(&o));
+}
+
+/// `permissions.json` with what Python's `json` reads and serde alone does not: `NaN`, `Infinity`, numbers past
+/// a float's range. Under a key no one reads they change nothing; where AnimaWorks reads a value they refuse every
+/// call, with the same message.
+#[test]
+fn side_by_side_a_permissions_file_with_pythons_json_constants() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "ran.py",
+        "def get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print('ran', argv)\n",
+    );
+    for body in [
+        r#"{"note": NaN, "external_tools": {"allow_all": false, "allow": ["ran"]}, "x": [-Infinity, 1e400]}"#,
+        r#"{"note": "NaN", "external_tools": {"allow_all": false, "allow": ["gmail"]}, "x": Infinity}"#,
+        r#"{"version": NaN}"#,
+        r#"{"version": 1e400}"#,
+        r#"{"external_tools": {"allow": [Infinity]}}"#,
+        r#"{"external_tools": {"allow_all": -Infinity}}"#,
+    ] {
+        std::fs::write(w.anima.join("permissions.json"), body).unwrap();
+        let t = original_cmd(&w, &venv).args(["ran", "a"]).output().unwrap();
+        let o = w
+            .cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .args(["ran", "a"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            (o.status.code(), stdout(&o)),
+            (t.status.code(), stdout(&t)),
+            "{body}: {}",
+            stderr(&o)
+        );
+        let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+        assert_eq!(refusal(&stderr(&o)), refusal(&stderr(&t)), "{body}");
+    }
+}
+
+/// A `permissions.json` that cannot be read as text: both refuse every call, naming the same exception.
+#[test]
+fn side_by_side_an_unreadable_permissions_file_is_named_as_python_names_it() {
+    let Some(venv) = original() else { return };
+    let w = World::new();
+    w.tool(
+        &w.personal(),
+        "ran.py",
+        "def get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print('ran', argv)\n",
+    );
+    let file = w.anima.join("permissions.json");
+    let run = |expected: &str| {
+        let t = original_cmd(&w, &venv).arg("ran").output().unwrap();
+        let o = w
+            .cmd()
+            .env("PATH", plain_path())
+            .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+            .arg("ran")
+            .output()
+            .unwrap();
+        assert_eq!((o.status.code(), t.status.code()), (Some(1), Some(1)), "{}", stderr(&o));
+        let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+        let theirs = refusal(&stderr(&t)).unwrap();
+        assert!(theirs.contains(expected), "{theirs}");
+        assert_eq!(refusal(&stderr(&o)), Some(theirs));
+    };
+    std::fs::write(&file, b"{\"a\": \"\xff\"}").unwrap();
+    run("UnicodeDecodeError");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    run("IsADirectoryError");
+}

@@ -298,6 +298,41 @@ def _refuse_gated_subcommands(stem: str, refused: "list[str]") -> None:
     argparse._SubParsersAction.__call__ = guarded  # type: ignore[method-assign]
 
 
+def _say_action_rules(stem: str, words: "list[str]") -> None:
+    """AnimaWorks' `animaworks-tool` prints the [ACTION-RULE]s an anima keeps for a side-effect subcommand
+    (`gmail send`, `chatwork send`, `call_human`, ...) on stderr before the module runs: so do we, through its own
+    code. Only an anima with a `knowledge/` folder can hold one, and AnimaWorks' table of such subcommands is read
+    from its file before the (slow) package is imported."""
+    anima_dir = os.environ.get("ANIMAWORKS_ANIMA_DIR", "")
+    if not anima_dir or not os.path.isdir(os.path.join(anima_dir, "knowledge")):
+        return
+    argv = [stem, *words]
+    try:
+        core = importlib.util.find_spec("core")
+        dirs = (core.submodule_search_locations or []) if core else []
+        where = [w for w in (os.path.join(d, "tooling", "action_gate.py") for d in dirs) if os.path.isfile(w)]
+        if not where:
+            return
+        spec = importlib.util.spec_from_file_location("_animaworks_action_gate_table", where[0])
+        table = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = table  # its dataclass looks itself up there
+        try:
+            spec.loader.exec_module(table)
+        finally:
+            sys.modules.pop(spec.name, None)
+        name = table.action_tool_name_from_cli_argv(argv)
+        if not name:
+            return
+        from pathlib import Path
+
+        gate = importlib.import_module("core.tooling.action_gate")
+        rendered = gate.format_action_rules(gate.find_action_rules(Path(anima_dir), name, {"argv": argv}))
+    except Exception:  # as the original: a failed lookup never stops the call
+        return
+    if rendered:
+        print(rendered, file=sys.stderr, flush=True)
+
+
 def main(argv: "list[str]") -> int:
     if not argv or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
@@ -326,6 +361,7 @@ def main(argv: "list[str]") -> int:
 
     if mode == "cli":
         # stdout, stderr and the exit code belong to the module's own CLI; SystemExit passes through.
+        _say_action_rules(stem, list(rest[1:]))
         try:
             module = load_module(path, stem, _cli_module_name(path, stem))
         except ImportFailed as failure:

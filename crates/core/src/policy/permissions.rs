@@ -295,7 +295,8 @@ fn read_if_present(path: &Path) -> Result<Option<String>, PermissionsError> {
 /// # Errors
 /// [`ErrorKind::Invalid`] with serde's line and column and reason.
 pub fn parse_json(path: &Path, text: &str) -> Result<Permissions, PermissionsError> {
-    let mut de = serde_json::Deserializer::from_str(text);
+    let text = python_constants(text);
+    let mut de = serde_json::Deserializer::from_str(&text);
     map_only::<_, Permissions>(&mut de)
         .and_then(|p| de.end().map(|()| p))
         .map_err(|e| {
@@ -312,6 +313,44 @@ pub fn parse_json(path: &Path, text: &str) -> Result<Permissions, PermissionsErr
                 reason,
             }
         })
+}
+
+/// Python's `json` reads the constants `NaN`, `Infinity` and `-Infinity` (its `json.dumps` writes them); serde
+/// does not. Outside strings each becomes `[0]` (padded to its width, so that errors keep their columns): ignored
+/// under a key no one reads, as AnimaWorks ignores it there, and refused wherever a boolean, an integer, a string,
+/// a list of strings or an object is read, as pydantic refuses a float there.
+fn python_constants(text: &str) -> std::borrow::Cow<'_, str> {
+    const CONSTANTS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    if !CONSTANTS[1..].iter().any(|c| text.contains(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let b = text.as_bytes();
+    let (mut out, mut last, mut i) = (String::with_capacity(text.len()), 0, 0);
+    let (mut in_string, mut escaped) = (false, false);
+    while i < b.len() {
+        let c = b[i];
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if let Some(k) = CONSTANTS.iter().find(|k| b[i..].starts_with(k.as_bytes())) {
+            // Why the slices are on char boundaries: `last` and `i` are at ASCII bytes outside strings.
+            out.push_str(&text[last..i]);
+            out.push_str("[0]");
+            out.extend(std::iter::repeat(' ').take(k.len() - 3));
+            i += k.len();
+            last = i;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&text[last..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Deserialises `T` only from a JSON object. Why: serde's derive also accepts a JSON array (fields by
@@ -655,6 +694,30 @@ fn key_position(text: &str, key: &str) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Python's constants, as its `json` reads them: a column stays where it was; a string keeps its text.
+    #[test]
+    fn python_constants_outside_strings_only() {
+        assert_eq!(
+            python_constants(r#"{"a": NaN, "b": [-Infinity, Infinity], "c": "NaN \" Infinity"}"#),
+            r#"{"a": [0], "b": [[0]      , [0]     ], "c": "NaN \" Infinity"}"#
+        );
+        assert!(matches!(python_constants("{\"a\": 1}"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            python_constants("{\"é\": Na"),
+            "{\"é\": Na",
+            "a cut constant stays as it is"
+        );
+        let p = Path::new("permissions.json");
+        assert!(parse_json(p, r#"{"note": NaN, "x": {"y": -Infinity}}"#).is_ok());
+        for bad in [
+            r#"{"version": NaN}"#,
+            r#"{"external_tools": {"allow": [Infinity]}}"#,
+            r#"{"commands": NaN}"#,
+        ] {
+            assert!(parse_json(p, bad).is_err(), "{bad}");
+        }
+    }
 
     /// A misspelt key is ignored as AnimaWorks ignores it, and named: where, what it costs, the closest key.
     #[test]
