@@ -124,6 +124,8 @@ impl Pooled {
             &data.join("common_tools"),
             &data.join("shared/notes"),
             &data.join("outputs"),
+            &data.join("companies/acme"),
+            &data.join("companies/beta"),
             &anima.join("tools"),
         ] {
             std::fs::create_dir_all(d).unwrap();
@@ -141,6 +143,11 @@ def notes() -> str:
     """Reads the shared notes."""
     return "notes"
 
+@action(sandbox={"read": ["$DATA_DIR/companies/beta"]})
+def beta() -> str:
+    """Reads a company's folder."""
+    return "beta"
+
 if __name__ == "__main__":
     run()
 "#;
@@ -148,7 +155,8 @@ if __name__ == "__main__":
         std::fs::write(&tool, source).unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(anima.join("status.json"), "{}").unwrap();
-        std::fs::write(anima.join("permissions.json"), r#"{"sandbox": {"net": ["reader"]}}"#).unwrap();
+        let grants = r#"{"sandbox": {"net": ["reader"], "read": ["$DATA_DIR/companies"]}}"#;
+        std::fs::write(anima.join("permissions.json"), grants).unwrap();
         let mut runner = Runner::new(Dirs::resolve(&DirOptions {
             core_dirs: vec![core],
             data_dir: Some(data.clone()),
@@ -225,6 +233,22 @@ fn a_declared_place_linked_into_the_runners_state_between_warm_calls_is_refused(
     std::fs::remove_dir(&notes).unwrap();
     std::os::unix::fs::symlink(w.data.join("outputs"), &notes).unwrap();
     let e = w.call("notes").unwrap_err();
+    assert_eq!(e.code, awt_core::error::ErrorCode::PermissionDenied, "{e}");
+    assert!(e.to_string().contains("sandbox.read"), "{e}");
+}
+
+/// An anima assigned to a company between two warm calls (its `status.json` rewritten in place, its folder
+/// unchanged): the next call that declares another company's folder is refused, as a call planned afresh is.
+#[test]
+fn an_anima_assigned_to_a_company_between_warm_calls_is_refused_another_companys_folder() {
+    if !landlock() {
+        return;
+    }
+    let w = Pooled::new();
+    assert_eq!(w.call("beta").unwrap(), "beta");
+    assert_eq!(w.call("beta").unwrap(), "beta");
+    std::fs::write(w.anima.join("status.json"), r#"{"company": "acme"}"#).unwrap();
+    let e = w.call("beta").unwrap_err();
     assert_eq!(e.code, awt_core::error::ErrorCode::PermissionDenied, "{e}");
     assert!(e.to_string().contains("sandbox.read"), "{e}");
 }
