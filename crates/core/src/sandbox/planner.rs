@@ -142,7 +142,8 @@ pub(super) fn plan_with(
     let mut named: Option<Vec<PathBuf>> = probe_key.as_ref().map(|_| Vec::new());
     let mut also: Vec<PathBuf> = Vec::new();
     if let (Some(n), true) = (&mut named, check_only) {
-        // What `usable_cwd` and the company of `protected` look at, and the declared places.
+        // What `usable_cwd`, the company of `protected` and the sockets' settings look at (the declared places
+        // once `$CWD` is known).
         n.push(file.path.clone());
         n.extend(std::env::current_dir().ok());
         if let Some(path) = crate::env_vars::PATH.get_os() {
