@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real npx server, installed by `mcp-servers install`, directly and through the tier, side by side.
 
-  bench/mcp_real_servers.py [--bin PATH] [--calls N] [--rounds R] [--batches B]
+  bench/mcp_real_servers.py [--bin PATH] [--baseline PATH] [--calls N] [--rounds R] [--batches B]
 
 Needs the servers test.sh installs into target/mcp-real-servers (or run
 `animaworks-tool --data-dir target/mcp-real-servers mcp-servers install` with
@@ -10,7 +10,9 @@ runner/tests/mcp_real_servers/animaworks-tool.json copied there).
 1. Warm call: one raw JSON-RPC client (this script) calls `echo` of @modelcontextprotocol/server-everything N
    times (a) on the installed server started directly (`node <entry>`), (b) through `animaworks-tool mcp` with the
    server declared as users copy it (`npx -y @modelcontextprotocol/server-everything@…`), common tier, sandbox
-   off and on (the default); the cases interleaved round by round. Printed: each case's median per call.
+   off and on (the default); the cases interleaved round by round (with `--baseline`, another build of
+   `animaworks-tool` too, in the same rounds). Printed: each case's median per call, its difference and ratio to
+   the direct one, and the spread of the rounds' medians (how noisy the machine was).
 2. Concurrency on one session: B batches of 1 and of 4 calls sent at once (`echo`, and a 0.2 s
    `trigger-long-running-operation`), through the tier (sandboxed); printed: each batch's median wall time.
 """
@@ -71,9 +73,9 @@ class Session:
         self.p.wait(timeout=30)
 
 
-def world(tmp, sandbox):
-    data = Path(tmp) / ("data-" + sandbox)
-    anima = Path(tmp) / ("animas-" + sandbox) / "alice"
+def world(tmp, sandbox, name=None):
+    data = Path(tmp) / ("data-" + (name or sandbox))
+    anima = Path(tmp) / ("animas-" + (name or sandbox)) / "alice"
     anima.mkdir(parents=True)
     (data / "common_tools").mkdir(parents=True)
     (anima / "status.json").write_text("{}")
@@ -88,6 +90,7 @@ def world(tmp, sandbox):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "target/release/animaworks-tool"))
+    ap.add_argument("--baseline", help="another build of animaworks-tool, timed in the same rounds")
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", type=int, default=100)
@@ -99,25 +102,35 @@ def main():
     echo = ("echo", {"message": "x"})
     with tempfile.TemporaryDirectory() as tmp:
         cases = {"direct": (direct_argv, "echo")}
-        for sandbox in ("off", "enforce"):
-            data, anima = world(tmp, sandbox)
-            argv = [a.bin, "--data-dir", str(data), "--anima-dir", str(anima), "mcp"]
-            cases[f"tier, sandbox {sandbox}"] = (argv, "everything_echo")
-            # The first listing probes the server; not measured.
-            subprocess.run([a.bin, "--data-dir", str(data), "--anima-dir", str(anima), "tools"], env=env,
-                           stdout=subprocess.DEVNULL, check=True)
+        builds = [("", a.bin)] + ([("baseline, ", a.baseline)] if a.baseline else [])
+        for label, binary in builds:
+            for sandbox in ("off", "enforce"):
+                data, anima = world(tmp, sandbox, ("base-" if label else "") + sandbox)
+                argv = [binary, "--data-dir", str(data), "--anima-dir", str(anima), "mcp"]
+                cases[f"{label}tier, sandbox {sandbox}"] = (argv, "everything_echo")
+                # The first listing probes the server; not measured.
+                subprocess.run([binary, "--data-dir", str(data), "--anima-dir", str(anima), "tools"], env=env,
+                               stdout=subprocess.DEVNULL, check=True)
         per = {k: [] for k in cases}
+        rounds = {k: [] for k in cases}
+        load = [os.getloadavg()[0]]
         for _ in range(a.rounds):
             for k, (argv, name) in cases.items():
                 s = Session(argv, env)
                 s.batch(name, echo[1], 1)  # starts the session
-                per[k].extend(s.batch(name, echo[1], 1) for _ in range(a.calls))
+                got = [s.batch(name, echo[1], 1) for _ in range(a.calls)]
+                per[k].extend(got)
+                rounds[k].append(statistics.median(got) * 1000)
                 s.close()
+        load.append(os.getloadavg()[0])
         base = statistics.median(per["direct"]) * 1000
-        print(f"warm echo of server-everything {lock['version']}, median of {a.calls * a.rounds} calls:")
+        print(f"warm echo of server-everything {lock['version']}, median of {a.calls * a.rounds} calls "
+              f"(load {load[0]:.1f} at the start, {load[1]:.1f} at the end; rounds' medians min-max):")
         for k, v in per.items():
             m = statistics.median(v) * 1000
-            print(f"  {k:22} {m:6.2f} ms" + ("" if k == "direct" else f"  (+{m - base:.2f} ms)"))
+            spread = f"  [{min(rounds[k]):.2f}-{max(rounds[k]):.2f}]"
+            print(f"  {k:32} {m:6.2f} ms" + ("" if k == "direct" else f"  (+{m - base:.2f} ms, {m / base:.1f}x)")
+                  + spread)
         argv, _ = cases["tier, sandbox enforce"]
         for tool, args in (("everything_echo", echo[1]),
                            ("everything_trigger-long-running-operation", {"duration": 0.2, "steps": 1})):

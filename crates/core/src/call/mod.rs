@@ -287,6 +287,7 @@ impl Runner {
         perms: &Result<LoadedPermissions, PermissionsError>,
         needs: crate::sandbox::Needs<'_>,
     ) -> Result<crate::sandbox::Plan, CallError> {
-        crate::sandbox::for_call(&self.dirs, self.settings()?, file, perms, needs)
+        let plans = self.pool.as_deref().map(WorkerPool::decisions);
+        crate::sandbox::for_call(&self.dirs, self.settings()?, file, perms, needs, plans)
     }
 }

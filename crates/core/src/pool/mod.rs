@@ -102,6 +102,8 @@ struct Inner {
     freed: Notify,
     /// MCP servers are sessions, not workers ([`session`]).
     sessions: Arc<session::Sessions>,
+    /// The sandbox plans its calls made only to decide, each taken again while nothing it depends on changed.
+    decisions: crate::sandbox::ProbePlans,
 }
 
 /// Kept workers, shared by every call of a long-lived runner. Dropping the pool kills its workers.
@@ -125,6 +127,7 @@ impl WorkerPool {
                 state: Mutex::new(State::default()),
                 freed: Notify::new(),
                 sessions: Arc::default(),
+                decisions: Default::default(),
             }),
         }
     }
@@ -141,6 +144,16 @@ impl WorkerPool {
             .filter(|(k, _)| k.path == path)
             .flat_map(|(_, g)| g.idle.iter().map(|w| w.pid))
             .collect()
+    }
+
+    /// The remembered plans of calls made only to decide ([`crate::sandbox::Needs::Decide`]).
+    pub(crate) fn decisions(&self) -> &crate::sandbox::ProbePlans {
+        &self.inner.decisions
+    }
+
+    /// How many of its calls took a remembered decision rather than planning their sandbox again.
+    pub fn decisions_remembered(&self) -> usize {
+        self.inner.decisions.taken()
     }
 
     /// Process ids of the live sessions of the MCP server `name`.

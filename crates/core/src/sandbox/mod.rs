@@ -340,15 +340,18 @@ fn plan_loading(
 }
 
 /// The plan of a call, from the runner's settings and the permissions the gate already read (each file is read
-/// once per call).
+/// once per call). `plans`: a long-lived runner's remembered plans, which a plan made only to decide
+/// ([`Needs::Decide`]) is taken from while nothing it depends on changed.
 pub fn for_call(
     dirs: &Dirs,
     all: &crate::settings::Settings,
     file: &ToolFile,
     perms: &Result<LoadedPermissions, PermissionsError>,
     needs: Needs<'_>,
+    plans: Option<&ProbePlans>,
 ) -> Result<Plan, CallError> {
-    let mut p = planner::plan_with(dirs, file, perms, needs, &all.sandbox, None)?;
+    let plans = plans.filter(|_| matches!(needs, Needs::Decide(_)));
+    let mut p = planner::plan_with(dirs, file, perms, needs, &all.sandbox, plans)?;
     p.limits = crate::resources::CallLimits::for_process(all, file, perms)?;
     for w in &p.warnings {
         tracing::warn!("sandbox of {}: {w}", file.name);

@@ -73,8 +73,31 @@ pub(super) fn plan_with(
     let home = crate::env_vars::HOME.get_os().map(PathBuf::from);
     let tool_real = rules::canonical(&file.path).unwrap_or_else(|| file.path.clone());
     let python = file.launch == crate::discover::Launch::Python;
+    // A plan made to decide a pooled call is remembered too (the pool's [`ProbePlans`]), with what else it
+    // depends on in its key.
+    let call_key = match &needs {
+        Needs::Decide(d) => Some(probe_plans::CallKey {
+            tool: tool.to_owned(),
+            path: file.path.clone(),
+            tier,
+            declared: d.cloned(),
+            perms_path: perms_path.clone(),
+            cache: dirs.cache.clone(),
+            core: dirs.core.clone(),
+            cwd: std::env::current_dir().ok(),
+            vars: [
+                &crate::env_vars::PATH,
+                &crate::env_vars::AUDIT_LOG,
+                &crate::env_vars::TASKS_URL,
+            ]
+            .iter()
+            .map(|v| v.get_os())
+            .collect(),
+        }),
+        _ => None,
+    };
     let probe_key = match (&needs, plans) {
-        (Needs::Probe, Some(_)) => Some(probe_plans::Key {
+        (Needs::Probe | Needs::Decide(_), Some(_)) => Some(probe_plans::Key {
             data: dirs.data.clone(),
             anima: dirs.anima.clone(),
             tool_dir: file.path.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -83,12 +106,13 @@ pub(super) fn plan_with(
             home: home.clone(),
             settings: settings.clone(),
             grants: grants.clone(),
+            call: call_key,
         }),
         _ => None,
     };
     if let (Some(plans), Some(key)) = (plans, &probe_key) {
         if let Some(mut shared) = plans.get(key, &tmp_path) {
-            if shared.reads == Reads::DenyList {
+            if shared.reads == Reads::DenyList && !check_only {
                 hide_other_call_tmps(&mut shared.mounts, &tmp_path);
             }
             let inner = Inner {
@@ -113,8 +137,22 @@ pub(super) fn plan_with(
     // The mount namespace comes with the PID namespace (the same clone).
     let mount_ns = pid_ns;
     // The paths as named, before their links are followed: a remembered plan watches their folders too (kept
-    // for a listing's probes only, not on every call's way).
+    // for a listing's probes and a pool's decisions only, not on every call's way). `also`: what it watches
+    // itself.
     let mut named: Option<Vec<PathBuf>> = probe_key.as_ref().map(|_| Vec::new());
+    let mut also: Vec<PathBuf> = Vec::new();
+    if let (Some(n), true) = (&mut named, check_only) {
+        // What `usable_cwd`, the company of `protected` and the sockets' settings look at (the declared places
+        // once `$CWD` is known).
+        n.push(file.path.clone());
+        n.extend(std::env::current_dir().ok());
+        if let Some(path) = crate::env_vars::PATH.get_os() {
+            n.extend(std::env::split_paths(&path).filter(|d| d.is_absolute()));
+        }
+        also.extend(dirs.anima.as_ref().map(|a| a.join("status.json")));
+        also.push(dirs.data.join("companies"));
+        also.push(dirs.data.join(crate::settings::SETTINGS_FILE));
+    }
     let (mut protected_read, mut protected_write) =
         protected(dirs, home.as_deref(), named.as_mut()).map_err(|e| e.to_call_error(tool))?;
     if mount_ns {
@@ -161,9 +199,18 @@ pub(super) fn plan_with(
         // Only those there now, and not cut out of write grants: a missing one would split a writable `/tmp`.
         for p in sockets::hidden(&dirs.data, &granted) {
             protected_read.paths.extend(rules::canonical(&p));
+            if named.is_some() {
+                also.push(p);
+            }
         }
     }
     places.cwd = usable_cwd(dirs, home.as_deref(), &protected_write);
+    if let (Some(n), true) = (&mut named, check_only) {
+        for d in decls.iter().flatten() {
+            let declared = d.read.iter().chain(&d.write).chain(&d.exec);
+            n.extend(declared.filter_map(|raw| places.expand(raw).ok().flatten()));
+        }
+    }
 
     // What the anima's grants cover, and what an undeclared tool gets.
     let mut grant_write: Vec<PathBuf> = vec![tmp_path.clone()];
@@ -440,6 +487,7 @@ pub(super) fn plan_with(
             at: planned_at,
             tmp: &tmp_path,
             named,
+            also: &also,
         };
         plans.put(key, &shared, made);
     }

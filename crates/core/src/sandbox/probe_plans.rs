@@ -4,11 +4,19 @@
 //! entries exist, the other animas' folders. Planned again for each of 1,000 probes that was a third of the
 //! probes' own work in a cold listing. A remembered plan is taken only while every folder it looked in is
 //! unchanged ([`Seen`]): a new anima's folder or a new `~/.aws` makes the next probe plan afresh.
+//!
+//! A long-lived runner's pool keeps one too, for the plans its pooled calls make only to decide
+//! ([`super::Needs::Decide`]): a warm call of an MCP server or persistent worker made the same plan on every call.
+//! Their key holds everything else the decision depends on (the declaration, the tool, the grants as read by
+//! this call's gate, the working directory, the variables read); their watch also covers the files read whole
+//! (`status.json`, the settings) and the places whose existence alone matters (the daemons' sockets).
 
 use super::Shared;
 use crate::policy::sandbox_grants::Grants;
 use crate::settings::sandbox::SandboxSettings;
+use awt_protocol::Sandbox as Declared;
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +41,9 @@ pub(super) struct Made<'a> {
     pub tmp: &'a Path,
     /// The plan's protected places and grants as named, before their links were followed.
     pub named: &'a [PathBuf],
+    /// Paths watched themselves rather than through their folder: files read whole, folders listed, places
+    /// whose existence alone counts.
+    pub also: &'a [PathBuf],
 }
 
 /// What a probe's plan was made from, but the file system.
@@ -47,6 +58,24 @@ pub(super) struct Key {
     pub home: Option<PathBuf>,
     pub settings: SandboxSettings,
     pub grants: Grants,
+    /// For a plan made to decide a call; `None` for a probe's.
+    pub call: Option<CallKey>,
+}
+
+/// What a call's plan made to decide depends on besides a probe's key and the file system.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct CallKey {
+    pub tool: String,
+    pub path: PathBuf,
+    pub tier: crate::tier::Tier,
+    pub declared: Option<Declared>,
+    pub perms_path: PathBuf,
+    pub cache: PathBuf,
+    pub core: Vec<PathBuf>,
+    /// The runner's working directory (a tool's `$CWD`).
+    pub cwd: Option<PathBuf>,
+    /// `PATH`, the audit log's and the task database's variables.
+    pub vars: Vec<Option<OsString>>,
 }
 
 /// What a folder looked like: an entry made, removed or renamed in it changes its modification time.
@@ -92,6 +121,8 @@ impl Seen {
         dirs.insert(&plan.cache);
         // The temp dirs' folder changes with every call; the key names it, and `for_tmp` replaces the dir.
         dirs.remove(tmp_dir);
+        // Watched themselves: an entry's stamp changes with its contents, and with its existence.
+        dirs.extend(made.also.iter().map(PathBuf::as_path));
         let mut seen = Vec::with_capacity(dirs.len());
         for d in dirs {
             let s = stamp(d);
@@ -261,11 +292,13 @@ mod tests {
             home: None,
             settings: SandboxSettings::default(),
             grants: Grants::default(),
+            call: None,
         };
         let made = |at| Made {
             at,
             tmp: &tmp,
             named: &[],
+            also: &[],
         };
         // As `plan_with` puts it: before the other calls' temp dirs are hidden (their folder changes all the time).
         let mut shared = inner.shared.clone();
