@@ -14,7 +14,7 @@
 //!   set (`logging/setLevel`; `info` until it does), with the tool's name as `logger`.
 //! - `notifications/cancelled` ends the call's process group.
 //! - A declared MCP server's own requests (`sampling/createMessage`, `elicitation/create`, `roots/list`) reach
-//!   this server's client when it declared the capability ([`client_asks`]); its elicitations name the server.
+//!   this server's client when it declared the capability (`client_asks`); its elicitations name the server.
 //! - Tier folders (and the permissions file) are polled every second; a change sends
 //!   `notifications/tools/list_changed`.
 //! - Revisions: 2025-11-25 and older ([`REVISIONS`]). Bad lines (not JSON, not UTF-8, over 16 MiB) are answered

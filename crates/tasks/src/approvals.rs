@@ -28,7 +28,7 @@ pub use prune::{is_final, PruneOptions, PruneReport, MAX_PENDING};
 pub const DIR: &str = "state/animaworks-tool/approvals";
 /// How many entries the folder may hold before a look refuses it (a request is up to four files: the record,
 /// its arguments and its step markers): a forged folder must not make every gated call read without end. The
-/// store prunes decided requests before it gets near ([`prune`]).
+/// store prunes decided requests before it gets near (`prune`).
 pub const MAX_ENTRIES: usize = 8192;
 /// Bound for a request's unmasked arguments file.
 const ARGS_MAX: u64 = 16 * 1024 * 1024;

@@ -23,24 +23,13 @@ fn line(tool: &str, tier: Tier, profile: &Map<String, Value>, words: &[String]) 
     }
     let sub = super::subcommand_of(words);
     let entry = profile.get(sub)?.as_object()?;
-    if sub.is_empty() || entry.get("background_eligible").is_some_and(python_truth) {
+    if sub.is_empty() || entry.get("background_eligible").is_some_and(awt_core::policy::truthy) {
         return None;
     }
     let seconds = entry.get("expected_seconds").map_or_else(|| "?".to_owned(), python_str);
     Some(format!(
         "Warning: {tool} {sub} is not marked as long-running (expected ~{seconds}s). Consider running directly instead."
     ))
-}
-
-fn python_truth(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
 }
 
 /// `str()` of the JSON value as Python loaded it.

@@ -265,9 +265,9 @@ fn legacy_profile_entry(profile: &Map<String, Value>, action: &str) -> awt_proto
         .get("expected_seconds")
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s >= 0.0);
-    out.background_eligible = entry.get("background_eligible").is_some_and(truthy);
+    out.background_eligible = entry.get("background_eligible").is_some_and(crate::policy::truthy);
     // Any truthy spelling gates: a gate fails closed.
-    out.gated = entry.get("gated").is_some_and(truthy);
+    out.gated = entry.get("gated").is_some_and(crate::policy::truthy);
     out.gated_as = match entry.get("gated_as").and_then(Value::as_str) {
         Some(g) if !g.is_empty() => Some(g.to_owned()),
         _ if out.gated && key != action => Some(key.clone()),
@@ -276,14 +276,3 @@ fn legacy_profile_entry(profile: &Map<String, Value>, action: &str) -> awt_proto
     out
 }
 
-/// Python's truth of a JSON value.
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}

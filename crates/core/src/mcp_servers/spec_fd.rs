@@ -35,7 +35,7 @@ pub(crate) fn make(spec: &str) -> io::Result<OwnedFd> {
 }
 
 /// The description handed over as descriptor `fd`, read whole and closed; refused unless it is a sealed memory
-/// file, as only [`make`] makes.
+/// file, as only `make` makes.
 pub fn read(fd: RawFd) -> io::Result<String> {
     let owned = awt_sys::inherited::take(fd)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no descriptor {fd} was handed over")))?;

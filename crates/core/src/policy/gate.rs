@@ -300,7 +300,7 @@ pub fn decide(
 }
 
 /// Python truthiness of a JSON value, as `if profile.get("gated")` reads it.
-fn truthy(v: &Value) -> bool {
+pub fn truthy(v: &Value) -> bool {
     match v {
         Value::Null => false,
         Value::Bool(b) => *b,

@@ -29,6 +29,6 @@ pub mod sandbox_grants;
 pub mod vault;
 
 pub use crate::tier::Tier;
-pub use gate::{decide, decide_cli, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
+pub use gate::{decide, decide_cli, truthy, Decision, Gate, LegacyProfile, Refusal, RefusalKind};
 pub use mask::Masker;
 pub use permissions::{LoadedPermissions, Permissions, PermissionsError};
