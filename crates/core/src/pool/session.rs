@@ -567,7 +567,7 @@ impl Sessions {
                     CallError::new(
                         ErrorCode::Crashed,
                         format!(
-                            "{}.{}: the MCP server's {} before the call's final event",
+                            "{}.{}: the MCP server ended ({}) before the call's final event",
                             job.tool,
                             job.action,
                             session.ended()
