@@ -180,6 +180,10 @@ fn an_image_from_a_real_server_reaches_the_typescript_client_as_an_image_block()
     assert_eq!(title(long), Some(json!("Long name")), "{}", v["tools"]);
 }
 
+fn holds(bytes: &[u8], what: &str) -> bool {
+    bytes.windows(what.len()).any(|w| w == what.as_bytes())
+}
+
 fn awt_protocol_b64(s: &str) -> Vec<u8> {
     tool_sdk::protocol::content::decode_base64(s).expect("base64")
 }
@@ -214,6 +218,40 @@ fn the_cli_and_use_tool_describe_an_image_save_it_on_request_and_mask_the_captio
         text.contains("[image/png, 12 KB]") && !text.contains("iVBOR") && !text.contains("ghp_"),
         "{text}"
     );
+}
+
+/// A secret inside a block's base64 (an image's `data`, a resource's `blob`) is not seen by masking strings: such
+/// a block is left out, said so in its place, and never saved; a block without one beside it is kept.
+#[test]
+fn a_secret_encoded_in_a_blocks_base64_is_left_out_and_never_saved() {
+    let w = world();
+    let dir = w.tmp.path().join("saved");
+    let o = w.run(&["pics", "encoded", "--save-content", dir.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("[a image block left out: it held a secret"), "{out}");
+    assert!(out.contains("[a resource block left out: it held a secret"), "{out}");
+    assert_eq!(out.matches("saved to ").count(), 1, "only the plain image is saved: {out}");
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(f.unwrap().path()).unwrap();
+        assert!(!holds(&bytes, SECRET), "a saved file holds the secret");
+    }
+
+    let o = w.run(&["call", "pics", "encoded", "--events"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let events = stdout(&o);
+    let result: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    let blocks = result["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 3, "{result}");
+    for b in blocks {
+        for field in [&b["data"], &b["resource"]["blob"]] {
+            if let Some(b64) = field.as_str() {
+                let bytes = awt_protocol_b64(b64);
+                assert!(!holds(&bytes, SECRET), "{b}");
+            }
+        }
+    }
+    assert_eq!(blocks[2]["type"], "image", "the plain image is kept whole: {result}");
 }
 
 /// An image past the output cap (protocol.md §5.3) ends the call `output_capped`, naming the file and the cap;

@@ -7,7 +7,16 @@ import struct
 import zlib
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import Annotations, CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from mcp.types import (
+    Annotations,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+)
 
 server = MCPServer("content-test")
 
@@ -43,6 +52,23 @@ def picture(width: int = 4000) -> CallToolResult:
 def long_name() -> str:
     """Answers ok."""
     return "ok"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def encoded() -> CallToolResult:
+    """The server's GITHUB_TOKEN inside base64: in an image's data and in a resource's blob; a plain image beside."""
+    token = os.environ.get("GITHUB_TOKEN", "<none>").encode()
+    return CallToolResult(
+        content=[
+            ImageContent(data=base64.b64encode(png(3) + b"tEXt" + token).decode(), mime_type="image/png"),
+            EmbeddedResource(
+                resource=BlobResourceContents(
+                    uri="file:///tmp/token.bin", blob=base64.b64encode(b"token=" + token).decode()
+                )
+            ),
+            ImageContent(data=base64.b64encode(png(3)).decode(), mime_type="image/png"),
+        ]
+    )
 
 
 if __name__ == "__main__":

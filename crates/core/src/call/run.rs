@@ -415,8 +415,25 @@ impl Drop for Masking<'_> {
     }
 }
 
-impl Observer for Masking<'_> {
-    fn event(&mut self, event: &awt_protocol::Event, raw: &[u8]) {
+impl Masking<'_> {
+    /// A result's blocks that hold a secret inside their base64 are left out first; then every string is masked.
+    fn event_checked(&mut self, event: &awt_protocol::Event, raw: &[u8]) {
+        if let awt_protocol::Event::Result { content: Some(blocks), .. } = event {
+            if let Some(kept) = crate::stream::content::without_encoded_secrets(blocks, self.masker) {
+                let mut ev = event.clone();
+                if let awt_protocol::Event::Result { content, .. } = &mut ev {
+                    *content = Some(kept);
+                }
+                if let Ok(line) = serde_json::to_string(&ev) {
+                    return self.event_masked(&ev, line.as_bytes());
+                }
+                return;
+            }
+        }
+        self.event_masked(event, raw)
+    }
+
+    fn event_masked(&mut self, event: &awt_protocol::Event, raw: &[u8]) {
         let text = String::from_utf8_lossy(raw);
         let masked = self.masker.mask_str(&text);
         if masked != text {
@@ -435,6 +452,12 @@ impl Observer for Masking<'_> {
         } else if let Ok(ev) = serde_json::from_value(masked.clone()) {
             self.inner.event(&ev, masked.to_string().as_bytes());
         }
+    }
+}
+
+impl Observer for Masking<'_> {
+    fn event(&mut self, event: &awt_protocol::Event, raw: &[u8]) {
+        self.event_checked(event, raw);
     }
     fn unknown(&mut self, raw: &[u8]) {
         let masked = self.masker.mask_str(&String::from_utf8_lossy(raw));

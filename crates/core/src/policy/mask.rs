@@ -114,6 +114,16 @@ impl Masker {
         out
     }
 
+    /// Does `bytes` hold a secret (raw bytes: a block's decoded base64, which [`Masker::mask_str`] cannot see)?
+    pub fn found_in(&self, bytes: &[u8]) -> bool {
+        if let Some(m) = self.snapshot() {
+            return m.found_in(bytes);
+        }
+        self.needles
+            .iter()
+            .any(|n| memchr::memmem::find(bytes, n.as_bytes()).is_some())
+    }
+
     /// A copy of `v` with every secret in every string (values and object keys) replaced by [`MASK`].
     pub fn mask_value(&self, v: &Value) -> Value {
         let mut v = v.clone();

@@ -4,6 +4,7 @@
 //! that masking did not leave a broken block behind.
 
 use super::Observer;
+use crate::policy::Masker;
 use awt_protocol::Event;
 use serde_json::{json, Value};
 
@@ -14,11 +15,41 @@ pub fn delivered(blocks: &[Value]) -> Vec<Value> {
         .iter()
         .map(|b| match awt_protocol::content::check(std::slice::from_ref(b)) {
             Ok(()) => b.clone(),
-            Err(_) => json!({"type": "text", "text": format!(
-                "[a {} block left out: it held a secret, which was masked]",
-                b.get("type").and_then(Value::as_str).unwrap_or("content"))}),
+            Err(_) => left_out(b),
         })
         .collect()
+}
+
+/// The text block sent in place of a block that held a secret.
+fn left_out(b: &Value) -> Value {
+    json!({"type": "text", "text": format!(
+        "[a {} block left out: it held a secret, which was masked]",
+        b.get("type").and_then(Value::as_str).unwrap_or("content"))})
+}
+
+/// `blocks` with each block whose base64 (an image's or audio's `data`, a resource's `blob`) decodes to bytes that
+/// hold a secret replaced as [`delivered`] replaces a broken one; `None` when no block does. Masking strings
+/// cannot see a secret once encoded, and `--save-content` or a client would decode it.
+pub fn without_encoded_secrets(blocks: &[Value], masker: &Masker) -> Option<Vec<Value>> {
+    let holds = |b: &Value| {
+        let b64 = match b.get("type").and_then(Value::as_str) {
+            Some("image" | "audio") => b.get("data"),
+            Some("resource") => b.get("resource").and_then(|r| r.get("blob")),
+            _ => None,
+        };
+        b64.and_then(Value::as_str)
+            .and_then(awt_protocol::content::decode_base64)
+            .is_some_and(|bytes| masker.found_in(&bytes))
+    };
+    if masker.is_empty() || !blocks.iter().any(holds) {
+        return None;
+    }
+    Some(
+        blocks
+            .iter()
+            .map(|b| if holds(b) { left_out(b) } else { b.clone() })
+            .collect(),
+    )
 }
 
 /// Passes every event on, and keeps the content of the final `result` event.
