@@ -17,6 +17,10 @@ pub fn file_sha256(file: &ToolFile) -> std::io::Result<String> {
     /// Path, inode, size, mtime (s, ns).
     type Key = (PathBuf, u64, u64, i64, i64);
     static SEEN: Mutex<Option<HashMap<Key, String>>> = Mutex::new(None);
+    if file.mcp.is_some() {
+        // Not cached: it covers files besides the declaration's.
+        return awt_core::policy::approval::tool_sha256(file);
+    }
     let meta = std::fs::metadata(&file.path)?;
     if !meta.is_file() {
         return Err(std::io::Error::other(format!(

@@ -182,6 +182,41 @@ fn a_tool_file_rewritten_after_the_request_does_not_run_on_its_approval() {
     assert!(sent(&w).is_empty());
 }
 
+/// An MCP server's approval binds its script too, not only the file that declares it: a script changed after the
+/// request does not run on the approval. (Ran while only the declaration was bound.)
+#[test]
+fn an_mcp_servers_script_changed_after_the_request_does_not_run_on_its_approval() {
+    let w = World::new();
+    std::fs::write(w.anima.join("status.json"), "{}").unwrap();
+    let script = w.anima.join("srv.py");
+    let source =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_servers/py_server.py")).unwrap();
+    std::fs::write(&script, &source).unwrap();
+    let server = json!({"command": crate::mcp_servers::python(), "args": [script.to_str().unwrap()]});
+    w.settings(&json!({"mcp_servers": {"py": server}}).to_string());
+    std::fs::write(w.data.join("config.json"), r#"{"locale": "en"}"#).unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"external_tools": {"allow_all": true, "ask": ["py_write_note"]}}).to_string(),
+    )
+    .unwrap();
+    let note_path = w.anima.join("note.txt");
+    let args = json!({"path": note_path.to_str().unwrap(), "text": "hi"}).to_string();
+    let o = w.run(&["call", "py", "write_note", "--json", &args]);
+    assert_eq!(code(&o), 14, "approval_pending: {} {}", stdout(&o), stderr(&o));
+    let id = json(&o)["error"]["approval_id"]
+        .as_str()
+        .expect("the request id")
+        .to_owned();
+    std::fs::write(&script, format!("{source}\n# changed\n")).unwrap();
+    let o = operator(&w, &["approvals", "approve", &id]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(eventually(30, || note(&w, &id).exists()), "no notification");
+    let text = std::fs::read_to_string(note(&w, &id)).unwrap();
+    assert!(text.contains("failed") && text.contains("tool file"), "{text}");
+    assert!(!note_path.exists(), "the changed server ran on the approval");
+}
+
 /// Through the library: an approval never covers other arguments.
 #[test]
 fn an_approval_is_not_stretched_to_other_arguments() {

@@ -187,7 +187,7 @@ pub(crate) fn settle(
         d = decide(&extended);
     }
     to_error(d)?;
-    let tool_sha256 = approval::file_sha256(&resolved.file.path).map_err(|e| {
+    let tool_sha256 = approval::tool_sha256(&resolved.file).map_err(|e| {
         CallError::new(
             ErrorCode::PermissionDenied,
             format!(

@@ -117,6 +117,56 @@ pub fn args_sha256(kind: CallKind, args: &Value) -> String {
     crate::hex::encode(Sha256::digest(&out))
 }
 
+/// Files past this size among an MCP server's command and arguments (an interpreter, a large binary) are bound by
+/// their size and modification time instead of their content.
+const HASHED_UP_TO: u64 = 16 * 1024 * 1024;
+
+/// What an approval (and a task of a shared queue) binds of a tool, in hex: its file's SHA-256; for an MCP server,
+/// that of the file that declares it together with what its start runs that could change after an approval: the
+/// installation it runs (an installed package's folder and version; `mcp-servers install --update` makes a new
+/// folder) and every absolute path among its command and arguments that is a file (a server script).
+pub fn tool_sha256(file: &crate::discover::ToolFile) -> std::io::Result<String> {
+    let own = file_sha256(&file.path)?;
+    let Some(decl) = &file.mcp else {
+        return Ok(own);
+    };
+    let mut h = Sha256::new();
+    h.update(own.as_bytes());
+    let (command, args) = match &decl.install {
+        crate::mcp_servers::install::Install::Installed {
+            command,
+            args,
+            root,
+            version,
+        } => {
+            h.update(root.as_os_str().as_encoded_bytes());
+            h.update(b"\0");
+            h.update(version.as_bytes());
+            (command, args)
+        }
+        _ => (&decl.spec.command, &decl.spec.args),
+    };
+    for word in std::iter::once(command).chain(args) {
+        let path = Path::new(word);
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        if !path.is_absolute() || !meta.is_file() {
+            continue;
+        }
+        h.update(b"\0");
+        h.update(word.as_bytes());
+        h.update(b"\0");
+        if meta.len() <= HASHED_UP_TO {
+            h.update(file_sha256(path)?.as_bytes());
+        } else {
+            use std::os::unix::fs::MetadataExt;
+            h.update(format!("{}:{}.{}", meta.len(), meta.mtime(), meta.mtime_nsec()).as_bytes());
+        }
+    }
+    Ok(crate::hex::encode(h.finalize()))
+}
+
 /// The SHA-256 of a tool file's content, in hex.
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
