@@ -570,7 +570,18 @@ async fn tool_form(runner: &Runner, words: Vec<OsString>, fwd: &forward::Overrid
         }
         Err(e) => {
             let e = runner.refuse_open(&first, e);
-            return legacy_import_failure(&e).unwrap_or_else(|| fail(&e, json_errors));
+            // An AnimaWorks module refused before it is described (its anima's permissions file is unusable):
+            // refused in AnimaWorks' words, as its `cli_main` argv would be.
+            let rest: Vec<String> = words[1..].iter().map(|w| w.to_string_lossy().into_owned()).collect();
+            let refused = || {
+                runner
+                    .is_animaworks_module(&first)
+                    .then(|| legacy_refusal(&e, runner, &first, &rest))
+                    .flatten()
+            };
+            return legacy_import_failure(&e)
+                .or_else(refused)
+                .unwrap_or_else(|| fail(&e, json_errors));
         }
     };
     let words: Vec<String> = match words

@@ -1399,3 +1399,43 @@ fn side_by_side_an_unreadable_permissions_file_is_named_as_python_names_it() {
     std::fs::create_dir(&file).unwrap();
     run("IsADirectoryError");
 }
+
+/// A `permissions.json` that is a dangling symbolic link: both refuse the call with exit 1, naming Python's
+/// `FileNotFoundError`, before the tool runs (ours refused with the sandbox's failure to start the tool's first
+/// `--schemas`: the link cannot be mounted over).
+#[test]
+fn side_by_side_a_dangling_permissions_link_is_refused_as_the_original_refuses() {
+    let Some(venv) = original() else { return };
+    // The default settings: the tool's first `--schemas` is started in the sandbox.
+    let w = World::sandboxed();
+    w.tool(
+        &w.personal(),
+        "ran.py",
+        "def get_tool_schemas():\n    return []\ndef cli_main(argv):\n    print('ran', argv)\n",
+    );
+    let file = w.anima.join("permissions.json");
+    std::os::unix::fs::symlink(w.tmp.path().join("gone.json"), &file).unwrap();
+    let t = original_cmd(&w, &venv).args(["ran", "a"]).output().unwrap();
+    let o = w
+        .cmd()
+        .env("PATH", plain_path())
+        .env("ANIMAWORKS_PYTHON", venv.join("bin/python"))
+        .args(["ran", "a"])
+        .output()
+        .unwrap();
+    assert_eq!((o.status.code(), t.status.code()), (Some(1), Some(1)), "{}", stderr(&o));
+    assert_eq!(
+        (stdout(&o), stdout(&t)),
+        (String::new(), String::new()),
+        "the tool never runs"
+    );
+    let refusal = |e: &str| e.lines().find(|l| l.starts_with("Error: ")).map(str::to_owned);
+    let theirs = refusal(&stderr(&t)).unwrap();
+    assert!(theirs.contains("FileNotFoundError"), "{theirs}");
+    assert_eq!(refusal(&stderr(&o)), Some(theirs));
+    assert!(
+        stderr(&o).contains(file.to_str().unwrap()),
+        "the file is named: {}",
+        stderr(&o)
+    );
+}

@@ -689,7 +689,7 @@ fn common_has(runner: &Runner, tool: &str) -> bool {
     })
 }
 
-fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
+pub(super) fn refusal_to_error(d: Decision, tool: &str, action: Option<&str>) -> Result<(), CallError> {
     match d {
         Decision::Allow => Ok(()),
         Decision::Deny(r) => {

@@ -30,10 +30,16 @@ impl Runner {
     /// Find `tool` in the tiers and read its manifest (from the cache when it is unchanged). For describing a
     /// tool; a call starts with [`Runner::open`].
     pub async fn resolve(&self, tool: &str) -> Result<Resolved, CallError> {
+        let file = self.find(tool)?;
+        self.describe(tool, file).await
+    }
+
+    fn find(&self, tool: &str) -> Result<discover::ToolFile, CallError> {
         let found = discover::scan_for(&self.dirs, tool);
-        let Some(file) = found.tools.get(tool).cloned() else {
-            return Err(self.unknown_tool(tool));
-        };
+        found.tools.get(tool).cloned().ok_or_else(|| self.unknown_tool(tool))
+    }
+
+    async fn describe(&self, tool: &str, file: discover::ToolFile) -> Result<Resolved, CallError> {
         // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
         let probed = match probe::cached(&file, &self.dirs) {
             Some(p) => p,
@@ -90,7 +96,21 @@ impl Runner {
     /// [`Runner::open`], leaving a failure to the caller: it either audits it ([`Runner::refuse_open`]) or hands
     /// the words to someone else (the CLI's AnimaWorks commands, when no tool has the name).
     pub async fn open_unaudited(&self, tool: &str) -> Result<OpenTool<'_>, CallError> {
-        Ok(self.open_resolved(self.resolve(tool).await?))
+        let file = self.find(tool)?;
+        // The gate refuses every call while the permissions file is unusable: refused before the tool is started
+        // to describe itself, as the original refuses before importing it (a probe that cannot start, e.g. with
+        // the file a dangling link, would otherwise hide the refusal).
+        let perms = self.permissions();
+        super::prepare::refusal_to_error(crate::policy::gate::decide_usable(&perms), tool, None)?;
+        Ok(self.open_resolved(self.describe(tool, file).await?))
+    }
+
+    /// Is `tool` an AnimaWorks module (a `.py` file that does not use tool-sdk-py)? Known without its `--schemas`.
+    pub fn is_animaworks_module(&self, tool: &str) -> bool {
+        discover::scan_for(&self.dirs, tool)
+            .tools
+            .get(tool)
+            .is_some_and(|f| f.launch == discover::Launch::Python && !crate::policy::env::imports_sdk(&f.path))
     }
 
     /// Record an attempt at `tool` that could not be opened, and hand its error back.

@@ -247,6 +247,15 @@ fn unusable(err: &PermissionsError) -> Decision {
     )
 }
 
+/// Rule 1 of [`decide`] alone, for a call whose tool is not yet described: the refusal of every call while the
+/// permissions file is unusable, or [`Decision::Allow`] (the other rules still wait for the call's decision).
+pub fn decide_usable(perms: &Result<LoadedPermissions, PermissionsError>) -> Decision {
+    match perms {
+        Ok(_) => Decision::Allow,
+        Err(e) => unusable(e),
+    }
+}
+
 /// Rules 1–3 of [`decide`], shared by both entry points: the usable permissions and their file, or the refusal.
 fn tool_allowed<'a>(
     perms: &'a Result<LoadedPermissions, PermissionsError>,
