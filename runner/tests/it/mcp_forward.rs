@@ -136,8 +136,8 @@ fn a_servers_requests_reach_our_own_client_when_it_declared_them() {
 }
 
 /// A hostile server asks our client with a secret of its environment and escape sequences: the client sees the
-/// secret masked (as in the server's results), no control character that could hide which server asks, and a
-/// sampling request without the client's context.
+/// secret masked (as in the server's results), no control character that could hide which server asks, a
+/// system prompt that says which server asks, and a sampling request without the client's context.
 #[test]
 fn what_a_server_asks_our_client_is_masked_and_printable() {
     let w = world_with(
@@ -179,6 +179,11 @@ fn what_a_server_asks_our_client_is_masked_and_printable() {
     );
     let message = v["asked"]["elicit"][0].as_str().unwrap_or_default();
     assert!(message.starts_with("MCP server 'asking' asks: "), "{v}");
+    let system = v["asked"]["system"][0].as_str().unwrap_or_default();
+    assert!(
+        system.starts_with("MCP server 'asking' asks: "),
+        "a sampling request says who asks: {v}"
+    );
     assert!(
         !asked.contains("\\u001b") && !asked.contains("\\r") && !asked.contains("\\u0007"),
         "a control character reached the client: {asked}"

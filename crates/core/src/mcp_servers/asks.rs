@@ -291,8 +291,8 @@ fn ended() -> Refusal {
     }
 }
 
-/// What the client sees of a request: an elicitation's message prefixed with the server's name, so that the person
-/// who answers knows which server asks (a server may pose as anything in its own words); a sampling request without
+/// What the client sees of a request: an elicitation's message (a sampling request's system prompt) prefixed with
+/// the server's name, so that the person who answers knows which server asks (a server may pose as anything in its own words); a sampling request without
 /// the client's context; and, in what a person may
 /// be shown (an elicitation, a sampling request), no control character but newline and tab, so that no escape
 /// sequence or carriage return can hide that name or rewrite what a terminal shows.
@@ -305,8 +305,12 @@ pub(crate) fn attributed(server: &str, method: &str, mut params: Value) -> Value
     if let (true, Some(c)) = (method == "sampling/createMessage", params.get_mut("includeContext")) {
         *c = Value::String("none".into());
     }
-    if method == "elicitation/create" {
-        if let Some(m) = params.get_mut("message") {
+    let said = match method {
+        "elicitation/create" => "message",
+        _ => "systemPrompt",
+    };
+    if matches!(method, "elicitation/create" | "sampling/createMessage") {
+        if let Some(m) = params.get_mut(said).filter(|m| !m.is_null()) {
             let said = m.as_str().unwrap_or_default();
             *m = Value::String(format!("MCP server '{server}' asks: {said}"));
         }
@@ -422,7 +426,7 @@ mod tests {
             "sampling/createMessage",
             json!({"systemPrompt": "a\u{1b}[8mb", "includeContext": "allServers"}),
         );
-        assert_eq!(s["systemPrompt"], "a[8mb");
+        assert_eq!(s["systemPrompt"], "MCP server 'git' asks: a[8mb");
         assert_eq!(s["includeContext"], "none");
     }
 }
