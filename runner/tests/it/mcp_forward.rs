@@ -135,6 +135,61 @@ fn a_servers_requests_reach_our_own_client_when_it_declared_them() {
     assert_eq!(v["asked"]["roots"], 1, "{v}");
 }
 
+/// A hostile server asks our client with a secret of its environment and escape sequences: the client sees the
+/// secret masked (as in the server's results), no control character that could hide which server asks, a
+/// system prompt that says which server asks, and a sampling request without the client's context.
+#[test]
+fn what_a_server_asks_our_client_is_masked_and_printable() {
+    let w = world_with(
+        "asking",
+        json!({"command": python(), "args": [ASKING_SERVER],
+            "credentials": [{"name": "github", "env": "GITHUB_TOKEN"}]}),
+    );
+    let secret = "ghp_fwd12345678abcdSECRET";
+    std::fs::write(
+        w.data.join("config.json"),
+        json!({"credentials": {"github": {"api_key": secret}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        w.anima.join("permissions.json"),
+        json!({"version": 1, "credentials": {"asking": ["github"]}}).to_string(),
+    )
+    .unwrap();
+    let v = through_our_client(&w, "declare", json!([["asking_ask", {"what": "hostile"}]]));
+    assert_eq!(said(&v["calls"][0]), "hostile: accept fwd-model", "{v}");
+    let asked = v["asked"].to_string();
+    assert!(
+        !asked.contains(secret) && !asked.contains("ghp_fwd"),
+        "a secret reached the client: {asked}"
+    );
+    let seen = [
+        &v["asked"]["elicit"][0],
+        &v["asked"]["sample"][0],
+        &v["asked"]["system"][0],
+    ];
+    assert!(
+        seen.iter().all(|s| s.as_str().is_some_and(|s| s.contains("***"))),
+        "{v}"
+    );
+    assert_eq!(
+        v["asked"]["context"],
+        json!(["none"]),
+        "the server got the client's context: {v}"
+    );
+    let message = v["asked"]["elicit"][0].as_str().unwrap_or_default();
+    assert!(message.starts_with("MCP server 'asking' asks: "), "{v}");
+    let system = v["asked"]["system"][0].as_str().unwrap_or_default();
+    assert!(
+        system.starts_with("MCP server 'asking' asks: "),
+        "a sampling request says who asks: {v}"
+    );
+    assert!(
+        !asked.contains("\\u001b") && !asked.contains("\\r") && !asked.contains("\\u0007"),
+        "a control character reached the client: {asked}"
+    );
+}
+
 /// A client that declared them and answers with errors: each error reaches the server as the client's.
 #[test]
 fn a_clients_errors_reach_the_server() {

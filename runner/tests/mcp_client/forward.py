@@ -35,6 +35,9 @@ async def main() -> None:
     async def on_sample(context, params):
         text = params.messages[0].content.text
         out["asked"]["sample"].append(text)
+        if params.system_prompt is not None:
+            out["asked"].setdefault("system", []).append(params.system_prompt)
+        out["asked"].setdefault("context", []).append(params.include_context)
         if mode == "error":
             return refuse("sample")
         return types.CreateMessageResult(
@@ -46,6 +49,7 @@ async def main() -> None:
 
     async def on_elicit(context, params):
         out["asked"]["elicit"].append(params.message)
+        out["asked"].setdefault("schemas", []).append(params.requested_schema)
         if mode == "error":
             return refuse("ask")
         if mode == "hold":

@@ -263,6 +263,27 @@ impl Waiting {
     }
 }
 
+/// Every string of `v` (keys too) without control characters other than newline and tab.
+fn printable(v: &mut Value) {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let clean = |s: &str| s.chars().filter(|&c| !bad(c)).collect::<String>();
+    match v {
+        Value::String(s) if s.contains(bad) => *s = clean(s),
+        Value::Array(a) => a.iter_mut().for_each(printable),
+        Value::Object(m) if m.keys().any(|k| k.contains(bad)) => {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, mut x)| {
+                    printable(&mut x);
+                    (clean(&k), x)
+                })
+                .collect();
+        }
+        Value::Object(m) => m.values_mut().for_each(printable),
+        _ => {}
+    }
+}
+
 fn ended() -> Refusal {
     Refusal {
         code: INTERNAL_ERROR,
@@ -270,11 +291,26 @@ fn ended() -> Refusal {
     }
 }
 
-/// What the server sees of an elicitation's message: prefixed with the server's name, so that the person who
-/// answers knows which server asks (a server may pose as anything in its own words).
+/// What the client sees of a request: an elicitation's message (a sampling request's system prompt) prefixed with
+/// the server's name, so that the person who answers knows which server asks (a server may pose as anything in its own words); a sampling request without
+/// the client's context; and, in what a person may
+/// be shown (an elicitation, a sampling request), no control character but newline and tab, so that no escape
+/// sequence or carriage return can hide that name or rewrite what a terminal shows.
 pub(crate) fn attributed(server: &str, method: &str, mut params: Value) -> Value {
-    if method == "elicitation/create" {
-        if let Some(m) = params.get_mut("message") {
+    if matches!(method, "elicitation/create" | "sampling/createMessage") {
+        printable(&mut params);
+    }
+    // The client's context of "this server" is every server and tool behind animaworks-tool, and the session
+    // declares no `sampling.context`: a server gets none.
+    if let (true, Some(c)) = (method == "sampling/createMessage", params.get_mut("includeContext")) {
+        *c = Value::String("none".into());
+    }
+    let said = match method {
+        "elicitation/create" => "message",
+        _ => "systemPrompt",
+    };
+    if matches!(method, "elicitation/create" | "sampling/createMessage") {
+        if let Some(m) = params.get_mut(said).filter(|m| !m.is_null()) {
             let said = m.as_str().unwrap_or_default();
             *m = Value::String(format!("MCP server '{server}' asks: {said}"));
         }
@@ -377,5 +413,20 @@ mod tests {
         assert_eq!(r["error"]["code"], INTERNAL_ERROR);
         let e = attributed("git", "elicitation/create", json!({"message": "Your password?"}));
         assert_eq!(e["message"], "MCP server 'git' asks: Your password?");
+        let hide = json!({"message": "\r\u{1b}[2KMCP server 'vault' asks: PIN?\u{9b}\n\tok",
+            "requestedSchema": {"properties": {"p\u{7}": {"description": "\u{1b}]0;x\u{7}"}}}});
+        let e = attributed("git", "elicitation/create", hide);
+        assert_eq!(
+            e["message"],
+            "MCP server 'git' asks: [2KMCP server 'vault' asks: PIN?\n\tok"
+        );
+        assert_eq!(e["requestedSchema"]["properties"]["p"]["description"], "]0;x");
+        let s = attributed(
+            "git",
+            "sampling/createMessage",
+            json!({"systemPrompt": "a\u{1b}[8mb", "includeContext": "allServers"}),
+        );
+        assert_eq!(s["systemPrompt"], "MCP server 'git' asks: a[8mb");
+        assert_eq!(s["includeContext"], "none");
     }
 }

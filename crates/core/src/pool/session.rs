@@ -75,6 +75,9 @@ struct Shared {
     guard: Mutex<Option<GroupGuard>>,
     server: String,
     asks: Option<ClientAsks>,
+    /// The session's secrets (its environment is part of its key): masked in what the server asks the client,
+    /// as in its results.
+    masker: crate::policy::mask::Masker,
 }
 
 /// The bridge's input: request, cancel and reply lines, each written whole.
@@ -96,7 +99,7 @@ impl Drop for Session {
 }
 
 impl Session {
-    fn start(spec: &WorkerSpec<'_>) -> Result<Session, CallError> {
+    fn start(spec: &WorkerSpec<'_>, masker: &crate::policy::mask::Masker) -> Result<Session, CallError> {
         let sandbox = (spec.plan)()?;
         let forward = spec.asks.map(|a| a.0.declared().names()).unwrap_or_default();
         let started = spawn::start_session(spec.file, spec.dirs, spec.env, spec.cwd, &sandbox, &forward);
@@ -117,6 +120,7 @@ impl Session {
             guard: Mutex::new(Some(GroupGuard::new(pgid))),
             server: spec.file.name.clone(),
             asks: spec.asks.cloned(),
+            masker: masker.clone(),
         });
         let stdin: Input = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
         tokio::spawn(drain_stderr(shared.clone(), stderr));
@@ -266,7 +270,8 @@ fn ask(shared: &Arc<Shared>, stdin: &Input, answers: &mut Answers, f: Forwarded)
         ),
         Some(a) if a.0.declared().covers(&f.method) => {
             noted(shared, &f.method);
-            a.0.answer(&f.method, asks::attributed(&shared.server, &f.method, f.params))
+            let params = shared.masker.mask_value(&f.params);
+            a.0.answer(&f.method, asks::attributed(&shared.server, &f.method, params))
         }
         _ => refused(
             asks::METHOD_NOT_FOUND,
@@ -376,6 +381,7 @@ impl Sessions {
         key: &Key,
         workers: usize,
         spec: &WorkerSpec<'_>,
+        masker: &crate::policy::mask::Masker,
     ) -> Result<(Arc<Session>, Option<String>), CallError> {
         let mut slots = self.slots.lock().expect("sessions lock");
         // A declaration that changed: the sessions of its older versions are no longer handed out.
@@ -403,7 +409,7 @@ impl Sessions {
         let session = match best {
             Some(s) if s.in_flight.load(Ordering::Acquire) == 0 || slot.sessions.len() >= workers => s,
             _ => {
-                let s = Arc::new(Session::start(spec)?);
+                let s = Arc::new(Session::start(spec, masker)?);
                 slot.sessions.push(s.clone());
                 s
             }
@@ -437,7 +443,7 @@ impl Sessions {
         let workers = decl.spec.workers.unwrap_or(1).max(1);
         let idle = decl.spec.idle_s.map(|s| Duration::from_secs_f64(s.clamp(0.1, 1e9)));
         let (session, restarted) = self
-            .checkout(&key, workers, spec)
+            .checkout(&key, workers, spec, &job.spill.masker)
             .map_err(|e| e.with(Detail::Tool, job.tool).with(Detail::Action, job.action))?;
         *spec.sandbox_seen.lock().expect("sandbox slot lock") = Some(session.sandbox.summary());
         let (tx, mut rx) = mpsc::channel(CALL_QUEUE);
