@@ -31,7 +31,7 @@ impl Runner {
     /// tool; a call starts with [`Runner::open`].
     pub async fn resolve(&self, tool: &str) -> Result<Resolved, CallError> {
         let file = self.find(tool)?;
-        self.describe(tool, file).await
+        self.describe(tool, file, false).await
     }
 
     fn find(&self, tool: &str) -> Result<discover::ToolFile, CallError> {
@@ -39,11 +39,20 @@ impl Runner {
         found.tools.get(tool).cloned().ok_or_else(|| self.unknown_tool(tool))
     }
 
-    async fn describe(&self, tool: &str, file: discover::ToolFile) -> Result<Resolved, CallError> {
+    /// `for_call`: refuse before a probe is started while the permissions file is unusable (the gate refuses every
+    /// call then, and a probe that cannot start, e.g. with the file a dangling link, would hide the refusal; the
+    /// original refuses before importing the module). A cached description starts nothing, so the gate says it.
+    async fn describe(&self, tool: &str, file: discover::ToolFile, for_call: bool) -> Result<Resolved, CallError> {
         // Why the cache first: the probe's environment costs file reads that a cached tool does not need.
         let probed = match probe::cached(&file, &self.dirs) {
             Some(p) => p,
-            None => probe::manifest_after_miss(&file, &self.dirs, &self.probe_env()?).await.0,
+            None => {
+                if for_call {
+                    let perms = self.permissions();
+                    super::prepare::refusal_to_error(crate::policy::gate::decide_usable(&perms), tool, None)?;
+                }
+                probe::manifest_after_miss(&file, &self.dirs, &self.probe_env()?).await.0
+            }
         };
         match probed {
             Probed::Ok(manifest) => Ok(Resolved { file, manifest }),
@@ -97,12 +106,7 @@ impl Runner {
     /// the words to someone else (the CLI's AnimaWorks commands, when no tool has the name).
     pub async fn open_unaudited(&self, tool: &str) -> Result<OpenTool<'_>, CallError> {
         let file = self.find(tool)?;
-        // The gate refuses every call while the permissions file is unusable: refused before the tool is started
-        // to describe itself, as the original refuses before importing it (a probe that cannot start, e.g. with
-        // the file a dangling link, would otherwise hide the refusal).
-        let perms = self.permissions();
-        super::prepare::refusal_to_error(crate::policy::gate::decide_usable(&perms), tool, None)?;
-        Ok(self.open_resolved(self.describe(tool, file).await?))
+        Ok(self.open_resolved(self.describe(tool, file, true).await?))
     }
 
     /// Is `tool` an AnimaWorks module (a `.py` file that does not use tool-sdk-py)? Known without its `--schemas`.
